@@ -1,0 +1,256 @@
+//! Coalescing of text and reasoning deltas into durable blocks.
+//!
+//! Deltas go out live without an id and are never stored one by one; the text
+//! of a segment (one `(runId, agentId, kind, responseId)`) is kept here and
+//! written as one `text-block` / `reasoning-block` fact holding the segment's
+//! whole text so far. Clients apply blocks with REPLACE semantics (a block
+//! replaces the last timeline entry of the same kind and responseId when it
+//! extends it), so a segment flushed twice, or a client that saw part of it
+//! live, never renders text twice.
+//!
+//! Invariant (fold(replay) == fold(live)): a segment's block is stored before
+//! any later durable fact that would land after the segment in a reader's
+//! timeline. That holds because a segment is flushed
+//! - before any structural fact of the same agent (and of the parent, for
+//!   `agent-spawned`, whose child entry lands in the parent's timeline),
+//! - when the agent starts a segment of the other kind or a new `responseId`,
+//! - for every agent of a run on its `run-finish`,
+//! - after [`IDLE_FLUSH_MS`] without deltas (then it stays open, not dirty).
+
+use crate::event::{Event, Kind};
+use serde_json::json;
+
+/// Trailing deltas are persisted after this much quiet.
+pub const IDLE_FLUSH_MS: i64 = 3_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextKind {
+    Text,
+    Reasoning,
+}
+
+impl TextKind {
+    fn of(kind: Kind) -> Option<TextKind> {
+        match kind {
+            Kind::TextDelta => Some(TextKind::Text),
+            Kind::ReasoningDelta => Some(TextKind::Reasoning),
+            _ => None,
+        }
+    }
+
+    fn block(self) -> Kind {
+        match self {
+            TextKind::Text => Kind::TextBlock,
+            TextKind::Reasoning => Kind::ReasoningBlock,
+        }
+    }
+
+    fn delta(self) -> Kind {
+        match self {
+            TextKind::Text => Kind::TextDelta,
+            TextKind::Reasoning => Kind::ReasoningDelta,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Segment {
+    run_id: String,
+    agent_id: String,
+    kind: TextKind,
+    response_id: Option<String>,
+    text: String,
+    /// Bytes of `text` already stored in a block.
+    stored_len: usize,
+    last_delta_ts: i64,
+}
+
+impl Segment {
+    fn dirty(&self) -> bool {
+        self.text.len() > self.stored_len
+    }
+
+    fn to_event(&self, kind: Kind, payload: serde_json::Value) -> Event {
+        Event {
+            kind,
+            run_id: self.run_id.clone(),
+            agent_id: self.agent_id.clone(),
+            response_id: self.response_id.clone(),
+            ts: self.last_delta_ts,
+            payload,
+        }
+    }
+
+    /// The block for this segment's text, marking it stored.
+    fn take_block(&mut self) -> Option<Event> {
+        if !self.dirty() {
+            return None;
+        }
+        self.stored_len = self.text.len();
+        Some(self.to_event(self.kind.block(), json!({ "text": self.text })))
+    }
+}
+
+/// Open segments of one thread. A thread has few agents writing at once, so a
+/// small vector beats a map.
+#[derive(Debug, Default)]
+pub struct Coalescer {
+    open: Vec<Segment>,
+}
+
+impl Coalescer {
+    /// Takes a text or reasoning delta. Returns the blocks that must be stored
+    /// *before* the delta is sent (segments it closes). Other kinds are ignored.
+    pub fn push_delta(&mut self, ev: &Event) -> Vec<Event> {
+        let Some(kind) = TextKind::of(ev.kind) else {
+            return Vec::new();
+        };
+        let text = ev.str_field("text").unwrap_or_default();
+        let same_segment = |s: &Segment| s.kind == kind && s.response_id == ev.response_id;
+        // Another open segment of this agent ends where this delta begins.
+        let closed =
+            self.close_where(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && !same_segment(s));
+        let found = self
+            .open
+            .iter()
+            .position(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && same_segment(s));
+        let idx = found.unwrap_or_else(|| {
+            self.open.push(Segment {
+                run_id: ev.run_id.clone(),
+                agent_id: ev.agent_id.clone(),
+                kind,
+                response_id: ev.response_id.clone(),
+                text: String::new(),
+                stored_len: 0,
+                last_delta_ts: ev.ts,
+            });
+            self.open.len() - 1
+        });
+        let seg = &mut self.open[idx];
+        seg.text.push_str(text);
+        seg.last_delta_ts = ev.ts;
+        closed
+    }
+
+    /// Closes every segment of `agent_id` in `run_id`, oldest first.
+    pub fn close_agent(&mut self, run_id: &str, agent_id: &str) -> Vec<Event> {
+        self.close_where(|s| s.run_id == run_id && s.agent_id == agent_id)
+    }
+
+    /// Closes every segment of `run_id` (on `run-finish`).
+    pub fn close_run(&mut self, run_id: &str) -> Vec<Event> {
+        self.close_where(|s| s.run_id == run_id)
+    }
+
+    fn close_where(&mut self, pred: impl Fn(&Segment) -> bool) -> Vec<Event> {
+        let mut out = Vec::new();
+        let mut keep = Vec::with_capacity(self.open.len());
+        for mut s in self.open.drain(..) {
+            if pred(&s) {
+                out.extend(s.take_block());
+            } else {
+                keep.push(s);
+            }
+        }
+        self.open = keep;
+        out
+    }
+
+    /// Stores segments that have been quiet for [`IDLE_FLUSH_MS`]; they stay
+    /// open so later deltas extend the same block.
+    pub fn flush_idle(&mut self, now: i64) -> Vec<Event> {
+        self.open
+            .iter_mut()
+            .filter(|s| s.dirty() && now - s.last_delta_ts >= IDLE_FLUSH_MS)
+            .filter_map(Segment::take_block)
+            .collect()
+    }
+
+    /// When the next idle flush is due, if any segment is dirty.
+    pub fn next_idle_deadline(&self) -> Option<i64> {
+        self.open
+            .iter()
+            .filter(|s| s.dirty())
+            .map(|s| s.last_delta_ts + IDLE_FLUSH_MS)
+            .min()
+    }
+
+    /// For a joining subscriber: one id-less delta per open segment with text
+    /// not yet stored, holding the segment's whole text so far and
+    /// `snapshot: true` (apply with REPLACE semantics, as a block).
+    pub fn snapshots(&self) -> Vec<Event> {
+        self.open
+            .iter()
+            .filter(|s| s.dirty())
+            .map(|s| s.to_event(s.kind.delta(), json!({ "text": s.text, "snapshot": true })))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// Bytes of text held in memory.
+    pub fn buffered_bytes(&self) -> usize {
+        self.open.iter().map(|s| s.text.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn delta(kind: Kind, agent: &str, rid: Option<&str>, text: &str, ts: i64) -> Event {
+        let mut e = Event::new(kind, "r1", agent, ts, json!({ "text": text }));
+        e.response_id = rid.map(str::to_owned);
+        e
+    }
+
+    #[test]
+    fn deltas_become_one_block_on_close() {
+        let mut c = Coalescer::default();
+        for (i, t) in ["Hel", "lo", " world"].iter().enumerate() {
+            assert!(c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), t, i as i64)).is_empty());
+        }
+        let blocks = c.close_agent("r1", "a");
+        assert_eq!(blocks.len(), 1);
+        assert_eq!(blocks[0].kind, Kind::TextBlock);
+        assert_eq!(blocks[0].payload["text"], "Hello world");
+        assert_eq!(blocks[0].response_id.as_deref(), Some("s1"));
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn new_response_id_or_kind_closes_the_old_segment() {
+        let mut c = Coalescer::default();
+        c.push_delta(&delta(Kind::ReasoningDelta, "a", Some("s1"), "think", 0));
+        let closed = c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), "say", 1));
+        assert_eq!(closed.len(), 1);
+        assert_eq!(closed[0].kind, Kind::ReasoningBlock);
+        let closed = c.push_delta(&delta(Kind::TextDelta, "a", Some("s2"), "more", 2));
+        assert_eq!(closed[0].payload["text"], "say");
+        // Another agent's segment is untouched.
+        c.push_delta(&delta(Kind::TextDelta, "b", Some("s9"), "x", 3));
+        assert_eq!(c.close_run("r1").len(), 2);
+    }
+
+    #[test]
+    fn idle_flush_keeps_segment_open_and_later_block_holds_all_text() {
+        let mut c = Coalescer::default();
+        c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), "Hello", 0));
+        assert!(c.flush_idle(IDLE_FLUSH_MS - 1).is_empty());
+        assert_eq!(c.next_idle_deadline(), Some(IDLE_FLUSH_MS));
+        let b = c.flush_idle(IDLE_FLUSH_MS);
+        assert_eq!(b[0].payload["text"], "Hello");
+        assert_eq!(c.next_idle_deadline(), None);
+        assert!(c.snapshots().is_empty(), "nothing unstored to hand over");
+        assert!(c.close_agent("r1", "a").is_empty(), "no second identical block");
+        c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), "Hello", 10_000));
+        c.flush_idle(20_000);
+        c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), " world", 20_001));
+        let snap = c.snapshots();
+        assert_eq!(snap[0].kind, Kind::TextDelta);
+        assert_eq!(snap[0].payload, json!({"text":"Hello world","snapshot":true}));
+        assert_eq!(c.close_agent("r1", "a")[0].payload["text"], "Hello world");
+    }
+}

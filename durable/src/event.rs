@@ -1,0 +1,588 @@
+//! The event schema of the Instance AI protocol (seed `000_*`, PROTOCOLS.md §1).
+//!
+//! An incoming event is parsed into an [`Event`] whose payload has been checked
+//! against the typed schema of its kind and re-serialised in canonical form:
+//! unknown payload fields are dropped (as a Zod object schema strips them), so
+//! what is stored and replayed is exactly what the schema describes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Longest accepted `agentId`, `responseId` and identifier-like payload field.
+pub const MAX_ID_LEN: usize = 128;
+
+macro_rules! kinds {
+    ($( $variant:ident = $name:literal => $class:ident ),* $(,)?) => {
+        /// Every event type of the protocol.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Kind { $( $variant ),* }
+
+        impl Kind {
+            pub const ALL: &'static [Kind] = &[ $( Kind::$variant ),* ];
+
+            /// The wire name, e.g. `"tool-call"`.
+            pub fn as_str(self) -> &'static str {
+                match self { $( Kind::$variant => $name ),* }
+            }
+
+            pub fn parse(name: &str) -> Option<Kind> {
+                match name { $( $name => Some(Kind::$variant), )* _ => None }
+            }
+
+            /// How the log treats events of this kind.
+            pub fn class(self) -> Class {
+                match self { $( Kind::$variant => Class::$class ),* }
+            }
+        }
+    };
+}
+
+kinds! {
+    RunStart = "run-start" => Structural,
+    RunFinish = "run-finish" => Structural,
+    TextDelta = "text-delta" => Ephemeral,
+    ReasoningDelta = "reasoning-delta" => Ephemeral,
+    TextBlock = "text-block" => Coalesced,
+    ReasoningBlock = "reasoning-block" => Coalesced,
+    ToolInputStart = "tool-input-start" => Structural,
+    ToolCall = "tool-call" => Structural,
+    ToolResult = "tool-result" => Structural,
+    ToolError = "tool-error" => Structural,
+    ToolInterrupted = "tool-interrupted" => Structural,
+    AgentSpawned = "agent-spawned" => Structural,
+    AgentCompleted = "agent-completed" => Structural,
+    ConfirmationRequest = "confirmation-request" => Structural,
+    TasksUpdate = "tasks-update" => Structural,
+    Status = "status" => Ephemeral,
+    Error = "error" => Structural,
+    ThreadTitleUpdated = "thread-title-updated" => Structural,
+    FilesystemRequest = "filesystem-request" => Ephemeral,
+}
+
+/// The three classes of PROTOCOLS.md §1 "Durable log".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Sent live without an `id:`, never stored one by one.
+    Ephemeral,
+    /// Stored with a seq; produced by coalescing deltas.
+    Coalesced,
+    /// Stored with a seq and sent live with its id.
+    Structural,
+}
+
+impl Serialize for Kind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Kind::parse(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown event type `{name}`")))
+    }
+}
+
+/// One event as it is stored and sent: the protocol's envelope.
+///
+/// Field order is the wire order; `data:` lines are this struct serialised.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Event {
+    #[serde(rename = "type")]
+    pub kind: Kind,
+    pub run_id: String,
+    pub agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+    /// Epoch milliseconds, stamped by the server at publish.
+    pub ts: i64,
+    pub payload: Value,
+}
+
+impl Event {
+    pub fn new(kind: Kind, run_id: &str, agent_id: &str, ts: i64, payload: Value) -> Event {
+        Event {
+            kind,
+            run_id: run_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+            response_id: None,
+            ts,
+            payload,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("an Event always serialises")
+    }
+
+    /// `payload[key]` as a string, if it is one.
+    pub fn str_field(&self, key: &str) -> Option<&str> {
+        self.payload.get(key).and_then(Value::as_str)
+    }
+}
+
+/// What a publisher sends: `{type, agentId, responseId?, payload}`.
+/// `runId` and `ts` are the server's to stamp.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Incoming {
+    #[serde(rename = "type")]
+    kind: String,
+    agent_id: String,
+    #[serde(default)]
+    response_id: Option<String>,
+    #[serde(default)]
+    payload: Option<Value>,
+}
+
+/// Why an event was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaError(pub String);
+
+impl std::fmt::Display for SchemaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn err<T>(msg: impl Into<String>) -> Result<T, SchemaError> {
+    Err(SchemaError(msg.into()))
+}
+
+/// Parses and validates one published event, stamping `run_id` and `ts`.
+pub fn parse_published(value: Value, run_id: &str, ts: i64) -> Result<Event, SchemaError> {
+    if !value.is_object() {
+        return err("an event must be a JSON object");
+    }
+    let incoming: Incoming =
+        serde_json::from_value(value).map_err(|e| SchemaError(e.to_string()))?;
+    let Some(kind) = Kind::parse(&incoming.kind) else {
+        return err(format!("unknown event type `{}`", incoming.kind));
+    };
+    check_id("agentId", &incoming.agent_id)?;
+    if let Some(rid) = &incoming.response_id {
+        check_id("responseId", rid)?;
+    }
+    let payload = canonical_payload(kind, incoming.payload.unwrap_or(Value::Object(Map::new())))?;
+    Ok(Event {
+        kind,
+        run_id: run_id.to_owned(),
+        agent_id: incoming.agent_id,
+        response_id: incoming.response_id,
+        ts,
+        payload,
+    })
+}
+
+fn check_id(field: &str, id: &str) -> Result<(), SchemaError> {
+    if id.is_empty() || id.len() > MAX_ID_LEN {
+        return err(format!("`{field}` must be 1 to {MAX_ID_LEN} characters"));
+    }
+    if id.chars().any(char::is_control) {
+        return err(format!("`{field}` must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// Rejects object keys that poison JavaScript prototypes in clients that fold
+/// events with plain objects (PROTOCOLS.md §1, reducer rules).
+fn reject_proto_keys(v: &Value) -> Result<(), SchemaError> {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                if k == "__proto__" {
+                    return err("object key `__proto__` is not allowed");
+                }
+                reject_proto_keys(child)?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => items.iter().try_for_each(reject_proto_keys),
+        _ => Ok(()),
+    }
+}
+
+/// Checks `payload` against the schema of `kind` and returns its canonical form.
+pub fn canonical_payload(kind: Kind, payload: Value) -> Result<Value, SchemaError> {
+    reject_proto_keys(&payload)?;
+    if !payload.is_object() {
+        return err("`payload` must be a JSON object");
+    }
+    fn reshape<T: Serialize + for<'de> Deserialize<'de>>(v: Value) -> Result<Value, SchemaError> {
+        let typed: T = serde_json::from_value(v).map_err(|e| SchemaError(e.to_string()))?;
+        Ok(serde_json::to_value(typed).expect("schema types serialise"))
+    }
+    use schema::*;
+    match kind {
+        Kind::RunStart => reshape::<RunStart>(payload),
+        Kind::RunFinish => reshape::<RunFinish>(payload),
+        Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => {
+            reshape::<Text>(payload)
+        }
+        Kind::ToolInputStart => reshape::<ToolInputStart>(payload),
+        Kind::ToolCall => reshape::<ToolCall>(payload),
+        Kind::ToolResult => reshape::<ToolResult>(payload),
+        Kind::ToolError | Kind::ToolInterrupted => reshape::<ToolError>(payload),
+        Kind::AgentSpawned => reshape::<AgentSpawned>(payload),
+        Kind::AgentCompleted => reshape::<AgentCompleted>(payload),
+        Kind::ConfirmationRequest => reshape::<ConfirmationRequest>(payload),
+        Kind::TasksUpdate => tasks_update(payload),
+        Kind::Status => reshape::<StatusMsg>(payload),
+        Kind::Error => reshape::<ErrorMsg>(payload),
+        Kind::ThreadTitleUpdated => reshape::<Title>(payload),
+        Kind::FilesystemRequest => reshape::<FilesystemRequest>(payload),
+    }
+}
+
+/// `tasks-update` carries `{tasks: {tasks: [...]}}` in the schema; the seed's
+/// example sends the list flat (`{tasks: [...]}`) with `completed`/`pending`
+/// statuses. Both are accepted and stored in the schema's form.
+fn tasks_update(payload: Value) -> Result<Value, SchemaError> {
+    let Some(tasks) = payload.get("tasks") else {
+        return err("missing field `tasks`");
+    };
+    let list = match tasks {
+        Value::Array(_) => tasks.clone(),
+        Value::Object(o) => o.get("tasks").cloned().unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    let mut list: Vec<schema::Task> = serde_json::from_value(list)
+        .map_err(|e| SchemaError(format!("`tasks.tasks`: {e}")))?;
+    for t in &mut list {
+        t.status = match t.status.as_str() {
+            "completed" => "done".into(),
+            "pending" => "todo".into(),
+            "todo" | "in_progress" | "done" | "failed" | "cancelled" => t.status.clone(),
+            other => return err(format!("unknown task status `{other}`")),
+        };
+    }
+    Ok(serde_json::json!({ "tasks": { "tasks": list } }))
+}
+
+pub use schema::FinishStatus;
+
+/// Typed payloads, one per event type (PROTOCOLS.md §1 "Payloads").
+pub mod schema {
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct RunStart {
+        pub message_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub message_group_id: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+    #[serde(rename_all = "lowercase")]
+    pub enum FinishStatus {
+        Completed,
+        Cancelled,
+        Error,
+        Interrupted,
+    }
+
+    impl FinishStatus {
+        pub fn as_str(self) -> &'static str {
+            match self {
+                FinishStatus::Completed => "completed",
+                FinishStatus::Cancelled => "cancelled",
+                FinishStatus::Error => "error",
+                FinishStatus::Interrupted => "interrupted",
+            }
+        }
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct RunFinish {
+        pub status: FinishStatus,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reason: Option<String>,
+    }
+
+    /// `text-delta`, `reasoning-delta`, `text-block`, `reasoning-block`.
+    /// `snapshot` is set only by the server, on the delta that hands a joining
+    /// client an open segment's text so far (see `coalesce`).
+    #[derive(Serialize, Deserialize)]
+    pub struct Text {
+        pub text: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ToolInputStart {
+        pub tool_call_id: String,
+        pub tool_name: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ToolCall {
+        pub tool_call_id: String,
+        pub tool_name: String,
+        #[serde(default)]
+        pub args: Value,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ToolResult {
+        pub tool_call_id: String,
+        #[serde(default)]
+        pub result: Value,
+    }
+
+    /// `tool-error` and `tool-interrupted`.
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ToolError {
+        pub tool_call_id: String,
+        pub error: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct AgentSpawned {
+        pub parent_id: String,
+        pub role: String,
+        #[serde(default)]
+        pub tools: Vec<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub task_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub kind: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub title: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub subtitle: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub goal: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+    #[serde(rename_all = "lowercase")]
+    pub enum AgentEnd {
+        Completed,
+        Cancelled,
+        Error,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct AgentCompleted {
+        pub role: String,
+        #[serde(default)]
+        pub result: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub error: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub status: Option<AgentEnd>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum Severity {
+        Destructive,
+        Warning,
+        Info,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum InputType {
+        Approval,
+        Text,
+        Questions,
+        PlanReview,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum QuestionType {
+        Single,
+        Multi,
+        Text,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Question {
+        pub id: String,
+        pub question: String,
+        #[serde(rename = "type")]
+        pub kind: QuestionType,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub options: Option<Vec<String>>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct DomainAccess {
+        pub url: String,
+        pub host: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    pub enum CredentialStage {
+        Generic,
+        Finalize,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct CredentialFlow {
+        pub stage: CredentialStage,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ConfirmationRequest {
+        pub request_id: String,
+        pub tool_call_id: String,
+        pub tool_name: String,
+        #[serde(default)]
+        pub args: Value,
+        pub severity: Severity,
+        pub message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub input_type: Option<InputType>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub questions: Option<Vec<Question>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub intro_message: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tasks: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub credential_requests: Option<Vec<Value>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub credential_flow: Option<CredentialFlow>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub setup_requests: Option<Vec<Value>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub domain_access: Option<DomainAccess>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub project_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub workflow_id: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Task {
+        pub id: String,
+        pub description: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub detail: Option<String>,
+        pub status: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct StatusMsg {
+        pub message: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ErrorMsg {
+        pub content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub status_code: Option<u16>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub code: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub provider: Option<String>,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    pub struct Title {
+        pub title: String,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct FilesystemRequest {
+        pub request_id: String,
+        pub operation: String,
+        #[serde(default)]
+        pub args: Value,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<Event, SchemaError> {
+        parse_published(v, "run_1", 1000)
+    }
+
+    #[test]
+    fn every_kind_round_trips_its_name() {
+        for k in Kind::ALL {
+            assert_eq!(Kind::parse(k.as_str()), Some(*k));
+        }
+        assert_eq!(Kind::ALL.len(), 19);
+    }
+
+    #[test]
+    fn stamps_run_and_ts_and_strips_unknown_fields() {
+        let ev = parse(json!({"type":"tool-call","agentId":"a1","runId":"forged","ts":1,
+            "payload":{"toolCallId":"t1","toolName":"x","args":{"k":1},"extra":true}}))
+        .unwrap();
+        assert_eq!(ev.run_id, "run_1");
+        assert_eq!(ev.ts, 1000);
+        assert_eq!(ev.payload, json!({"toolCallId":"t1","toolName":"x","args":{"k":1}}));
+        assert_eq!(
+            ev.to_json(),
+            r#"{"type":"tool-call","runId":"run_1","agentId":"a1","ts":1000,"payload":{"toolCallId":"t1","toolName":"x","args":{"k":1}}}"#
+        );
+    }
+
+    #[test]
+    fn refuses_bad_shapes_with_a_reason() {
+        let cases = [
+            json!([]),
+            json!({"type":"nope","agentId":"a"}),
+            json!({"type":"tool-call","agentId":"a","payload":{"toolName":"x"}}),
+            json!({"type":"tool-call","agentId":"","payload":{"toolCallId":"t","toolName":"x"}}),
+            json!({"type":"run-finish","agentId":"a","payload":{"status":"done"}}),
+            json!({"type":"text-delta","agentId":"a","payload":{"text":5}}),
+            json!({"type":"text-delta","agentId":"a","payload":"hi"}),
+            json!({"type":"confirmation-request","agentId":"a","payload":{"requestId":"r","toolCallId":"t","toolName":"x","severity":"loud","message":"m"}}),
+            json!({"type":"tool-result","agentId":"a","payload":{"toolCallId":"t","result":{"__proto__":{"x":1}}}}),
+        ];
+        for c in cases {
+            assert!(parse(c.clone()).is_err(), "accepted {c}");
+        }
+    }
+
+    #[test]
+    fn tasks_update_accepts_the_seed_and_the_schema_shapes() {
+        let flat = parse(json!({"type":"tasks-update","agentId":"a","payload":{"tasks":[
+            {"id":"t1","description":"d","status":"completed"},{"id":"t2","description":"e","status":"pending"}]}}))
+        .unwrap();
+        assert_eq!(
+            flat.payload,
+            json!({"tasks":{"tasks":[{"id":"t1","description":"d","status":"done"},{"id":"t2","description":"e","status":"todo"}]}})
+        );
+        let nested = parse(json!({"type":"tasks-update","agentId":"a","payload":{"tasks":{"tasks":[
+            {"id":"t1","description":"d","status":"in_progress"}]}}}))
+        .unwrap();
+        assert_eq!(nested.payload["tasks"]["tasks"][0]["status"], "in_progress");
+        assert!(parse(json!({"type":"tasks-update","agentId":"a","payload":{"tasks":[{"id":"t","description":"d","status":"weird"}]}})).is_err());
+    }
+
+    #[test]
+    fn confirmation_request_keeps_rich_fields() {
+        let ev = parse(json!({"type":"confirmation-request","agentId":"a","payload":{
+            "requestId":"cr","toolCallId":"t","toolName":"x","args":{},"severity":"warning","message":"ok?",
+            "inputType":"questions","questions":[{"id":"q1","question":"Which?","type":"single","options":["a","b"]}],
+            "domainAccess":{"url":"https://x.test/a","host":"x.test"}}}))
+        .unwrap();
+        assert_eq!(ev.payload["inputType"], "questions");
+        assert_eq!(ev.payload["questions"][0]["type"], "single");
+        assert_eq!(ev.payload["domainAccess"]["host"], "x.test");
+    }
+}

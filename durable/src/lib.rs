@@ -1,0 +1,36 @@
+//! # threadline-durable: the pure core of a thread
+//!
+//! Everything a thread's Durable Object holds and decides, with no `worker`
+//! dependency, tested natively with injected time and fakes. The Worker crate
+//! (`src/`) is a thin shell that gives this core a SQLite store, channels to
+//! SSE responses, a clock and timers.
+//!
+//! A tour, in the order an event travels:
+//!
+//! - [`event`]: the protocol's event schema. A published event is parsed,
+//!   checked against its kind's payload schema and stamped with `runId`/`ts`.
+//! - [`thread`]: the thread itself: run lock (a compare-and-set on the active
+//!   run), the one publish path (coalesce, assign seqs, persist, then fan out),
+//!   subscriptions (replay window and live registration in one block), cancel,
+//!   idle timeout and the restart sweep.
+//! - [`coalesce`]: text and reasoning deltas become `text-block` /
+//!   `reasoning-block` facts, so a thousand deltas cost one row.
+//! - [`store`]: the storage trait the thread persists through, and an
+//!   in-memory store with fault injection for tests.
+//! - [`sse`]: SSE framing, apart from I/O, validated and byte-exact.
+//! - [`reducer`]: folds events into the agent activity tree; the messages view
+//!   and the restart sweep use it, and fold(replay) == fold(live) is tested on it.
+//! - [`error`]: the `{error: {code, message}}` every refusal carries.
+
+pub mod coalesce;
+pub mod error;
+pub mod event;
+pub mod reducer;
+pub mod sse;
+pub mod store;
+pub mod thread;
+
+pub use error::ApiError;
+pub use event::{Event, Kind};
+pub use store::{MemoryStore, Record, RunRecord, RunState, Store};
+pub use thread::{Config, Sink, StartRun, Subscription, Thread};

@@ -1,0 +1,151 @@
+//! Server-Sent-Events framing, apart from any I/O (as axum's `response/sse.rs`).
+//!
+//! A [`Frame`] is validated when built: an `event:` name may not contain a line
+//! break (it would end the field early and let the rest be parsed as another
+//! field), and multi-line data is split into one `data:` line per line, so no
+//! payload can forge an `id:` line. Frames are encoded into a caller's buffer
+//! so a batch of events becomes one write per subscriber.
+
+/// Why a frame could not be built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FieldError {
+    /// The field value contains `\r` or `\n`.
+    LineBreak(&'static str),
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FieldError::LineBreak(field) => write!(f, "SSE field `{field}` contains a line break"),
+        }
+    }
+}
+
+/// One SSE frame: optional `id:`, optional `event:`, and data.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Frame<'a> {
+    id: Option<u64>,
+    event: Option<&'a str>,
+    data: &'a str,
+}
+
+impl<'a> Frame<'a> {
+    pub fn data(data: &'a str) -> Frame<'a> {
+        Frame { id: None, event: None, data }
+    }
+
+    pub fn id(mut self, id: u64) -> Frame<'a> {
+        self.id = Some(id);
+        self
+    }
+
+    pub fn event(mut self, name: &'a str) -> Result<Frame<'a>, FieldError> {
+        if name.contains(['\r', '\n']) {
+            return Err(FieldError::LineBreak("event"));
+        }
+        self.event = Some(name);
+        Ok(self)
+    }
+
+    /// Appends the encoded frame to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        if let Some(name) = self.event {
+            out.extend_from_slice(b"event: ");
+            out.extend_from_slice(name.as_bytes());
+            out.push(b'\n');
+        }
+        if let Some(id) = self.id {
+            out.extend_from_slice(b"id: ");
+            out.extend_from_slice(id.to_string().as_bytes());
+            out.push(b'\n');
+        }
+        for line in split_lines(self.data) {
+            out.extend_from_slice(b"data: ");
+            out.extend_from_slice(line.as_bytes());
+            out.push(b'\n');
+        }
+        out.push(b'\n');
+    }
+}
+
+/// Splits on `\r\n`, `\r` and `\n`, the three line ends SSE parsers accept.
+fn split_lines(s: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let s = rest?;
+        match s.find(['\r', '\n']) {
+            None => {
+                rest = None;
+                Some(s)
+            }
+            Some(i) => {
+                let skip = if s[i..].starts_with("\r\n") { 2 } else { 1 };
+                rest = Some(&s[i + skip..]);
+                Some(&s[..i])
+            }
+        }
+    })
+}
+
+/// Appends an SSE comment (`: text`), used for keep-alive pings.
+pub fn encode_comment(text: &str, out: &mut Vec<u8>) -> Result<(), FieldError> {
+    if text.contains(['\r', '\n']) {
+        return Err(FieldError::LineBreak("comment"));
+    }
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(text.as_bytes());
+    out.extend_from_slice(b"\n\n");
+    Ok(())
+}
+
+/// The keep-alive frame sent every [`PING_INTERVAL_MS`].
+pub const PING: &[u8] = b": ping\n\n";
+pub const PING_INTERVAL_MS: u64 = 15_000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(f: Frame) -> String {
+        let mut out = Vec::new();
+        f.encode(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn durable_frame_is_id_then_data() {
+        assert_eq!(enc(Frame::data("{\"a\":1}").id(42)), "id: 42\ndata: {\"a\":1}\n\n");
+    }
+
+    #[test]
+    fn ephemeral_frame_has_no_id_line() {
+        assert_eq!(enc(Frame::data("x")), "data: x\n\n");
+    }
+
+    #[test]
+    fn named_event_comes_first() {
+        assert_eq!(
+            enc(Frame::data("{}").event("meta").unwrap().id(1)),
+            "event: meta\nid: 1\ndata: {}\n\n"
+        );
+    }
+
+    #[test]
+    fn multiline_data_cannot_forge_fields() {
+        assert_eq!(
+            enc(Frame::data("a\nid: 9\r\nb\rc")),
+            "data: a\ndata: id: 9\ndata: b\ndata: c\n\n"
+        );
+        assert_eq!(enc(Frame::data("")), "data: \n\n");
+        assert_eq!(enc(Frame::data("end\n")), "data: end\ndata: \n\n");
+    }
+
+    #[test]
+    fn event_name_with_line_break_is_refused() {
+        assert_eq!(Frame::data("x").event("a\nb"), Err(FieldError::LineBreak("event")));
+        let mut out = Vec::new();
+        assert!(encode_comment("a\rb", &mut out).is_err());
+        encode_comment("ping", &mut out).unwrap();
+        assert_eq!(out, PING);
+    }
+}

@@ -1,0 +1,194 @@
+//! Storage behind a trait (as azul keeps its storage), so the thread's rules
+//! run natively against [`MemoryStore`], with faults injected, and on workerd
+//! against Durable Object SQLite (`src/store.rs` in the Worker crate).
+//!
+//! The store is synchronous on purpose: Durable Object SQLite is, and a
+//! synchronous store lets the thread persist and fan out in one block that no
+//! other request can interleave with.
+
+use crate::event::{FinishStatus, Kind};
+use serde::{Deserialize, Serialize};
+
+/// One durable row of the log: `seq` is the SSE `id:`, `data` the event JSON.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record {
+    pub seq: u64,
+    pub run_id: String,
+    pub kind: Kind,
+    pub data: String,
+}
+
+/// Where a run stands. At most one run of a thread is `Running`: that is the
+/// thread's run lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    Running,
+    Completed,
+    Cancelled,
+    Error,
+    Interrupted,
+}
+
+impl RunState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Completed => "completed",
+            RunState::Cancelled => "cancelled",
+            RunState::Error => "error",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        Some(match s {
+            "running" => RunState::Running,
+            "completed" => RunState::Completed,
+            "cancelled" => RunState::Cancelled,
+            "error" => RunState::Error,
+            "interrupted" => RunState::Interrupted,
+            _ => return None,
+        })
+    }
+}
+
+impl From<FinishStatus> for RunState {
+    fn from(s: FinishStatus) -> RunState {
+        match s {
+            FinishStatus::Completed => RunState::Completed,
+            FinishStatus::Cancelled => RunState::Cancelled,
+            FinishStatus::Error => RunState::Error,
+            FinishStatus::Interrupted => RunState::Interrupted,
+        }
+    }
+}
+
+/// One user message and the run that answers it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    pub run_id: String,
+    pub message_id: String,
+    /// The user's message text.
+    pub message: String,
+    /// The root agent's id (the `agentId` of `run-start`).
+    pub agent_id: String,
+    pub state: RunState,
+    pub reason: Option<String>,
+    /// Hex SHA-256 of the run's publish token.
+    pub token_hash: String,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+pub trait Store {
+    /// Appends `records` (seqs contiguous, above every stored seq) and, in the
+    /// same atomic write, upserts `runs`. Either all of it is stored or none.
+    fn commit(&mut self, records: &[Record], runs: &[RunRecord]) -> StoreResult<()>;
+
+    /// The highest stored seq, 0 for an empty log.
+    fn last_seq(&self) -> StoreResult<u64>;
+
+    /// Records with `after < seq <= up_to`, ascending, at most `limit`.
+    fn read_range(&self, after: u64, up_to: u64, limit: usize) -> StoreResult<Vec<Record>>;
+
+    /// Every record of one run, ascending.
+    fn run_records(&self, run_id: &str) -> StoreResult<Vec<Record>>;
+
+    fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
+
+    /// The run holding the lock, if any.
+    fn running(&self) -> StoreResult<Option<RunRecord>>;
+
+    /// Runs newest first: skip `offset`, take `limit`. Also the total count.
+    fn runs_page(&self, offset: usize, limit: usize) -> StoreResult<(Vec<RunRecord>, usize)>;
+
+    /// Rows written since the store was opened (the cost figure of the bench).
+    fn rows_written(&self) -> u64;
+}
+
+/// An in-memory store for native tests, with fault injection.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    pub records: Vec<Record>,
+    pub runs: Vec<RunRecord>,
+    /// The next `fail_commits` commits fail without storing anything.
+    pub fail_commits: usize,
+    rows: u64,
+}
+
+impl Store for MemoryStore {
+    fn commit(&mut self, records: &[Record], runs: &[RunRecord]) -> StoreResult<()> {
+        if self.fail_commits > 0 {
+            self.fail_commits -= 1;
+            return Err(StoreError("injected fault".into()));
+        }
+        let mut expect = self.records.last().map_or(0, |r| r.seq) + 1;
+        for r in records {
+            assert_eq!(r.seq, expect, "seqs must be contiguous");
+            expect += 1;
+        }
+        let running = runs.iter().filter(|r| r.state == RunState::Running).count()
+            + self
+                .runs
+                .iter()
+                .filter(|r| r.state == RunState::Running && !runs.iter().any(|n| n.run_id == r.run_id))
+                .count();
+        assert!(running <= 1, "at most one running run per thread");
+        self.records.extend_from_slice(records);
+        for run in runs {
+            match self.runs.iter_mut().find(|r| r.run_id == run.run_id) {
+                Some(slot) => *slot = run.clone(),
+                None => self.runs.push(run.clone()),
+            }
+        }
+        self.rows += (records.len() + runs.len()) as u64;
+        Ok(())
+    }
+
+    fn last_seq(&self) -> StoreResult<u64> {
+        Ok(self.records.last().map_or(0, |r| r.seq))
+    }
+
+    fn read_range(&self, after: u64, up_to: u64, limit: usize) -> StoreResult<Vec<Record>> {
+        Ok(self
+            .records
+            .iter()
+            .filter(|r| r.seq > after && r.seq <= up_to)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    fn run_records(&self, run_id: &str) -> StoreResult<Vec<Record>> {
+        Ok(self.records.iter().filter(|r| r.run_id == run_id).cloned().collect())
+    }
+
+    fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        Ok(self.runs.iter().find(|r| r.run_id == run_id).cloned())
+    }
+
+    fn running(&self) -> StoreResult<Option<RunRecord>> {
+        Ok(self.runs.iter().find(|r| r.state == RunState::Running).cloned())
+    }
+
+    fn runs_page(&self, offset: usize, limit: usize) -> StoreResult<(Vec<RunRecord>, usize)> {
+        let page = self.runs.iter().rev().skip(offset).take(limit).cloned().collect();
+        Ok((page, self.runs.len()))
+    }
+
+    fn rows_written(&self) -> u64 {
+        self.rows
+    }
+}

@@ -1,0 +1,513 @@
+//! One conversation thread: what its Durable Object holds and decides.
+//!
+//! [`Thread`] owns the sequence counter, the run lock, the open text segments
+//! and the subscribers, over a synchronous [`Store`]. Every event, whoever
+//! produced it (the server, an external agent, the built-in agent), enters
+//! through [`Thread::publish_events`], the one publish path, which persists,
+//! then fans out.
+//!
+//! Callers never hold the thread across an `.await`: every method here is
+//! synchronous, so each is one block no other request can interleave with.
+
+use crate::coalesce::Coalescer;
+use crate::error::ApiError;
+use crate::event::{self, Class, Event, FinishStatus, Kind};
+use crate::reducer;
+use crate::sse::Frame;
+use crate::store::{Record, RunRecord, RunState, Store};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// Where a subscriber's bytes go. The Worker's sink is a channel into an SSE
+/// response body; tests use a vector.
+pub trait Sink {
+    /// Queues `chunk`; `false` when the subscriber has gone away.
+    fn send(&mut self, chunk: Bytes) -> bool;
+    /// `true` once the receiving side is gone.
+    fn is_closed(&self) -> bool;
+}
+
+/// Tunables of a thread.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// A run with no published event for this long ends with `timeout`.
+    pub run_idle_timeout_ms: i64,
+    /// After the object restarts, a run still open that publishes nothing for
+    /// this long is swept as `crash_interrupted`.
+    pub restart_grace_ms: i64,
+    /// Most records read per replay page.
+    pub replay_page: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config { run_idle_timeout_ms: 10 * 60_000, restart_grace_ms: 30_000, replay_page: 512 }
+    }
+}
+
+/// The root agent id of every run a thread starts.
+pub const ROOT_AGENT: &str = "orchestrator";
+
+/// What the caller supplies to start a run (ids come from its random source).
+#[derive(Clone, Debug)]
+pub struct StartRun {
+    pub run_id: String,
+    pub message_id: String,
+    pub message: String,
+    /// The run's publish token; only its hash is stored.
+    pub publish_token: String,
+}
+
+#[derive(Debug)]
+struct Active {
+    record: RunRecord,
+    /// Last time an event was published into the run (ms).
+    last_activity: i64,
+    /// Set when the run was found open on load: the time it was found.
+    found_on_load: Option<i64>,
+}
+
+/// A subscriber's replay window, taken when it registered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subscription {
+    pub id: u64,
+    /// Replay records with `after < seq <= high`, page by page.
+    pub after: u64,
+    pub high: u64,
+    /// Sent after the replay: open segments' text so far, as id-less deltas.
+    pub snapshot: Bytes,
+}
+
+/// What a timer tick did, for the caller to act on.
+#[derive(Debug, Default, PartialEq)]
+pub struct Tick {
+    /// A run this tick ended, with its reason (the webhook is told).
+    pub ended: Option<(String, String)>,
+    /// When to tick next (ms), if anything is pending.
+    pub next: Option<i64>,
+}
+
+pub struct Thread<S: Store, K: Sink> {
+    store: S,
+    config: Config,
+    last_seq: u64,
+    active: Option<Active>,
+    coalescer: Coalescer,
+    subscribers: Vec<(u64, K)>,
+    next_subscriber: u64,
+}
+
+pub fn hash_token(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Opens a thread over `store`. A run found still open is remembered as
+    /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
+    pub fn load(store: S, config: Config, now: i64) -> Result<Self, ApiError> {
+        let last_seq = store.last_seq().map_err(ApiError::storage)?;
+        let active = store.running().map_err(ApiError::storage)?.map(|record| Active {
+            record,
+            last_activity: now,
+            found_on_load: Some(now),
+        });
+        Ok(Thread {
+            store,
+            config,
+            last_seq,
+            active,
+            coalescer: Coalescer::default(),
+            subscribers: Vec::new(),
+            next_subscriber: 1,
+        })
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    pub fn active_run(&self) -> Option<&RunRecord> {
+        self.active.as_ref().map(|a| &a.record)
+    }
+
+    pub fn subscriber_count(&self) -> usize {
+        self.subscribers.len()
+    }
+
+    /// Starts a run: the compare-and-set of the thread's run lock. Refused
+    /// with 409 `run_active` while another run holds it.
+    pub fn start_run(&mut self, start: StartRun, now: i64) -> Result<RunRecord, ApiError> {
+        if let Some(a) = &self.active {
+            return Err(ApiError::new(409, "run_active", "a run is already active on this thread")
+                .with("runId", a.record.run_id.clone()));
+        }
+        let record = RunRecord {
+            run_id: start.run_id.clone(),
+            message_id: start.message_id.clone(),
+            message: start.message,
+            agent_id: ROOT_AGENT.to_owned(),
+            state: RunState::Running,
+            reason: None,
+            token_hash: hash_token(&start.publish_token),
+            created_at: now,
+            finished_at: None,
+        };
+        let run_start = Event::new(
+            Kind::RunStart,
+            &start.run_id,
+            ROOT_AGENT,
+            now,
+            json!({ "messageId": start.message_id }),
+        );
+        self.commit(vec![run_start], Some(record.clone()))?;
+        self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None });
+        Ok(record)
+    }
+
+    /// Checks a bearer publish token against `run_id`: 401 when absent, 403
+    /// when it is not that run's token, 404 for a run the thread never had.
+    pub fn authorize_publish(&self, run_id: &str, token: Option<&str>) -> Result<(), ApiError> {
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Err(ApiError::new(401, "unauthorized", "a bearer publish token is required"));
+        };
+        let run = match &self.active {
+            Some(a) if a.record.run_id == run_id => a.record.clone(),
+            _ => self
+                .store
+                .run(run_id)
+                .map_err(ApiError::storage)?
+                .ok_or_else(|| ApiError::not_found("run_not_found", "no such run on this thread"))?,
+        };
+        if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
+            return Err(ApiError::new(403, "forbidden", "this token does not publish to this run"));
+        }
+        Ok(())
+    }
+
+    /// Validates and appends a publisher's batch, in order, to `run_id`.
+    ///
+    /// All or nothing: the first invalid event refuses the batch with 400 and
+    /// its `index`, and nothing of it is stored. A finished run refuses with
+    /// 409 `run_finished`, so a cancelled agent's late events never land.
+    /// `run-start` is the server's; `run-finish` may only end a batch.
+    pub fn publish(&mut self, run_id: &str, batch: Vec<Value>, now: i64) -> Result<u64, ApiError> {
+        match &self.active {
+            Some(a) if a.record.run_id == run_id => {}
+            _ => {
+                return Err(ApiError::new(409, "run_finished", "this run has finished; nothing was stored")
+                    .with("runId", run_id))
+            }
+        }
+        let n = batch.len();
+        let mut events = Vec::with_capacity(n);
+        for (index, value) in batch.into_iter().enumerate() {
+            let invalid = |msg: String| {
+                ApiError::bad_request("invalid_event", format!("event {index}: {msg}")).with("index", index)
+            };
+            let ev = event::parse_published(value, run_id, now).map_err(|e| invalid(e.0))?;
+            if ev.kind == Kind::RunStart {
+                return Err(invalid("`run-start` is emitted by the server".into()));
+            }
+            if ev.kind == Kind::RunFinish && index + 1 != n {
+                return Err(invalid("`run-finish` must be the last event of a batch".into()));
+            }
+            events.push(ev);
+        }
+        let active = self.active.as_mut().expect("checked above");
+        active.last_activity = now;
+        active.found_on_load = None; // it is alive
+        self.publish_events(events, now)?;
+        Ok(self.last_seq)
+    }
+
+    /// The one publish path. Coalesces deltas, assigns seqs, persists the
+    /// durable facts (with the run's record when it finishes) in one commit,
+    /// and only then sends every frame to every subscriber as one chunk each.
+    pub fn publish_events(&mut self, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+        let finished = events.iter().rev().find(|e| e.kind == Kind::RunFinish).cloned();
+        let run_update = match (&finished, &self.active) {
+            (Some(f), Some(a)) if a.record.run_id == f.run_id => {
+                let status: FinishStatus = serde_json::from_value(f.payload["status"].clone())
+                    .map_err(|e| ApiError::bad_request("invalid_event", e.to_string()))?;
+                let mut rec = a.record.clone();
+                rec.state = status.into();
+                rec.reason = f.str_field("reason").map(str::to_owned);
+                rec.finished_at = Some(now);
+                Some(rec)
+            }
+            _ => None,
+        };
+        self.commit(events, run_update.clone())?;
+        if run_update.is_some() {
+            self.active = None;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), ApiError> {
+        enum Staged {
+            Durable(Event),
+            Live(Event),
+        }
+        let mut staged = Vec::with_capacity(events.len() + 2);
+        for ev in events {
+            match ev.kind.class() {
+                Class::Ephemeral => {
+                    staged.extend(self.coalescer.push_delta(&ev).into_iter().map(Staged::Durable));
+                    staged.push(Staged::Live(ev));
+                }
+                Class::Coalesced | Class::Structural => {
+                    let closing = if ev.kind == Kind::RunFinish {
+                        self.coalescer.close_run(&ev.run_id)
+                    } else {
+                        let mut c = self.coalescer.close_agent(&ev.run_id, &ev.agent_id);
+                        if ev.kind == Kind::AgentSpawned {
+                            if let Some(parent) = ev.str_field("parentId") {
+                                c.extend(self.coalescer.close_agent(&ev.run_id, parent));
+                            }
+                        }
+                        c
+                    };
+                    staged.extend(closing.into_iter().map(Staged::Durable));
+                    staged.push(Staged::Durable(ev));
+                }
+            }
+        }
+        let mut records = Vec::new();
+        let mut wire = Vec::new();
+        let mut seq = self.last_seq;
+        for s in &staged {
+            match s {
+                Staged::Durable(ev) => {
+                    seq += 1;
+                    let data = ev.to_json();
+                    Frame::data(&data).id(seq).encode(&mut wire);
+                    records.push(Record { seq, run_id: ev.run_id.clone(), kind: ev.kind, data });
+                }
+                Staged::Live(ev) => Frame::data(&ev.to_json()).encode(&mut wire),
+            }
+        }
+        let runs: Vec<RunRecord> = run.into_iter().collect();
+        if !records.is_empty() || !runs.is_empty() {
+            if let Err(e) = self.store.commit(&records, &runs) {
+                // Nothing was stored and nothing is sent. The deltas folded
+                // into open segments are dropped with them: they were never
+                // durable, and a segment must not hold text no one was sent.
+                self.coalescer = Coalescer::default();
+                return Err(ApiError::storage(e));
+            }
+        }
+        self.last_seq = seq;
+        self.fan_out(Bytes::from(wire));
+        Ok(())
+    }
+
+    fn fan_out(&mut self, chunk: Bytes) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.subscribers.retain_mut(|(_, sink)| sink.send(chunk.clone()));
+    }
+
+    /// Registers a subscriber that has seen everything up to `after`.
+    ///
+    /// In one synchronous block: note the replay window `(after, last_seq]`,
+    /// take the open segments' text so far, and register the sink. Every fact
+    /// with a seq above `last_seq` is sent to the sink live, every one at or
+    /// below it is in the window: no gap and no duplicate, whatever is
+    /// published while the caller pages through the replay.
+    pub fn subscribe(&mut self, after: u64, sink: K) -> Subscription {
+        let id = self.next_subscriber;
+        self.next_subscriber += 1;
+        let mut snapshot = Vec::new();
+        for ev in self.coalescer.snapshots() {
+            Frame::data(&ev.to_json()).encode(&mut snapshot);
+        }
+        self.subscribers.push((id, sink));
+        Subscription { id, after, high: self.last_seq, snapshot: Bytes::from(snapshot) }
+    }
+
+    pub fn unsubscribe(&mut self, id: u64) {
+        self.subscribers.retain(|(sid, _)| *sid != id);
+    }
+
+    /// Drops subscribers whose receiving side has gone.
+    pub fn prune_subscribers(&mut self) {
+        self.subscribers.retain(|(_, s)| !s.is_closed());
+    }
+
+    /// The next replay page of a subscription window: SSE bytes and the new
+    /// `after`; an empty page ends the replay.
+    pub fn replay_page(&self, after: u64, high: u64) -> Result<(Bytes, u64), ApiError> {
+        let records =
+            self.store.read_range(after, high, self.config.replay_page).map_err(ApiError::storage)?;
+        let mut out = Vec::with_capacity(records.iter().map(|r| r.data.len() + 24).sum());
+        let mut last = after;
+        for r in &records {
+            Frame::data(&r.data).id(r.seq).encode(&mut out);
+            last = r.seq;
+        }
+        Ok((Bytes::from(out), last))
+    }
+
+    /// Cancels the active run, if any: `run-finish {cancelled, user_cancelled}`.
+    /// Idempotent: returns the cancelled run id, or `None` when nothing ran.
+    pub fn cancel(&mut self, now: i64) -> Result<Option<String>, ApiError> {
+        self.end_active(FinishStatus::Cancelled, "user_cancelled", now)
+    }
+
+    fn end_active(&mut self, status: FinishStatus, reason: &str, now: i64) -> Result<Option<String>, ApiError> {
+        let Some(a) = &self.active else { return Ok(None) };
+        let run_id = a.record.run_id.clone();
+        let mut events = Vec::new();
+        if status == FinishStatus::Interrupted {
+            for (agent, call) in self.open_tool_calls(&run_id)? {
+                events.push(Event::new(
+                    Kind::ToolInterrupted,
+                    &run_id,
+                    &agent,
+                    now,
+                    json!({ "toolCallId": call, "error": "the run was interrupted before this tool call finished" }),
+                ));
+            }
+        }
+        events.push(Event::new(
+            Kind::RunFinish,
+            &run_id,
+            ROOT_AGENT,
+            now,
+            json!({ "status": status.as_str(), "reason": reason }),
+        ));
+        self.publish_events(events, now)?;
+        Ok(Some(run_id))
+    }
+
+    fn open_tool_calls(&self, run_id: &str) -> Result<Vec<(String, String)>, ApiError> {
+        let events = self.run_events(run_id)?;
+        Ok(reducer::fold(&events).open_tool_calls())
+    }
+
+    /// The events of one run, parsed back from the log.
+    pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, ApiError> {
+        let records = self.store.run_records(run_id).map_err(ApiError::storage)?;
+        Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
+    }
+
+    /// Timer work: idle flush of open segments, the restart sweep, the idle
+    /// timeout. Safe to call at any time; it only acts on what is due.
+    ///
+    /// The restart sweep fires only on a run found open when the thread was
+    /// loaded that has published nothing since, for `restart_grace_ms`: a
+    /// healthy run publishes and clears `found_on_load`.
+    pub fn tick(&mut self, now: i64) -> Result<Tick, ApiError> {
+        let blocks = self.coalescer.flush_idle(now);
+        if !blocks.is_empty() {
+            // Blocks are durable facts of their own, stored in order.
+            self.commit(blocks, None)?;
+        }
+        let mut tick = Tick::default();
+        if let Some(a) = &self.active {
+            let run_id = a.record.run_id.clone();
+            if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {
+                self.end_active(FinishStatus::Interrupted, "crash_interrupted", now)?;
+                tick.ended = Some((run_id, "crash_interrupted".into()));
+            } else if now - a.last_activity >= self.config.run_idle_timeout_ms {
+                self.end_active(FinishStatus::Error, "timeout", now)?;
+                tick.ended = Some((run_id, "timeout".into()));
+            }
+        }
+        tick.next = self.next_deadline();
+        Ok(tick)
+    }
+
+    /// The earliest time [`Thread::tick`] has something to do.
+    pub fn next_deadline(&self) -> Option<i64> {
+        let run = self.active.as_ref().map(|a| {
+            let idle = a.last_activity + self.config.run_idle_timeout_ms;
+            match a.found_on_load {
+                Some(t) => idle.min(t + self.config.restart_grace_ms),
+                None => idle,
+            }
+        });
+        [run, self.coalescer.next_idle_deadline()].into_iter().flatten().min()
+    }
+
+    /// `GET .../status`.
+    pub fn status(&self) -> Value {
+        let mut v = json!({
+            "hasActiveRun": self.active.is_some(),
+            "isSuspended": false,
+            "backgroundTasks": [],
+        });
+        if let Some(a) = &self.active {
+            v["runId"] = a.record.run_id.clone().into();
+        }
+        v
+    }
+
+    /// `GET .../messages`: a page of runs, newest page first (`page` 0),
+    /// messages oldest first within it, each assistant message with its agent
+    /// tree folded from the log. `nextEventId` is read in the same block, so a
+    /// client that connects from `nextEventId - 1` sees nothing twice.
+    pub fn messages(&self, thread_id: &str, limit: usize, page: usize) -> Result<Value, ApiError> {
+        let (runs, total) =
+            self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+        let mut messages = Vec::with_capacity(runs.len() * 2);
+        for run in runs.iter().rev() {
+            messages.push(json!({
+                "id": run.message_id,
+                "runId": run.run_id,
+                "role": "user",
+                "createdAt": run.created_at,
+                "content": run.message,
+                "reasoning": "",
+                "isStreaming": false,
+            }));
+            let events = self.run_events(&run.run_id)?;
+            let tree = reducer::fold(&events);
+            let root = tree.tree();
+            messages.push(json!({
+                "id": format!("{}:assistant", run.run_id),
+                "runId": run.run_id,
+                "role": "assistant",
+                "createdAt": run.created_at,
+                "content": root.as_ref().map(|r| r.text_content.clone()).unwrap_or_default(),
+                "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
+                "isStreaming": run.state == RunState::Running,
+                "status": run.state.as_str(),
+                "agentTree": root,
+            }));
+        }
+        Ok(json!({
+            "threadId": thread_id,
+            "messages": messages,
+            "nextEventId": self.last_seq + 1,
+            "page": page,
+            "limit": limit,
+            "totalRuns": total,
+        }))
+    }
+
+    /// Rows written since the store was opened.
+    pub fn rows_written(&self) -> u64 {
+        self.store.rows_written()
+    }
+
+    /// Bytes of delta text held in memory, not yet stored.
+    pub fn buffered_bytes(&self) -> usize {
+        self.coalescer.buffered_bytes()
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
