@@ -20,12 +20,15 @@
 //! - [`sse`]: SSE framing, apart from I/O, validated and byte-exact.
 //! - [`reducer`]: folds events into the agent activity tree; the messages view
 //!   and the restart sweep use it, and fold(replay) == fold(live) is tested on it.
+//! - [`route`]: the HTTP paths as data, ids and cursors checked, shared by
+//!   the stateless Worker and the Durable Object.
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
 
 pub mod coalesce;
 pub mod error;
 pub mod event;
 pub mod reducer;
+pub mod route;
 pub mod sse;
 pub mod store;
 pub mod thread;

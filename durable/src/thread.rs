@@ -79,15 +79,6 @@ pub struct Subscription {
     pub snapshot: Bytes,
 }
 
-/// What a timer tick did, for the caller to act on.
-#[derive(Debug, Default, PartialEq)]
-pub struct Tick {
-    /// A run this tick ended, with its reason (the webhook is told).
-    pub ended: Option<(String, String)>,
-    /// When to tick next (ms), if anything is pending.
-    pub next: Option<i64>,
-}
-
 pub struct Thread<S: Store, K: Sink> {
     store: S,
     config: Config,
@@ -362,18 +353,25 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Cancels the active run, if any: `run-finish {cancelled, user_cancelled}`.
     /// Idempotent: returns the cancelled run id, or `None` when nothing ran.
     pub fn cancel(&mut self, now: i64) -> Result<Option<String>, ApiError> {
-        self.end_active(FinishStatus::Cancelled, "user_cancelled", now)
+        let Some(run_id) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+            return Ok(None);
+        };
+        self.end_run(&run_id, FinishStatus::Cancelled, "user_cancelled", now)?;
+        Ok(Some(run_id))
     }
 
-    fn end_active(&mut self, status: FinishStatus, reason: &str, now: i64) -> Result<Option<String>, ApiError> {
-        let Some(a) = &self.active else { return Ok(None) };
-        let run_id = a.record.run_id.clone();
+    /// Ends `run_id` if it is the active run (`false` when it is not). An
+    /// interrupted run's open tool calls settle as `tool-interrupted` first.
+    pub fn end_run(&mut self, run_id: &str, status: FinishStatus, reason: &str, now: i64) -> Result<bool, ApiError> {
+        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+            return Ok(false);
+        }
         let mut events = Vec::new();
         if status == FinishStatus::Interrupted {
-            for (agent, call) in self.open_tool_calls(&run_id)? {
+            for (agent, call) in self.open_tool_calls(run_id)? {
                 events.push(Event::new(
                     Kind::ToolInterrupted,
-                    &run_id,
+                    run_id,
                     &agent,
                     now,
                     json!({ "toolCallId": call, "error": "the run was interrupted before this tool call finished" }),
@@ -382,13 +380,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         events.push(Event::new(
             Kind::RunFinish,
-            &run_id,
+            run_id,
             ROOT_AGENT,
             now,
             json!({ "status": status.as_str(), "reason": reason }),
         ));
         self.publish_events(events, now)?;
-        Ok(Some(run_id))
+        Ok(true)
     }
 
     fn open_tool_calls(&self, run_id: &str) -> Result<Vec<(String, String)>, ApiError> {
@@ -402,43 +400,53 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
     }
 
-    /// Timer work: idle flush of open segments, the restart sweep, the idle
-    /// timeout. Safe to call at any time; it only acts on what is due.
-    ///
-    /// The restart sweep fires only on a run found open when the thread was
-    /// loaded that has published nothing since, for `restart_grace_ms`: a
-    /// healthy run publishes and clears `found_on_load`.
-    pub fn tick(&mut self, now: i64) -> Result<Tick, ApiError> {
+    /// Stores open segments that have been quiet for the idle-flush time.
+    pub fn flush_idle(&mut self, now: i64) -> Result<(), ApiError> {
         let blocks = self.coalescer.flush_idle(now);
-        if !blocks.is_empty() {
-            // Blocks are durable facts of their own, stored in order.
-            self.commit(blocks, None)?;
+        if blocks.is_empty() {
+            return Ok(());
         }
-        let mut tick = Tick::default();
-        if let Some(a) = &self.active {
-            let run_id = a.record.run_id.clone();
-            if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {
-                self.end_active(FinishStatus::Interrupted, "crash_interrupted", now)?;
-                tick.ended = Some((run_id, "crash_interrupted".into()));
-            } else if now - a.last_activity >= self.config.run_idle_timeout_ms {
-                self.end_active(FinishStatus::Error, "timeout", now)?;
-                tick.ended = Some((run_id, "timeout".into()));
-            }
-        }
-        tick.next = self.next_deadline();
-        Ok(tick)
+        // Blocks are durable facts of their own, stored in order.
+        self.commit(blocks, None)
     }
 
-    /// The earliest time [`Thread::tick`] has something to do.
-    pub fn next_deadline(&self) -> Option<i64> {
-        let run = self.active.as_ref().map(|a| {
+    /// Ends the active run if one of its deadlines has passed; returns the
+    /// ended run and its reason, for the caller to tell the agent.
+    ///
+    /// The restart sweep fires only on a run that was found open when the
+    /// thread was loaded and has published nothing since, for
+    /// `restart_grace_ms`: a healthy run publishes, which clears the mark.
+    /// Its open tool calls get `tool-interrupted`, then `run-finish
+    /// {interrupted, crash_interrupted}`. A run silent for
+    /// `run_idle_timeout_ms` ends with `run-finish {error, timeout}`.
+    pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, ApiError> {
+        let Some(a) = &self.active else { return Ok(None) };
+        let run_id = a.record.run_id.clone();
+        let (status, reason) = if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {
+            (FinishStatus::Interrupted, "crash_interrupted")
+        } else if now - a.last_activity >= self.config.run_idle_timeout_ms {
+            (FinishStatus::Error, "timeout")
+        } else {
+            return Ok(None);
+        };
+        self.end_run(&run_id, status, reason, now)?;
+        Ok(Some((run_id, reason)))
+    }
+
+    /// When the next idle flush is due, if any text is unstored.
+    pub fn flush_deadline(&self) -> Option<i64> {
+        self.coalescer.next_idle_deadline()
+    }
+
+    /// When [`Thread::check_run_deadlines`] next has something to decide.
+    pub fn run_deadline(&self) -> Option<i64> {
+        self.active.as_ref().map(|a| {
             let idle = a.last_activity + self.config.run_idle_timeout_ms;
             match a.found_on_load {
                 Some(t) => idle.min(t + self.config.restart_grace_ms),
                 None => idle,
             }
-        });
-        [run, self.coalescer.next_idle_deadline()].into_iter().flatten().min()
+        })
     }
 
     /// `GET .../status`.

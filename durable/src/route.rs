@@ -1,0 +1,137 @@
+//! The HTTP surface as data: paths of seed `000_*` parsed into [`Route`]s, ids
+//! checked, cursors parsed. The stateless Worker and the thread's Durable
+//! Object share this parser, so both agree on every path.
+
+use crate::error::ApiError;
+
+/// Longest thread or run id.
+pub const MAX_ID: usize = 128;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /instance-ai/chat/:threadId`
+    Chat { thread: String },
+    /// `POST /instance-ai/chat/:threadId/cancel`
+    Cancel { thread: String },
+    /// `GET /instance-ai/events/:threadId`
+    Events { thread: String },
+    /// `POST /instance-ai/threads/:threadId/runs/:runId/events`
+    Publish { thread: String, run: String },
+    /// `GET /instance-ai/threads/:threadId/status`
+    Status { thread: String },
+    /// `GET /instance-ai/threads/:threadId/messages`
+    Messages { thread: String },
+    /// `GET /instance-ai/threads/:threadId/debug/stats` (only with `DEBUG_ROUTES`)
+    Stats { thread: String },
+}
+
+impl Route {
+    /// The thread the route belongs to.
+    pub fn thread(&self) -> &str {
+        match self {
+            Route::Chat { thread }
+            | Route::Cancel { thread }
+            | Route::Events { thread }
+            | Route::Publish { thread, .. }
+            | Route::Status { thread }
+            | Route::Messages { thread }
+            | Route::Stats { thread } => thread,
+        }
+    }
+
+    /// Parses `method` + `path`: 404 `not_found` for unknown paths, 405
+    /// `method_not_allowed` for a known path with another method, 400
+    /// `invalid_id` for a malformed thread or run id.
+    pub fn parse(method: &str, path: &str) -> Result<Route, ApiError> {
+        let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        let (route, allowed) = match segs.as_slice() {
+            ["instance-ai", "chat", t] => (Route::Chat { thread: id(t)? }, "POST"),
+            ["instance-ai", "chat", t, "cancel"] => (Route::Cancel { thread: id(t)? }, "POST"),
+            ["instance-ai", "events", t] => (Route::Events { thread: id(t)? }, "GET"),
+            ["instance-ai", "threads", t, "runs", r, "events"] => {
+                (Route::Publish { thread: id(t)?, run: id(r)? }, "POST")
+            }
+            ["instance-ai", "threads", t, "status"] => (Route::Status { thread: id(t)? }, "GET"),
+            ["instance-ai", "threads", t, "messages"] => (Route::Messages { thread: id(t)? }, "GET"),
+            ["instance-ai", "threads", t, "debug", "stats"] => (Route::Stats { thread: id(t)? }, "GET"),
+            _ => return Err(ApiError::not_found("not_found", format!("no route for {path}"))),
+        };
+        if method != allowed && !(allowed == "GET" && method == "HEAD") {
+            return Err(ApiError::new(405, "method_not_allowed", format!("{path} takes {allowed}"))
+                .with("allow", allowed));
+        }
+        Ok(route)
+    }
+}
+
+/// Thread and run ids: 1 to [`MAX_ID`] of `A-Z a-z 0-9 _ -`.
+pub fn id(raw: &str) -> Result<String, ApiError> {
+    let ok = !raw.is_empty()
+        && raw.len() <= MAX_ID
+        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(raw.to_owned())
+    } else {
+        Err(ApiError::bad_request(
+            "invalid_id",
+            format!("ids are 1 to {MAX_ID} characters of A-Z, a-z, 0-9, `_` and `-`"),
+        ))
+    }
+}
+
+/// The SSE replay cursor: a `Last-Event-ID` header wins, else `?lastEventId`,
+/// else 0 (full history). Either one malformed is 400 `invalid_cursor`.
+pub fn cursor(header: Option<&str>, query: Option<&str>) -> Result<u64, ApiError> {
+    let parse = |source: &str, v: &str| {
+        let v = v.trim();
+        if v.is_empty() || v.len() > 15 || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ApiError::bad_request(
+                "invalid_cursor",
+                format!("{source} must be a non-negative integer event id"),
+            ));
+        }
+        Ok(v.parse::<u64>().expect("checked digits"))
+    };
+    match (header.filter(|h| !h.is_empty()), query) {
+        (Some(h), _) => parse("Last-Event-ID", h),
+        (None, Some(q)) => parse("lastEventId", q),
+        (None, None) => Ok(0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_seed_paths() {
+        assert_eq!(Route::parse("POST", "/instance-ai/chat/t1").unwrap(), Route::Chat { thread: "t1".into() });
+        assert_eq!(
+            Route::parse("POST", "/instance-ai/threads/t1/runs/run_2/events").unwrap(),
+            Route::Publish { thread: "t1".into(), run: "run_2".into() }
+        );
+        assert_eq!(Route::parse("GET", "/instance-ai/events/t-1").unwrap().thread(), "t-1");
+    }
+
+    #[test]
+    fn refuses_with_the_right_code() {
+        let code = |m, p| Route::parse(m, p).unwrap_err().code;
+        assert_eq!(code("GET", "/nope"), "not_found");
+        assert_eq!(code("GET", "/instance-ai/chat/t1"), "method_not_allowed");
+        assert_eq!(code("POST", "/instance-ai/chat/bad%20id"), "invalid_id");
+        assert_eq!(code("POST", "/instance-ai/chat/"), "invalid_id");
+        assert_eq!(code("POST", &format!("/instance-ai/chat/{}", "x".repeat(129))), "invalid_id");
+    }
+
+    #[test]
+    fn cursor_precedence_and_errors() {
+        assert_eq!(cursor(None, None), Ok(0));
+        assert_eq!(cursor(Some("7"), Some("3")), Ok(7));
+        assert_eq!(cursor(None, Some("3")), Ok(3));
+        assert_eq!(cursor(Some(""), Some("3")), Ok(3));
+        for bad in ["-1", "abc", "1.5", "9999999999999999"] {
+            assert_eq!(cursor(Some(bad), None).unwrap_err().code, "invalid_cursor");
+            assert_eq!(cursor(None, Some(bad)).unwrap_err().code, "invalid_cursor");
+        }
+    }
+}

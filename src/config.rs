@@ -1,0 +1,46 @@
+//! Configuration from `wrangler.toml` vars and secrets. Every variable, its
+//! default and meaning is in the README's configuration table.
+
+use worker::Env;
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub thread: threadline_durable::Config,
+    /// Where external agents get their start and cancel signals.
+    pub webhook_url: Option<String>,
+    /// The origin publish URLs are built on; the request's origin when unset.
+    pub public_url: Option<String>,
+    pub debug_routes: bool,
+    pub max_body_bytes: usize,
+    pub max_message_bytes: usize,
+    pub max_batch_bytes: usize,
+    pub max_batch_events: usize,
+}
+
+fn var(env: &Env, name: &str) -> Option<String> {
+    env.var(name).ok().map(|v| v.to_string()).filter(|v| !v.trim().is_empty())
+}
+
+fn num(env: &Env, name: &str, default: i64) -> i64 {
+    var(env, name).and_then(|v| v.trim().parse().ok()).filter(|n| *n >= 0).unwrap_or(default)
+}
+
+impl Config {
+    pub fn from_env(env: &Env) -> Config {
+        let defaults = threadline_durable::Config::default();
+        Config {
+            thread: threadline_durable::Config {
+                run_idle_timeout_ms: num(env, "RUN_IDLE_TIMEOUT_MS", defaults.run_idle_timeout_ms),
+                restart_grace_ms: num(env, "RUN_RESTART_GRACE_MS", defaults.restart_grace_ms),
+                replay_page: defaults.replay_page,
+            },
+            webhook_url: var(env, "AGENT_WEBHOOK_URL"),
+            public_url: var(env, "PUBLIC_URL"),
+            debug_routes: var(env, "DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),
+            max_body_bytes: num(env, "MAX_BODY_BYTES", 256 * 1024) as usize,
+            max_message_bytes: num(env, "MAX_MESSAGE_BYTES", 32 * 1024) as usize,
+            max_batch_bytes: num(env, "MAX_BATCH_BYTES", 1024 * 1024) as usize,
+            max_batch_events: num(env, "MAX_BATCH_EVENTS", 1000) as usize,
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! Response helpers shared by the Worker and the Durable Object.
+
+use threadline_durable::ApiError;
+use worker::{Headers, Response, Result};
+
+/// Every JSON response carries these.
+fn json_headers() -> Headers {
+    let h = Headers::new();
+    let _ = h.set("content-type", "application/json; charset=utf-8");
+    let _ = h.set("cache-control", "no-store");
+    h
+}
+
+pub fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
+    Ok(Response::from_bytes(body.to_string().into_bytes())?
+        .with_status(status)
+        .with_headers(json_headers()))
+}
+
+pub fn error(e: &ApiError) -> Result<Response> {
+    let resp = json(e.status, &e.body())?;
+    if let Some(allow) = e.details.get("allow").and_then(|v| v.as_str()) {
+        let _ = resp.headers().set("allow", allow);
+    }
+    Ok(resp)
+}
+
+/// Maps a platform error to a JSON 5xx: the only path to a 5xx is storage or
+/// the platform failing, never bad input.
+pub fn internal(e: worker::Error) -> ApiError {
+    ApiError::new(503, "unavailable", format!("the thread is unavailable: {e}"))
+}
+
+/// Reads a JSON body: 400 `invalid_json` when it is not JSON, 413 when larger
+/// than `limit` bytes.
+pub async fn read_json(req: &mut worker::Request, limit: usize) -> std::result::Result<serde_json::Value, ApiError> {
+    let bytes = req.bytes().await.map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
+    if bytes.len() > limit {
+        return Err(ApiError::new(413, "body_too_large", format!("the body is over {limit} bytes")));
+    }
+    if bytes.is_empty() {
+        return Err(ApiError::bad_request("invalid_json", "the body is empty; a JSON body is required"));
+    }
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))
+}

@@ -1,0 +1,18 @@
+//! Random identifiers and tokens, from the platform's CSPRNG
+//! (`crypto.getRandomValues` through `getrandom`).
+
+fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    getrandom::getrandom(&mut buf).expect("the platform CSPRNG is available");
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `prefix_` + 96 random bits, e.g. `run_3f2a…`.
+pub fn new_id(prefix: &str) -> String {
+    format!("{prefix}_{}", random_hex(12))
+}
+
+/// A bearer publish token: 256 random bits.
+pub fn new_token() -> String {
+    format!("tlp_{}", random_hex(32))
+}

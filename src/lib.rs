@@ -1,0 +1,57 @@
+//! # threadline: the Worker
+//!
+//! The thin wasm side. A tour:
+//!
+//! - this file: the stateless entry point. It parses the route (with the
+//!   core's [`Route`] parser, so ids are checked before anything is
+//!   forwarded) and forwards the request to the thread's Durable Object, one
+//!   per thread id (`idFromName(threadId)`).
+//! - [`object`]: the `#[durable_object]` shell around the core `Thread`:
+//!   timers, SSE channels, webhook calls.
+//! - [`store`]: the core's storage trait on Durable Object SQLite.
+//! - [`config`], [`ids`], [`http`]: configuration, random ids, JSON answers.
+//!
+//! Every rule about events lives in `durable/` (crate `threadline-durable`).
+
+mod config;
+mod http;
+mod ids;
+mod object;
+mod store;
+
+pub use object::ThreadObject;
+use threadline_durable::route::Route;
+use worker::*;
+
+pub(crate) fn now_ms() -> i64 {
+    Date::now().as_millis() as i64
+}
+
+#[event(start)]
+fn start() {
+    console_error_panic_hook::set_once();
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let resp = match route(req, &env).await {
+        Ok(resp) => resp,
+        Err(e) => http::error(&e)?,
+    };
+    // A response forwarded from the object has immutable headers: copy them.
+    let headers = Headers::new();
+    for (k, v) in resp.headers().entries() {
+        headers.set(&k, &v)?;
+    }
+    headers.set("x-content-type-options", "nosniff")?;
+    Ok(resp.with_headers(headers))
+}
+
+async fn route(req: Request, env: &Env) -> std::result::Result<Response, threadline_durable::ApiError> {
+    let route = Route::parse(req.method().as_ref(), &req.path())?;
+    let stub = env
+        .durable_object("THREAD")
+        .and_then(|ns| ns.get_by_name(route.thread()))
+        .map_err(http::internal)?;
+    stub.fetch_with_request(req).await.map_err(http::internal)
+}

@@ -1,0 +1,412 @@
+//! The `#[durable_object]` shell: one per thread. It gives the core
+//! [`Thread`] a SQLite store, a clock, timers and SSE channels, and does the
+//! I/O the core decides on (webhook calls). Every access to the core is one
+//! synchronous borrow: no `RefCell` borrow is ever held across an `.await`.
+
+use crate::config::Config;
+use crate::http::{self, internal, read_json};
+use crate::store::SqlStore;
+use crate::{ids, now_ms};
+use bytes::Bytes;
+use futures_channel::mpsc::{unbounded, UnboundedSender};
+use futures_util::{stream, StreamExt};
+use serde_json::{json, Value};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::time::Duration;
+use threadline_durable::event::FinishStatus;
+use threadline_durable::route::{self, Route};
+use threadline_durable::sse::{PING, PING_INTERVAL_MS};
+use threadline_durable::{ApiError, Sink, StartRun, Thread};
+use worker::*;
+
+type Core = Thread<SqlStore, ChannelSink>;
+type Shared = Rc<RefCell<Option<Core>>>;
+
+/// A subscriber: the sending half of its SSE response body.
+pub struct ChannelSink(UnboundedSender<Bytes>);
+
+impl Sink for ChannelSink {
+    fn send(&mut self, chunk: Bytes) -> bool {
+        self.0.unbounded_send(chunk).is_ok()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+}
+
+#[durable_object]
+pub struct ThreadObject {
+    state: State,
+    config: Config,
+    core: Shared,
+    /// Deadline of the armed in-memory idle-flush timer, if one is armed.
+    flush_timer: Rc<Cell<Option<i64>>>,
+}
+
+impl DurableObject for ThreadObject {
+    fn new(state: State, env: Env) -> Self {
+        let config = Config::from_env(&env);
+        ThreadObject { state, config, core: Rc::default(), flush_timer: Rc::default() }
+    }
+
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        match self.handle(req).await {
+            Ok(resp) => Ok(resp),
+            Err(e) => http::error(&e),
+        }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        if let Err(e) = self.on_alarm().await {
+            console_error!("alarm: {e}");
+        }
+        Response::ok("")
+    }
+}
+
+impl ThreadObject {
+    /// Runs `f` on the core, loading it from storage on first use. The borrow
+    /// ends when `f` returns.
+    fn with_core<R>(&self, f: impl FnOnce(&mut Core) -> R) -> std::result::Result<R, ApiError> {
+        let mut slot = self.core.borrow_mut();
+        if slot.is_none() {
+            let store = SqlStore::open(self.state.storage().sql()).map_err(internal)?;
+            *slot = Some(Thread::load(store, self.config.thread.clone(), now_ms())?);
+        }
+        Ok(f(slot.as_mut().expect("loaded above")))
+    }
+
+    async fn handle(&self, mut req: Request) -> std::result::Result<Response, ApiError> {
+        let route = Route::parse(req.method().as_ref(), &req.path())?;
+        let loaded_before = self.core.borrow().is_some();
+        let resp = match &route {
+            Route::Chat { thread } => self.chat(thread, &mut req).await,
+            Route::Cancel { .. } => self.cancel().await,
+            Route::Publish { run, .. } => self.publish(run, &mut req).await,
+            Route::Events { .. } => self.events(&req),
+            Route::Status { .. } => self.with_core(|c| http::json(200, &c.status()).map_err(internal))?,
+            Route::Messages { thread } => self.messages(thread, &req),
+            Route::Stats { .. } => self.stats(),
+        };
+        if !loaded_before {
+            // First request of this instance: a run found open needs its
+            // restart-grace deadline on the alarm.
+            self.arm_alarm().await;
+        }
+        resp
+    }
+
+    async fn chat(&self, thread: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        let body = read_json(req, self.config.max_body_bytes).await?;
+        let message = match body.get("message") {
+            Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
+            Some(Value::String(_)) | None => {
+                return Err(ApiError::bad_request("message_required", "`message` must be a non-empty string"))
+            }
+            Some(_) => return Err(ApiError::bad_request("message_required", "`message` must be a string")),
+        };
+        if message.len() > self.config.max_message_bytes {
+            return Err(ApiError::new(
+                413,
+                "message_too_large",
+                format!("`message` is over {} bytes", self.config.max_message_bytes),
+            ));
+        }
+        let start = StartRun {
+            run_id: ids::new_id("run"),
+            message_id: ids::new_id("msg"),
+            message,
+            publish_token: ids::new_token(),
+        };
+        let token = start.publish_token.clone();
+        let run = self.with_core(|c| c.start_run(start, now_ms()))??;
+        self.arm_alarm().await;
+        if let Some(hook) = &self.config.webhook_url {
+            let publish_url = format!(
+                "{}/instance-ai/threads/{thread}/runs/{}/events",
+                self.public_origin(req),
+                run.run_id
+            );
+            let signal = json!({
+                "type": "run",
+                "threadId": thread,
+                "runId": run.run_id,
+                "messageId": run.message_id,
+                "message": run.message,
+                "agentId": run.agent_id,
+                "publishUrl": publish_url,
+                "publishToken": token,
+            });
+            if let Err(why) = post_json(hook, &signal).await {
+                // The agent never got the run: end it rather than lock the thread.
+                let msg = format!("agent webhook failed: {why}");
+                self.with_core(|c| {
+                    let now = now_ms();
+                    let err = threadline_durable::Event::new(
+                        threadline_durable::Kind::Error,
+                        &run.run_id,
+                        &run.agent_id,
+                        now,
+                        json!({ "content": msg }),
+                    );
+                    c.publish_events(vec![err], now)?;
+                    c.end_run(&run.run_id, FinishStatus::Error, "agent webhook failed", now)
+                })??;
+            }
+        }
+        http::json(200, &json!({ "runId": run.run_id })).map_err(internal)
+    }
+
+    fn public_origin(&self, req: &Request) -> String {
+        if let Some(url) = &self.config.public_url {
+            return url.trim_end_matches('/').to_owned();
+        }
+        req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default()
+    }
+
+    async fn cancel(&self) -> std::result::Result<Response, ApiError> {
+        let cancelled = self.with_core(|c| c.cancel(now_ms()))??;
+        if let Some(run_id) = &cancelled {
+            self.tell_agent(json!({ "type": "cancel", "runId": run_id, "reason": "user_cancelled" })).await;
+        }
+        let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
+        if let Some(run_id) = cancelled {
+            body["runId"] = run_id.into();
+        }
+        http::json(200, &body).map_err(internal)
+    }
+
+    async fn publish(&self, run: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        // Read the whole body before answering, whatever the answer.
+        let body = read_json(req, self.config.max_batch_bytes).await;
+        let token = req
+            .headers()
+            .get("authorization")
+            .ok()
+            .flatten()
+            .and_then(|h| h.strip_prefix("Bearer ").map(str::to_owned));
+        self.with_core(|c| c.authorize_publish(run, token.as_deref()))??;
+        let batch = match body? {
+            Value::Array(items) => items,
+            Value::Object(mut o) if o.get("events").is_some_and(Value::is_array) => {
+                match o.remove("events") {
+                    Some(Value::Array(items)) => items,
+                    _ => unreachable!("checked is_array"),
+                }
+            }
+            _ => {
+                return Err(ApiError::bad_request(
+                    "invalid_batch",
+                    "the body must be a JSON array of events (or {\"events\": [...]})",
+                ))
+            }
+        };
+        if batch.len() > self.config.max_batch_events {
+            return Err(ApiError::new(
+                413,
+                "batch_too_large",
+                format!("a batch holds at most {} events", self.config.max_batch_events),
+            ));
+        }
+        let accepted = batch.len();
+        let last = self.with_core(|c| c.publish(run, batch, now_ms()))??;
+        self.arm_flush_timer();
+        http::json(200, &json!({ "ok": true, "accepted": accepted, "lastEventId": last })).map_err(internal)
+    }
+
+    /// `GET /instance-ai/events/:threadId`: replay after the cursor, then live.
+    fn events(&self, req: &Request) -> std::result::Result<Response, ApiError> {
+        let header = req.headers().get("last-event-id").ok().flatten();
+        let url = req.url().map_err(internal)?;
+        let query = url.query_pairs().find(|(k, _)| k == "lastEventId").map(|(_, v)| v.into_owned());
+        let after = route::cursor(header.as_deref(), query.as_deref())?;
+        let (tx, rx) = unbounded();
+        let sub = self.with_core(|c| {
+            c.prune_subscribers();
+            c.subscribe(after, ChannelSink(tx))
+        })?;
+
+        // Replay pages are read lazily: rows at or below `high` never change,
+        // and everything above it is already queued on the channel.
+        let core = self.core.clone();
+        let replay = stream::unfold((core, sub.after, sub.high), |(core, after, high)| async move {
+            if after >= high {
+                return None;
+            }
+            let page = core.borrow().as_ref().map(|c| c.replay_page(after, high));
+            match page {
+                Some(Ok((bytes, last))) if !bytes.is_empty() => Some((bytes, (core, last, high))),
+                Some(Err(e)) => {
+                    console_error!("replay: {e}");
+                    None
+                }
+                _ => None,
+            }
+        });
+        let snapshot = stream::iter((!sub.snapshot.is_empty()).then_some(sub.snapshot));
+        let pings = stream::unfold((), |()| async {
+            Delay::from(Duration::from_millis(PING_INTERVAL_MS)).await;
+            Some((Bytes::from_static(PING), ()))
+        });
+        let live = stream::select(rx, pings);
+        let body = Unsubscribe { inner: Box::pin(replay.chain(snapshot).chain(live)), core: self.core.clone(), id: sub.id }
+            .map(Ok::<Bytes, worker::Error>);
+
+        let headers = Headers::new();
+        for (k, v) in [
+            ("content-type", "text/event-stream"),
+            ("cache-control", "no-cache"),
+            ("connection", "keep-alive"),
+            ("x-accel-buffering", "no"),
+        ] {
+            let _ = headers.set(k, v);
+        }
+        Ok(Response::from_stream(body).map_err(internal)?.with_headers(headers))
+    }
+
+    fn messages(&self, thread: &str, req: &Request) -> std::result::Result<Response, ApiError> {
+        let url = req.url().map_err(internal)?;
+        let param = |name: &str, default: usize, max: usize| -> std::result::Result<usize, ApiError> {
+            match url.query_pairs().find(|(k, _)| k == name) {
+                None => Ok(default),
+                Some((_, v)) => v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n <= max)
+                    .ok_or_else(|| ApiError::bad_request("invalid_query", format!("`{name}` must be 0..={max}"))),
+            }
+        };
+        let limit = param("limit", 50, 200)?.max(1);
+        let page = param("page", 0, 1_000_000)?;
+        let body = self.with_core(|c| c.messages(thread, limit, page))??;
+        http::json(200, &body).map_err(internal)
+    }
+
+    fn stats(&self) -> std::result::Result<Response, ApiError> {
+        if !self.config.debug_routes {
+            return Err(ApiError::not_found("not_found", "debug routes are off (DEBUG_ROUTES)"));
+        }
+        let body = self.with_core(|c| {
+            c.prune_subscribers();
+            json!({
+                "lastEventId": c.last_seq(),
+                "rowsWritten": c.rows_written(),
+                "subscribers": c.subscriber_count(),
+                "bufferedBytes": c.buffered_bytes(),
+            })
+        })?;
+        http::json(200, &body).map_err(internal)
+    }
+
+    async fn on_alarm(&self) -> std::result::Result<(), ApiError> {
+        let now = now_ms();
+        let ended = self.with_core(|c| {
+            c.flush_idle(now)?;
+            c.check_run_deadlines(now)
+        })??;
+        if let Some((run_id, reason)) = ended {
+            self.tell_agent(json!({ "type": "cancel", "runId": run_id, "reason": reason })).await;
+        }
+        self.arm_alarm().await;
+        Ok(())
+    }
+
+    /// Keeps the storage alarm at the active run's next deadline. Alarms
+    /// survive eviction and restarts, so a silent run always ends.
+    async fn arm_alarm(&self) {
+        let Ok(Some(deadline)) = self.with_core(|c| c.run_deadline()) else { return };
+        let storage = self.state.storage();
+        let current = storage.get_alarm().await.ok().flatten();
+        if current.is_none_or(|t| t > deadline || t < now_ms() - 1) {
+            if let Err(e) = storage.set_alarm(deadline.max(now_ms() + 10)).await {
+                console_error!("set_alarm: {e}");
+            }
+        }
+    }
+
+    /// Arms the in-memory timer that stores trailing deltas after the idle
+    /// time. In memory on purpose: an alarm is a storage write per segment.
+    fn arm_flush_timer(&self) {
+        arm_flush_timer(self.core.clone(), self.flush_timer.clone());
+    }
+
+    /// Tells the external agent something (cancel, timeout); best effort.
+    async fn tell_agent(&self, message: Value) {
+        if let Some(hook) = &self.config.webhook_url {
+            if let Err(e) = post_json(hook, &message).await {
+                console_warn!("webhook: {e}");
+            }
+        }
+    }
+}
+
+fn arm_flush_timer(core: Shared, timer: Rc<Cell<Option<i64>>>) {
+    let Some(deadline) = core.borrow().as_ref().and_then(|c| c.flush_deadline()) else { return };
+    if timer.get().is_some_and(|armed| armed <= deadline) {
+        return;
+    }
+    timer.set(Some(deadline));
+    let wait = (deadline - now_ms()).max(0) as u64;
+    wasm_bindgen_futures::spawn_local(async move {
+        Delay::from(Duration::from_millis(wait)).await;
+        if timer.get() == Some(deadline) {
+            timer.set(None);
+        }
+        let result = core.borrow_mut().as_mut().map(|c| c.flush_idle(now_ms()));
+        if let Some(Err(e)) = result {
+            console_error!("idle flush: {e}");
+        }
+        arm_flush_timer(core, timer);
+    });
+}
+
+/// An SSE body that unregisters its subscriber when the client goes away
+/// (the runtime drops the stream when the response is cancelled).
+struct Unsubscribe {
+    inner: std::pin::Pin<Box<dyn futures_util::Stream<Item = Bytes>>>,
+    core: Shared,
+    id: u64,
+}
+
+impl futures_util::Stream for Unsubscribe {
+    type Item = Bytes;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Bytes>> {
+        self.inner.poll_next_unpin(cx)
+    }
+}
+
+impl Drop for Unsubscribe {
+    fn drop(&mut self) {
+        // If the core is busy (it never is across an await, but a drop could
+        // in principle run inside a borrow), the closed channel is pruned on
+        // the next publish or subscribe instead.
+        if let Ok(mut slot) = self.core.try_borrow_mut() {
+            if let Some(c) = slot.as_mut() {
+                c.unsubscribe(self.id);
+            }
+        }
+    }
+}
+
+/// POSTs JSON; an error unless the answer is 2xx.
+async fn post_json(url: &str, body: &Value) -> std::result::Result<(), String> {
+    let headers = Headers::new();
+    let _ = headers.set("content-type", "application/json");
+    let mut init = RequestInit::new();
+    init.with_method(Method::Post).with_headers(headers).with_body(Some(body.to_string().into()));
+    let req = Request::new_with_init(url, &init).map_err(|e| e.to_string())?;
+    let mut resp = Fetch::Request(req).send().await.map_err(|e| e.to_string())?;
+    let status = resp.status_code();
+    if (200..300).contains(&status) {
+        Ok(())
+    } else {
+        let text = resp.text().await.unwrap_or_default();
+        Err(format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()))
+    }
+}

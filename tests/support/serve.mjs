@@ -1,0 +1,54 @@
+// Serves the built Worker with Miniflare directly: one workerd, no proxy
+// (wrangler dev's proxy distorts SSE bursts and runs out of descriptors).
+//
+//   node tests/support/serve.mjs --port 0 --persist DIR [--var NAME=VALUE ...]
+//
+// Prints one line `{"url": "http://127.0.0.1:PORT"}` once ready, then serves
+// until killed. Bindings mirror wrangler.toml.
+import { Miniflare } from "miniflare";
+import { parseArgs } from "node:util";
+import { fileURLToPath } from "node:url";
+import path from "node:path";
+import fs from "node:fs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const { values } = parseArgs({
+  options: {
+    port: { type: "string", default: "0" },
+    persist: { type: "string" },
+    var: { type: "string", multiple: true, default: [] },
+  },
+});
+
+// [vars] of wrangler.toml, then --var overrides.
+const toml = fs.readFileSync(path.join(root, "wrangler.toml"), "utf8");
+const bindings = {};
+const varsSection = toml.split(/^\[vars\]\s*$/m)[1]?.split(/^\[/m)[0] ?? "";
+for (const line of varsSection.split("\n")) {
+  const m = line.match(/^\s*([A-Z0-9_]+)\s*=\s*"(.*)"\s*$/);
+  if (m) bindings[m[1]] = m[2];
+}
+for (const kv of values.var) {
+  const i = kv.indexOf("=");
+  bindings[kv.slice(0, i)] = kv.slice(i + 1);
+}
+
+const mf = new Miniflare({
+  scriptPath: path.join(root, "build/index.js"),
+  modules: true,
+  modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
+  compatibilityDate: toml.match(/compatibility_date\s*=\s*"([^"]+)"/)[1],
+  durableObjects: { THREAD: { className: "ThreadObject", useSQLite: true } },
+  durableObjectsPersist: values.persist ?? false,
+  bindings,
+  host: "127.0.0.1",
+  port: Number(values.port),
+});
+const url = await mf.ready;
+process.stdout.write(JSON.stringify({ url: url.origin }) + "\n");
+const stop = async () => {
+  await mf.dispose();
+  process.exit(0);
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
