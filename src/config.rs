@@ -11,6 +11,8 @@ pub struct Config {
     /// The origin publish URLs are built on; the request's origin when unset.
     pub public_url: Option<String>,
     pub debug_routes: bool,
+    /// Keep-alive comment interval on SSE responses.
+    pub ping_ms: u64,
     pub max_body_bytes: usize,
     pub max_message_bytes: usize,
     pub max_batch_bytes: usize,
@@ -37,6 +39,7 @@ impl Config {
             webhook_url: var(env, "AGENT_WEBHOOK_URL"),
             public_url: var(env, "PUBLIC_URL"),
             debug_routes: var(env, "DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),
+            ping_ms: num(env, "SSE_PING_MS", threadline_durable::sse::PING_INTERVAL_MS as i64).max(100) as u64,
             max_body_bytes: num(env, "MAX_BODY_BYTES", 256 * 1024) as usize,
             max_message_bytes: num(env, "MAX_MESSAGE_BYTES", 32 * 1024) as usize,
             max_batch_bytes: num(env, "MAX_BATCH_BYTES", 1024 * 1024) as usize,

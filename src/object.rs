@@ -16,7 +16,7 @@ use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::event::FinishStatus;
 use threadline_durable::route::{self, Route};
-use threadline_durable::sse::{PING, PING_INTERVAL_MS};
+use threadline_durable::sse::PING;
 use threadline_durable::{ApiError, Sink, StartRun, Thread};
 use worker::*;
 
@@ -246,8 +246,9 @@ impl ThreadObject {
             }
         });
         let snapshot = stream::iter((!sub.snapshot.is_empty()).then_some(sub.snapshot));
-        let pings = stream::unfold((), |()| async {
-            Delay::from(Duration::from_millis(PING_INTERVAL_MS)).await;
+        let ping_ms = self.config.ping_ms;
+        let pings = stream::unfold((), move |()| async move {
+            Delay::from(Duration::from_millis(ping_ms)).await;
             Some((Bytes::from_static(PING), ()))
         });
         let live = stream::select(rx, pings);
@@ -319,8 +320,10 @@ impl ThreadObject {
         let Ok(Some(deadline)) = self.with_core(|c| c.run_deadline()) else { return };
         let storage = self.state.storage();
         let current = storage.get_alarm().await.ok().flatten();
-        if current.is_none_or(|t| t > deadline || t < now_ms() - 1) {
-            if let Err(e) = storage.set_alarm(deadline.max(now_ms() + 10)).await {
+        let now = now_ms();
+        if current.is_none_or(|t| t > deadline || t < now) {
+            // An i64 alarm time is an offset from now, not an epoch time.
+            if let Err(e) = storage.set_alarm((deadline - now).max(10)).await {
                 console_error!("set_alarm: {e}");
             }
         }

@@ -1,0 +1,33 @@
+# threadline: the README's commands. Each target installs what it needs first
+# (local/setup.sh), and is quick when it already is.
+.PHONY: setup build dev test test-core test-workerd bench clean
+
+export WRANGLER_SEND_METRICS := false
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+setup:
+	@bash local/setup.sh
+
+build: setup
+	@sh local/build.sh >build.log 2>&1 || (cat build.log; exit 1)
+
+# Serves on http://127.0.0.1:8787 with state under .dev-state/ (wrangler runs
+# local/build.sh itself, from wrangler.toml's [build] command).
+dev: setup
+	@bash local/dev.sh
+
+test: build test-core test-workerd
+
+# The pure core, natively.
+test-core: setup
+	cargo test -p threadline-durable
+
+# Integration tests over real HTTP on workerd (Miniflare).
+test-workerd: build
+	node --test --test-concurrency=1 tests/
+
+bench: build
+	node tests/bench/run.mjs
+
+clean:
+	rm -rf build target .dev-state build.log

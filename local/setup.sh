@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what building and testing threadline needs, from the registries
+# this machine reaches, and is quick when everything is already there:
+#   - the wasm32 Rust target
+#   - the wasm-bindgen CLI at exactly the version Cargo.lock pins for the library
+#   - worker-build, matching the `worker` crate's minor version
+#   - npm packages at the exact versions of package-lock.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+
+say() { printf '\033[1msetup:\033[0m %s\n' "$*"; }
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+lock_version() { # the version Cargo.lock pins for crate $1
+  awk -v name="$1" '$0 == "name = \"" name "\"" { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock
+}
+
+bindgen=$(lock_version wasm-bindgen)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $NF}')" != "$bindgen" ]; then
+  say "installing wasm-bindgen-cli $bindgen (compiles once, several minutes)"
+  # Not --locked: the CLI's own lockfile names a crate version the registry
+  # no longer serves.
+  cargo install wasm-bindgen-cli --version "=$bindgen" --quiet
+fi
+
+worker=$(lock_version worker)
+if [ "$(worker-build --version 2>/dev/null | awk '{print $NF}')" != "$worker" ]; then
+  say "installing worker-build $worker"
+  cargo install worker-build --version "=$worker" --quiet
+fi
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "installing npm packages (exact versions from package-lock.json)"
+  npm ci --no-audit --no-fund --loglevel=error
+fi
