@@ -138,6 +138,7 @@ describe("publishing", () => {
       [[{ type: "run-finish", agentId: "a", payload: { status: "completed" } }, delta("x")], 0],
       [[delta("ok"), { type: "tool-result", agentId: "a", payload: { toolCallId: "t", result: { ["__proto__"]: { polluted: 1 } } } }], 1],
       [[delta("ok"), "not an object"], 1],
+      [[{ type: "text-block", agentId: "a", responseId: "s", payload: { text: "blocks are the server's" } }], 0],
     ]) {
       const bad = await api.publish(thread, runId, token, events);
       assert.equal(bad.status, 400, bad.text);

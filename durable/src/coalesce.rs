@@ -8,14 +8,15 @@
 //! extends it), so a segment flushed twice, or a client that saw part of it
 //! live, never renders text twice.
 //!
-//! Invariant (fold(replay) == fold(live)): a segment's block is stored before
-//! any later durable fact that would land after the segment in a reader's
-//! timeline. That holds because a segment is flushed
-//! - before any structural fact of the same agent (and of the parent, for
-//!   `agent-spawned`, whose child entry lands in the parent's timeline),
-//! - when the agent starts a segment of the other kind or a new `responseId`,
-//! - for every agent of a run on its `run-finish`,
-//! - after [`IDLE_FLUSH_MS`] without deltas (then it stays open, not dirty).
+//! Invariant (fold(replay) == fold(live)): one segment is exactly one
+//! timeline entry of the reducer, so each block REPLACES the entry the
+//! segment's deltas built. The thread keeps that true by ending a segment
+//! whenever the agent's timeline gets a new entry (a delta of another kind or
+//! `responseId`, a new tool call, a child), and its blocks are stored before
+//! the fact that ended it. A segment is also flushed without ending
+//! - before any structural fact of the same agent,
+//! - after [`IDLE_FLUSH_MS`] without deltas,
+//! and every segment of a run ends on its `run-finish`.
 
 use crate::event::{Event, Kind};
 use serde_json::json;
@@ -63,6 +64,8 @@ struct Segment {
     /// Bytes of `text` already stored in a block.
     stored_len: usize,
     last_delta_ts: i64,
+    /// The server gave this segment its `responseId`.
+    auto: bool,
 }
 
 impl Segment {
@@ -101,10 +104,28 @@ pub struct Coalescer {
 impl Coalescer {
     /// Takes a text or reasoning delta. Returns the blocks that must be stored
     /// *before* the delta is sent (segments it closes). Other kinds are ignored.
-    pub fn push_delta(&mut self, ev: &Event) -> Vec<Event> {
+    ///
+    /// A delta without a `responseId` gets one: the open id-less segment's of
+    /// that agent and kind, or `fresh()` for a new segment. Blocks REPLACE by
+    /// responseId, so without one a live client would render a segment twice.
+    pub fn push_delta(&mut self, ev: &mut Event, fresh: impl FnOnce() -> String) -> Vec<Event> {
         let Some(kind) = TextKind::of(ev.kind) else {
             return Vec::new();
         };
+        let mut auto = false;
+        if ev.response_id.is_none() {
+            let open = self
+                .open
+                .iter()
+                .find(|s| s.auto && s.kind == kind && s.run_id == ev.run_id && s.agent_id == ev.agent_id);
+            ev.response_id = Some(match open {
+                Some(s) => s.response_id.clone().expect("auto segments have an id"),
+                None => {
+                    auto = true;
+                    fresh()
+                }
+            });
+        }
         let text = ev.str_field("text").unwrap_or_default();
         let same_segment = |s: &Segment| s.kind == kind && s.response_id == ev.response_id;
         // Another open segment of this agent ends where this delta begins.
@@ -123,6 +144,7 @@ impl Coalescer {
                 text: String::new(),
                 stored_len: 0,
                 last_delta_ts: ev.ts,
+                auto,
             });
             self.open.len() - 1
         });
@@ -135,6 +157,25 @@ impl Coalescer {
     /// Closes every segment of `agent_id` in `run_id`, oldest first.
     pub fn close_agent(&mut self, run_id: &str, agent_id: &str) -> Vec<Event> {
         self.close_where(|s| s.run_id == run_id && s.agent_id == agent_id)
+    }
+
+    /// Stores the unstored text of `agent_id`'s segments, keeping them open:
+    /// the agent's timeline goes on with the same entry, so later deltas
+    /// extend the same block.
+    pub fn flush_agent(&mut self, run_id: &str, agent_id: &str) -> Vec<Event> {
+        self.open
+            .iter_mut()
+            .filter(|s| s.run_id == run_id && s.agent_id == agent_id)
+            .filter_map(Segment::take_block)
+            .collect()
+    }
+
+    /// Agents of `run_id` with an open segment.
+    pub fn open_agents(&self, run_id: &str) -> Vec<String> {
+        let mut agents: Vec<String> =
+            self.open.iter().filter(|s| s.run_id == run_id).map(|s| s.agent_id.clone()).collect();
+        agents.dedup();
+        agents
     }
 
     /// Closes every segment of `run_id` (on `run-finish`).
@@ -200,6 +241,10 @@ impl Coalescer {
 mod tests {
     use super::*;
 
+    fn push(c: &mut Coalescer, mut ev: Event) -> Vec<Event> {
+        c.push_delta(&mut ev, || "auto-1".into())
+    }
+
     fn delta(kind: Kind, agent: &str, rid: Option<&str>, text: &str, ts: i64) -> Event {
         let mut e = Event::new(kind, "r1", agent, ts, json!({ "text": text }));
         e.response_id = rid.map(str::to_owned);
@@ -210,7 +255,7 @@ mod tests {
     fn deltas_become_one_block_on_close() {
         let mut c = Coalescer::default();
         for (i, t) in ["Hel", "lo", " world"].iter().enumerate() {
-            assert!(c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), t, i as i64)).is_empty());
+            assert!(push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), t, i as i64)).is_empty());
         }
         let blocks = c.close_agent("r1", "a");
         assert_eq!(blocks.len(), 1);
@@ -223,21 +268,21 @@ mod tests {
     #[test]
     fn new_response_id_or_kind_closes_the_old_segment() {
         let mut c = Coalescer::default();
-        c.push_delta(&delta(Kind::ReasoningDelta, "a", Some("s1"), "think", 0));
-        let closed = c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), "say", 1));
+        push(&mut c, delta(Kind::ReasoningDelta, "a", Some("s1"), "think", 0));
+        let closed = push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), "say", 1));
         assert_eq!(closed.len(), 1);
         assert_eq!(closed[0].kind, Kind::ReasoningBlock);
-        let closed = c.push_delta(&delta(Kind::TextDelta, "a", Some("s2"), "more", 2));
+        let closed = push(&mut c, delta(Kind::TextDelta, "a", Some("s2"), "more", 2));
         assert_eq!(closed[0].payload["text"], "say");
         // Another agent's segment is untouched.
-        c.push_delta(&delta(Kind::TextDelta, "b", Some("s9"), "x", 3));
+        push(&mut c, delta(Kind::TextDelta, "b", Some("s9"), "x", 3));
         assert_eq!(c.close_run("r1").len(), 2);
     }
 
     #[test]
     fn idle_flush_keeps_segment_open_and_later_block_holds_all_text() {
         let mut c = Coalescer::default();
-        c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), "Hello", 0));
+        push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), "Hello", 0));
         assert!(c.flush_idle(IDLE_FLUSH_MS - 1).is_empty());
         assert_eq!(c.next_idle_deadline(), Some(IDLE_FLUSH_MS));
         let b = c.flush_idle(IDLE_FLUSH_MS);
@@ -245,12 +290,33 @@ mod tests {
         assert_eq!(c.next_idle_deadline(), None);
         assert!(c.snapshots().is_empty(), "nothing unstored to hand over");
         assert!(c.close_agent("r1", "a").is_empty(), "no second identical block");
-        c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), "Hello", 10_000));
+        push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), "Hello", 10_000));
         c.flush_idle(20_000);
-        c.push_delta(&delta(Kind::TextDelta, "a", Some("s1"), " world", 20_001));
+        push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), " world", 20_001));
         let snap = c.snapshots();
         assert_eq!(snap[0].kind, Kind::TextDelta);
         assert_eq!(snap[0].payload, json!({"text":"Hello world","snapshot":true}));
         assert_eq!(c.close_agent("r1", "a")[0].payload["text"], "Hello world");
+    }
+
+    #[test]
+    fn deltas_without_response_id_get_one_per_segment() {
+        let mut c = Coalescer::default();
+        let mut n = 0;
+        let mut fresh = || {
+            n += 1;
+            format!("auto-{n}")
+        };
+        let mut a = delta(Kind::TextDelta, "a", None, "x", 0);
+        c.push_delta(&mut a, &mut fresh);
+        let mut b = delta(Kind::TextDelta, "a", None, "y", 1);
+        c.push_delta(&mut b, &mut fresh);
+        assert_eq!(a.response_id.as_deref(), Some("auto-1"));
+        assert_eq!(b.response_id.as_deref(), Some("auto-1"), "same open segment");
+        let blocks = c.close_agent("r1", "a");
+        assert_eq!(blocks[0].payload["text"], "xy");
+        let mut d = delta(Kind::TextDelta, "a", None, "z", 2);
+        c.push_delta(&mut d, &mut fresh);
+        assert_eq!(d.response_id.as_deref(), Some("auto-2"), "a new segment after close");
     }
 }

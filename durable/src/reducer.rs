@@ -109,6 +109,8 @@ pub struct TreeBuilder {
     nodes: Vec<AgentNode>,
     kids: Vec<Vec<usize>>,
     root: Option<usize>,
+    /// Nodes made for agents that published before their `agent-spawned`.
+    implicit: Vec<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -122,17 +124,24 @@ impl TreeBuilder {
         self.nodes.iter().position(|n| n.agent_id == agent_id)
     }
 
-    /// The node an event of `agent_id` applies to. Events of an unknown agent
-    /// attach to the root (agents may publish before announcing themselves);
-    /// with no root yet, one is made for them.
+    /// The node an event of `agent_id` applies to. The first agent seen is
+    /// the root; an agent that publishes before it is announced gets a child
+    /// of the root of its own (never the root's timeline: two agents' text
+    /// must not merge), which its `agent-spawned` later names.
     fn node_for(&mut self, agent_id: &str) -> usize {
         if let Some(i) = self.find(agent_id) {
             return i;
         }
-        if let Some(r) = self.root {
-            return r;
-        }
-        self.push(AgentNode::new(agent_id, "orchestrator"), None)
+        let Some(root) = self.root else {
+            return self.push(AgentNode::new(agent_id, "orchestrator"), None);
+        };
+        // No timeline entry in the root yet: that would split a text segment
+        // of the root's that is still streaming. It is placed where its
+        // `agent-spawned` lands (a structural fact, stored after the root's
+        // open segments are flushed).
+        let i = self.push(AgentNode::new(agent_id, agent_id), Some(root));
+        self.implicit.push(i);
+        i
     }
 
     fn push(&mut self, node: AgentNode, parent: Option<usize>) -> usize {
@@ -232,8 +241,20 @@ impl TreeBuilder {
                 }
             }
             Kind::AgentSpawned => {
-                if self.find(&ev.agent_id).is_some() {
-                    return; // idempotent
+                if let Some(i) = self.find(&ev.agent_id) {
+                    // Idempotent; but an implicit node learns its role now.
+                    if let Some(pos) = self.implicit.iter().position(|&n| n == i) {
+                        self.implicit.remove(pos);
+                        self.nodes[i].role = s("role");
+                        self.nodes[i].tools = p.get("tools").and_then(|t| serde_json::from_value(t.clone()).ok());
+                        if let Some(r) = self.root {
+                            // It takes its place among the spawned children now.
+                            self.kids[r].retain(|&k| k != i);
+                            self.kids[r].push(i);
+                            self.nodes[r].timeline.push(TimelineEntry::Child { agent_id: ev.agent_id.clone() });
+                        }
+                    }
+                    return;
                 }
                 let Some(parent) = self.find(&s("parentId")) else {
                     return; // unknown parent: dropped
@@ -314,6 +335,12 @@ impl TreeBuilder {
         self.nodes[idx].tool_calls.iter_mut().find(|t| t.tool_call_id == id)
     }
 
+    /// Length of `agent_id`'s timeline, if the agent is known. It grows
+    /// exactly when the agent's last timeline entry changes.
+    pub fn timeline_len(&self, agent_id: &str) -> Option<usize> {
+        self.find(agent_id).map(|i| self.nodes[i].timeline.len())
+    }
+
     /// Tool calls started and never settled, as `(agentId, toolCallId)`.
     pub fn open_tool_calls(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -331,7 +358,13 @@ impl TreeBuilder {
     pub fn tree(&self) -> Option<AgentNode> {
         fn build(b: &TreeBuilder, i: usize) -> AgentNode {
             let mut n = b.nodes[i].clone();
-            n.children = b.kids[i].iter().map(|&k| build(b, k)).collect();
+            // Spawned children in spawn order, then unannounced ones by id:
+            // when those were first seen depends on when their text was
+            // flushed, so only their ids give an order live and replay share.
+            let (mut unannounced, spawned): (Vec<usize>, Vec<usize>) =
+                b.kids[i].iter().partition(|k| b.implicit.contains(k));
+            unannounced.sort_by(|x, y| b.nodes[*x].agent_id.cmp(&b.nodes[*y].agent_id));
+            n.children = spawned.iter().chain(&unannounced).map(|&k| build(b, k)).collect();
             n
         }
         self.root.map(|r| build(self, r))

@@ -12,7 +12,7 @@
 use crate::coalesce::Coalescer;
 use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
-use crate::reducer;
+use crate::reducer::{self, TreeBuilder};
 use crate::sse::Frame;
 use crate::store::{Record, RunRecord, RunState, Store};
 use bytes::Bytes;
@@ -85,8 +85,17 @@ pub struct Thread<S: Store, K: Sink> {
     last_seq: u64,
     active: Option<Active>,
     coalescer: Coalescer,
+    /// The active run folded so far: what decides where segments end.
+    live_tree: Option<(String, TreeBuilder)>,
     subscribers: Vec<(u64, K)>,
     next_subscriber: u64,
+}
+
+/// An event placed in log order, durable (stored, sent with its seq) or live
+/// only (sent without an id).
+enum Staged {
+    Durable(Event),
+    Live(Event),
 }
 
 pub fn hash_token(token: &str) -> String {
@@ -103,19 +112,41 @@ impl<S: Store, K: Sink> Thread<S, K> {
             last_activity: now,
             found_on_load: Some(now),
         });
-        Ok(Thread {
+        let mut thread = Thread {
             store,
             config,
             last_seq,
             active,
             coalescer: Coalescer::default(),
+            live_tree: None,
             subscribers: Vec::new(),
             next_subscriber: 1,
-        })
+        };
+        thread.refold_live_tree()?;
+        Ok(thread)
+    }
+
+    /// Folds the active run's stored events: on load, and after a failed
+    /// commit left the in-memory fold ahead of the log.
+    fn refold_live_tree(&mut self) -> Result<(), ApiError> {
+        self.live_tree = match &self.active {
+            Some(a) => {
+                let run_id = a.record.run_id.clone();
+                let events = self.run_events(&run_id)?;
+                Some((run_id, reducer::fold(&events)))
+            }
+            None => None,
+        };
+        Ok(())
     }
 
     pub fn store(&self) -> &S {
         &self.store
+    }
+
+    /// The store, for fault injection in tests and for moving it out.
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
     }
 
     pub fn config(&self) -> &Config {
@@ -159,6 +190,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             now,
             json!({ "messageId": start.message_id }),
         );
+        self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
         self.commit(vec![run_start], Some(record.clone()))?;
         self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None });
         Ok(record)
@@ -208,6 +240,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
             if ev.kind == Kind::RunStart {
                 return Err(invalid("`run-start` is emitted by the server".into()));
             }
+            if ev.kind.class() == Class::Coalesced {
+                return Err(invalid(format!(
+                    "`{}` is made by the server from deltas; publish `text-delta` / `reasoning-delta`",
+                    ev.kind.as_str()
+                )));
+            }
             if ev.kind == Kind::RunFinish && index + 1 != n {
                 return Err(invalid("`run-finish` must be the last event of a batch".into()));
             }
@@ -240,39 +278,69 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.commit(events, run_update.clone())?;
         if run_update.is_some() {
             self.active = None;
+            self.live_tree = None;
         }
         Ok(())
     }
 
     fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), ApiError> {
-        enum Staged {
-            Durable(Event),
-            Live(Event),
-        }
+        let staged = self.stage(events);
+        self.persist_then_send(staged, run)
+    }
+
+    /// Puts events in log order, with the blocks of text segments where a
+    /// reader's timeline needs them.
+    ///
+    /// The active run is folded as it goes (`live_tree`), so the thread knows
+    /// what a client's reducer does: a delta joins its segment or starts one
+    /// (closing the agent's others); a durable fact first flushes its agent's
+    /// segments, and ends every segment whose agent's timeline it extends.
+    fn stage(&mut self, events: Vec<Event>) -> Vec<Staged> {
         let mut staged = Vec::with_capacity(events.len() + 2);
-        for ev in events {
+        for mut ev in events {
+            let live = self.live_tree.as_mut().filter(|(run, _)| *run == ev.run_id).map(|(_, t)| t);
             match ev.kind.class() {
                 Class::Ephemeral => {
-                    staged.extend(self.coalescer.push_delta(&ev).into_iter().map(Staged::Durable));
+                    // Distinct from every other segment of this agent: no two of
+                    // its segments open before the same durable seq.
+                    let fresh = format!("seg-{}", self.last_seq + staged.len() as u64 + 1);
+                    let closed = self.coalescer.push_delta(&mut ev, || fresh);
+                    staged.extend(closed.into_iter().map(Staged::Durable));
+                    if let Some(tree) = live {
+                        tree.apply(&ev);
+                    }
                     staged.push(Staged::Live(ev));
                 }
+                Class::Coalesced | Class::Structural if ev.kind == Kind::RunFinish => {
+                    staged.extend(self.coalescer.close_run(&ev.run_id).into_iter().map(Staged::Durable));
+                    staged.push(Staged::Durable(ev));
+                }
                 Class::Coalesced | Class::Structural => {
-                    let closing = if ev.kind == Kind::RunFinish {
-                        self.coalescer.close_run(&ev.run_id)
-                    } else {
-                        let mut c = self.coalescer.close_agent(&ev.run_id, &ev.agent_id);
-                        if ev.kind == Kind::AgentSpawned {
-                            if let Some(parent) = ev.str_field("parentId") {
-                                c.extend(self.coalescer.close_agent(&ev.run_id, parent));
+                    let mut blocks = self.coalescer.flush_agent(&ev.run_id, &ev.agent_id);
+                    if let Some(tree) = live {
+                        let agents = self.coalescer.open_agents(&ev.run_id);
+                        let before: Vec<_> = agents.iter().map(|a| tree.timeline_len(a)).collect();
+                        tree.apply(&ev);
+                        for (agent, len) in agents.iter().zip(before) {
+                            if tree.timeline_len(agent) != len {
+                                blocks.extend(self.coalescer.close_agent(&ev.run_id, agent));
                             }
                         }
-                        c
-                    };
-                    staged.extend(closing.into_iter().map(Staged::Durable));
+                    }
+                    staged.extend(blocks.into_iter().map(Staged::Durable));
                     staged.push(Staged::Durable(ev));
                 }
             }
         }
+        staged
+    }
+
+    /// Assigns seqs, stores the durable facts (and `run`) in one commit, and
+    /// only then sends every frame to every subscriber, one chunk each.
+    ///
+    /// Invariant: a fact is sent only once stored (never in neither store),
+    /// and seqs stay contiguous: on a failed commit `last_seq` does not move.
+    fn persist_then_send(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), ApiError> {
         let mut records = Vec::new();
         let mut wire = Vec::new();
         let mut seq = self.last_seq;
@@ -294,6 +362,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 // into open segments are dropped with them: they were never
                 // durable, and a segment must not hold text no one was sent.
                 self.coalescer = Coalescer::default();
+                self.refold_live_tree()?;
                 return Err(ApiError::storage(e));
             }
         }
@@ -406,8 +475,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if blocks.is_empty() {
             return Ok(());
         }
-        // Blocks are durable facts of their own, stored in order.
-        self.commit(blocks, None)
+        // The segments stay open: their blocks go straight to the log.
+        self.persist_then_send(blocks.into_iter().map(Staged::Durable).collect(), None)
     }
 
     /// Ends the active run if one of its deadlines has passed; returns the

@@ -1,0 +1,444 @@
+//! The thread's rules, natively: the run lock, the publish path, replay and
+//! live with no gap and no duplicate, fold(replay) == fold(live), storage
+//! faults, the restart sweep and the idle timeout.
+
+use bytes::Bytes;
+use proptest::prelude::*;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::rc::Rc;
+use threadline_durable::event::Event;
+use threadline_durable::reducer::{self, AgentNode};
+use threadline_durable::store::MemoryStore;
+use threadline_durable::{Config, Sink, StartRun, Store, Thread};
+
+/// A subscriber whose live bytes the test can read; `closed` simulates a
+/// client that went away.
+#[derive(Clone, Default)]
+struct VecSink {
+    buf: Rc<RefCell<Vec<u8>>>,
+    closed: Rc<RefCell<bool>>,
+}
+
+impl Sink for VecSink {
+    fn send(&mut self, chunk: Bytes) -> bool {
+        if *self.closed.borrow() {
+            return false;
+        }
+        self.buf.borrow_mut().extend_from_slice(&chunk);
+        true
+    }
+    fn is_closed(&self) -> bool {
+        *self.closed.borrow()
+    }
+}
+
+type T = Thread<MemoryStore, VecSink>;
+
+fn thread() -> T {
+    Thread::load(MemoryStore::default(), Config::default(), 0).unwrap()
+}
+
+fn start(t: &mut T, run: &str, now: i64) {
+    t.start_run(
+        StartRun {
+            run_id: run.into(),
+            message_id: format!("msg-{run}"),
+            message: "hi".into(),
+            publish_token: format!("token-{run}"),
+        },
+        now,
+    )
+    .unwrap();
+}
+
+/// Parses SSE bytes into `(id, event)` pairs.
+fn parse(bytes: &[u8]) -> Vec<(Option<u64>, Event)> {
+    let text = std::str::from_utf8(bytes).unwrap();
+    let mut out = Vec::new();
+    for frame in text.split("\n\n").filter(|f| !f.is_empty()) {
+        let mut id = None;
+        let mut data = None;
+        for line in frame.lines() {
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = Some(v.parse().unwrap());
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                data = Some(v.to_owned());
+            }
+        }
+        if let Some(d) = data {
+            out.push((id, serde_json::from_str(&d).unwrap()));
+        }
+    }
+    out
+}
+
+/// One SSE connection as the Worker streams it: replay pages, then the
+/// snapshot, then whatever the sink queued meanwhile.
+struct Conn {
+    sink: VecSink,
+    replay: Vec<u8>,
+    snapshot: Bytes,
+    after: u64,
+    high: u64,
+    cursor: u64,
+}
+
+impl Conn {
+    fn open(t: &mut T, cursor: u64) -> Conn {
+        let sink = VecSink::default();
+        let sub = t.subscribe(cursor, sink.clone());
+        Conn { sink, replay: Vec::new(), snapshot: sub.snapshot, after: sub.after, high: sub.high, cursor }
+    }
+
+    /// Reads one replay page; `false` once the replay is done.
+    fn step(&mut self, t: &T) -> bool {
+        if self.after >= self.high {
+            return false;
+        }
+        let (bytes, last) = t.replay_page(self.after, self.high).unwrap();
+        self.replay.extend_from_slice(&bytes);
+        self.after = last;
+        !bytes.is_empty()
+    }
+
+    fn drain(&mut self, t: &T) {
+        while self.step(t) {}
+    }
+
+    /// Everything the client has received, in order.
+    fn received(&self) -> Vec<(Option<u64>, Event)> {
+        let mut all = self.replay.clone();
+        all.extend_from_slice(&self.snapshot);
+        all.extend_from_slice(&self.sink.buf.borrow());
+        parse(&all)
+    }
+}
+
+fn tree(events: &[Event]) -> Option<AgentNode> {
+    reducer::fold(events).tree()
+}
+
+fn durable_log(t: &T) -> Vec<Event> {
+    t.store().records.iter().map(|r| serde_json::from_str(&r.data).unwrap()).collect()
+}
+
+#[test]
+fn run_lock_is_a_compare_and_set() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let err = t
+        .start_run(
+            StartRun { run_id: "r2".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into() },
+            1,
+        )
+        .unwrap_err();
+    assert_eq!((err.status, err.code), (409, "run_active"));
+    assert_eq!(err.details["runId"], "r1");
+    assert_eq!(t.cancel(2).unwrap().as_deref(), Some("r1"));
+    assert_eq!(t.cancel(3).unwrap(), None, "idempotent");
+    start(&mut t, "r2", 4);
+    assert_eq!(t.active_run().unwrap().run_id, "r2");
+}
+
+#[test]
+fn publish_tokens_are_scoped_to_their_run() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    assert_eq!(t.authorize_publish("r1", None).unwrap_err().status, 401);
+    assert_eq!(t.authorize_publish("r1", Some("token-r2")).unwrap_err().status, 403);
+    assert_eq!(t.authorize_publish("nope", Some("token-r1")).unwrap_err().status, 404);
+    t.authorize_publish("r1", Some("token-r1")).unwrap();
+    // A finished run still knows its token: the answer is 409, not 403.
+    t.cancel(1).unwrap();
+    t.authorize_publish("r1", Some("token-r1")).unwrap();
+    let e = t.publish("r1", vec![json!({"type":"status","agentId":"a","payload":{"message":"x"}})], 2).unwrap_err();
+    assert_eq!((e.status, e.code), (409, "run_finished"));
+}
+
+#[test]
+fn invalid_batch_stores_nothing_and_names_the_index() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let before = t.store().records.len();
+    let e = t
+        .publish(
+            "r1",
+            vec![
+                json!({"type":"text-delta","agentId":"a","responseId":"s","payload":{"text":"x"}}),
+                json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t","toolName":"n","args":{}}}),
+                json!({"type":"tool-call","agentId":"a","payload":{}}),
+            ],
+            1,
+        )
+        .unwrap_err();
+    assert_eq!((e.status, e.code), (400, "invalid_event"));
+    assert_eq!(e.details["index"], 2);
+    assert_eq!(t.store().records.len(), before);
+    assert_eq!(t.buffered_bytes(), 0, "the refused batch's delta was not buffered");
+}
+
+#[test]
+fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let c = Conn::open(&mut t, 0);
+    t.store_mut().fail_commits = 1;
+    let e = t
+        .publish("r1", vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t","toolName":"n","args":{}}})], 1)
+        .unwrap_err();
+    assert_eq!((e.status, e.code), (503, "storage_unavailable"));
+    assert_eq!(t.last_seq(), 1);
+    assert!(c.sink.buf.borrow().is_empty(), "nothing sent that was not stored");
+    t.publish("r1", vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t2","toolName":"n","args":{}}})], 2)
+        .unwrap();
+    let seqs: Vec<u64> = t.store().records.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, vec![1, 2]);
+    assert_eq!(parse(&c.sink.buf.borrow())[0].0, Some(2));
+}
+
+#[test]
+fn closed_subscribers_are_dropped_on_the_next_send() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let a = Conn::open(&mut t, 0);
+    let _b = Conn::open(&mut t, 0);
+    assert_eq!(t.subscriber_count(), 2);
+    *a.sink.closed.borrow_mut() = true;
+    t.prune_subscribers();
+    assert_eq!(t.subscriber_count(), 1);
+    t.unsubscribe(2);
+    assert_eq!(t.subscriber_count(), 0);
+}
+
+#[test]
+fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
+    let config = Config { restart_grace_ms: 1_000, ..Config::default() };
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    t.publish(
+        "r1",
+        vec![
+            json!({"type":"tool-call","agentId":"orchestrator","payload":{"toolCallId":"open","toolName":"n","args":{}}}),
+            json!({"type":"agent-spawned","agentId":"sub","payload":{"parentId":"orchestrator","role":"r","tools":[]}}),
+            json!({"type":"tool-call","agentId":"sub","payload":{"toolCallId":"sub-open","toolName":"n","args":{}}}),
+        ],
+        1,
+    )
+    .unwrap();
+    let store = std::mem::take(t.store_mut());
+
+    // Healthy: it publishes after the restart, within the grace.
+    let mut healthy: T = Thread::load(clone_store(&store), config.clone(), 10_000).unwrap();
+    assert_eq!(healthy.run_deadline(), Some(11_000));
+    healthy
+        .publish("r1", vec![json!({"type":"status","agentId":"orchestrator","payload":{"message":"alive"}})], 10_500)
+        .unwrap();
+    assert_eq!(healthy.check_run_deadlines(20_000).unwrap(), None);
+    assert!(healthy.active_run().is_some());
+
+    // Silent: swept after the grace, not before.
+    let mut dead: T = Thread::load(store, config, 10_000).unwrap();
+    assert_eq!(dead.check_run_deadlines(10_999).unwrap(), None);
+    assert_eq!(dead.check_run_deadlines(11_000).unwrap(), Some(("r1".into(), "crash_interrupted")));
+    let log = durable_log(&dead);
+    let tail: Vec<_> = log[log.len() - 3..].iter().map(|e| (e.kind.as_str(), e.payload.clone())).collect();
+    assert_eq!(tail[0].0, "tool-interrupted");
+    assert_eq!(tail[0].1["toolCallId"], "open");
+    assert_eq!(tail[1].1["toolCallId"], "sub-open");
+    assert_eq!(tail[2], ("run-finish", json!({"status":"interrupted","reason":"crash_interrupted"})));
+    assert_eq!(dead.store().running().unwrap(), None);
+}
+
+fn clone_store(s: &MemoryStore) -> MemoryStore {
+    let mut copy = MemoryStore::default();
+    copy.records = s.records.clone();
+    copy.runs = s.runs.clone();
+    copy
+}
+
+#[test]
+fn idle_timeout_ends_a_silent_run() {
+    let mut t: T = Thread::load(MemoryStore::default(), Config { run_idle_timeout_ms: 100, ..Config::default() }, 0).unwrap();
+    start(&mut t, "r1", 0);
+    t.publish("r1", vec![json!({"type":"status","agentId":"orchestrator","payload":{"message":"x"}})], 50).unwrap();
+    assert_eq!(t.run_deadline(), Some(150));
+    assert_eq!(t.check_run_deadlines(149).unwrap(), None);
+    assert_eq!(t.check_run_deadlines(150).unwrap(), Some(("r1".into(), "timeout")));
+    assert_eq!(durable_log(&t).last().unwrap().payload, json!({"status":"error","reason":"timeout"}));
+}
+
+#[test]
+fn a_thousand_deltas_cost_one_row() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let before = t.rows_written();
+    for chunk in 0..10 {
+        let batch = (0..100)
+            .map(|i| json!({"type":"text-delta","agentId":"orchestrator","responseId":"s","payload":{"text":format!("{chunk}-{i} ")}}))
+            .collect();
+        t.publish("r1", batch, 1).unwrap();
+    }
+    assert_eq!(t.rows_written(), before, "deltas are not stored one by one");
+    t.publish("r1", vec![json!({"type":"run-finish","agentId":"orchestrator","payload":{"status":"completed"}})], 2)
+        .unwrap();
+    // The block, run-finish, and the run's record.
+    assert_eq!(t.rows_written() - before, 3);
+}
+
+// ---------------------------------------------------------------------------
+// The contract: whatever the interleaving of publishes, idle flushes,
+// connects, replay pages and reconnects, every connection receives each
+// durable fact above its cursor exactly once and in order, and every client
+// folds the same tree as one that never disconnected and as the stored log.
+
+#[derive(Clone, Debug)]
+enum Op {
+    /// Publish a batch of event templates.
+    Publish(Vec<Tmpl>),
+    /// Advance the clock by this many ms and run the idle flush.
+    Idle(i64),
+    /// Read one replay page of client `i`.
+    Page(usize),
+    /// Client `i` drops and reconnects from the max id it has seen.
+    Reconnect(usize),
+}
+
+#[derive(Clone, Debug)]
+enum Tmpl {
+    Text { agent: u8, seg: u8, text: String },
+    Reasoning { agent: u8, seg: u8, text: String },
+    TextNoId { agent: u8, text: String },
+    ToolCall { agent: u8, id: u8 },
+    ToolResult { agent: u8, id: u8 },
+    Spawn { agent: u8 },
+    Status,
+}
+
+fn agent_name(a: u8) -> String {
+    if a == 0 { "orchestrator".into() } else { format!("sub{a}") }
+}
+
+fn render(t: &Tmpl) -> Value {
+    match t {
+        Tmpl::Text { agent, seg, text } => {
+            json!({"type":"text-delta","agentId":agent_name(*agent),"responseId":format!("s{seg}"),"payload":{"text":text}})
+        }
+        Tmpl::Reasoning { agent, seg, text } => {
+            json!({"type":"reasoning-delta","agentId":agent_name(*agent),"responseId":format!("s{seg}"),"payload":{"text":text}})
+        }
+        Tmpl::TextNoId { agent, text } => {
+            json!({"type":"text-delta","agentId":agent_name(*agent),"payload":{"text":text}})
+        }
+        Tmpl::ToolCall { agent, id } => {
+            json!({"type":"tool-call","agentId":agent_name(*agent),"payload":{"toolCallId":format!("t{agent}-{id}"),"toolName":"n","args":{"id":id}}})
+        }
+        Tmpl::ToolResult { agent, id } => {
+            json!({"type":"tool-result","agentId":agent_name(*agent),"payload":{"toolCallId":format!("t{agent}-{id}"),"result":id}})
+        }
+        Tmpl::Spawn { agent } => {
+            json!({"type":"agent-spawned","agentId":agent_name(*agent),"payload":{"parentId":"orchestrator","role":"helper","tools":[]}})
+        }
+        Tmpl::Status => json!({"type":"status","agentId":"orchestrator","payload":{"message":"working"}}),
+    }
+}
+
+fn tmpl() -> impl Strategy<Value = Tmpl> {
+    let agent = 0u8..3;
+    let text = "[a-z ]{1,6}";
+    prop_oneof![
+        4 => (agent.clone(), 0u8..3, text).prop_map(|(agent, seg, text)| Tmpl::Text { agent, seg, text }),
+        2 => (agent.clone(), 0u8..3, text).prop_map(|(agent, seg, text)| Tmpl::Reasoning { agent, seg, text }),
+        1 => (agent.clone(), text).prop_map(|(agent, text)| Tmpl::TextNoId { agent, text }),
+        1 => (agent.clone(), 0u8..4).prop_map(|(agent, id)| Tmpl::ToolCall { agent, id }),
+        1 => (agent.clone(), 0u8..4).prop_map(|(agent, id)| Tmpl::ToolResult { agent, id }),
+        1 => (1u8..3).prop_map(|agent| Tmpl::Spawn { agent }),
+        1 => Just(Tmpl::Status),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => prop::collection::vec(tmpl(), 1..6).prop_map(Op::Publish),
+        1 => prop_oneof![Just(100i64), Just(3_000i64)].prop_map(Op::Idle),
+        3 => (0usize..3).prop_map(Op::Page),
+        2 => (0usize..3).prop_map(Op::Reconnect),
+    ]
+}
+
+/// A client across reconnects: its sessions' events folded in order.
+struct Client {
+    conn: Conn,
+    seen: Vec<Event>,
+    max_id: u64,
+}
+
+impl Client {
+    /// Takes what the current connection delivered into `seen`, checking the
+    /// durable ids are exactly `cursor+1, cursor+2, ...`.
+    fn absorb(&mut self) {
+        let mut expect = self.conn.cursor + 1;
+        for (id, e) in self.conn.received() {
+            if let Some(id) = id {
+                assert_eq!(id, expect, "gap or duplicate at cursor {}", self.conn.cursor);
+                expect += 1;
+                self.max_id = id;
+            }
+            self.seen.push(e);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, .. ProptestConfig::default() })]
+
+    #[test]
+    fn replay_and_live_agree(ops in prop::collection::vec(op(), 1..60)) {
+        let mut t = thread();
+        let mut now = 0;
+        start(&mut t, "r1", now);
+        let reference = Conn::open(&mut t, 0);
+        let mut clients: Vec<Client> = (0..3)
+            .map(|_| Client { conn: Conn::open(&mut t, 0), seen: Vec::new(), max_id: 0 })
+            .collect();
+        for op in ops {
+            match op {
+                Op::Publish(batch) => {
+                    now += 10;
+                    t.publish("r1", batch.iter().map(render).collect(), now).unwrap();
+                }
+                Op::Idle(ms) => {
+                    now += ms;
+                    t.flush_idle(now).unwrap();
+                }
+                Op::Page(i) => {
+                    clients[i].conn.step(&t);
+                }
+                Op::Reconnect(i) => {
+                    let c = &mut clients[i];
+                    c.conn.drain(&t); // what was in flight arrives before the drop
+                    c.absorb();
+                    *c.conn.sink.closed.borrow_mut() = true;
+                    t.prune_subscribers();
+                    c.conn = Conn::open(&mut t, c.max_id);
+                }
+            }
+        }
+        now += 10;
+        t.publish("r1", vec![json!({"type":"run-finish","agentId":"orchestrator","payload":{"status":"completed"}})], now).unwrap();
+
+        let stored = durable_log(&t);
+        let expected = tree(&stored);
+        let mut reference = reference;
+        reference.drain(&t);
+        let live: Vec<Event> = reference.received().into_iter().map(|(_, e)| e).collect();
+        prop_assert_eq!(&tree(&live), &expected, "fold(live) == fold(replay)");
+        for c in &mut clients {
+            c.conn.drain(&t);
+            c.absorb();
+            prop_assert_eq!(c.max_id, t.last_seq());
+            prop_assert_eq!(&tree(&c.seen), &expected, "a reconnecting client renders what a never-disconnected one does");
+        }
+    }
+}
+
