@@ -115,6 +115,9 @@ describe("publishing", () => {
     assert.deepEqual(ev.map((e) => e.type), ["run-start", "tool-call", "tool-result", "thread-title-updated"]);
     for (const e of ev) assert.equal(e.runId, runId);
     assert.ok(ev[1].ts > 1_000_000_000_000, "server-stamped ts");
+    // Byte framing: `id:` then one `data:` line of the canonical JSON, blank line.
+    const frame = `id: 2\ndata: {"type":"tool-call","runId":"${runId}","agentId":"orchestrator","ts":${ev[1].ts},"payload":{"toolCallId":"t1","toolName":"search","args":{"q":"x"}}}\n\n`;
+    assert.ok(sse.raw.includes(frame), `exact frame bytes in ${sse.raw.slice(0, 300)}`);
     sse.close();
   });
 
@@ -389,6 +392,56 @@ describe("coalescing", () => {
     await sleep(100);
     assert.equal(sse.events().filter((e) => e.type === "text-delta").length, 0, "nothing unstored to hand over");
     sse.close();
+  });
+});
+
+describe("live and replay agree", () => {
+  test("a live client's durable frames are the replay's, byte for byte, and its deltas make the blocks", async () => {
+    const thread = newThread();
+    const { runId, token } = await startRun(thread);
+    const live = api.events(thread);
+    await live.ready;
+    await live.waitFor((e) => e.type === "run-start");
+    const publish = (events) => api.publish(thread, runId, token, events);
+    await publish([delta("Let me ", "a"), { type: "reasoning-delta", agentId: "orchestrator", responseId: "a", payload: { text: "hmm" } }]);
+    await publish([delta("check.", "a"), { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: "t1", toolName: "x", args: {} } }]);
+    await publish([{ type: "agent-spawned", agentId: "sub", payload: { parentId: "orchestrator", role: "helper", tools: [] } }, delta("sub text", "b", "sub")]);
+    // A second client reconnects in the middle of a text block.
+    const mid = api.events(thread, { query: `?lastEventId=${live.durable().at(-1)?.id ?? 0}` });
+    await mid.ready;
+    await publish([delta(" more", "b", "sub"), { type: "agent-completed", agentId: "sub", payload: { role: "helper", result: "ok" } }]);
+    await publish([{ type: "tool-result", agentId: "orchestrator", payload: { toolCallId: "t1", result: 1 } }, delta("Done", "c")]);
+    await publish([{ type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } }]);
+    await live.waitFor((e) => e.type === "run-finish");
+    await mid.waitFor((e) => e.type === "run-finish");
+    const replay = api.events(thread);
+    await replay.ready;
+    await replay.waitFor((e) => e.type === "run-finish");
+    const durableFrames = (c) => c.frames().filter((f) => f.id !== undefined).map((f) => `${f.id}|${f.data}`);
+    assert.deepEqual(durableFrames(live), durableFrames(replay));
+    // Per segment (an agent's run of deltas of one kind and responseId), the
+    // deltas a client saw add up to that segment's block, in order.
+    const segments = new Map();
+    for (const d of live.events().filter((e) => e.type.endsWith("-delta"))) {
+      const key = `${d.type.replace("delta", "block")}|${d.responseId}`;
+      const list = segments.get(d.agentId) ?? [];
+      if (list.at(-1)?.key === key) list.at(-1).text += d.payload.text;
+      else list.push({ key, text: d.payload.text });
+      segments.set(d.agentId, list);
+    }
+    const blocks = new Map();
+    for (const b of replay.events().filter((e) => e.type.endsWith("-block"))) {
+      const list = blocks.get(b.agentId) ?? [];
+      list.push({ key: `${b.type}|${b.responseId}`, text: b.payload.text });
+      blocks.set(b.agentId, list);
+    }
+    assert.deepEqual(segments, blocks);
+    assert.equal(blocks.get("orchestrator").length, 4, "'Let me ', 'hmm', 'check.', 'Done'");
+    // The client that joined mid-block got the text so far once, then the rest.
+    const midDeltas = mid.events().filter((e) => e.type === "text-delta" && e.agentId === "sub");
+    assert.deepEqual(midDeltas.map((d) => [d.payload.text, d.payload.snapshot ?? false]), [["sub text", true], [" more", false]]);
+    assert.equal(mid.events().find((e) => e.type === "text-block" && e.agentId === "sub").payload.text, "sub text more");
+    for (const c of [live, mid, replay]) c.close();
   });
 });
 

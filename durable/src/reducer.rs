@@ -6,6 +6,7 @@
 use crate::event::{Event, Kind};
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -56,6 +57,22 @@ pub struct ToolCall {
     pub started_at: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<i64>,
+}
+
+impl ToolCall {
+    fn pending(tool_call_id: String, tool_name: String, args: Value, ts: i64) -> ToolCall {
+        ToolCall {
+            tool_call_id,
+            tool_name,
+            args,
+            result: None,
+            error: None,
+            is_loading: true,
+            confirmation: None,
+            started_at: Some(ts),
+            completed_at: None,
+        }
+    }
 }
 
 /// One agent of the tree, with its children nested.
@@ -111,6 +128,8 @@ pub struct TreeBuilder {
     root: Option<usize>,
     /// Nodes made for agents that published before their `agent-spawned`.
     implicit: Vec<usize>,
+    /// toolCallId → (node, position in its `tool_calls`).
+    calls: HashMap<String, Vec<(usize, usize)>>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -180,31 +199,21 @@ impl TreeBuilder {
             }
             Kind::ToolInputStart | Kind::ToolCall => {
                 let i = self.node_for(&ev.agent_id);
-                let node = &mut self.nodes[i];
                 let id = s("toolCallId");
-                match node.tool_calls.iter_mut().find(|t| t.tool_call_id == id) {
-                    Some(tc) => {
+                match self.call_pos(i, &id) {
+                    Some(pos) => {
                         if ev.kind == Kind::ToolCall {
+                            let tc = &mut self.nodes[i].tool_calls[pos];
                             tc.args = p.get("args").cloned().unwrap_or(Value::Null);
                             tc.tool_name = s("toolName");
                         }
                     }
                     None => {
-                        node.tool_calls.push(ToolCall {
-                            tool_call_id: id.clone(),
-                            tool_name: s("toolName"),
-                            args: match ev.kind {
-                                Kind::ToolCall => p.get("args").cloned().unwrap_or(Value::Null),
-                                _ => Value::Object(Default::default()),
-                            },
-                            result: None,
-                            error: None,
-                            is_loading: true,
-                            confirmation: None,
-                            started_at: Some(ev.ts),
-                            completed_at: None,
-                        });
-                        node.timeline.push(TimelineEntry::ToolCall { tool_call_id: id });
+                        let args = match ev.kind {
+                            Kind::ToolCall => p.get("args").cloned().unwrap_or(Value::Null),
+                            _ => Value::Object(Default::default()),
+                        };
+                        self.add_call(i, ToolCall::pending(id, s("toolName"), args, ev.ts));
                     }
                 }
             }
@@ -222,23 +231,14 @@ impl TreeBuilder {
             Kind::ConfirmationRequest => {
                 let id = s("toolCallId");
                 let i = self.node_for(&ev.agent_id);
-                if !self.nodes[i].tool_calls.iter().any(|t| t.tool_call_id == id) {
-                    self.nodes[i].tool_calls.push(ToolCall {
-                        tool_call_id: id.clone(),
-                        tool_name: s("toolName"),
-                        args: p.get("args").cloned().unwrap_or(Value::Null),
-                        result: None,
-                        error: None,
-                        is_loading: true,
-                        confirmation: None,
-                        started_at: Some(ev.ts),
-                        completed_at: None,
-                    });
-                    self.nodes[i].timeline.push(TimelineEntry::ToolCall { tool_call_id: id.clone() });
-                }
-                if let Some(tc) = self.nodes[i].tool_calls.iter_mut().find(|t| t.tool_call_id == id) {
-                    tc.confirmation = Some(p.clone());
-                }
+                let pos = match self.call_pos(i, &id) {
+                    Some(pos) => pos,
+                    None => {
+                        let args = p.get("args").cloned().unwrap_or(Value::Null);
+                        self.add_call(i, ToolCall::pending(id, s("toolName"), args, ev.ts))
+                    }
+                };
+                self.nodes[i].tool_calls[pos].confirmation = Some(p.clone());
             }
             Kind::AgentSpawned => {
                 if let Some(i) = self.find(&ev.agent_id) {
@@ -324,15 +324,27 @@ impl TreeBuilder {
         }
     }
 
+    /// Where `node` holds tool call `id`, through the index (a run may make
+    /// thousands of calls; a scan per event would be quadratic).
+    fn call_pos(&self, node: usize, id: &str) -> Option<usize> {
+        self.calls.get(id)?.iter().find(|(n, _)| *n == node).map(|(_, pos)| *pos)
+    }
+
+    fn add_call(&mut self, node: usize, call: ToolCall) -> usize {
+        let n = &mut self.nodes[node];
+        n.timeline.push(TimelineEntry::ToolCall { tool_call_id: call.tool_call_id.clone() });
+        self.calls.entry(call.tool_call_id.clone()).or_default().push((node, n.tool_calls.len()));
+        n.tool_calls.push(call);
+        n.tool_calls.len() - 1
+    }
+
     fn tool_call_mut(&mut self, agent_id: &str, id: &str) -> Option<&mut ToolCall> {
         // The agent's own call first; then any agent's (results may be
         // attributed to the parent that awaited them).
+        let owners = self.calls.get(id)?;
         let own = self.find(agent_id);
-        let order = own.into_iter().chain(0..self.nodes.len());
-        let idx = order
-            .into_iter()
-            .find(|&i| self.nodes[i].tool_calls.iter().any(|t| t.tool_call_id == id))?;
-        self.nodes[idx].tool_calls.iter_mut().find(|t| t.tool_call_id == id)
+        let &(node, pos) = owners.iter().find(|(n, _)| Some(*n) == own).or(owners.first())?;
+        Some(&mut self.nodes[node].tool_calls[pos])
     }
 
     /// Length of `agent_id`'s timeline, if the agent is known. It grows

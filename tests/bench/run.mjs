@@ -1,0 +1,219 @@
+// `make bench`: figures for the Thread stream issue, on this machine, with the
+// Worker served by Miniflare directly (no wrangler proxy).
+//
+//   1. publish-to-delivery latency p50/p99 with 1, 10 and 100 subscribers
+//   2. durable appends per second on one thread, with 0 and 10 subscribers
+//   3. SQLite rows written per 1,000 text-deltas
+//   4. reconnect after 100 missed events on a 1k and a 100k-event thread:
+//      time to the first replayed event and to the 100th
+//
+// Prints a table and writes the figures as JSON to test-artifacts/bench.json.
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import { startWorker, startWebhook, client, newThread, sleep } from "../support/harness.mjs";
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
+
+function pct(sorted, p) {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+const ms = (x) => `${x.toFixed(2)} ms`;
+
+/** A lightweight subscriber: records when each marked event arrives. */
+function subscribe(base, thread, { lastEventId, onMark }) {
+  return new Promise((resolve, reject) => {
+    const headers = {};
+    const q = lastEventId === undefined ? "" : `?lastEventId=${lastEventId}`;
+    const req = http.get(`${base}/instance-ai/events/${thread}${q}`, { agent, headers }, (res) => {
+      if (res.statusCode !== 200) return reject(new Error(`SSE ${res.statusCode}`));
+      res.setEncoding("utf8");
+      let tail = "";
+      res.on("data", (chunk) => {
+        const now = performance.now();
+        const text = tail + chunk;
+        const re = /"toolCallId":"m(\d+)"/g;
+        let m;
+        let lastEnd = 0;
+        while ((m = re.exec(text))) {
+          onMark(Number(m[1]), now);
+          lastEnd = re.lastIndex;
+        }
+        tail = text.slice(Math.max(lastEnd, text.length - 40));
+      });
+      resolve({ close: () => req.destroy() });
+    });
+    req.on("error", () => {});
+  });
+}
+
+function toolCall(i, pad = 0) {
+  return {
+    type: "tool-call",
+    agentId: "orchestrator",
+    payload: { toolCallId: `m${i}`, toolName: "bench", args: pad ? { pad: "x".repeat(pad) } : {} },
+  };
+}
+
+async function post(base, pathname, body, token) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const req = http.request(
+      `${base}${pathname}`,
+      { method: "POST", agent, headers: { "content-type": "application/json", authorization: `Bearer ${token}`, "content-length": Buffer.byteLength(data) } },
+      (res) => {
+        let out = "";
+        res.on("data", (d) => (out += d));
+        res.on("end", () => (res.statusCode === 200 ? resolve(JSON.parse(out)) : reject(new Error(`${res.statusCode} ${out}`))));
+      },
+    );
+    req.on("error", reject);
+    req.end(data);
+  });
+}
+
+async function newRun(api, hook, thread) {
+  const r = await api.chat(thread, "bench");
+  const sig = await hook.next((m) => m.type === "run" && m.runId === r.json.runId);
+  const publish = (events) => post(api.base, `/instance-ai/threads/${thread}/runs/${r.json.runId}/events`, events, sig.publishToken);
+  return { runId: r.json.runId, publish };
+}
+
+async function latency(api, hook, subscribers, samples = 300) {
+  const thread = newThread("lat");
+  const run = await newRun(api, hook, thread);
+  const sent = new Map();
+  const lat = [];
+  const subs = [];
+  for (let s = 0; s < subscribers; s++) {
+    subs.push(await subscribe(api.base, thread, { onMark: (i, t) => sent.has(i) && lat.push(t - sent.get(i)) }));
+  }
+  await sleep(300);
+  for (let i = 0; i < 20; i++) await run.publish([toolCall(-1 - i)]); // warm-up (not marked)
+  for (let i = 0; i < samples; i++) {
+    sent.set(i, performance.now());
+    await run.publish([toolCall(i)]);
+    await sleep(2);
+  }
+  await sleep(500);
+  subs.forEach((s) => s.close());
+  lat.sort((a, b) => a - b);
+  return { subscribers, deliveries: lat.length, expected: samples * subscribers, p50: pct(lat, 50), p99: pct(lat, 99) };
+}
+
+async function appendRate(api, hook, subscribers, total = 60_000, batch = 1000) {
+  const thread = newThread("rate");
+  const run = await newRun(api, hook, thread);
+  let received = 0;
+  const subs = [];
+  for (let s = 0; s < subscribers; s++) {
+    subs.push(await subscribe(api.base, thread, { onMark: () => received++ }));
+  }
+  await run.publish(Array.from({ length: batch }, (_, i) => toolCall(1e9 + i))); // warm-up
+  const t0 = performance.now();
+  for (let i = 0; i < total; i += batch) {
+    await run.publish(Array.from({ length: batch }, (_, k) => toolCall(i + k)));
+  }
+  const appendMs = performance.now() - t0;
+  // Readers must also have received everything.
+  const deadline = Date.now() + 60_000;
+  while (subscribers && received < (total + batch) * subscribers && Date.now() < deadline) await sleep(20);
+  const deliveredMs = performance.now() - t0;
+  subs.forEach((s) => s.close());
+  return {
+    subscribers,
+    events: total,
+    perSecond: Math.round(total / (appendMs / 1000)),
+    allDeliveredPerSecond: subscribers ? Math.round(total / (deliveredMs / 1000)) : undefined,
+    delivered: subscribers ? received / subscribers - batch : undefined,
+  };
+}
+
+async function rowsPerThousandDeltas(api, hook) {
+  const thread = newThread("rows");
+  const run = await newRun(api, hook, thread);
+  const before = (await api.stats(thread)).json.rowsWritten;
+  for (let b = 0; b < 10; b++) {
+    await run.publish(
+      Array.from({ length: 100 }, (_, i) => ({ type: "text-delta", agentId: "orchestrator", responseId: "r1", payload: { text: `tok${b * 100 + i} ` } })),
+    );
+  }
+  await run.publish([{ type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } }]);
+  return (await api.stats(thread)).json.rowsWritten - before;
+}
+
+async function reconnect(api, hook, size, trials = 15) {
+  const thread = newThread("rc");
+  const run = await newRun(api, hook, thread);
+  for (let i = 1; i < size; i += 1000) {
+    const n = Math.min(1000, size - i);
+    await run.publish(Array.from({ length: n }, (_, k) => toolCall(i + k, 64)));
+  }
+  const last = (await api.stats(thread)).json.lastEventId;
+  const firsts = [];
+  const hundredths = [];
+  for (let t = 0; t < trials; t++) {
+    let count = 0;
+    const t0 = performance.now();
+    let first, hundredth;
+    const done = new Promise((resolve) => {
+      subscribe(api.base, thread, {
+        lastEventId: last - 100,
+        onMark: (_, now) => {
+          count++;
+          if (count === 1) first = now - t0;
+          if (count === 100) {
+            hundredth = now - t0;
+            resolve();
+          }
+        },
+      }).then((s) => done.then(() => s.close()));
+    });
+    await done;
+    firsts.push(first);
+    hundredths.push(hundredth);
+  }
+  firsts.sort((a, b) => a - b);
+  hundredths.sort((a, b) => a - b);
+  return { events: last, first: pct(firsts, 50), hundredth: pct(hundredths, 50) };
+}
+
+const hook = await startWebhook();
+const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url, MAX_BATCH_EVENTS: "1000", MAX_BATCH_BYTES: "4194304" } });
+const api = { ...client(worker.url), base: worker.url };
+const results = { machine: `${(await import("node:os")).cpus().length} cores`, at: new Date().toISOString() };
+try {
+  console.log("threadline bench (Miniflare, one workerd, loopback)\n");
+  results.latency = [];
+  for (const n of [1, 10, 100]) {
+    const r = await latency(api, hook, n);
+    results.latency.push(r);
+    console.log(`publish→delivery, ${String(n).padStart(3)} subscribers: p50 ${ms(r.p50)}  p99 ${ms(r.p99)}  (${r.deliveries}/${r.expected} delivered)`);
+  }
+  results.appends = [];
+  for (const n of [0, 10]) {
+    const r = await appendRate(api, hook, n);
+    results.appends.push(r);
+    console.log(
+      `appends, ${String(n).padStart(2)} subscribers: ${r.perSecond.toLocaleString("en")} events/s` +
+        (n ? ` (all delivered to every reader at ${r.allDeliveredPerSecond.toLocaleString("en")}/s; ${r.delivered}/${r.events} each)` : ""),
+    );
+  }
+  results.rowsPer1000Deltas = await rowsPerThousandDeltas(api, hook);
+  console.log(`SQLite rows written per 1,000 text-deltas: ${results.rowsPer1000Deltas} (block + run-finish + run record)`);
+  results.reconnect = [];
+  for (const size of [1_000, 100_000]) {
+    const r = await reconnect(api, hook, size);
+    results.reconnect.push(r);
+    console.log(`reconnect after 100 missed on a ${r.events.toLocaleString("en")}-event thread: first ${ms(r.first)}, 100th ${ms(r.hundredth)}`);
+  }
+  const [small, big] = results.reconnect;
+  console.log(`  100k / 1k ratio: first ${(big.first / small.first).toFixed(2)}×, 100th ${(big.hundredth / small.hundredth).toFixed(2)}×`);
+  fs.mkdirSync("test-artifacts", { recursive: true });
+  fs.writeFileSync(path.join("test-artifacts", "bench.json"), JSON.stringify(results, null, 2));
+} finally {
+  await worker.stop();
+  await hook.close();
+  agent.destroy();
+}
