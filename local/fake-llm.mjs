@@ -238,7 +238,15 @@ export function planReply(body) {
   // Only call a tool the request actually offers, as a real model would.
   const callIfOffered = (name, args) => (isOffered(name) ? toolReply([call(name, args, 0)]) : notOffered(name));
 
-  if (isSubAgent(messages)) return textReply("Sub-agent report: done.");
+  if (isSubAgent(messages)) {
+    // A sub-agent reports at once, or slowly when its instructions say
+    // [[slow:MS]] (so a test can watch a background task run).
+    const slow = parseDirective(textOf(messages.findLast((m) => m?.role === "user")?.content));
+    if (slow?.name === "slow") {
+      return { ...textReply(""), text: splitInto("Sub-agent report: done.", 10), delayMs: intArg(slow.arg, 500) };
+    }
+    return textReply("Sub-agent report: done.");
+  }
   if (messages.at(-1)?.role === "tool") return textReply(summariseToolResults(messages));
 
   const userText = textOf(messages.findLast((m) => m?.role === "user")?.content);

@@ -17,6 +17,14 @@ pub struct Config {
     pub max_message_bytes: usize,
     pub max_batch_bytes: usize,
     pub max_batch_events: usize,
+    /// The built-in agent, when no webhook is set.
+    pub agent: threadline_durable::agent::AgentConfig,
+    pub llm_base_url: Option<String>,
+    pub llm_api_key: Option<String>,
+    /// `TOOLS` as given; parsed (and refused if invalid) when a run starts.
+    pub tools_json: Option<String>,
+    /// Alarm interval that keeps the object alive while the built-in agent runs.
+    pub heartbeat_ms: i64,
 }
 
 fn var(env: &Env, name: &str) -> Option<String> {
@@ -44,6 +52,20 @@ impl Config {
             max_message_bytes: num(env, "MAX_MESSAGE_BYTES", 32 * 1024) as usize,
             max_batch_bytes: num(env, "MAX_BATCH_BYTES", 1024 * 1024) as usize,
             max_batch_events: num(env, "MAX_BATCH_EVENTS", 1000) as usize,
+            agent: {
+                let d = threadline_durable::agent::AgentConfig::default();
+                threadline_durable::agent::AgentConfig {
+                    model: var(env, "LLM_MODEL").unwrap_or(d.model),
+                    max_steps: num(env, "AGENT_MAX_STEPS", d.max_steps as i64).max(1) as u32,
+                    stall_timeout_ms: num(env, "LLM_STALL_TIMEOUT_MS", d.stall_timeout_ms as i64).max(1) as u64,
+                    system_prompt: var(env, "AGENT_SYSTEM_PROMPT").unwrap_or(d.system_prompt),
+                    history_chars: num(env, "AGENT_HISTORY_CHARS", d.history_chars as i64) as usize,
+                }
+            },
+            llm_base_url: var(env, "LLM_BASE_URL"),
+            llm_api_key: var(env, "LLM_API_KEY"),
+            tools_json: var(env, "TOOLS"),
+            heartbeat_ms: num(env, "AGENT_HEARTBEAT_MS", 10_000).max(1_000),
         }
     }
 }

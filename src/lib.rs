@@ -9,10 +9,13 @@
 //! - [`object`]: the `#[durable_object]` shell around the core `Thread`:
 //!   timers, SSE channels, webhook calls.
 //! - [`store`]: the core's storage trait on Durable Object SQLite.
+//! - [`agent_host`]: the built-in agent's host: model client and tool runner
+//!   over `fetch`, timers, the publish path.
 //! - [`config`], [`ids`], [`http`]: configuration, random ids, JSON answers.
 //!
 //! Every rule about events lives in `durable/` (crate `threadline-durable`).
 
+mod agent_host;
 mod config;
 mod http;
 mod ids;

@@ -14,14 +14,17 @@ use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
+use crate::agent_host::{ModelEndpoint, WorkerHost};
+use threadline_durable::agent::{self, cancel::CancelToken, tools::Toolbox, Checkpoint, Job};
 use threadline_durable::event::FinishStatus;
+use threadline_durable::store::{Driver, RunState};
 use threadline_durable::route::{self, Route};
 use threadline_durable::sse::PING;
-use threadline_durable::{ApiError, Sink, StartRun, Thread};
+use threadline_durable::{ApiError, Sink, StartRun, Store, Thread};
 use worker::*;
 
-type Core = Thread<SqlStore, ChannelSink>;
-type Shared = Rc<RefCell<Option<Core>>>;
+pub type Core = Thread<SqlStore, ChannelSink>;
+pub type Shared = Rc<RefCell<Option<Core>>>;
 
 /// A subscriber: the sending half of its SSE response body.
 pub struct ChannelSink(UnboundedSender<Bytes>);
@@ -43,12 +46,15 @@ pub struct ThreadObject {
     core: Shared,
     /// Deadline of the armed in-memory idle-flush timer, if one is armed.
     flush_timer: Rc<Cell<Option<i64>>>,
+    /// Built-in agent runs driven by this instance: their cancel tokens and
+    /// hosts (whose abort controller stops their fetches).
+    agents: Rc<RefCell<Vec<(String, CancelToken, WorkerHost)>>>,
 }
 
 impl DurableObject for ThreadObject {
     fn new(state: State, env: Env) -> Self {
         let config = Config::from_env(&env);
-        ThreadObject { state, config, core: Rc::default(), flush_timer: Rc::default() }
+        ThreadObject { state, config, core: Rc::default(), flush_timer: Rc::default(), agents: Rc::default() }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -91,8 +97,9 @@ impl ThreadObject {
             Route::Stats { .. } => self.stats(),
         };
         if !loaded_before {
-            // First request of this instance: a run found open needs its
-            // restart-grace deadline on the alarm.
+            // First request of this instance: a built-in run found open is
+            // resumed or swept; any other needs its deadline on the alarm.
+            self.recover_builtin_run();
             self.arm_alarm().await;
         }
         resp
@@ -114,14 +121,23 @@ impl ThreadObject {
                 format!("`message` is over {} bytes", self.config.max_message_bytes),
             ));
         }
+        let driver = if self.config.webhook_url.is_some() { Driver::Webhook } else { Driver::Builtin };
+        let tools = match driver {
+            Driver::Builtin => Some(self.builtin_ready()?),
+            Driver::Webhook => None,
+        };
         let start = StartRun {
             run_id: ids::new_id("run"),
             message_id: ids::new_id("msg"),
             message,
             publish_token: ids::new_token(),
+            driver,
         };
         let token = start.publish_token.clone();
         let run = self.with_core(|c| c.start_run(start, now_ms()))??;
+        if let Some(tools) = tools {
+            self.start_builtin(thread, &run, tools)?;
+        }
         self.arm_alarm().await;
         if let Some(hook) = &self.config.webhook_url {
             let publish_url = format!(
@@ -168,6 +184,13 @@ impl ThreadObject {
 
     async fn cancel(&self) -> std::result::Result<Response, ApiError> {
         let cancelled = self.with_core(|c| c.cancel(now_ms()))??;
+        // The built-in agent (and its sub-agents, background ones too) stop
+        // and their fetches are aborted; the run's events end with the
+        // `run-finish` just stored.
+        for (_, token, host) in self.agents.borrow_mut().drain(..) {
+            token.cancel();
+            host.abort();
+        }
         if let Some(run_id) = &cancelled {
             self.tell_agent(json!({ "type": "cancel", "runId": run_id, "reason": "user_cancelled" })).await;
         }
@@ -302,6 +325,11 @@ impl ThreadObject {
     }
 
     async fn on_alarm(&self) -> std::result::Result<(), ApiError> {
+        let first = self.core.borrow().is_none();
+        if first {
+            self.with_core(|_| ())?;
+            self.recover_builtin_run();
+        }
         let now = now_ms();
         let ended = self.with_core(|c| {
             c.flush_idle(now)?;
@@ -317,7 +345,15 @@ impl ThreadObject {
     /// Keeps the storage alarm at the active run's next deadline. Alarms
     /// survive eviction and restarts, so a silent run always ends.
     async fn arm_alarm(&self) {
-        let Ok(Some(deadline)) = self.with_core(|c| c.run_deadline()) else { return };
+        let heartbeat = self.config.heartbeat_ms;
+        let Ok(Some(deadline)) = self.with_core(|c| {
+            let builtin = c.active_run().is_some_and(|r| r.driver == Driver::Builtin);
+            // While the built-in agent runs, an alarm every few seconds keeps
+            // the object resident (an outbound fetch alone does not).
+            c.run_deadline().map(|d| if builtin { d.min(now_ms() + heartbeat) } else { d })
+        }) else {
+            return;
+        };
         let storage = self.state.storage();
         let current = storage.get_alarm().await.ok().flatten();
         let now = now_ms();
@@ -333,6 +369,131 @@ impl ThreadObject {
     /// time. In memory on purpose: an alarm is a storage write per segment.
     fn arm_flush_timer(&self) {
         arm_flush_timer(self.core.clone(), self.flush_timer.clone());
+    }
+
+    /// Checks the built-in agent can run: a model is configured and `TOOLS`
+    /// parses. Refusals are 503s with their own codes, before any run starts.
+    fn builtin_ready(&self) -> std::result::Result<Rc<Toolbox>, ApiError> {
+        if self.config.llm_base_url.is_none() {
+            return Err(ApiError::new(
+                503,
+                "agent_not_configured",
+                "no agent is configured: set LLM_BASE_URL (built-in agent) or AGENT_WEBHOOK_URL (external agent)",
+            ));
+        }
+        Toolbox::parse(self.config.tools_json.as_deref())
+            .map(Rc::new)
+            .map_err(|e| ApiError::new(503, "invalid_tools", e))
+    }
+
+    /// Starts the built-in agent on a new run: conversation memory, the first
+    /// checkpoint, the thread's title on its first message, then the loop.
+    fn start_builtin(&self, thread: &str, run: &threadline_durable::RunRecord, tools: Rc<Toolbox>) -> std::result::Result<(), ApiError> {
+        let cfg = &self.config.agent;
+        let (history, first) = self.with_core(|c| {
+            let history = c.history(cfg.history_chars, &run.run_id)?;
+            let first = c.store().runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
+            Ok::<_, ApiError>((history, first))
+        })??;
+        let checkpoint = Checkpoint {
+            run_id: run.run_id.clone(),
+            thread_id: thread.to_owned(),
+            step: 0,
+            messages: agent::initial_messages(cfg, history, &run.message),
+            tasks: Vec::new(),
+            usage: None,
+        };
+        let data = serde_json::to_string(&checkpoint).expect("checkpoints serialise");
+        self.with_core(|c| {
+            c.save_checkpoint(&run.run_id, &data)?;
+            if first {
+                let title = threadline_durable::Event::new(
+                    threadline_durable::Kind::ThreadTitleUpdated,
+                    &run.run_id,
+                    &run.agent_id,
+                    now_ms(),
+                    json!({ "title": agent::title_from(&run.message) }),
+                );
+                c.publish_run(&run.run_id, vec![title], now_ms())?;
+            }
+            Ok::<_, ApiError>(())
+        })??;
+        self.drive(thread, run, tools, checkpoint);
+        Ok(())
+    }
+
+    /// Runs the orchestrator for `run` from `checkpoint`, detached.
+    fn drive(&self, thread: &str, run: &threadline_durable::RunRecord, tools: Rc<Toolbox>, checkpoint: Checkpoint) {
+        let model = Rc::new(ModelEndpoint {
+            base_url: self.config.llm_base_url.clone().unwrap_or_default(),
+            api_key: self.config.llm_api_key.clone(),
+        });
+        let host = WorkerHost::new(self.core.clone(), run.run_id.clone(), model);
+        let token = CancelToken::default();
+        self.agents.borrow_mut().push((run.run_id.clone(), token.clone(), host.clone()));
+        let job = Job {
+            thread_id: thread.to_owned(),
+            run_id: run.run_id.clone(),
+            root_agent: run.agent_id.clone(),
+            checkpoint,
+            usage: None,
+        };
+        let cfg = Rc::new(self.config.agent.clone());
+        let agents = self.agents.clone();
+        let core = self.core.clone();
+        let timer = self.flush_timer.clone();
+        let run_id = run.run_id.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            let end = agent::run_orchestrator(host, cfg, tools, token, job).await;
+            if end != agent::End::Stopped {
+                // Keep the token while background sub-agents of this run go on.
+                let background = core
+                    .borrow()
+                    .as_ref()
+                    .is_some_and(|c| c.background_tasks().iter().any(|t| t.run_id == run_id));
+                if !background {
+                    agents.borrow_mut().retain(|(r, _, _)| *r != run_id);
+                }
+            }
+            arm_flush_timer(core, timer);
+        });
+    }
+
+    /// A built-in run found open when this instance loaded had its loop in a
+    /// dead instance. It resumes from its last checkpoint when no tool call
+    /// was in flight (re-running a step whose tools had started could repeat
+    /// their side effects); otherwise it is swept as interrupted.
+    fn recover_builtin_run(&self) {
+        let found = self.core.borrow().as_ref().and_then(|c| {
+            let run = c.active_run()?;
+            (run.driver == Driver::Builtin && run.state == RunState::Running && c.found_on_load()).then(|| run.clone())
+        });
+        let Some(run) = found else { return };
+        let now = now_ms();
+        let plan = self.with_core(|c| {
+            let checkpoint = c.checkpoint(&run.run_id)?.and_then(|d| serde_json::from_str::<Checkpoint>(&d).ok());
+            match checkpoint {
+                Some(cp) if !c.active_has_open_tool_calls() => {
+                    c.adopt_active_run(now);
+                    Ok(Some(cp))
+                }
+                _ => {
+                    c.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
+                    Ok::<_, ApiError>(None)
+                }
+            }
+        });
+        match (plan, self.builtin_ready()) {
+            (Ok(Ok(Some(cp))), Ok(tools)) => {
+                let thread = cp.thread_id.clone();
+                self.drive(&thread, &run, tools, cp);
+            }
+            (Ok(Ok(Some(_))), Err(e)) => {
+                let _ = self.with_core(|c| c.end_run(&run.run_id, FinishStatus::Error, &e.message, now));
+            }
+            (Ok(Err(e)), _) | (Err(e), _) => console_error!("recover run: {e}"),
+            _ => {}
+        }
     }
 
     /// Tells the external agent something (cancel, timeout); best effort.

@@ -6,7 +6,7 @@
 //! explicit transaction.
 
 use threadline_durable::event::Kind;
-use threadline_durable::store::{Record, RunRecord, RunState, Store, StoreError, StoreResult};
+use threadline_durable::store::{Driver, Record, RunRecord, RunState, Store, StoreError, StoreResult};
 use serde::Deserialize;
 use std::cell::Cell;
 use worker::{SqlStorage, SqlStorageValue};
@@ -28,7 +28,14 @@ CREATE TABLE IF NOT EXISTS runs (
   reason      TEXT,
   token_hash  TEXT NOT NULL,
   created_at  INTEGER NOT NULL,
-  finished_at INTEGER
+  finished_at INTEGER,
+  driver      TEXT NOT NULL DEFAULT 'webhook',
+  usage       TEXT
+);
+-- The built-in agent's progress, one row per run, replaced each step.
+CREATE TABLE IF NOT EXISTS checkpoints (
+  run_id TEXT PRIMARY KEY,
+  data   TEXT NOT NULL
 );
 -- The run lock, enforced by the database as well: one running run at most.
 CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running';
@@ -72,6 +79,8 @@ struct RunRow {
     token_hash: String,
     created_at: f64,
     finished_at: Option<f64>,
+    driver: String,
+    usage: Option<String>,
 }
 
 impl RunRow {
@@ -86,12 +95,14 @@ impl RunRow {
             token_hash: self.token_hash,
             created_at: self.created_at as i64,
             finished_at: self.finished_at.map(|t| t as i64),
+            driver: Driver::parse(&self.driver),
+            usage: self.usage,
         }
     }
 }
 
 const RUN_COLUMNS: &str =
-    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at";
+    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage";
 
 impl SqlStore {
     /// Opens the store, creating the schema on first use.
@@ -141,9 +152,9 @@ impl SqlStore {
     fn upsert_run(&self, run: &RunRecord) -> StoreResult<()> {
         let cursor = self.exec(
             &format!(
-                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (run_id) DO UPDATE SET state = excluded.state,
-                   reason = excluded.reason, finished_at = excluded.finished_at"
+                   reason = excluded.reason, finished_at = excluded.finished_at, usage = excluded.usage"
             ),
             vec![
                 run.run_id.as_str().into(),
@@ -155,6 +166,8 @@ impl SqlStore {
                 run.token_hash.as_str().into(),
                 run.created_at.into(),
                 run.finished_at.into(),
+                run.driver.as_str().into(),
+                run.usage.clone().into(),
             ],
         )?;
         self.count_written(&cursor);
@@ -228,5 +241,25 @@ impl Store for SqlStore {
 
     fn rows_written(&self) -> u64 {
         self.rows_written.get()
+    }
+
+    fn save_checkpoint(&mut self, run_id: &str, data: &str) -> StoreResult<()> {
+        let cursor = self.exec(
+            "INSERT INTO checkpoints (run_id, data) VALUES (?, ?)
+             ON CONFLICT (run_id) DO UPDATE SET data = excluded.data",
+            vec![run_id.into(), data.into()],
+        )?;
+        self.count_written(&cursor);
+        Ok(())
+    }
+
+    fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>> {
+        #[derive(Deserialize)]
+        struct Row {
+            data: String,
+        }
+        let rows: Vec<Row> =
+            self.exec("SELECT data FROM checkpoints WHERE run_id = ?", vec![run_id.into()])?.to_array().map_err(err)?;
+        Ok(rows.into_iter().next().map(|r| r.data))
     }
 }

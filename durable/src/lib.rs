@@ -22,8 +22,12 @@
 //!   and the restart sweep use it, and fold(replay) == fold(live) is tested on it.
 //! - [`route`]: the HTTP paths as data, ids and cursors checked, shared by
 //!   the stateless Worker and the Durable Object.
+//! - [`agent`]: the built-in agent: the orchestrator loop over an
+//!   OpenAI-compatible streaming model, tools, tasks and sub-agents, written
+//!   against a `Host` trait (model client, tool runner, publish path).
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
 
+pub mod agent;
 pub mod coalesce;
 pub mod error;
 pub mod event;

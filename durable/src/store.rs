@@ -64,6 +64,28 @@ impl From<FinishStatus> for RunState {
     }
 }
 
+/// Who produces a run's events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// An external agent, signalled through `AGENT_WEBHOOK_URL`.
+    Webhook,
+    /// The built-in agent, running inside the thread's object.
+    Builtin,
+}
+
+impl Driver {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::Webhook => "webhook",
+            Driver::Builtin => "builtin",
+        }
+    }
+
+    pub fn parse(s: &str) -> Driver {
+        if s == "builtin" { Driver::Builtin } else { Driver::Webhook }
+    }
+}
+
 /// One user message and the run that answers it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunRecord {
@@ -79,6 +101,9 @@ pub struct RunRecord {
     pub token_hash: String,
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    pub driver: Driver,
+    /// Token usage reported by the model, summed over the run's steps (JSON).
+    pub usage: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +141,11 @@ pub trait Store {
 
     /// Rows written since the store was opened (the cost figure of the bench).
     fn rows_written(&self) -> u64;
+
+    /// Stores the built-in agent's progress for `run_id` (replacing any).
+    fn save_checkpoint(&mut self, run_id: &str, data: &str) -> StoreResult<()>;
+
+    fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>>;
 }
 
 /// An in-memory store for native tests, with fault injection.
@@ -125,6 +155,7 @@ pub struct MemoryStore {
     pub runs: Vec<RunRecord>,
     /// The next `fail_commits` commits fail without storing anything.
     pub fail_commits: usize,
+    pub checkpoints: Vec<(String, String)>,
     rows: u64,
 }
 
@@ -190,5 +221,16 @@ impl Store for MemoryStore {
 
     fn rows_written(&self) -> u64 {
         self.rows
+    }
+
+    fn save_checkpoint(&mut self, run_id: &str, data: &str) -> StoreResult<()> {
+        self.checkpoints.retain(|(r, _)| r != run_id);
+        self.checkpoints.push((run_id.to_owned(), data.to_owned()));
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>> {
+        Ok(self.checkpoints.iter().find(|(r, _)| r == run_id).map(|(_, d)| d.clone()))
     }
 }

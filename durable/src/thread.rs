@@ -14,7 +14,8 @@ use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
 use crate::reducer::{self, TreeBuilder};
 use crate::sse::Frame;
-use crate::store::{Record, RunRecord, RunState, Store};
+use crate::agent::BackgroundTask;
+use crate::store::{Driver, Record, RunRecord, RunState, Store};
 use bytes::Bytes;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -57,6 +58,7 @@ pub struct StartRun {
     pub message: String,
     /// The run's publish token; only its hash is stored.
     pub publish_token: String,
+    pub driver: Driver,
 }
 
 #[derive(Debug)]
@@ -89,6 +91,8 @@ pub struct Thread<S: Store, K: Sink> {
     live_tree: Option<(String, TreeBuilder)>,
     subscribers: Vec<(u64, K)>,
     next_subscriber: u64,
+    /// Background sub-agents still running (they outlive their run's finish).
+    background: Vec<BackgroundTask>,
 }
 
 /// An event placed in log order, durable (stored, sent with its seq) or live
@@ -121,6 +125,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             live_tree: None,
             subscribers: Vec::new(),
             next_subscriber: 1,
+            background: Vec::new(),
         };
         thread.refold_live_tree()?;
         Ok(thread)
@@ -182,6 +187,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
             token_hash: hash_token(&start.publish_token),
             created_at: now,
             finished_at: None,
+            driver: start.driver,
+            usage: None,
         };
         let run_start = Event::new(
             Kind::RunStart,
@@ -251,11 +258,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             events.push(ev);
         }
-        let active = self.active.as_mut().expect("checked above");
-        active.last_activity = now;
-        active.found_on_load = None; // it is alive
-        self.publish_events(events, now)?;
+        self.publish_run(run_id, events, now)?;
         Ok(self.last_seq)
+    }
+
+    /// Publishes into the active run `run_id` (409 `run_finished` otherwise)
+    /// and marks it alive: its idle deadline moves, and a run found open on
+    /// load that publishes is not swept.
+    pub fn publish_run(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+        let Some(active) = self.active.as_mut().filter(|a| a.record.run_id == run_id) else {
+            return Err(ApiError::new(409, "run_finished", "this run has finished; nothing was stored").with("runId", run_id));
+        };
+        active.last_activity = now;
+        active.found_on_load = None;
+        self.publish_events(events, now)
     }
 
     /// The one publish path. Coalesces deltas, assigns seqs, persists the
@@ -436,6 +452,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Ok(false);
         }
         let mut events = Vec::new();
+        if status == FinishStatus::Cancelled {
+            // No dangling tool calls: what was in flight settles as cancelled.
+            let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
+            for (agent, call) in open {
+                events.push(Event::new(
+                    Kind::ToolError,
+                    run_id,
+                    &agent,
+                    now,
+                    json!({ "toolCallId": call, "error": "cancelled: the run was stopped before this tool call finished" }),
+                ));
+            }
+        }
         if status == FinishStatus::Interrupted {
             for (agent, call) in self.open_tool_calls(run_id)? {
                 events.push(Event::new(
@@ -518,12 +547,117 @@ impl<S: Store, K: Sink> Thread<S, K> {
         })
     }
 
+    /// Records a background task's state; an ended task leaves the list.
+    pub fn set_background(&mut self, task: BackgroundTask) {
+        self.background.retain(|t| t.task_id != task.task_id);
+        if task.status == "running" {
+            self.background.push(task);
+        }
+    }
+
+    /// Background tasks of the thread still running.
+    pub fn background_tasks(&self) -> &[BackgroundTask] {
+        &self.background
+    }
+
+    /// Publishes a background task's events: allowed while the task runs,
+    /// whether or not its run has finished.
+    pub fn publish_background(&mut self, task_id: &str, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+        if !self.background.iter().any(|t| t.task_id == task_id) {
+            return Err(ApiError::new(409, "task_finished", "this background task has ended"));
+        }
+        if events.iter().any(|e| e.kind == Kind::RunFinish) {
+            return Err(ApiError::bad_request("invalid_event", "a background task cannot finish its run"));
+        }
+        self.publish_events(events, now)
+    }
+
+    /// Adds a model's token usage to the active run's record (stored with its
+    /// `run-finish`).
+    pub fn record_usage(&mut self, run_id: &str, usage: &Value) {
+        if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
+            a.record.usage = Some(usage.to_string());
+        }
+    }
+
+    /// Stores the built-in agent's checkpoint for the active run.
+    pub fn save_checkpoint(&mut self, run_id: &str, data: &str) -> Result<(), ApiError> {
+        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+            return Ok(());
+        }
+        self.store.save_checkpoint(run_id, data).map_err(ApiError::storage)
+    }
+
+    pub fn checkpoint(&self, run_id: &str) -> Result<Option<String>, ApiError> {
+        self.store.checkpoint(run_id).map_err(ApiError::storage)
+    }
+
+    /// The run was found open when the thread loaded (its driver may be gone).
+    pub fn found_on_load(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.found_on_load.is_some())
+    }
+
+    /// Marks the active run as driven by this instance (a resumed built-in run).
+    pub fn adopt_active_run(&mut self, now: i64) {
+        if let Some(a) = self.active.as_mut() {
+            a.found_on_load = None;
+            a.last_activity = now;
+        }
+    }
+
+    /// Whether the active run has tool calls in flight (not safe to resume).
+    pub fn active_has_open_tool_calls(&self) -> bool {
+        self.live_tree.as_ref().is_some_and(|(_, t)| !t.open_tool_calls().is_empty())
+    }
+
+    /// Conversation memory for a new run: earlier runs' user messages, answers
+    /// and tool results as chat messages, newest kept first within
+    /// `budget_chars`, read run by run (never the whole history at once).
+    pub fn history(&self, budget_chars: usize, exclude_run: &str) -> Result<Vec<Value>, ApiError> {
+        let mut newest_first: Vec<Vec<Value>> = Vec::new();
+        let mut used = 0;
+        let mut offset = 0;
+        'pages: loop {
+            let (runs, _) = self.store.runs_page(offset, 20).map_err(ApiError::storage)?;
+            if runs.is_empty() {
+                break;
+            }
+            offset += runs.len();
+            for run in runs.iter().filter(|r| r.run_id != exclude_run) {
+                let tree = reducer::fold(&self.run_events(&run.run_id)?);
+                let mut answer = String::new();
+                if let Some(root) = tree.tree() {
+                    for tc in &root.tool_calls {
+                        let outcome = match (&tc.result, &tc.error) {
+                            (Some(r), _) => r.to_string(),
+                            (_, Some(e)) => format!("error: {e}"),
+                            _ => "no result".into(),
+                        };
+                        answer.push_str(&format!("[tool {}({}) → {}]\n", tc.tool_name, tc.args, outcome));
+                    }
+                    answer.push_str(&root.text_content);
+                }
+                let cost = run.message.len() + answer.len();
+                if used + cost > budget_chars {
+                    break 'pages;
+                }
+                used += cost;
+                let mut pair = vec![json!({ "role": "user", "content": run.message })];
+                if !answer.is_empty() {
+                    pair.push(json!({ "role": "assistant", "content": answer }));
+                }
+                newest_first.push(pair);
+            }
+        }
+        Ok(newest_first.into_iter().rev().flatten().collect())
+    }
+
     /// `GET .../status`.
     pub fn status(&self) -> Value {
         let mut v = json!({
             "hasActiveRun": self.active.is_some(),
             "isSuspended": false,
-            "backgroundTasks": [],
+            "backgroundTasks": self.background,
         });
         if let Some(a) = &self.active {
             v["runId"] = a.record.run_id.clone().into();
@@ -561,6 +695,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
                 "isStreaming": run.state == RunState::Running,
                 "status": run.state.as_str(),
+                "usage": run.usage.as_deref().and_then(|u| serde_json::from_str::<Value>(u).ok()),
                 "agentTree": root,
             }));
         }

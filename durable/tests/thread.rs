@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use threadline_durable::event::Event;
 use threadline_durable::reducer::{self, AgentNode};
-use threadline_durable::store::MemoryStore;
+use threadline_durable::store::{Driver, MemoryStore};
 use threadline_durable::{Config, Sink, StartRun, Store, Thread};
 
 /// A subscriber whose live bytes the test can read; `closed` simulates a
@@ -46,6 +46,7 @@ fn start(t: &mut T, run: &str, now: i64) {
             message_id: format!("msg-{run}"),
             message: "hi".into(),
             publish_token: format!("token-{run}"),
+            driver: Driver::Webhook,
         },
         now,
     )
@@ -129,7 +130,7 @@ fn run_lock_is_a_compare_and_set() {
     start(&mut t, "r1", 0);
     let err = t
         .start_run(
-            StartRun { run_id: "r2".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into() },
+            StartRun { run_id: "r2".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: Driver::Webhook },
             1,
         )
         .unwrap_err();

@@ -1,0 +1,675 @@
+//! The built-in agent: an orchestrator loop against any OpenAI-compatible
+//! streaming Chat Completions API, with HTTP tools, task lists and
+//! sub-agents. It is written against the [`Host`] trait (model stream, tool
+//! calls, timers, the thread's publish path), so it runs natively in tests
+//! against fakes and on workerd against `fetch`.
+//!
+//! Every event the agent produces goes through [`Host::publish`], which is the
+//! thread's one publish path; when that refuses (the run was cancelled or
+//! ended) the agent stops where it is.
+
+pub mod cancel;
+pub mod openai;
+pub mod tools;
+
+use crate::event::{Event, Kind};
+use cancel::CancelToken;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use openai::{ChunkParser, ModelEvent, SseDecoder};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use tools::{ToolKind, Toolbox};
+
+/// A response body, chunk by chunk.
+#[allow(async_fn_in_trait)]
+pub trait ByteStream {
+    /// The next chunk; `None` at the end; `Err` when the connection fails.
+    async fn next(&mut self) -> Option<Result<Vec<u8>, String>>;
+}
+
+/// Why a completion request did not start streaming.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelFailure {
+    /// No answer: connection refused, reset, DNS...
+    Unreachable(String),
+    /// A non-2xx answer, with a body excerpt.
+    Status { status: u16, body: String },
+}
+
+/// Where an agent's events go: the run (until it ends) or a background task
+/// (which outlives its run's `run-finish`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scope {
+    Run,
+    Background(String),
+}
+
+/// The publish path refused: the run (or task) may not publish any more.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stopped;
+
+/// What the loop needs from the platform.
+#[allow(async_fn_in_trait)]
+pub trait Host: Clone + 'static {
+    type Stream: ByteStream;
+    /// `POST {LLM_BASE_URL}/chat/completions` with `body`, streaming.
+    async fn open_model(&self, body: String) -> Result<Self::Stream, ModelFailure>;
+    /// Calls an HTTP tool with `{args, toolCallId, threadId, runId}`: the 2xx
+    /// JSON body, or why not.
+    async fn call_http_tool(&self, tool: &tools::HttpTool, body: Value) -> Result<Value, String>;
+    async fn sleep(&self, ms: u64);
+    fn now(&self) -> i64;
+    fn new_id(&self, prefix: &str) -> String;
+    /// The thread's publish path.
+    fn publish(&self, scope: &Scope, events: Vec<Event>) -> Result<(), Stopped>;
+    /// Stores the run's progress after a completed step.
+    fn checkpoint(&self, checkpoint: &Checkpoint);
+    /// Runs a detached future (a background sub-agent).
+    fn spawn(&self, fut: Pin<Box<dyn Future<Output = ()>>>);
+    /// A background task started or ended (`status.backgroundTasks`).
+    fn background(&self, task: BackgroundTask);
+}
+
+/// An entry of `status.backgroundTasks`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTask {
+    pub task_id: String,
+    pub role: String,
+    pub agent_id: String,
+    /// `running | completed | failed | cancelled`
+    pub status: String,
+    pub started_at: i64,
+    pub run_id: String,
+}
+
+/// The agent's configuration (`LLM_*`, `AGENT_*`).
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub model: String,
+    pub max_steps: u32,
+    pub stall_timeout_ms: u64,
+    pub system_prompt: String,
+    /// Characters of earlier conversation sent with each run.
+    pub history_chars: usize,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig {
+            model: "fake-model".into(),
+            max_steps: 20,
+            stall_timeout_ms: 30_000,
+            system_prompt: "You are a helpful assistant. Use tools when they help; plan multi-step work with create-tasks; delegate focused work with spawn-agent.".into(),
+            history_chars: 24_000,
+        }
+    }
+}
+
+/// A run's progress, stored after each completed step so a restarted object
+/// can resume it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub run_id: String,
+    #[serde(default)]
+    pub thread_id: String,
+    /// Steps completed.
+    pub step: u32,
+    /// The conversation sent to the model, tool results included.
+    pub messages: Vec<Value>,
+    #[serde(default)]
+    pub tasks: Vec<Value>,
+    #[serde(default)]
+    pub usage: Option<Value>,
+}
+
+/// How a run ended, for its `run-finish`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum End {
+    Completed,
+    Failed(String),
+    /// Cancelled or ended elsewhere: publish nothing more.
+    Stopped,
+}
+
+/// One agent's loop, orchestrator or sub-agent.
+struct Agent<H: Host> {
+    host: H,
+    cfg: Rc<AgentConfig>,
+    tools: Rc<Toolbox>,
+    cancel: CancelToken,
+    thread_id: String,
+    run_id: String,
+    agent_id: String,
+    scope: Scope,
+    /// HTTP tools this agent may call (`None`: all); built-ins are the
+    /// orchestrator's.
+    allowed: Option<Vec<String>>,
+    orchestrator: bool,
+}
+
+/// Why an agent's loop stopped early.
+enum Halt {
+    Failed(String),
+    Stopped,
+}
+
+impl From<Stopped> for Halt {
+    fn from(_: Stopped) -> Halt {
+        Halt::Stopped
+    }
+}
+
+/// What the orchestrator needs to run (or resume) a run.
+pub struct Job {
+    pub thread_id: String,
+    pub run_id: String,
+    pub root_agent: String,
+    pub checkpoint: Checkpoint,
+    pub usage: Option<Value>,
+}
+
+/// The system, history and user messages of a new run.
+pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user_message: &str) -> Vec<Value> {
+    let mut messages = vec![openai::message("system", &cfg.system_prompt)];
+    messages.extend(history);
+    messages.push(openai::message("user", user_message));
+    messages
+}
+
+/// A thread title from its first message: its first words, at most 60 chars.
+pub fn title_from(message: &str) -> String {
+    let mut title = String::new();
+    for word in message.split_whitespace() {
+        if title.len() + word.len() + 1 > 60 {
+            break;
+        }
+        if !title.is_empty() {
+            title.push(' ');
+        }
+        title.push_str(word);
+    }
+    if title.is_empty() {
+        message.chars().take(60).collect()
+    } else {
+        title
+    }
+}
+
+/// Runs the orchestrator to the end of the run and publishes its
+/// `run-finish` (unless it was stopped). Returns how it ended.
+pub async fn run_orchestrator<H: Host>(
+    host: H,
+    cfg: Rc<AgentConfig>,
+    tools: Rc<Toolbox>,
+    cancel: CancelToken,
+    job: Job,
+) -> End {
+    let agent = Agent {
+        host: host.clone(),
+        cfg,
+        tools,
+        cancel,
+        thread_id: job.thread_id,
+        run_id: job.run_id.clone(),
+        agent_id: job.root_agent.clone(),
+        scope: Scope::Run,
+        allowed: None,
+        orchestrator: true,
+    };
+    let (end, reason) = match agent.run(job.checkpoint).await {
+        Ok(_) => (End::Completed, None),
+        Err(Halt::Stopped) => return End::Stopped,
+        Err(Halt::Failed(reason)) => (End::Failed(reason.clone()), Some(reason)),
+    };
+    let status = if end == End::Completed { "completed" } else { "error" };
+    let mut payload = json!({ "status": status });
+    if let Some(r) = reason {
+        payload["reason"] = r.into();
+    }
+    let fin = Event::new(Kind::RunFinish, &job.run_id, &job.root_agent, host.now(), payload);
+    match host.publish(&Scope::Run, vec![fin]) {
+        Ok(()) => end,
+        Err(Stopped) => End::Stopped,
+    }
+}
+
+/// The reason a run ends with when the provider cannot be used.
+pub const PROVIDER_UNAVAILABLE: &str = "LLM provider unavailable";
+
+impl<H: Host> Agent<H> {
+    fn event(&self, kind: Kind, payload: Value) -> Event {
+        Event::new(kind, &self.run_id, &self.agent_id, self.host.now(), payload)
+    }
+
+    fn publish(&self, events: Vec<Event>) -> Result<(), Halt> {
+        if self.cancel.is_cancelled() {
+            return Err(Halt::Stopped);
+        }
+        Ok(self.host.publish(&self.scope, events)?)
+    }
+
+    /// The loop: stream a step, run its tool calls, feed results back, until
+    /// the model answers without tools or the step limit. Returns the final
+    /// answer's text.
+    async fn run(&self, mut cp: Checkpoint) -> Result<String, Halt> {
+        let mut usage = cp.usage.clone();
+        loop {
+            if cp.step >= self.cfg.max_steps {
+                return Err(Halt::Failed(format!("step limit reached ({} steps, AGENT_MAX_STEPS)", self.cfg.max_steps)));
+            }
+            let step = self.stream_step(&cp.messages).await?;
+            if let Some(u) = &step.usage {
+                usage = Some(add_usage(usage.as_ref(), u));
+            }
+            if step.finish.as_deref() == Some("length") {
+                self.publish(vec![self.event(
+                    Kind::Error,
+                    json!({ "content": "The model's answer was cut off at its output length limit (finish_reason: length).", "code": "length" }),
+                )])?;
+                return Err(Halt::Failed("model output truncated (finish_reason: length)".into()));
+            }
+            if step.calls.is_empty() {
+                cp.step += 1;
+                cp.usage = usage;
+                if self.orchestrator {
+                    self.host.checkpoint(&cp);
+                }
+                return Ok(step.text);
+            }
+            let tool_calls: Vec<Value> = step
+                .calls
+                .iter()
+                .map(|c| json!({ "id": c.id, "type": "function", "function": { "name": c.name, "arguments": c.arguments } }))
+                .collect();
+            let content = if step.text.is_empty() { Value::Null } else { Value::String(step.text.clone()) };
+            cp.messages.push(json!({ "role": "assistant", "content": content, "tool_calls": tool_calls }));
+            let results = self.run_tools(&step.calls, &mut cp.tasks).await?;
+            for (call, result) in step.calls.iter().zip(results) {
+                cp.messages.push(json!({ "role": "tool", "tool_call_id": call.id, "content": result }));
+            }
+            cp.step += 1;
+            cp.usage = usage.clone();
+            if self.orchestrator {
+                self.host.checkpoint(&cp);
+            }
+        }
+    }
+
+    /// Streams one model response, publishing deltas as they arrive.
+    async fn stream_step(&self, messages: &[Value]) -> Result<Step, Halt> {
+        let allowed = self.allowed.as_deref();
+        let defs = self.tools.definitions(allowed, self.orchestrator);
+        let mut body = json!({
+            "model": self.cfg.model,
+            "messages": messages,
+            "stream": true,
+            "stream_options": { "include_usage": true },
+        });
+        if !defs.is_empty() {
+            body["tools"] = Value::Array(defs);
+        }
+        let opened = self.cancel.run(self.host.open_model(body.to_string())).await.ok_or(Halt::Stopped)?;
+        let mut stream = match opened {
+            Ok(s) => s,
+            Err(ModelFailure::Unreachable(why)) => {
+                return Err(self.provider_failed(json!({ "content": format!("Could not reach the model provider: {why}") })));
+            }
+            Err(ModelFailure::Status { status, body }) => {
+                return Err(self.provider_failed(json!({
+                    "content": format!("The model provider answered HTTP {status}: {body}"),
+                    "statusCode": status,
+                })));
+            }
+        };
+        let response_id = self.host.new_id("resp");
+        let mut decoder = SseDecoder::default();
+        let mut parser = ChunkParser::default();
+        let mut step = Step::default();
+        loop {
+            let next = {
+                use futures_util::future::{select, Either};
+                let read = std::pin::pin!(stream.next());
+                let stall = std::pin::pin!(self.host.sleep(self.cfg.stall_timeout_ms));
+                match self.cancel.run(select(read, stall)).await.ok_or(Halt::Stopped)? {
+                    Either::Left((read, _)) => Some(read),
+                    Either::Right(_) => None,
+                }
+            };
+            let chunk = match next {
+                None => {
+                    return Err(self.provider_failed(json!({
+                        "content": format!("The model stream stalled: nothing for {} ms (LLM_STALL_TIMEOUT_MS).", self.cfg.stall_timeout_ms),
+                    })));
+                }
+                Some(None) => {
+                    if let Some(data) = decoder.finish() {
+                        self.apply(&mut parser, &mut step, &data, &response_id)?;
+                    }
+                    break;
+                }
+                Some(Some(Err(why))) => {
+                    return Err(self.provider_failed(json!({ "content": format!("The model stream broke: {why}") })));
+                }
+                Some(Some(Ok(bytes))) => bytes,
+            };
+            for data in decoder.push(&chunk) {
+                if self.apply(&mut parser, &mut step, &data, &response_id)? {
+                    break;
+                }
+            }
+            if step.done {
+                break;
+            }
+        }
+        step.calls = parser.tool_calls();
+        Ok(step)
+    }
+
+    /// Applies one `data:` payload; `true` at `[DONE]`.
+    fn apply(&self, parser: &mut ChunkParser, step: &mut Step, data: &str, response_id: &str) -> Result<bool, Halt> {
+        let events = parser.push(data).map_err(|e| self.provider_failed(json!({ "content": e })))?;
+        let mut out = Vec::new();
+        for ev in events {
+            match ev {
+                ModelEvent::Text(t) => {
+                    step.text.push_str(&t);
+                    let mut e = self.event(Kind::TextDelta, json!({ "text": t }));
+                    e.response_id = Some(response_id.to_owned());
+                    out.push(e);
+                }
+                ModelEvent::Reasoning(t) => {
+                    let mut e = self.event(Kind::ReasoningDelta, json!({ "text": t }));
+                    e.response_id = Some(response_id.to_owned());
+                    out.push(e);
+                }
+                ModelEvent::ToolStart { id, name, .. } => {
+                    out.push(self.event(Kind::ToolInputStart, json!({ "toolCallId": id, "toolName": name })));
+                }
+                ModelEvent::Finish(r) => step.finish = Some(r),
+                ModelEvent::Usage(u) => step.usage = Some(u),
+                ModelEvent::Error(msg) => {
+                    self.publish(out)?;
+                    return Err(self.provider_failed(json!({ "content": format!("The model provider reported an error: {msg}") })));
+                }
+                ModelEvent::Done => step.done = true,
+            }
+        }
+        if !out.is_empty() {
+            self.publish(out)?;
+        }
+        Ok(step.done)
+    }
+
+    /// Publishes the provider's `error` event; the run ends with
+    /// [`PROVIDER_UNAVAILABLE`].
+    fn provider_failed(&self, payload: Value) -> Halt {
+        let mut payload = payload;
+        payload["provider"] = "openai-compatible".into();
+        match self.publish(vec![self.event(Kind::Error, payload)]) {
+            Ok(()) => Halt::Failed(PROVIDER_UNAVAILABLE.into()),
+            Err(h) => h,
+        }
+    }
+
+    /// Runs one step's tool calls concurrently. Returns each call's result
+    /// text for the model, in call order.
+    async fn run_tools(&self, calls: &[openai::ToolCallParts], tasks: &mut Vec<Value>) -> Result<Vec<String>, Halt> {
+        let mut results: Vec<Option<String>> = vec![None; calls.len()];
+        let mut runnable = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments }) {
+                Ok(v @ Value::Object(_)) => v,
+                Ok(_) | Err(_) => {
+                    let msg = format!("the arguments are not a JSON object: {}", excerpt(&call.arguments, 200));
+                    self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
+                    results[i] = Some(format!("Error: {msg}"));
+                    continue;
+                }
+            };
+            self.publish(vec![self.event(Kind::ToolCall, json!({ "toolCallId": call.id, "toolName": call.name, "args": args }))])?;
+            match self.tools.resolve(&call.name, &args, self.allowed.as_deref(), self.orchestrator) {
+                Ok(kind) => runnable.push((i, kind, args)),
+                Err(msg) => {
+                    self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
+                    results[i] = Some(format!("Error: {msg}"));
+                }
+            }
+        }
+        // Built-in task tools change the list in order, before the rest run.
+        let mut concurrent = Vec::new();
+        for (i, kind, args) in runnable {
+            match kind {
+                ToolKind::CreateTasks | ToolKind::UpdateTasks => {
+                    let out = apply_tasks(tasks, &args, matches!(kind, ToolKind::CreateTasks));
+                    self.publish(vec![self.event(Kind::TasksUpdate, json!({ "tasks": { "tasks": tasks.clone() } }))])?;
+                    self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": calls[i].id, "result": out }))])?;
+                    results[i] = Some(out.to_string());
+                }
+                _ => concurrent.push((i, kind, args)),
+            }
+        }
+        if !concurrent.is_empty() {
+            let names: Vec<&str> = concurrent.iter().map(|(i, _, _)| calls[*i].name.as_str()).collect();
+            self.publish(vec![self.event(Kind::Status, json!({ "message": format!("Running {}…", names.join(", ")) }))])?;
+            let mut running: FuturesUnordered<_> = concurrent
+                .into_iter()
+                .map(|(i, kind, args)| {
+                    let call = &calls[i];
+                    async move { (i, self.run_tool(kind, call, args).await) }
+                })
+                .collect();
+            loop {
+                let Some((i, outcome)) = self.cancel.run(running.next()).await.ok_or(Halt::Stopped)? else {
+                    break;
+                };
+                let id = &calls[i].id;
+                let text = match outcome? {
+                    Ok(v) => {
+                        self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": id, "result": v }))])?;
+                        match v {
+                            Value::String(s) => s,
+                            other => other.to_string(),
+                        }
+                    }
+                    Err(msg) => {
+                        self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": id, "error": msg }))])?;
+                        format!("Error: {msg}")
+                    }
+                };
+                results[i] = Some(text);
+            }
+            self.publish(vec![self.event(Kind::Status, json!({ "message": "" }))])?;
+        }
+        Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    /// One tool call: `Ok(Ok(result))`, `Ok(Err(tool error))`, or a halt.
+    async fn run_tool(&self, kind: ToolKind<'_>, call: &openai::ToolCallParts, args: Value) -> Result<Result<Value, String>, Halt> {
+        match kind {
+            ToolKind::Http(tool) => {
+                if tool.approval == tools::Approval::Required {
+                    return Ok(Err(format!("`{}` requires a person's approval, and confirmations are not enabled on this deployment", tool.name)));
+                }
+                let body = json!({ "args": args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
+                Ok(self.host.call_http_tool(tool, body).await)
+            }
+            ToolKind::SpawnAgent => self.spawn_agent(args).await,
+            ToolKind::CreateTasks | ToolKind::UpdateTasks => unreachable!("handled in order before"),
+        }
+    }
+
+    /// `spawn-agent`: a sub-agent with its own id and only the named tools.
+    async fn spawn_agent(&self, args: Value) -> Result<Result<Value, String>, Halt> {
+        let role = args["role"].as_str().unwrap_or("helper").to_owned();
+        let instructions = args["instructions"].as_str().unwrap_or_default().to_owned();
+        let requested: Vec<String> = args["tools"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let known = self.tools.http_names();
+        if let Some(bad) = requested.iter().find(|t| !known.contains(t)) {
+            return Ok(Err(format!("spawn-agent: there is no HTTP tool named `{bad}`")));
+        }
+        let background = args["background"].as_bool() == Some(true);
+        let child_id = self.host.new_id("agent");
+        let task_id = background.then(|| self.host.new_id("task"));
+        let sub = Agent {
+            host: self.host.clone(),
+            cfg: self.cfg.clone(),
+            tools: self.tools.clone(),
+            cancel: self.cancel.clone(),
+            thread_id: self.thread_id.clone(),
+            run_id: self.run_id.clone(),
+            agent_id: child_id.clone(),
+            scope: task_id.clone().map_or(Scope::Run, Scope::Background),
+            allowed: Some(requested.clone()),
+            orchestrator: false,
+        };
+        let mut spawned = json!({ "parentId": self.agent_id, "role": role, "tools": requested });
+        if let Some(t) = &task_id {
+            spawned["taskId"] = t.clone().into();
+        }
+        // Announced on the run's scope: it lands in the tree before the
+        // orchestrator's tool result.
+        self.publish(vec![sub.event(Kind::AgentSpawned, spawned)])?;
+        let messages = vec![
+            openai::message("system", &format!("You are a sub-agent with the role \"{role}\". {}", self.cfg.system_prompt)),
+            openai::message("user", &instructions),
+        ];
+        let cp = Checkpoint {
+            run_id: self.run_id.clone(),
+            thread_id: self.thread_id.clone(),
+            step: 0,
+            messages,
+            tasks: Vec::new(),
+            usage: None,
+        };
+        match task_id {
+            None => {
+                let outcome = sub.run(cp).await;
+                Ok(sub.complete(&role, outcome))
+            }
+            Some(task_id) => {
+                let task = BackgroundTask {
+                    task_id: task_id.clone(),
+                    role: role.clone(),
+                    agent_id: child_id.clone(),
+                    status: "running".into(),
+                    started_at: self.host.now(),
+                    run_id: self.run_id.clone(),
+                };
+                self.host.background(task.clone());
+                let host = self.host.clone();
+                self.host.spawn(Box::pin(async move {
+                    let outcome = sub.run(cp).await;
+                    let status = match &outcome {
+                        Ok(_) => "completed",
+                        Err(Halt::Stopped) => "cancelled",
+                        Err(Halt::Failed(_)) => "failed",
+                    };
+                    let _ = sub.complete(&role, outcome);
+                    host.background(BackgroundTask { status: status.into(), ..task });
+                }));
+                Ok(Ok(json!({ "taskId": task_id, "agentId": child_id, "status": "running" })))
+            }
+        }
+    }
+
+    /// Publishes a sub-agent's `agent-completed`; its result for the parent.
+    fn complete(&self, role: &str, outcome: Result<String, Halt>) -> Result<Value, String> {
+        let (payload, result) = match outcome {
+            Ok(text) => (json!({ "role": role, "result": text, "status": "completed" }), Ok(Value::String(text))),
+            Err(Halt::Failed(why)) => (
+                json!({ "role": role, "result": null, "error": why, "status": "error" }),
+                Err(format!("the sub-agent failed: {why}")),
+            ),
+            Err(Halt::Stopped) => (
+                json!({ "role": role, "result": null, "status": "cancelled" }),
+                Err("the sub-agent was cancelled".to_owned()),
+            ),
+        };
+        let _ = self.host.publish(&self.scope, vec![self.event(Kind::AgentCompleted, payload)]);
+        result
+    }
+}
+
+#[derive(Default)]
+struct Step {
+    text: String,
+    calls: Vec<openai::ToolCallParts>,
+    finish: Option<String>,
+    usage: Option<Value>,
+    done: bool,
+}
+
+/// `create-tasks` replaces the list; `update-tasks` merges by id. Returns
+/// the tool's result.
+fn apply_tasks(tasks: &mut Vec<Value>, args: &Value, create: bool) -> Value {
+    let incoming = args["tasks"].as_array().cloned().unwrap_or_default();
+    if create {
+        tasks.clear();
+    }
+    for mut t in incoming {
+        if t.get("status").is_none() {
+            t["status"] = "todo".into();
+        }
+        if t.get("description").is_none() {
+            t["description"] = "".into();
+        }
+        match tasks.iter_mut().find(|x| x["id"] == t["id"]) {
+            Some(existing) => {
+                if let (Some(e), Some(n)) = (existing.as_object_mut(), t.as_object()) {
+                    for (k, v) in n {
+                        if !(create || (k == "description" && v == "")) {
+                            e.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+            None => tasks.push(t),
+        }
+    }
+    json!({ "tasks": tasks })
+}
+
+fn add_usage(acc: Option<&Value>, u: &Value) -> Value {
+    let mut out = acc.cloned().unwrap_or_else(|| json!({}));
+    for key in ["prompt_tokens", "completion_tokens", "total_tokens"] {
+        let sum = out[key].as_u64().unwrap_or(0) + u[key].as_u64().unwrap_or(0);
+        out[key] = sum.into();
+    }
+    out
+}
+
+fn excerpt(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        format!("{}…", s.chars().take(max).collect::<String>())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn titles() {
+        assert_eq!(title_from("  Build me a weather   workflow please "), "Build me a weather workflow please");
+        assert!(title_from(&"word ".repeat(40)).len() <= 60);
+        assert_eq!(title_from(&"x".repeat(100)).len(), 60);
+    }
+
+    #[test]
+    fn tasks_create_and_update() {
+        let mut tasks = Vec::new();
+        apply_tasks(&mut tasks, &json!({"tasks":[{"id":"a","description":"A"},{"id":"b","description":"B"}]}), true);
+        apply_tasks(&mut tasks, &json!({"tasks":[{"id":"a","status":"done"}]}), false);
+        assert_eq!(tasks[0], json!({"id":"a","description":"A","status":"done"}));
+        assert_eq!(tasks[1]["status"], "todo");
+    }
+}

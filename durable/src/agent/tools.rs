@@ -1,0 +1,238 @@
+//! The agent's tools: HTTP tools the deployer declares in `TOOLS`, and the
+//! built-in ones (`create-tasks`, `update-tasks`, `spawn-agent`). Arguments are
+//! validated against each tool's JSON Schema before anything runs.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+pub const CREATE_TASKS: &str = "create-tasks";
+pub const UPDATE_TASKS: &str = "update-tasks";
+pub const SPAWN_AGENT: &str = "spawn-agent";
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Approval {
+    #[default]
+    Never,
+    Required,
+}
+
+/// One entry of `TOOLS`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HttpTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "object_schema")]
+    pub parameters: Value,
+    pub url: String,
+    #[serde(default = "post")]
+    pub method: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub approval: Approval,
+    #[serde(default)]
+    pub severity: Option<String>,
+}
+
+fn object_schema() -> Value {
+    json!({ "type": "object", "properties": {} })
+}
+fn post() -> String {
+    "POST".into()
+}
+fn default_timeout() -> u64 {
+    30_000
+}
+
+/// The tools an agent may call, with compiled argument validators.
+pub struct Toolbox {
+    http: Vec<(HttpTool, jsonschema::Validator)>,
+    builtin: Vec<(Value, jsonschema::Validator)>,
+}
+
+/// A call resolved to what runs it.
+pub enum ToolKind<'a> {
+    Http(&'a HttpTool),
+    CreateTasks,
+    UpdateTasks,
+    SpawnAgent,
+}
+
+fn builtin_definitions() -> Vec<Value> {
+    let task = json!({
+        "type": "object",
+        "properties": {
+            "id": { "type": "string" },
+            "description": { "type": "string" },
+            "detail": { "type": "string" },
+            "status": { "type": "string", "enum": ["todo", "in_progress", "done", "failed", "cancelled"] }
+        },
+        "required": ["id"]
+    });
+    vec![
+        json!({
+            "name": CREATE_TASKS,
+            "description": "Create the task checklist for this request (replaces any previous list). Each task needs an id and a description.",
+            "parameters": { "type": "object", "properties": { "tasks": { "type": "array", "items": task } }, "required": ["tasks"] }
+        }),
+        json!({
+            "name": UPDATE_TASKS,
+            "description": "Update tasks of the checklist by id (status, description or detail).",
+            "parameters": { "type": "object", "properties": { "tasks": { "type": "array", "items": task } }, "required": ["tasks"] }
+        }),
+        json!({
+            "name": SPAWN_AGENT,
+            "description": "Start a sub-agent with its own role, instructions and a subset of the tools. Its final answer is this tool's result. With background: true it runs on after this reply and the result is a task id.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "role": { "type": "string" },
+                    "instructions": { "type": "string" },
+                    "tools": { "type": "array", "items": { "type": "string" } },
+                    "background": { "type": "boolean" }
+                },
+                "required": ["role", "instructions"]
+            }
+        }),
+    ]
+}
+
+fn compile(name: &str, schema: &Value) -> Result<jsonschema::Validator, String> {
+    jsonschema::validator_for(schema).map_err(|e| format!("tool `{name}`: `parameters` is not a valid JSON Schema: {e}"))
+}
+
+impl Toolbox {
+    /// Parses `TOOLS` (a JSON array; empty or absent means no HTTP tools).
+    pub fn parse(tools_json: Option<&str>) -> Result<Toolbox, String> {
+        let declared: Vec<HttpTool> = match tools_json.map(str::trim).filter(|s| !s.is_empty()) {
+            None => Vec::new(),
+            Some(s) => serde_json::from_str(s).map_err(|e| format!("TOOLS is not a valid tool list: {e}"))?,
+        };
+        let mut http = Vec::with_capacity(declared.len());
+        for t in declared {
+            if t.name.is_empty() || !t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+                return Err(format!("TOOLS: tool name `{}` must be letters, digits, `_` or `-`", t.name));
+            }
+            if [CREATE_TASKS, UPDATE_TASKS, SPAWN_AGENT].contains(&t.name.as_str())
+                || http.iter().any(|(h, _): &(HttpTool, _)| h.name == t.name)
+            {
+                return Err(format!("TOOLS: tool name `{}` is taken", t.name));
+            }
+            if !(t.url.starts_with("https://") || t.url.starts_with("http://")) {
+                return Err(format!("TOOLS: tool `{}` needs an http(s) url", t.name));
+            }
+            let v = compile(&t.name, &t.parameters)?;
+            http.push((t, v));
+        }
+        let builtin = builtin_definitions()
+            .into_iter()
+            .map(|d| {
+                let v = compile(d["name"].as_str().unwrap_or_default(), &d["parameters"]).expect("built-in schemas are valid");
+                (d, v)
+            })
+            .collect();
+        Ok(Toolbox { http, builtin })
+    }
+
+    pub fn http_names(&self) -> Vec<String> {
+        self.http.iter().map(|(t, _)| t.name.clone()).collect()
+    }
+
+    /// The OpenAI `tools` array: the HTTP tools `allowed` names (all when
+    /// `None`), plus the built-ins for the orchestrator.
+    pub fn definitions(&self, allowed: Option<&[String]>, builtins: bool) -> Vec<Value> {
+        let mut defs: Vec<Value> = self
+            .http
+            .iter()
+            .filter(|(t, _)| allowed.is_none_or(|a| a.contains(&t.name)))
+            .map(|(t, _)| {
+                json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
+            })
+            .collect();
+        if builtins {
+            defs.extend(self.builtin.iter().map(|(d, _)| json!({ "type": "function", "function": d })));
+        }
+        defs
+    }
+
+    /// Resolves `name` for an agent allowed `allowed` tools (all when `None`;
+    /// built-ins only for the orchestrator), validating `args`.
+    pub fn resolve(&self, name: &str, args: &Value, allowed: Option<&[String]>, builtins: bool) -> Result<ToolKind<'_>, String> {
+        if builtins {
+            if let Some((_, v)) = self.builtin.iter().find(|(d, _)| d["name"] == name) {
+                validate(v, args)?;
+                return Ok(match name {
+                    CREATE_TASKS => ToolKind::CreateTasks,
+                    UPDATE_TASKS => ToolKind::UpdateTasks,
+                    _ => ToolKind::SpawnAgent,
+                });
+            }
+        }
+        let found = self.http.iter().find(|(t, _)| t.name == name && allowed.is_none_or(|a| a.contains(&t.name)));
+        let Some((tool, v)) = found else {
+            return Err(format!("there is no tool named `{name}` available to this agent"));
+        };
+        validate(v, args)?;
+        Ok(ToolKind::Http(tool))
+    }
+}
+
+fn validate(v: &jsonschema::Validator, args: &Value) -> Result<(), String> {
+    let errors: Vec<String> = v.iter_errors(args).take(5).map(|e| {
+        let path = e.instance_path().to_string();
+        if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
+    }).collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("invalid arguments: {}", errors.join("; ")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TOOLS: &str = r#"[{"name":"weather","description":"Weather","url":"http://x.test/w",
+        "parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]"#;
+
+    #[test]
+    fn parses_and_validates() {
+        let tb = Toolbox::parse(Some(TOOLS)).unwrap();
+        assert!(matches!(tb.resolve("weather", &json!({"city":"Oslo"}), None, true), Ok(ToolKind::Http(_))));
+        let err = tb.resolve("weather", &json!({"city":3}), None, true).err().unwrap();
+        assert!(err.contains("invalid arguments"), "{err}");
+        assert!(tb.resolve("weather", &json!({}), None, true).is_err());
+        assert!(tb.resolve("nope", &json!({}), None, true).is_err());
+        assert!(tb.resolve("weather", &json!({"city":"x"}), Some(&[]), false).is_err(), "not allowed");
+        assert!(matches!(
+            tb.resolve(SPAWN_AGENT, &json!({"role":"r","instructions":"i"}), None, true),
+            Ok(ToolKind::SpawnAgent)
+        ));
+        assert!(tb.resolve(SPAWN_AGENT, &json!({"role":"r","instructions":"i"}), None, false).is_err(), "sub-agents cannot spawn");
+        assert_eq!(tb.definitions(None, true).len(), 4);
+        assert_eq!(tb.definitions(Some(&[]), false).len(), 0);
+    }
+
+    #[test]
+    fn refuses_bad_declarations() {
+        for bad in [
+            "{",
+            r#"[{"name":"x"}]"#,
+            r#"[{"name":"a b","url":"http://x"}]"#,
+            r#"[{"name":"spawn-agent","url":"http://x"}]"#,
+            r#"[{"name":"x","url":"ftp://x"}]"#,
+            r#"[{"name":"x","url":"http://x","parameters":{"type":12}}]"#,
+            r#"[{"name":"x","url":"http://x","approval":"sometimes"}]"#,
+        ] {
+            assert!(Toolbox::parse(Some(bad)).is_err(), "{bad}");
+        }
+        assert!(Toolbox::parse(None).unwrap().http_names().is_empty());
+    }
+}

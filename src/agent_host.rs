@@ -1,0 +1,169 @@
+//! The built-in agent's [`Host`] on workerd: the model client and tool runner
+//! over `fetch` (aborted through one `AbortController` per run when the run
+//! is cancelled), timers over `setTimeout`, and the thread's publish path.
+
+use crate::ids;
+use crate::now_ms;
+use crate::object::Shared;
+use futures_util::StreamExt;
+use serde_json::Value;
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::time::Duration;
+use threadline_durable::agent::{self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped};
+use threadline_durable::Event;
+use worker::*;
+
+/// The model endpoint: `{base}/chat/completions` with a bearer key.
+#[derive(Clone, Debug)]
+pub struct ModelEndpoint {
+    pub base_url: String,
+    pub api_key: Option<String>,
+}
+
+/// One run's host. Cloned into sub-agents and background tasks.
+#[derive(Clone)]
+pub struct WorkerHost {
+    pub core: Shared,
+    pub run_id: String,
+    pub model: Rc<ModelEndpoint>,
+    /// Aborts every fetch of the run (model stream, tools) on cancel.
+    pub abort: Rc<RefCell<Option<AbortController>>>,
+}
+
+impl WorkerHost {
+    pub fn new(core: Shared, run_id: String, model: Rc<ModelEndpoint>) -> WorkerHost {
+        WorkerHost { core, run_id, model, abort: Rc::new(RefCell::new(Some(AbortController::default()))) }
+    }
+
+    /// Aborts the run's in-flight requests.
+    pub fn abort(&self) {
+        if let Some(c) = self.abort.borrow_mut().take() {
+            c.abort();
+        }
+    }
+
+    fn signal(&self) -> AbortSignal {
+        match self.abort.borrow().as_ref() {
+            Some(c) => c.signal(),
+            None => AbortSignal::abort(),
+        }
+    }
+
+    async fn post(&self, url: &str, method: &str, headers: Headers, body: String) -> std::result::Result<Response, String> {
+        let mut init = RequestInit::new();
+        let method = Method::from(method.to_ascii_uppercase());
+        init.with_method(method).with_headers(headers).with_body(Some(body.into()));
+        let req = Request::new_with_init(url, &init).map_err(|e| e.to_string())?;
+        Fetch::Request(req).send_with_signal(&self.signal()).await.map_err(|e| e.to_string())
+    }
+}
+
+/// The model's streamed response body.
+pub struct BodyStream(worker::ByteStream);
+
+impl ByteStream for BodyStream {
+    async fn next(&mut self) -> Option<std::result::Result<Vec<u8>, String>> {
+        self.0.next().await.map(|r| r.map_err(|e| e.to_string()))
+    }
+}
+
+fn excerpt(text: &str) -> String {
+    let t: String = text.chars().take(300).collect();
+    if t.len() < text.len() { format!("{t}…") } else { t }
+}
+
+impl Host for WorkerHost {
+    type Stream = BodyStream;
+
+    async fn open_model(&self, body: String) -> std::result::Result<BodyStream, ModelFailure> {
+        let headers = Headers::new();
+        let _ = headers.set("content-type", "application/json");
+        let _ = headers.set("accept", "text/event-stream");
+        if let Some(key) = &self.model.api_key {
+            let _ = headers.set("authorization", &format!("Bearer {key}"));
+        }
+        let url = format!("{}/chat/completions", self.model.base_url.trim_end_matches('/'));
+        let mut resp = self.post(&url, "POST", headers, body).await.map_err(ModelFailure::Unreachable)?;
+        let status = resp.status_code();
+        if !(200..300).contains(&status) {
+            let body = resp.text().await.unwrap_or_default();
+            return Err(ModelFailure::Status { status, body: excerpt(&body) });
+        }
+        resp.stream().map(BodyStream).map_err(|e| ModelFailure::Unreachable(e.to_string()))
+    }
+
+    async fn call_http_tool(&self, tool: &agent::tools::HttpTool, body: Value) -> std::result::Result<Value, String> {
+        let headers = Headers::new();
+        let _ = headers.set("content-type", "application/json");
+        for (k, v) in &tool.headers {
+            headers.set(k, v).map_err(|e| format!("header `{k}`: {e}"))?;
+        }
+        let call = self.post(&tool.url, &tool.method, headers, body.to_string());
+        let timeout = Delay::from(Duration::from_millis(tool.timeout_ms));
+        let mut resp = {
+            use futures_util::future::{select, Either};
+            match select(std::pin::pin!(call), timeout).await {
+                Either::Left((r, _)) => r?,
+                Either::Right(_) => return Err(format!("the tool did not answer within {} ms", tool.timeout_ms)),
+            }
+        };
+        let status = resp.status_code();
+        let text = resp.text().await.map_err(|e| e.to_string())?;
+        if !(200..300).contains(&status) {
+            return Err(format!("HTTP {status}: {}", excerpt(&text)));
+        }
+        serde_json::from_str(&text).map_err(|_| format!("HTTP {status} with a body that is not JSON: {}", excerpt(&text)))
+    }
+
+    async fn sleep(&self, ms: u64) {
+        Delay::from(Duration::from_millis(ms)).await
+    }
+
+    fn now(&self) -> i64 {
+        now_ms()
+    }
+
+    fn new_id(&self, prefix: &str) -> String {
+        ids::new_id(prefix)
+    }
+
+    fn publish(&self, scope: &Scope, events: Vec<Event>) -> std::result::Result<(), Stopped> {
+        let mut slot = self.core.borrow_mut();
+        let Some(core) = slot.as_mut() else { return Err(Stopped) };
+        let result = match scope {
+            Scope::Run => core.publish_run(&self.run_id, events, now_ms()),
+            Scope::Background(task) => core.publish_background(task, events, now_ms()),
+        };
+        result.map_err(|e| {
+            if e.status != 409 {
+                console_error!("agent publish: {e}");
+            }
+            Stopped
+        })
+    }
+
+    fn checkpoint(&self, cp: &Checkpoint) {
+        let mut slot = self.core.borrow_mut();
+        let Some(core) = slot.as_mut() else { return };
+        if let Some(usage) = &cp.usage {
+            core.record_usage(&self.run_id, usage);
+        }
+        let data = serde_json::to_string(cp).expect("checkpoints serialise");
+        if let Err(e) = core.save_checkpoint(&self.run_id, &data) {
+            console_error!("checkpoint: {e}");
+        }
+    }
+
+    fn spawn(&self, fut: Pin<Box<dyn Future<Output = ()>>>) {
+        wasm_bindgen_futures::spawn_local(fut);
+    }
+
+    fn background(&self, task: BackgroundTask) {
+        if let Some(core) = self.core.borrow_mut().as_mut() {
+            core.set_background(task);
+        }
+    }
+}
