@@ -289,13 +289,17 @@ export function planReply(body) {
     }
 
     case "spawn":
-    case "spawn-bg":
+    case "spawn-bg": {
+      const slowDirective = userText.match(/\[\[slow:\d+\]\]/)?.[0];
       return callIfOffered("spawn-agent", {
         role: "researcher",
-        instructions: "Look things up and report back.",
+        // A [[slow:MS]] in the user's message is passed on, so the
+        // sub-agent reports slowly (tests watch a background task run).
+        instructions: "Look things up and report back." + (slowDirective ? ` ${slowDirective}` : ""),
         tools: [],
         ...(directive.name === "spawn-bg" ? { background: true } : {}),
       });
+    }
 
     case "tasks":
       return callIfOffered("create-tasks", {
