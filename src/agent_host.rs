@@ -166,4 +166,22 @@ impl Host for WorkerHost {
             core.set_background(task);
         }
     }
+
+    fn needs_approval(&self, tool: &str, declared: bool) -> bool {
+        let slot = self.core.borrow();
+        let Some(core) = slot.as_ref() else { return true };
+        let required = core.config().approval_policy.get(tool).and_then(|p| p.required).unwrap_or(declared);
+        // When the session store cannot be read, ask: never run unapproved.
+        required && !core.session_approved(tool).unwrap_or(false)
+    }
+
+    fn request_confirmation(&self, agent_id: &str, payload: Value) -> std::result::Result<String, Stopped> {
+        let mut slot = self.core.borrow_mut();
+        let Some(core) = slot.as_mut() else { return Err(Stopped) };
+        let local = ids::new_id("cr");
+        core.request_confirmation(&self.run_id, agent_id, payload, &local, None, now_ms()).map_err(|e| {
+            console_error!("confirmation: {e}");
+            Stopped
+        })
+    }
 }

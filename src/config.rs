@@ -25,6 +25,9 @@ pub struct Config {
     pub tools_json: Option<String>,
     /// Alarm interval that keeps the object alive while the built-in agent runs.
     pub heartbeat_ms: i64,
+    /// Why `APPROVAL_POLICY` could not be read: runs are refused rather than
+    /// run tools without the approvals it asks for.
+    pub policy_error: Option<String>,
 }
 
 fn var(env: &Env, name: &str) -> Option<String> {
@@ -38,12 +41,15 @@ fn num(env: &Env, name: &str, default: i64) -> i64 {
 impl Config {
     pub fn from_env(env: &Env) -> Config {
         let defaults = threadline_durable::Config::default();
+        let policy = threadline_durable::confirm::Policy::parse(var(env, "APPROVAL_POLICY").as_deref());
         Config {
             thread: threadline_durable::Config {
                 run_idle_timeout_ms: num(env, "RUN_IDLE_TIMEOUT_MS", defaults.run_idle_timeout_ms),
                 restart_grace_ms: num(env, "RUN_RESTART_GRACE_MS", defaults.restart_grace_ms),
                 replay_page: defaults.replay_page,
+                approval_policy: policy.clone().unwrap_or_default(),
             },
+            policy_error: policy.err(),
             webhook_url: var(env, "AGENT_WEBHOOK_URL"),
             public_url: var(env, "PUBLIC_URL"),
             debug_routes: var(env, "DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),

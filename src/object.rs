@@ -87,6 +87,7 @@ impl ThreadObject {
     async fn handle(&self, mut req: Request) -> std::result::Result<Response, ApiError> {
         let route = Route::parse(req.method().as_ref(), &req.path())?;
         let loaded_before = self.core.borrow().is_some();
+        self.with_core(|c| c.set_thread_id(route.thread()))?;
         let resp = match &route {
             Route::Chat { thread } => self.chat(thread, &mut req).await,
             Route::Cancel { .. } => self.cancel().await,
@@ -95,6 +96,7 @@ impl ThreadObject {
             Route::Status { .. } => self.with_core(|c| http::json(200, &c.status()).map_err(internal))?,
             Route::Messages { thread } => self.messages(thread, &req),
             Route::Stats { .. } => self.stats(),
+            Route::Confirm { request, .. } => self.confirm(request, &mut req).await,
         };
         if !loaded_before {
             // First request of this instance: a built-in run found open is
@@ -120,6 +122,9 @@ impl ThreadObject {
                 "message_too_large",
                 format!("`message` is over {} bytes", self.config.max_message_bytes),
             ));
+        }
+        if let Some(e) = &self.config.policy_error {
+            return Err(ApiError::new(503, "invalid_approval_policy", e.clone()));
         }
         let driver = if self.config.webhook_url.is_some() { Driver::Webhook } else { Driver::Builtin };
         let tools = match driver {
@@ -331,6 +336,10 @@ impl ThreadObject {
             self.recover_builtin_run();
         }
         let now = now_ms();
+        let expired = self.with_core(|c| c.expire_due(now))??;
+        for c in &expired {
+            self.after_settled(c).await;
+        }
         let ended = self.with_core(|c| {
             c.flush_idle(now)?;
             c.check_run_deadlines(now)
@@ -347,10 +356,14 @@ impl ThreadObject {
     async fn arm_alarm(&self) {
         let heartbeat = self.config.heartbeat_ms;
         let Ok(Some(deadline)) = self.with_core(|c| {
-            let builtin = c.active_run().is_some_and(|r| r.driver == Driver::Builtin);
+            let running_builtin =
+                c.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !c.is_suspended();
             // While the built-in agent runs, an alarm every few seconds keeps
-            // the object resident (an outbound fetch alone does not).
-            c.run_deadline().map(|d| if builtin { d.min(now_ms() + heartbeat) } else { d })
+            // the object resident (an outbound fetch alone does not). A
+            // suspended run needs no heartbeat: it waits in storage.
+            let run = c.run_deadline().map(|d| if running_builtin { d.min(now_ms() + heartbeat) } else { d });
+            let expiry = c.next_expiry().ok().flatten();
+            [run, expiry].into_iter().flatten().min()
         }) else {
             return;
         };
@@ -369,6 +382,68 @@ impl ThreadObject {
     /// time. In memory on purpose: an alarm is a storage write per segment.
     fn arm_flush_timer(&self) {
         arm_flush_timer(self.core.clone(), self.flush_timer.clone());
+    }
+
+    /// `POST /instance-ai/confirm/:requestId`: records the decision, then
+    /// resumes the built-in agent (once every confirmation of its step is
+    /// settled) or tells the external agent through its webhook.
+    async fn confirm(&self, request: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        let body = read_json(req, self.config.max_body_bytes).await?;
+        let c = self.with_core(|core| core.decide(request, &body, None, now_ms()))??;
+        self.after_settled(&c).await;
+        let body = json!({ "ok": true, "requestId": c.request_id, "state": c.state.as_str() });
+        http::json(200, &body).map_err(internal)
+    }
+
+    /// A confirmation was decided or lapsed: its run goes on.
+    async fn after_settled(&self, c: &threadline_durable::confirm::Confirmation) {
+        let driver = self.with_core(|core| core.store().run(&c.run_id).ok().flatten().map(|r| r.driver)).ok().flatten();
+        match driver {
+            Some(Driver::Builtin) => self.resume_if_ready(&c.run_id),
+            Some(Driver::Webhook) => {
+                let mut decision = c.decision.clone().unwrap_or_else(|| json!({ "approved": false }));
+                decision["state"] = c.state.as_str().into();
+                self.tell_agent(json!({
+                    "type": "confirmation",
+                    "runId": c.run_id,
+                    "requestId": c.agent_request_id.clone().unwrap_or_else(|| c.request_id.clone()),
+                    "toolCallId": c.tool_call_id,
+                    "decision": decision,
+                }))
+                .await;
+            }
+            None => {}
+        }
+        self.arm_alarm().await;
+    }
+
+    /// Resumes a suspended built-in run once every confirmation its step
+    /// waits for is settled, with the decisions filled into the checkpoint.
+    fn resume_if_ready(&self, run_id: &str) {
+        let ready = self.with_core(|core| {
+            let run = core.active_run().filter(|r| r.run_id == run_id)?.clone();
+            let mut cp: Checkpoint = serde_json::from_str(&core.checkpoint(run_id).ok()??).ok()?;
+            let calls = cp.suspended.as_mut()?;
+            for call in calls.iter_mut() {
+                if let Some(rid) = &call.request_id {
+                    let c = core.confirmation(rid).ok()??;
+                    if c.state == threadline_durable::confirm::ConfirmState::Pending {
+                        return None;
+                    }
+                    call.state = Some(c.state.as_str().to_owned());
+                    call.decision = c.decision;
+                }
+            }
+            Some((run, cp))
+        });
+        let Ok(Some((run, cp))) = ready else { return };
+        match self.builtin_ready() {
+            Ok(tools) => {
+                let thread = cp.thread_id.clone();
+                self.drive(&thread, &run, tools, cp);
+            }
+            Err(e) => console_error!("resume: {e}"),
+        }
     }
 
     /// Checks the built-in agent can run: a model is configured and `TOOLS`
@@ -402,6 +477,7 @@ impl ThreadObject {
             messages: agent::initial_messages(cfg, history, &run.message),
             tasks: Vec::new(),
             usage: None,
+            suspended: None,
         };
         let data = serde_json::to_string(&checkpoint).expect("checkpoints serialise");
         self.with_core(|c| {
@@ -466,12 +542,14 @@ impl ThreadObject {
     fn recover_builtin_run(&self) {
         let found = self.core.borrow().as_ref().and_then(|c| {
             let run = c.active_run()?;
-            (run.driver == Driver::Builtin && run.state == RunState::Running && c.found_on_load()).then(|| run.clone())
+            // A suspended run waits in storage for its decisions: nothing to recover.
+            (run.driver == Driver::Builtin && run.state == RunState::Running && c.found_on_load() && !c.is_suspended())
+                .then(|| run.clone())
         });
         let Some(run) = found else { return };
         let now = now_ms();
         let plan = self.with_core(|c| {
-            let checkpoint = c.checkpoint(&run.run_id)?.and_then(|d| serde_json::from_str::<Checkpoint>(&d).ok());
+            let checkpoint = c.checkpoint(&run.run_id)?.and_then(|d: String| serde_json::from_str::<Checkpoint>(&d).ok());
             match checkpoint {
                 Some(cp) if !c.active_has_open_tool_calls() => {
                     c.adopt_active_run(now);

@@ -6,6 +6,7 @@
 //! explicit transaction.
 
 use threadline_durable::event::Kind;
+use threadline_durable::confirm::Confirmation;
 use threadline_durable::store::{Driver, Record, RunRecord, RunState, Store, StoreError, StoreResult};
 use serde::Deserialize;
 use std::cell::Cell;
@@ -32,6 +33,16 @@ CREATE TABLE IF NOT EXISTS runs (
   driver      TEXT NOT NULL DEFAULT 'webhook',
   usage       TEXT
 );
+-- Confirmation requests (human in the loop), pending and settled.
+CREATE TABLE IF NOT EXISTS confirmations (
+  request_id TEXT PRIMARY KEY,
+  run_id     TEXT NOT NULL,
+  state      TEXT NOT NULL,
+  data       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pending_confirmations ON confirmations (state) WHERE state = 'pending';
+-- Tools approved with session scope: approved for the rest of the thread.
+CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY);
 -- The built-in agent's progress, one row per run, replaced each step.
 CREATE TABLE IF NOT EXISTS checkpoints (
   run_id TEXT PRIMARY KEY,
@@ -179,6 +190,15 @@ impl SqlStore {
         Ok(rows.into_iter().filter_map(EventRow::into_record).collect())
     }
 
+    fn confirmations(&self, query: &str, args: Vec<SqlStorageValue>) -> StoreResult<Vec<Confirmation>> {
+        #[derive(Deserialize)]
+        struct Row {
+            data: String,
+        }
+        let rows: Vec<Row> = self.exec(query, args)?.to_array().map_err(err)?;
+        Ok(rows.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
+    }
+
     fn runs(&self, query: &str, args: Vec<SqlStorageValue>) -> StoreResult<Vec<RunRecord>> {
         let rows: Vec<RunRow> = self.exec(query, args)?.to_array().map_err(err)?;
         Ok(rows.into_iter().map(RunRow::into_record).collect())
@@ -261,5 +281,40 @@ impl Store for SqlStore {
         let rows: Vec<Row> =
             self.exec("SELECT data FROM checkpoints WHERE run_id = ?", vec![run_id.into()])?.to_array().map_err(err)?;
         Ok(rows.into_iter().next().map(|r| r.data))
+    }
+
+    fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()> {
+        let data = serde_json::to_string(c).expect("confirmations serialise");
+        let cursor = self.exec(
+            "INSERT INTO confirmations (request_id, run_id, state, data) VALUES (?, ?, ?, ?)
+             ON CONFLICT (request_id) DO UPDATE SET state = excluded.state, data = excluded.data",
+            vec![c.request_id.as_str().into(), c.run_id.as_str().into(), c.state.as_str().into(), data.into()],
+        )?;
+        self.count_written(&cursor);
+        Ok(())
+    }
+
+    fn confirmation(&self, request_id: &str) -> StoreResult<Option<Confirmation>> {
+        Ok(self.confirmations("SELECT data FROM confirmations WHERE request_id = ?", vec![request_id.into()])?.pop())
+    }
+
+    fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>> {
+        self.confirmations("SELECT data FROM confirmations WHERE state = 'pending' ORDER BY rowid", vec![])
+    }
+
+    fn approve_for_session(&mut self, tool: &str) -> StoreResult<()> {
+        let cursor = self.exec("INSERT OR IGNORE INTO session_approvals (tool) VALUES (?)", vec![tool.into()])?;
+        self.count_written(&cursor);
+        Ok(())
+    }
+
+    fn session_approved(&self, tool: &str) -> StoreResult<bool> {
+        #[derive(Deserialize)]
+        struct Row {
+            n: f64,
+        }
+        let row: Row =
+            self.exec("SELECT COUNT(*) AS n FROM session_approvals WHERE tool = ?", vec![tool.into()])?.one().map_err(err)?;
+        Ok(row.n > 0.0)
     }
 }

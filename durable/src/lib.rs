@@ -25,10 +25,12 @@
 //! - [`agent`]: the built-in agent: the orchestrator loop over an
 //!   OpenAI-compatible streaming model, tools, tasks and sub-agents, written
 //!   against a `Host` trait (model client, tool runner, publish path).
+//! - [`confirm`]: confirmation records, the approval policy, decision bodies.
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
 
 pub mod agent;
 pub mod coalesce;
+pub mod confirm;
 pub mod error;
 pub mod event;
 pub mod reducer;

@@ -23,6 +23,8 @@ pub enum Route {
     Messages { thread: String },
     /// `GET /instance-ai/threads/:threadId/debug/stats` (only with `DEBUG_ROUTES`)
     Stats { thread: String },
+    /// `POST /instance-ai/confirm/:requestId` (the thread is in the request id)
+    Confirm { thread: String, request: String },
 }
 
 impl Route {
@@ -35,7 +37,8 @@ impl Route {
             | Route::Publish { thread, .. }
             | Route::Status { thread }
             | Route::Messages { thread }
-            | Route::Stats { thread } => thread,
+            | Route::Stats { thread }
+            | Route::Confirm { thread, .. } => thread,
         }
     }
 
@@ -54,6 +57,10 @@ impl Route {
             ["instance-ai", "threads", t, "status"] => (Route::Status { thread: id(t)? }, "GET"),
             ["instance-ai", "threads", t, "messages"] => (Route::Messages { thread: id(t)? }, "GET"),
             ["instance-ai", "threads", t, "debug", "stats"] => (Route::Stats { thread: id(t)? }, "GET"),
+            ["instance-ai", "confirm", r] => {
+                let (thread, _) = crate::confirm::thread_of(r)?;
+                (Route::Confirm { thread: thread.to_owned(), request: (*r).to_owned() }, "POST")
+            }
             _ => return Err(ApiError::not_found("not_found", format!("no route for {path}"))),
         };
         if method != allowed && !(allowed == "GET" && method == "HEAD") {

@@ -6,6 +6,7 @@
 //! synchronous store lets the thread persist and fan out in one block that no
 //! other request can interleave with.
 
+use crate::confirm::{ConfirmState, Confirmation};
 use crate::event::{FinishStatus, Kind};
 use serde::{Deserialize, Serialize};
 
@@ -146,6 +147,19 @@ pub trait Store {
     fn save_checkpoint(&mut self, run_id: &str, data: &str) -> StoreResult<()>;
 
     fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>>;
+
+    /// Inserts or replaces a confirmation.
+    fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()>;
+
+    fn confirmation(&self, request_id: &str) -> StoreResult<Option<Confirmation>>;
+
+    /// Every confirmation still pending, oldest first.
+    fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>>;
+
+    /// Remembers that `tool` is approved for the rest of the thread.
+    fn approve_for_session(&mut self, tool: &str) -> StoreResult<()>;
+
+    fn session_approved(&self, tool: &str) -> StoreResult<bool>;
 }
 
 /// An in-memory store for native tests, with fault injection.
@@ -156,6 +170,8 @@ pub struct MemoryStore {
     /// The next `fail_commits` commits fail without storing anything.
     pub fail_commits: usize,
     pub checkpoints: Vec<(String, String)>,
+    pub confirmations: Vec<Confirmation>,
+    pub session_tools: Vec<String>,
     rows: u64,
 }
 
@@ -232,5 +248,33 @@ impl Store for MemoryStore {
 
     fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>> {
         Ok(self.checkpoints.iter().find(|(r, _)| r == run_id).map(|(_, d)| d.clone()))
+    }
+
+    fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()> {
+        match self.confirmations.iter_mut().find(|x| x.request_id == c.request_id) {
+            Some(slot) => *slot = c.clone(),
+            None => self.confirmations.push(c.clone()),
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn confirmation(&self, request_id: &str) -> StoreResult<Option<Confirmation>> {
+        Ok(self.confirmations.iter().find(|c| c.request_id == request_id).cloned())
+    }
+
+    fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>> {
+        Ok(self.confirmations.iter().filter(|c| c.state == ConfirmState::Pending).cloned().collect())
+    }
+
+    fn approve_for_session(&mut self, tool: &str) -> StoreResult<()> {
+        if !self.session_tools.iter().any(|t| t == tool) {
+            self.session_tools.push(tool.to_owned());
+        }
+        Ok(())
+    }
+
+    fn session_approved(&self, tool: &str) -> StoreResult<bool> {
+        Ok(self.session_tools.iter().any(|t| t == tool))
     }
 }

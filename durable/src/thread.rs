@@ -12,9 +12,11 @@
 use crate::coalesce::Coalescer;
 use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
+use crate::route;
 use crate::reducer::{self, TreeBuilder};
 use crate::sse::Frame;
 use crate::agent::BackgroundTask;
+use crate::confirm::{self, ConfirmState, Confirmation};
 use crate::store::{Driver, Record, RunRecord, RunState, Store};
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -39,11 +41,18 @@ pub struct Config {
     pub restart_grace_ms: i64,
     /// Most records read per replay page.
     pub replay_page: usize,
+    /// `APPROVAL_POLICY`: TTL and approver role per tool.
+    pub approval_policy: confirm::Policy,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { run_idle_timeout_ms: 10 * 60_000, restart_grace_ms: 30_000, replay_page: 512 }
+        Config {
+            run_idle_timeout_ms: 10 * 60_000,
+            restart_grace_ms: 30_000,
+            replay_page: 512,
+            approval_policy: confirm::Policy::default(),
+        }
     }
 }
 
@@ -68,6 +77,10 @@ struct Active {
     last_activity: i64,
     /// Set when the run was found open on load: the time it was found.
     found_on_load: Option<i64>,
+    /// Confirmations of this run awaiting a person: while any is pending the
+    /// run is suspended, and neither the idle timeout nor the restart sweep
+    /// applies (the wait may last hours and costs nothing).
+    pending: usize,
 }
 
 /// A subscriber's replay window, taken when it registered.
@@ -83,6 +96,7 @@ pub struct Subscription {
 
 pub struct Thread<S: Store, K: Sink> {
     store: S,
+    thread_id: String,
     config: Config,
     last_seq: u64,
     active: Option<Active>,
@@ -111,13 +125,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
     pub fn load(store: S, config: Config, now: i64) -> Result<Self, ApiError> {
         let last_seq = store.last_seq().map_err(ApiError::storage)?;
+        let pending = store.pending_confirmations().map_err(ApiError::storage)?;
         let active = store.running().map_err(ApiError::storage)?.map(|record| Active {
+            pending: pending.iter().filter(|c| c.run_id == record.run_id).count(),
             record,
             last_activity: now,
             found_on_load: Some(now),
         });
         let mut thread = Thread {
             store,
+            thread_id: String::new(),
             config,
             last_seq,
             active,
@@ -199,7 +216,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         );
         self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
         self.commit(vec![run_start], Some(record.clone()))?;
-        self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None });
+        self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None, pending: 0 });
         Ok(record)
     }
 
@@ -258,7 +275,26 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             events.push(ev);
         }
+        // An external agent's confirmation requests get thread-scoped ids (the
+        // decision route finds the thread from the id); the agent's own id
+        // comes back in its webhook callback.
+        let mut confirmations = Vec::new();
+        for (index, ev) in events.iter_mut().enumerate() {
+            if ev.kind != Kind::ConfirmationRequest {
+                continue;
+            }
+            let theirs = ev.str_field("requestId").unwrap_or_default().to_owned();
+            let local = route::id(&theirs).map_err(|_| {
+                ApiError::bad_request("invalid_event", format!("event {index}: `requestId` must be 1 to 128 of A-Z a-z 0-9 _ -"))
+                    .with("index", index)
+            })?;
+            let (rewritten, record) =
+                self.confirmation_event(run_id, &ev.agent_id, ev.payload.clone(), &local, Some(theirs), now)?;
+            ev.payload = rewritten.payload;
+            confirmations.push(record);
+        }
         self.publish_run(run_id, events, now)?;
+        self.store_confirmations(confirmations)?;
         Ok(self.last_seq)
     }
 
@@ -483,6 +519,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
             now,
             json!({ "status": status.as_str(), "reason": reason }),
         ));
+        // Its pending confirmations are settled: no decision applies any more.
+        for mut c in self.store.pending_confirmations().map_err(ApiError::storage)? {
+            if c.run_id == run_id {
+                c.state = ConfirmState::Cancelled;
+                self.store.put_confirmation(&c).map_err(ApiError::storage)?;
+            }
+        }
         self.publish_events(events, now)?;
         Ok(true)
     }
@@ -518,7 +561,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// {interrupted, crash_interrupted}`. A run silent for
     /// `run_idle_timeout_ms` ends with `run-finish {error, timeout}`.
     pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, ApiError> {
-        let Some(a) = &self.active else { return Ok(None) };
+        let Some(a) = self.active.as_ref().filter(|a| a.pending == 0) else { return Ok(None) };
         let run_id = a.record.run_id.clone();
         let (status, reason) = if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {
             (FinishStatus::Interrupted, "crash_interrupted")
@@ -538,7 +581,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// When [`Thread::check_run_deadlines`] next has something to decide.
     pub fn run_deadline(&self) -> Option<i64> {
-        self.active.as_ref().map(|a| {
+        self.active.as_ref().filter(|a| a.pending == 0).map(|a| {
             let idle = a.last_activity + self.config.run_idle_timeout_ms;
             match a.found_on_load {
                 Some(t) => idle.min(t + self.config.restart_grace_ms),
@@ -652,11 +695,174 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(newest_first.into_iter().rev().flatten().collect())
     }
 
+    /// The thread's id, as the Worker routed it (request ids embed it).
+    pub fn set_thread_id(&mut self, thread_id: &str) {
+        if self.thread_id != thread_id {
+            self.thread_id = thread_id.to_owned();
+        }
+    }
+
+    /// Whether the active run waits for a person.
+    pub fn is_suspended(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.pending > 0)
+    }
+
+    /// Whether `tool` was approved with scope `session` on this thread.
+    pub fn session_approved(&self, tool: &str) -> Result<bool, ApiError> {
+        self.store.session_approved(tool).map_err(ApiError::storage)
+    }
+
+    /// Publishes a `confirmation-request` into `run_id` and records it as
+    /// pending, with the approval policy's TTL and approver for its tool.
+    /// `payload` is the request; its `requestId` is replaced by a
+    /// thread-scoped one made from `local_id`. Returns the request id.
+    pub fn request_confirmation(
+        &mut self,
+        run_id: &str,
+        agent_id: &str,
+        payload: Value,
+        local_id: &str,
+        agent_request_id: Option<String>,
+        now: i64,
+    ) -> Result<String, ApiError> {
+        let (ev, record) = self.confirmation_event(run_id, agent_id, payload, local_id, agent_request_id, now)?;
+        let request_id = record.request_id.clone();
+        self.publish_run(run_id, vec![ev], now)?;
+        self.store_confirmations(vec![record])?;
+        Ok(request_id)
+    }
+
+    fn confirmation_event(
+        &self,
+        run_id: &str,
+        agent_id: &str,
+        mut payload: Value,
+        local_id: &str,
+        agent_request_id: Option<String>,
+        now: i64,
+    ) -> Result<(Event, Confirmation), ApiError> {
+        let request_id = confirm::request_id(&self.thread_id, local_id);
+        payload["requestId"] = request_id.clone().into();
+        let payload = event::canonical_payload(Kind::ConfirmationRequest, payload)
+            .map_err(|e| ApiError::bad_request("invalid_event", e.0))?;
+        let policy = self.config.approval_policy.get(payload["toolName"].as_str().unwrap_or_default());
+        let record = Confirmation {
+            request_id: request_id.clone(),
+            run_id: run_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+            tool_call_id: payload["toolCallId"].as_str().unwrap_or_default().to_owned(),
+            tool_name: payload["toolName"].as_str().unwrap_or_default().to_owned(),
+            input_type: payload["inputType"].as_str().unwrap_or("approval").to_owned(),
+            state: ConfirmState::Pending,
+            created_at: now,
+            expires_at: policy.and_then(|p| p.ttl_ms).map(|ttl| now + ttl),
+            approver: policy.and_then(|p| p.approver.clone()),
+            decision: None,
+            agent_request_id,
+        };
+        if self.store.confirmation(&request_id).map_err(ApiError::storage)?.is_some() {
+            return Err(ApiError::new(409, "duplicate_request", "a confirmation with this requestId exists"));
+        }
+        Ok((Event::new(Kind::ConfirmationRequest, run_id, agent_id, now, payload), record))
+    }
+
+    fn store_confirmations(&mut self, records: Vec<Confirmation>) -> Result<(), ApiError> {
+        for record in records {
+            self.store.put_confirmation(&record).map_err(ApiError::storage)?;
+            if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == record.run_id) {
+                a.pending += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// `POST /instance-ai/confirm/:requestId`: applies a decision.
+    ///
+    /// 404 for a request this thread does not hold, 410 `confirmation_expired`
+    /// once it lapsed, 409 `confirmation_decided` once decided (or settled by
+    /// a cancel), 400 for a body that does not fit its input type, 403 when
+    /// the decider lacks the approver role (`roles` is `None` when callers are
+    /// not authenticated). A `session` approval approves later calls of the
+    /// same tool in this thread.
+    pub fn decide(&mut self, request_id: &str, body: &Value, roles: Option<&[String]>, now: i64) -> Result<Confirmation, ApiError> {
+        let mut c = self
+            .store
+            .confirmation(request_id)
+            .map_err(ApiError::storage)?
+            .ok_or_else(|| ApiError::not_found("confirmation_not_found", "no such confirmation request"))?;
+        if c.state == ConfirmState::Pending && c.expires_at.is_some_and(|t| t <= now) {
+            self.expire(&mut c)?;
+        }
+        match c.state {
+            ConfirmState::Pending => {}
+            ConfirmState::Expired => {
+                return Err(ApiError::new(410, "confirmation_expired", "this request lapsed before a decision"))
+            }
+            other => {
+                return Err(ApiError::new(409, "confirmation_decided", "this request has already been settled")
+                    .with("state", other.as_str()))
+            }
+        }
+        let decision = confirm::check_decision(&c.input_type, body)?;
+        if let (Some(role), Some(roles)) = (&c.approver, roles) {
+            if !roles.contains(role) {
+                return Err(ApiError::new(403, "approver_required", format!("deciding this request needs the `{role}` role")));
+            }
+        }
+        let approved = decision["approved"].as_bool() == Some(true);
+        c.state = if approved { ConfirmState::Approved } else { ConfirmState::Denied };
+        if approved && decision["scope"] == "session" {
+            self.store.approve_for_session(&c.tool_name).map_err(ApiError::storage)?;
+        }
+        c.decision = Some(decision);
+        self.store.put_confirmation(&c).map_err(ApiError::storage)?;
+        self.settled(&c.run_id, now);
+        Ok(c)
+    }
+
+    fn expire(&mut self, c: &mut Confirmation) -> Result<(), ApiError> {
+        c.state = ConfirmState::Expired;
+        self.store.put_confirmation(c).map_err(ApiError::storage)?;
+        let now = c.expires_at.unwrap_or_default();
+        self.settled(&c.run_id, now);
+        Ok(())
+    }
+
+    fn settled(&mut self, run_id: &str, now: i64) {
+        if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
+            a.pending = a.pending.saturating_sub(1);
+            // The wait is over; the run's deadlines start again from now.
+            a.last_activity = now.max(a.last_activity);
+            a.found_on_load = None;
+        }
+    }
+
+    /// Settles every pending confirmation whose time is up; returns them.
+    pub fn expire_due(&mut self, now: i64) -> Result<Vec<Confirmation>, ApiError> {
+        let mut out = Vec::new();
+        for mut c in self.store.pending_confirmations().map_err(ApiError::storage)? {
+            if c.expires_at.is_some_and(|t| t <= now) {
+                self.expire(&mut c)?;
+                out.push(c);
+            }
+        }
+        Ok(out)
+    }
+
+    /// When the next pending confirmation lapses.
+    pub fn next_expiry(&self) -> Result<Option<i64>, ApiError> {
+        Ok(self.store.pending_confirmations().map_err(ApiError::storage)?.iter().filter_map(|c| c.expires_at).min())
+    }
+
+    pub fn confirmation(&self, request_id: &str) -> Result<Option<Confirmation>, ApiError> {
+        self.store.confirmation(request_id).map_err(ApiError::storage)
+    }
+
     /// `GET .../status`.
     pub fn status(&self) -> Value {
         let mut v = json!({
             "hasActiveRun": self.active.is_some(),
-            "isSuspended": false,
+            "isSuspended": self.is_suspended(),
             "backgroundTasks": self.background,
         });
         if let Some(a) = &self.active {

@@ -71,6 +71,13 @@ pub trait Host: Clone + 'static {
     fn spawn(&self, fut: Pin<Box<dyn Future<Output = ()>>>);
     /// A background task started or ended (`status.backgroundTasks`).
     fn background(&self, task: BackgroundTask);
+    /// Whether calling `tool` first needs a person's approval: declared
+    /// `approval: "required"` (`declared`) or required by `APPROVAL_POLICY`,
+    /// and not already approved for the thread's session.
+    fn needs_approval(&self, tool: &str, declared: bool) -> bool;
+    /// Publishes a `confirmation-request` (its payload without `requestId`)
+    /// and records it pending; returns the request id.
+    fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped>;
 }
 
 /// An entry of `status.backgroundTasks`.
@@ -124,6 +131,27 @@ pub struct Checkpoint {
     pub tasks: Vec<Value>,
     #[serde(default)]
     pub usage: Option<Value>,
+    /// A step waiting for confirmations: its calls, some done, some pending.
+    #[serde(default)]
+    pub suspended: Option<Vec<StepCall>>,
+}
+
+/// One tool call of a suspended step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepCall {
+    pub id: String,
+    pub name: String,
+    pub args: Value,
+    /// What the model is told, once the call is settled.
+    pub result: Option<String>,
+    /// The confirmation this call waits for.
+    pub request_id: Option<String>,
+    /// Filled in when the run resumes: `approved | denied | expired | cancelled`.
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub decision: Option<Value>,
 }
 
 /// How a run ended, for its `run-finish`.
@@ -131,6 +159,8 @@ pub struct Checkpoint {
 pub enum End {
     Completed,
     Failed(String),
+    /// Waiting for a person: the run stays active, its state in storage.
+    Suspended,
     /// Cancelled or ended elsewhere: publish nothing more.
     Stopped,
 }
@@ -155,6 +185,8 @@ struct Agent<H: Host> {
 enum Halt {
     Failed(String),
     Stopped,
+    /// Tool calls wait for confirmations; the checkpoint holds the step.
+    Suspended,
 }
 
 impl From<Stopped> for Halt {
@@ -223,6 +255,7 @@ pub async fn run_orchestrator<H: Host>(
     let (end, reason) = match agent.run(job.checkpoint).await {
         Ok(_) => (End::Completed, None),
         Err(Halt::Stopped) => return End::Stopped,
+        Err(Halt::Suspended) => return End::Suspended,
         Err(Halt::Failed(reason)) => (End::Failed(reason.clone()), Some(reason)),
     };
     let status = if end == End::Completed { "completed" } else { "error" };
@@ -256,6 +289,9 @@ impl<H: Host> Agent<H> {
     /// the model answers without tools or the step limit. Returns the final
     /// answer's text.
     async fn run(&self, mut cp: Checkpoint) -> Result<String, Halt> {
+        if let Some(calls) = cp.suspended.take() {
+            self.finish_suspended_step(&mut cp, calls).await?;
+        }
         let mut usage = cp.usage.clone();
         loop {
             if cp.step >= self.cfg.max_steps {
@@ -288,8 +324,15 @@ impl<H: Host> Agent<H> {
             let content = if step.text.is_empty() { Value::Null } else { Value::String(step.text.clone()) };
             cp.messages.push(json!({ "role": "assistant", "content": content, "tool_calls": tool_calls }));
             let results = self.run_tools(&step.calls, &mut cp.tasks).await?;
-            for (call, result) in step.calls.iter().zip(results) {
-                cp.messages.push(json!({ "role": "tool", "tool_call_id": call.id, "content": result }));
+            if results.iter().any(|r| r.request_id.is_some()) {
+                // Some calls wait for a person: store the step and stop here.
+                cp.usage = usage;
+                cp.suspended = Some(results);
+                self.host.checkpoint(&cp);
+                return Err(Halt::Suspended);
+            }
+            for r in results {
+                cp.messages.push(json!({ "role": "tool", "tool_call_id": r.id, "content": r.result.unwrap_or_default() }));
             }
             cp.step += 1;
             cp.usage = usage.clone();
@@ -417,8 +460,9 @@ impl<H: Host> Agent<H> {
 
     /// Runs one step's tool calls concurrently. Returns each call's result
     /// text for the model, in call order.
-    async fn run_tools(&self, calls: &[openai::ToolCallParts], tasks: &mut Vec<Value>) -> Result<Vec<String>, Halt> {
+    async fn run_tools(&self, calls: &[openai::ToolCallParts], tasks: &mut Vec<Value>) -> Result<Vec<StepCall>, Halt> {
         let mut results: Vec<Option<String>> = vec![None; calls.len()];
+        let mut waiting: Vec<Option<(String, Value)>> = vec![None; calls.len()];
         let mut runnable = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments }) {
@@ -432,6 +476,17 @@ impl<H: Host> Agent<H> {
             };
             self.publish(vec![self.event(Kind::ToolCall, json!({ "toolCallId": call.id, "toolName": call.name, "args": args }))])?;
             match self.tools.resolve(&call.name, &args, self.allowed.as_deref(), self.orchestrator) {
+                Ok(kind) if self.asks_first(&kind) => {
+                    if !self.orchestrator {
+                        let msg = format!("`{}` needs a person's approval, which only the orchestrator can ask for", call.name);
+                        self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
+                        results[i] = Some(format!("Error: {msg}"));
+                        continue;
+                    }
+                    let request = confirmation_payload(&kind, call, &args);
+                    let request_id = self.host.request_confirmation(&self.agent_id, request)?;
+                    waiting[i] = Some((request_id, args));
+                }
                 Ok(kind) => runnable.push((i, kind, args)),
                 Err(msg) => {
                     self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
@@ -466,39 +521,113 @@ impl<H: Host> Agent<H> {
                 let Some((i, outcome)) = self.cancel.run(running.next()).await.ok_or(Halt::Stopped)? else {
                     break;
                 };
-                let id = &calls[i].id;
-                let text = match outcome? {
-                    Ok(v) => {
-                        self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": id, "result": v }))])?;
-                        match v {
-                            Value::String(s) => s,
-                            other => other.to_string(),
-                        }
-                    }
-                    Err(msg) => {
-                        self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": id, "error": msg }))])?;
-                        format!("Error: {msg}")
-                    }
-                };
-                results[i] = Some(text);
+                results[i] = Some(self.settle(&calls[i].id, outcome?)?);
             }
             self.publish(vec![self.event(Kind::Status, json!({ "message": "" }))])?;
         }
-        Ok(results.into_iter().map(Option::unwrap_or_default).collect())
+        Ok(calls
+            .iter()
+            .zip(results.into_iter().zip(waiting))
+            .map(|(call, (result, wait))| {
+                let (request_id, args) = match wait {
+                    Some((rid, args)) => (Some(rid), args),
+                    None => (None, Value::Null),
+                };
+                StepCall {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    args,
+                    result: if request_id.is_some() { None } else { Some(result.unwrap_or_default()) },
+                    request_id,
+                    state: None,
+                    decision: None,
+                }
+            })
+            .collect())
+    }
+
+    /// Whether this call must wait for a person first.
+    fn asks_first(&self, kind: &ToolKind<'_>) -> bool {
+        match kind {
+            ToolKind::AskUser => true,
+            ToolKind::Http(tool) => self.host.needs_approval(&tool.name, tool.approval == tools::Approval::Required),
+            _ => false,
+        }
+    }
+
+    /// Completes a step that waited for confirmations, with their decisions
+    /// (filled into `calls` by the host): an approved call runs (`ask-user`
+    /// answers with the person's input), a denied or lapsed one is a
+    /// `tool-error` the model is told about. Then the loop goes on.
+    async fn finish_suspended_step(&self, cp: &mut Checkpoint, calls: Vec<StepCall>) -> Result<(), Halt> {
+        for call in calls {
+            let content = match call.result.clone() {
+                Some(done) => done,
+                None => self.settle_confirmed(&call).await?,
+            };
+            cp.messages.push(json!({ "role": "tool", "tool_call_id": call.id, "content": content }));
+        }
+        cp.step += 1;
+        self.host.checkpoint(cp);
+        Ok(())
+    }
+
+    async fn settle_confirmed(&self, call: &StepCall) -> Result<String, Halt> {
+        let outcome = match call.state.as_deref() {
+            Some("approved") => match self.tools.resolve(&call.name, &call.args, None, true) {
+                Ok(ToolKind::AskUser) => Ok(call.decision.clone().unwrap_or(Value::Null)),
+                Ok(ToolKind::Http(tool)) => {
+                    self.publish(vec![self.event(Kind::Status, json!({ "message": format!("Running {}…", tool.name) }))])?;
+                    let body = json!({ "args": call.args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
+                    let out = self.cancel.run(self.host.call_http_tool(tool, body)).await.ok_or(Halt::Stopped)?;
+                    self.publish(vec![self.event(Kind::Status, json!({ "message": "" }))])?;
+                    out
+                }
+                Ok(_) => Err("this tool cannot run after a confirmation".to_owned()),
+                Err(e) => Err(e),
+            },
+            Some("denied") => {
+                let reason = call.decision.as_ref().and_then(|d| d["userInput"].as_str()).filter(|r| !r.is_empty());
+                Err(match reason {
+                    Some(r) => format!("The user denied this tool call: {r}"),
+                    None => "The user denied this tool call.".to_owned(),
+                })
+            }
+            Some("expired") => Err("The approval request expired before anyone decided; the tool did not run.".to_owned()),
+            _ => return Err(Halt::Stopped),
+        };
+        self.settle(&call.id, outcome)
+    }
+
+    /// Publishes a call's `tool-result` or `tool-error`; returns what the
+    /// model is told.
+    fn settle(&self, tool_call_id: &str, outcome: Result<Value, String>) -> Result<String, Halt> {
+        match outcome {
+            Ok(v) => {
+                self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": tool_call_id, "result": v }))])?;
+                Ok(match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                })
+            }
+            Err(msg) => {
+                self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": tool_call_id, "error": msg }))])?;
+                Ok(format!("Error: {msg}"))
+            }
+        }
     }
 
     /// One tool call: `Ok(Ok(result))`, `Ok(Err(tool error))`, or a halt.
     async fn run_tool(&self, kind: ToolKind<'_>, call: &openai::ToolCallParts, args: Value) -> Result<Result<Value, String>, Halt> {
         match kind {
             ToolKind::Http(tool) => {
-                if tool.approval == tools::Approval::Required {
-                    return Ok(Err(format!("`{}` requires a person's approval, and confirmations are not enabled on this deployment", tool.name)));
-                }
                 let body = json!({ "args": args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
                 Ok(self.host.call_http_tool(tool, body).await)
             }
             ToolKind::SpawnAgent => self.spawn_agent(args).await,
-            ToolKind::CreateTasks | ToolKind::UpdateTasks => unreachable!("handled in order before"),
+            ToolKind::CreateTasks | ToolKind::UpdateTasks | ToolKind::AskUser => {
+                unreachable!("task tools run in order before; ask-user waits for a person")
+            }
         }
     }
 
@@ -547,6 +676,7 @@ impl<H: Host> Agent<H> {
             messages,
             tasks: Vec::new(),
             usage: None,
+            suspended: None,
         };
         match task_id {
             None => {
@@ -568,7 +698,7 @@ impl<H: Host> Agent<H> {
                     let outcome = sub.run(cp).await;
                     let status = match &outcome {
                         Ok(_) => "completed",
-                        Err(Halt::Stopped) => "cancelled",
+                        Err(Halt::Stopped | Halt::Suspended) => "cancelled",
                         Err(Halt::Failed(_)) => "failed",
                     };
                     let _ = sub.complete(&role, outcome);
@@ -587,13 +717,45 @@ impl<H: Host> Agent<H> {
                 json!({ "role": role, "result": null, "error": why, "status": "error" }),
                 Err(format!("the sub-agent failed: {why}")),
             ),
-            Err(Halt::Stopped) => (
+            Err(Halt::Stopped | Halt::Suspended) => (
                 json!({ "role": role, "result": null, "status": "cancelled" }),
                 Err("the sub-agent was cancelled".to_owned()),
             ),
         };
         let _ = self.host.publish(&self.scope, vec![self.event(Kind::AgentCompleted, payload)]);
         result
+    }
+}
+
+/// The `confirmation-request` for a call (without its `requestId`).
+fn confirmation_payload(kind: &ToolKind<'_>, call: &openai::ToolCallParts, args: &Value) -> Value {
+    match kind {
+        ToolKind::AskUser => {
+            let mut p = json!({
+                "toolCallId": call.id,
+                "toolName": call.name,
+                "args": args,
+                "severity": args["severity"].as_str().unwrap_or("info"),
+                "message": args["message"].as_str().unwrap_or("The assistant has a question."),
+                "inputType": args["inputType"].as_str().unwrap_or("text"),
+            });
+            for key in ["questions", "tasks", "introMessage"] {
+                if let Some(v) = args.get(key) {
+                    p[key] = v.clone();
+                }
+            }
+            p
+        }
+        ToolKind::Http(tool) => json!({
+            "toolCallId": call.id,
+            "toolName": call.name,
+            "args": args,
+            "severity": tool.severity.as_deref().unwrap_or("warning"),
+            "message": format!("Allow `{}` to run?{}", tool.name,
+                if tool.description.is_empty() { String::new() } else { format!(" ({})", tool.description) }),
+            "inputType": "approval",
+        }),
+        _ => Value::Null,
     }
 }
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 pub const CREATE_TASKS: &str = "create-tasks";
 pub const UPDATE_TASKS: &str = "update-tasks";
 pub const SPAWN_AGENT: &str = "spawn-agent";
+pub const ASK_USER: &str = "ask-user";
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -62,6 +63,8 @@ pub enum ToolKind<'a> {
     CreateTasks,
     UpdateTasks,
     SpawnAgent,
+    /// Asks the person a question; its answer is the result.
+    AskUser,
 }
 
 fn builtin_definitions() -> Vec<Value> {
@@ -85,6 +88,34 @@ fn builtin_definitions() -> Vec<Value> {
             "name": UPDATE_TASKS,
             "description": "Update tasks of the checklist by id (status, description or detail).",
             "parameters": { "type": "object", "properties": { "tasks": { "type": "array", "items": task } }, "required": ["tasks"] }
+        }),
+        json!({
+            "name": ASK_USER,
+            "description": "Ask the user and wait for the answer: an approval, free text, structured questions or a plan review. The answer is this tool's result.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "message": { "type": "string" },
+                    "inputType": { "type": "string", "enum": ["approval", "text", "questions", "plan-review"] },
+                    "questions": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "id": { "type": "string" },
+                                "question": { "type": "string" },
+                                "type": { "type": "string", "enum": ["single", "multi", "text"] },
+                                "options": { "type": "array", "items": { "type": "string" } }
+                            },
+                            "required": ["id", "question", "type"]
+                        }
+                    },
+                    "introMessage": { "type": "string" },
+                    "tasks": {},
+                    "severity": { "type": "string", "enum": ["destructive", "warning", "info"] }
+                },
+                "required": ["message"]
+            }
         }),
         json!({
             "name": SPAWN_AGENT,
@@ -119,7 +150,7 @@ impl Toolbox {
             if t.name.is_empty() || !t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
                 return Err(format!("TOOLS: tool name `{}` must be letters, digits, `_` or `-`", t.name));
             }
-            if [CREATE_TASKS, UPDATE_TASKS, SPAWN_AGENT].contains(&t.name.as_str())
+            if [CREATE_TASKS, UPDATE_TASKS, SPAWN_AGENT, ASK_USER].contains(&t.name.as_str())
                 || http.iter().any(|(h, _): &(HttpTool, _)| h.name == t.name)
             {
                 return Err(format!("TOOLS: tool name `{}` is taken", t.name));
@@ -170,6 +201,7 @@ impl Toolbox {
                 return Ok(match name {
                     CREATE_TASKS => ToolKind::CreateTasks,
                     UPDATE_TASKS => ToolKind::UpdateTasks,
+                    ASK_USER => ToolKind::AskUser,
                     _ => ToolKind::SpawnAgent,
                 });
             }
@@ -216,7 +248,7 @@ mod tests {
             Ok(ToolKind::SpawnAgent)
         ));
         assert!(tb.resolve(SPAWN_AGENT, &json!({"role":"r","instructions":"i"}), None, false).is_err(), "sub-agents cannot spawn");
-        assert_eq!(tb.definitions(None, true).len(), 4);
+        assert_eq!(tb.definitions(None, true).len(), 5);
         assert_eq!(tb.definitions(Some(&[]), false).len(), 0);
     }
 
