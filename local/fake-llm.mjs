@@ -309,12 +309,21 @@ export function planReply(body) {
         ],
       });
 
-    case "ask":
+    case "ask": {
+      // [[ask]] asks structured questions; [[ask:text]], [[ask:approval]] and
+      // [[ask:plan-review]] ask the other kinds of input.
+      const inputType = directive.arg?.trim() || "questions";
       return callIfOffered("ask-user", {
-        message: "Which option?",
-        inputType: "questions",
-        questions: [{ id: "q1", question: "Pick one", type: "single", options: ["a", "b"] }],
+        message: inputType === "plan-review" ? "Does this plan look right?" : "Which option?",
+        inputType,
+        ...(inputType === "questions"
+          ? { questions: [{ id: "q1", question: "Pick one", type: "single", options: ["a", "b"] }] }
+          : {}),
+        ...(inputType === "plan-review"
+          ? { tasks: { tasks: [{ id: "t1", description: "Do the thing", status: "todo" }] } }
+          : {}),
       });
+    }
 
     case "error": {
       const status = intArg(directive.arg, 500);

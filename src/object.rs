@@ -354,28 +354,7 @@ impl ThreadObject {
     /// Keeps the storage alarm at the active run's next deadline. Alarms
     /// survive eviction and restarts, so a silent run always ends.
     async fn arm_alarm(&self) {
-        let heartbeat = self.config.heartbeat_ms;
-        let Ok(Some(deadline)) = self.with_core(|c| {
-            let running_builtin =
-                c.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !c.is_suspended();
-            // While the built-in agent runs, an alarm every few seconds keeps
-            // the object resident (an outbound fetch alone does not). A
-            // suspended run needs no heartbeat: it waits in storage.
-            let run = c.run_deadline().map(|d| if running_builtin { d.min(now_ms() + heartbeat) } else { d });
-            let expiry = c.next_expiry().ok().flatten();
-            [run, expiry].into_iter().flatten().min()
-        }) else {
-            return;
-        };
-        let storage = self.state.storage();
-        let current = storage.get_alarm().await.ok().flatten();
-        let now = now_ms();
-        if current.is_none_or(|t| t > deadline || t < now) {
-            // An i64 alarm time is an offset from now, not an epoch time.
-            if let Err(e) = storage.set_alarm((deadline - now).max(10)).await {
-                console_error!("set_alarm: {e}");
-            }
-        }
+        arm_alarm(&self.core, &self.state.storage(), self.config.heartbeat_ms).await
     }
 
     /// Arms the in-memory timer that stores trailing deltas after the idle
@@ -519,8 +498,12 @@ impl ThreadObject {
         let core = self.core.clone();
         let timer = self.flush_timer.clone();
         let run_id = run.run_id.clone();
+        let storage = self.state.storage();
+        let heartbeat = self.config.heartbeat_ms;
         wasm_bindgen_futures::spawn_local(async move {
             let end = agent::run_orchestrator(host, cfg, tools, token, job).await;
+            // Suspended: the alarm now waits for the first confirmation to lapse.
+            arm_alarm(&core, &storage, heartbeat).await;
             if end != agent::End::Stopped {
                 // Keep the token while background sub-agents of this run go on.
                 let background = core
@@ -580,6 +563,30 @@ impl ThreadObject {
             if let Err(e) = post_json(hook, &message).await {
                 console_warn!("webhook: {e}");
             }
+        }
+    }
+}
+
+/// Keeps the storage alarm at the thread's next deadline: the active run's
+/// idle or restart deadline, the heartbeat while the built-in agent runs, the
+/// next confirmation to lapse. Alarms survive eviction and restarts.
+async fn arm_alarm(core: &Shared, storage: &Storage, heartbeat: i64) {
+    let deadline = core.borrow().as_ref().and_then(|c| {
+        let running_builtin = c.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !c.is_suspended();
+        // While the built-in agent runs, an alarm every few seconds keeps
+        // the object resident (an outbound fetch alone does not). A
+        // suspended run needs no heartbeat: it waits in storage.
+        let run = c.run_deadline().map(|d| if running_builtin { d.min(now_ms() + heartbeat) } else { d });
+        let expiry = c.next_expiry().ok().flatten();
+        [run, expiry].into_iter().flatten().min()
+    });
+    let Some(deadline) = deadline else { return };
+    let current = storage.get_alarm().await.ok().flatten();
+    let now = now_ms();
+    if current.is_none_or(|t| t > deadline || t < now) {
+        // An i64 alarm time is an offset from now, not an epoch time.
+        if let Err(e) = storage.set_alarm((deadline - now).max(10)).await {
+            console_error!("set_alarm: {e}");
         }
     }
 }
