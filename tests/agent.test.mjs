@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { startWorker, client, newThread, sleep, until, tempDir } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
+import { fold } from "./support/reducer.mjs";
 
 let llm, tools, worker, api;
 
@@ -295,6 +296,33 @@ describe("cancel", () => {
     await sleep(800);
     assert.equal(sse.events().length, n, "no deltas after the cancel");
     sse.close();
+  });
+});
+
+describe("the agent tree", () => {
+  test("GET .../messages folds the same tree a client folds live", async () => {
+    const scenarios = [
+      "plain hello",
+      "think first [[reason]]",
+      'look it up [[tool:weather:{"city":"Oslo"}]]',
+      "break it [[tool:fail]]",
+      "delegate [[spawn]]",
+      "plan it [[tasks]]",
+      "both [[parallel]]",
+      "bad [[badargs:weather]]",
+    ];
+    for (const message of scenarios) {
+      const thread = newThread("tree");
+      // Connected before the run starts: this client sees it all live.
+      const live = api.events(thread);
+      await live.ready;
+      const r = await api.chat(thread, message);
+      await live.waitFor((e) => e.type === "run-finish", 10000, `run-finish of ${message}`);
+      const folded = fold(live.events().filter((e) => e.runId === r.json.runId));
+      const served = (await api.messages(thread)).json.messages[1].agentTree;
+      assert.deepEqual(folded, served, message);
+      live.close();
+    }
   });
 });
 

@@ -3,6 +3,7 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, startWebhook, client, newThread, sleep, until, tempDir } from "./support/harness.mjs";
+import { fold } from "./support/reducer.mjs";
 
 let worker, hook, api;
 
@@ -441,6 +442,11 @@ describe("live and replay agree", () => {
     const midDeltas = mid.events().filter((e) => e.type === "text-delta" && e.agentId === "sub");
     assert.deepEqual(midDeltas.map((d) => [d.payload.text, d.payload.snapshot ?? false]), [["sub text", true], [" more", false]]);
     assert.equal(mid.events().find((e) => e.type === "text-block" && e.agentId === "sub").payload.text, "sub text more");
+    // fold(live) == fold(replay) == the server's fold. (Reconnects at every
+    // point are the core's property test: durable/tests/thread.rs.)
+    const tree = fold(live.events());
+    assert.deepEqual(fold(replay.events()), tree);
+    assert.deepEqual((await api.messages(thread)).json.messages[1].agentTree, tree);
     for (const c of [live, mid, replay]) c.close();
   });
 });
