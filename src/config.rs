@@ -28,6 +28,10 @@ pub struct Config {
     /// Why `APPROVAL_POLICY` could not be read: runs are refused rather than
     /// run tools without the approvals it asks for.
     pub policy_error: Option<String>,
+    /// `LLM_MODELS` (or the one `LLM_MODEL`); an invalid catalog refuses sends.
+    pub catalog: Result<threadline_durable::models::Catalog, String>,
+    /// API keys of catalog models that name their own (`keyName`).
+    pub model_keys: std::collections::BTreeMap<String, String>,
 }
 
 fn var(env: &Env, name: &str) -> Option<String> {
@@ -42,14 +46,31 @@ impl Config {
     pub fn from_env(env: &Env) -> Config {
         let defaults = threadline_durable::Config::default();
         let policy = threadline_durable::confirm::Policy::parse(var(env, "APPROVAL_POLICY").as_deref());
+        let single = var(env, "LLM_MODEL").unwrap_or_else(|| threadline_durable::agent::AgentConfig::default().model);
+        let catalog = threadline_durable::models::Catalog::parse(var(env, "LLM_MODELS").as_deref(), &single);
         Config {
             thread: threadline_durable::Config {
                 run_idle_timeout_ms: num(env, "RUN_IDLE_TIMEOUT_MS", defaults.run_idle_timeout_ms),
                 restart_grace_ms: num(env, "RUN_RESTART_GRACE_MS", defaults.restart_grace_ms),
                 replay_page: defaults.replay_page,
                 approval_policy: policy.clone().unwrap_or_default(),
+                driver: if var(env, "AGENT_WEBHOOK_URL").is_some() {
+                    threadline_durable::store::Driver::Webhook
+                } else {
+                    threadline_durable::store::Driver::Builtin
+                },
             },
             policy_error: policy.err(),
+            model_keys: catalog
+                .as_ref()
+                .map(|c| {
+                    c.models
+                        .iter()
+                        .filter_map(|(id, m)| Some((id.clone(), var(env, m.key_name.as_deref()?)?)))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            catalog,
             webhook_url: var(env, "AGENT_WEBHOOK_URL"),
             public_url: var(env, "PUBLIC_URL"),
             debug_routes: var(env, "DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),

@@ -51,10 +51,25 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 }
 
 async fn route(req: Request, env: &Env) -> std::result::Result<Response, threadline_durable::ApiError> {
+    if req.path() == "/agent/models" {
+        return models(&req, env);
+    }
     let route = Route::parse(req.method().as_ref(), &req.path())?;
     let stub = env
         .durable_object("THREAD")
         .and_then(|ns| ns.get_by_name(route.thread()))
         .map_err(http::internal)?;
     stub.fetch_with_request(req).await.map_err(http::internal)
+}
+
+/// `GET /agent/models`: the model catalog (`LLM_MODELS`, or the one `LLM_MODEL`).
+fn models(req: &Request, env: &Env) -> std::result::Result<Response, threadline_durable::ApiError> {
+    if req.method() != Method::Get {
+        return Err(threadline_durable::ApiError::new(405, "method_not_allowed", "/agent/models takes GET").with("allow", "GET"));
+    }
+    let config = config::Config::from_env(env);
+    let catalog = config
+        .catalog
+        .map_err(|e| threadline_durable::ApiError::new(503, "invalid_models", e))?;
+    http::json(200, &catalog.view()).map_err(http::internal)
 }

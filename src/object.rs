@@ -41,7 +41,13 @@ impl Sink for ChannelSink {
 
 #[durable_object]
 pub struct ThreadObject {
-    state: State,
+    inner: Rc<Inner>,
+}
+
+/// The object's state, shared with the tasks it spawns (the agent loop, the
+/// idle-flush timer), which outlive the request that started them.
+pub struct Inner {
+    storage: Storage,
     config: Config,
     core: Shared,
     /// Deadline of the armed in-memory idle-flush timer, if one is armed.
@@ -49,45 +55,65 @@ pub struct ThreadObject {
     /// Built-in agent runs driven by this instance: their cancel tokens and
     /// hosts (whose abort controller stops their fetches).
     agents: Rc<RefCell<Vec<(String, CancelToken, WorkerHost)>>>,
+    /// The origin of the last request served (for publish URLs).
+    last_origin: RefCell<String>,
 }
+
+/// Where a thread keeps its pinned model (`PATCH /agent/threads/:id`).
+const PIN_KEY: &str = "pinned_model";
 
 impl DurableObject for ThreadObject {
     fn new(state: State, env: Env) -> Self {
         let config = Config::from_env(&env);
-        ThreadObject { state, config, core: Rc::default(), flush_timer: Rc::default(), agents: Rc::default() }
+        let inner = Inner {
+            storage: state.storage(),
+            config,
+            core: Rc::default(),
+            flush_timer: Rc::default(),
+            agents: Rc::default(),
+            last_origin: RefCell::default(),
+        };
+        ThreadObject { inner: Rc::new(inner) }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
-        match self.handle(req).await {
+        match self.inner.handle(req).await {
             Ok(resp) => Ok(resp),
             Err(e) => http::error(&e),
         }
     }
 
     async fn alarm(&self) -> Result<Response> {
-        if let Err(e) = self.on_alarm().await {
+        if let Err(e) = self.inner.on_alarm().await {
             console_error!("alarm: {e}");
         }
         Response::ok("")
     }
 }
 
-impl ThreadObject {
+impl Inner {
     /// Runs `f` on the core, loading it from storage on first use. The borrow
     /// ends when `f` returns.
-    fn with_core<R>(&self, f: impl FnOnce(&mut Core) -> R) -> std::result::Result<R, ApiError> {
+    fn with_core<R>(self: &Rc<Self>, f: impl FnOnce(&mut Core) -> R) -> std::result::Result<R, ApiError> {
         let mut slot = self.core.borrow_mut();
         if slot.is_none() {
-            let store = SqlStore::open(self.state.storage().sql()).map_err(internal)?;
-            *slot = Some(Thread::load(store, self.config.thread.clone(), now_ms())?);
+            let store = SqlStore::open(self.storage.sql()).map_err(internal)?;
+            let mut core = Thread::load(store, self.config.thread.clone(), now_ms())?;
+            core.set_id_source(Rc::new(|prefix: &str| {
+                if prefix == "tlp" { ids::new_token() } else { ids::new_id(prefix) }
+            }));
+            *slot = Some(core);
         }
         Ok(f(slot.as_mut().expect("loaded above")))
     }
 
-    async fn handle(&self, mut req: Request) -> std::result::Result<Response, ApiError> {
+    async fn handle(self: &Rc<Self>, mut req: Request) -> std::result::Result<Response, ApiError> {
         let route = Route::parse(req.method().as_ref(), &req.path())?;
         let loaded_before = self.core.borrow().is_some();
         self.with_core(|c| c.set_thread_id(route.thread()))?;
+        if let Ok(url) = req.url() {
+            *self.last_origin.borrow_mut() = url.origin().ascii_serialization();
+        }
         let resp = match &route {
             Route::Chat { thread } => self.chat(thread, &mut req).await,
             Route::Cancel { .. } => self.cancel().await,
@@ -97,7 +123,20 @@ impl ThreadObject {
             Route::Messages { thread } => self.messages(thread, &req),
             Route::Stats { .. } => self.stats(),
             Route::Confirm { request, .. } => self.confirm(request, &mut req).await,
+            Route::QueueList { .. } => {
+                self.with_core(|c| http::json(200, &json!({ "queue": c.queue() })).map_err(internal))?
+            }
+            Route::QueueItem { message, delete, .. } => self.queue_item(message, *delete, &mut req).await,
+            Route::QueueMove { message, .. } => self.queue_move(message, &mut req).await,
+            Route::QueuePause { paused, .. } => {
+                let paused = *paused;
+                self.with_core(|c| c.queue_pause(paused, now_ms()))??;
+                self.queue_answer()
+            }
+            Route::AgentThread { thread, patch } => self.agent_thread(thread, *patch, &mut req).await,
         };
+        // Whatever the request did may have started a queued message.
+        self.launch_started().await;
         if !loaded_before {
             // First request of this instance: a built-in run found open is
             // resumed or swept; any other needs its deadline on the alarm.
@@ -107,8 +146,35 @@ impl ThreadObject {
         resp
     }
 
-    async fn chat(&self, thread: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+    /// `POST /instance-ai/chat/:threadId` `{message, mode?, model?, regenerate?}`.
+    ///
+    /// `mode`: `reject` (default: 409 `run_active` while a run holds the
+    /// thread), `queue` (202; starts at once when the thread is free, else
+    /// waits in the thread's queue) or `interrupt` (cancels the active run and
+    /// runs this message next). `regenerate: true` answers the last user
+    /// message again. `model` picks a catalog model for this turn only.
+    async fn chat(self: &Rc<Self>, thread: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
         let body = read_json(req, self.config.max_body_bytes).await?;
+        if let Some(e) = &self.config.policy_error {
+            return Err(ApiError::new(503, "invalid_approval_policy", e.clone()));
+        }
+        let catalog = self.config.catalog.as_ref().map_err(|e| ApiError::new(503, "invalid_models", e.clone()))?;
+        if self.config.thread.driver == Driver::Builtin {
+            self.builtin_ready()?;
+        }
+        let model = match body.get("model") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(catalog.check(id).map(|_| id.clone())?),
+            Some(_) => return Err(ApiError::bad_request("model_not_allowed", "`model` must be a catalog model id")),
+        };
+        let pin = self.with_core(|c| c.store().meta(PIN_KEY).ok().flatten())?;
+        let model = Some(catalog.pick(model.as_deref(), pin.as_deref())?.to_owned());
+        let now = now_ms();
+        if body.get("regenerate").and_then(Value::as_bool) == Some(true) {
+            let run = self.with_core(|c| c.regenerate(model, now))??;
+            self.launch_started().await;
+            return http::json(200, &json!({ "runId": run.run_id, "regenerated": true })).map_err(internal);
+        }
         let message = match body.get("message") {
             Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
             Some(Value::String(_)) | None => {
@@ -123,79 +189,148 @@ impl ThreadObject {
                 format!("`message` is over {} bytes", self.config.max_message_bytes),
             ));
         }
-        if let Some(e) = &self.config.policy_error {
-            return Err(ApiError::new(503, "invalid_approval_policy", e.clone()));
+        let mode = match body.get("mode") {
+            None | Some(Value::Null) => "reject",
+            Some(Value::String(m)) if ["reject", "queue", "interrupt"].contains(&m.as_str()) => m.as_str(),
+            Some(_) => return Err(ApiError::bad_request("invalid_mode", "`mode` is one of reject, queue, interrupt")),
+        };
+        let resp = match mode {
+            "reject" => {
+                let token = ids::new_token();
+                let run = self.with_core(|c| {
+                    c.start_run(
+                        StartRun {
+                            run_id: ids::new_id("run"),
+                            message_id: ids::new_id("msg"),
+                            message,
+                            publish_token: token.clone(),
+                            driver: c.config().driver,
+                            model,
+                        },
+                        now,
+                    )
+                })??;
+                self.launch(thread, &run, &token).await;
+                http::json(200, &json!({ "runId": run.run_id }))
+            }
+            "queue" => {
+                let (item, position, started) = self.with_core(|c| c.enqueue(message, model, now))??;
+                self.launch_started().await;
+                let queue = self.with_core(|c| serde_json::to_value(c.queue()).expect("serialises"))?;
+                let mut body = json!({
+                    "queued": true,
+                    "threadId": thread,
+                    "messageId": item.message_id,
+                    "position": position,
+                    "queue": queue,
+                });
+                if let Some(run) = started {
+                    body["runId"] = run.run_id.into();
+                }
+                http::json(202, &body)
+            }
+            _ => {
+                let (item, interrupted) = self.with_core(|c| c.interrupt(message, model, now))??;
+                if let Some(old) = &interrupted {
+                    self.stop_agents();
+                    self.tell_agent(json!({ "type": "cancel", "runId": old, "reason": "interrupted" })).await;
+                }
+                self.launch_started().await;
+                let queue = self.with_core(|c| serde_json::to_value(c.queue()).expect("serialises"))?;
+                let mut body = json!({
+                    "queued": true,
+                    "threadId": thread,
+                    "messageId": item.message_id,
+                    "position": 0,
+                    "queue": queue,
+                    "runId": item.run_id,
+                });
+                if let Some(old) = interrupted {
+                    body["interrupting"] = old.into();
+                }
+                http::json(202, &body)
+            }
+        };
+        resp.map_err(internal)
+    }
+
+    /// Drives runs the thread started on its own (from its queue).
+    async fn launch_started(self: &Rc<Self>) {
+        let Ok(started) = self.with_core(|c| (c.thread_id().to_owned(), c.take_started())) else { return };
+        let (thread, runs) = started;
+        for s in runs {
+            self.launch(&thread, &s.run, &s.publish_token).await;
         }
-        let driver = if self.config.webhook_url.is_some() { Driver::Webhook } else { Driver::Builtin };
-        let tools = match driver {
-            Driver::Builtin => Some(self.builtin_ready()?),
-            Driver::Webhook => None,
+    }
+
+    /// Gets a new run going: the built-in agent, or the external agent's
+    /// start signal. A run whose agent cannot start ends at once with an
+    /// error, rather than lock the thread.
+    async fn launch(self: &Rc<Self>, thread: &str, run: &threadline_durable::RunRecord, token: &str) {
+        let failed = match run.driver {
+            Driver::Builtin => self.builtin_ready().and_then(|tools| self.start_builtin(thread, run, tools)).err().map(|e| e.message),
+            Driver::Webhook => match &self.config.webhook_url {
+                None => Some("no agent webhook is configured".to_owned()),
+                Some(hook) => {
+                    let publish_url = format!("{}/instance-ai/threads/{thread}/runs/{}/events", self.origin(), run.run_id);
+                    let signal = json!({
+                        "type": "run",
+                        "threadId": thread,
+                        "runId": run.run_id,
+                        "messageId": run.message_id,
+                        "message": run.message,
+                        "agentId": run.agent_id,
+                        "model": run.model,
+                        "publishUrl": publish_url,
+                        "publishToken": token,
+                    });
+                    post_json(hook, &signal).await.err().map(|why| format!("agent webhook failed: {why}"))
+                }
+            },
         };
-        let start = StartRun {
-            run_id: ids::new_id("run"),
-            message_id: ids::new_id("msg"),
-            message,
-            publish_token: ids::new_token(),
-            driver,
-        };
-        let token = start.publish_token.clone();
-        let run = self.with_core(|c| c.start_run(start, now_ms()))??;
-        if let Some(tools) = tools {
-            self.start_builtin(thread, &run, tools)?;
+        if let Some(msg) = failed {
+            let reason = if run.driver == Driver::Webhook { "agent webhook failed" } else { "agent failed to start" };
+            let _ = self.with_core(|c| {
+                let now = now_ms();
+                let err = threadline_durable::Event::new(
+                    threadline_durable::Kind::Error,
+                    &run.run_id,
+                    &run.agent_id,
+                    now,
+                    json!({ "content": msg }),
+                );
+                c.publish_run(&run.run_id, vec![err], now)?;
+                c.end_run(&run.run_id, FinishStatus::Error, reason, now)
+            });
+            // Its end may start the next queued message.
+            Box::pin(self.launch_started()).await;
         }
         self.arm_alarm().await;
-        if let Some(hook) = &self.config.webhook_url {
-            let publish_url = format!(
-                "{}/instance-ai/threads/{thread}/runs/{}/events",
-                self.public_origin(req),
-                run.run_id
-            );
-            let signal = json!({
-                "type": "run",
-                "threadId": thread,
-                "runId": run.run_id,
-                "messageId": run.message_id,
-                "message": run.message,
-                "agentId": run.agent_id,
-                "publishUrl": publish_url,
-                "publishToken": token,
-            });
-            if let Err(why) = post_json(hook, &signal).await {
-                // The agent never got the run: end it rather than lock the thread.
-                let msg = format!("agent webhook failed: {why}");
-                self.with_core(|c| {
-                    let now = now_ms();
-                    let err = threadline_durable::Event::new(
-                        threadline_durable::Kind::Error,
-                        &run.run_id,
-                        &run.agent_id,
-                        now,
-                        json!({ "content": msg }),
-                    );
-                    c.publish_events(vec![err], now)?;
-                    c.end_run(&run.run_id, FinishStatus::Error, "agent webhook failed", now)
-                })??;
-            }
-        }
-        http::json(200, &json!({ "runId": run.run_id })).map_err(internal)
     }
 
-    fn public_origin(&self, req: &Request) -> String {
-        if let Some(url) = &self.config.public_url {
-            return url.trim_end_matches('/').to_owned();
-        }
-        req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default()
-    }
-
-    async fn cancel(&self) -> std::result::Result<Response, ApiError> {
-        let cancelled = self.with_core(|c| c.cancel(now_ms()))??;
-        // The built-in agent (and its sub-agents, background ones too) stop
-        // and their fetches are aborted; the run's events end with the
-        // `run-finish` just stored.
+    /// Stops the built-in agents of this instance and aborts their fetches.
+    fn stop_agents(self: &Rc<Self>) {
         for (_, token, host) in self.agents.borrow_mut().drain(..) {
             token.cancel();
             host.abort();
         }
+    }
+
+    /// The origin publish URLs are built on: `PUBLIC_URL`, else the origin of
+    /// the last request this object served.
+    fn origin(self: &Rc<Self>) -> String {
+        match &self.config.public_url {
+            Some(url) => url.trim_end_matches('/').to_owned(),
+            None => self.last_origin.borrow().clone(),
+        }
+    }
+
+    async fn cancel(self: &Rc<Self>) -> std::result::Result<Response, ApiError> {
+        let cancelled = self.with_core(|c| c.cancel(now_ms()))??;
+        // The built-in agent (and its sub-agents, background ones too) stop
+        // and their fetches are aborted; the run's events end with the
+        // `run-finish` just stored.
+        self.stop_agents();
         if let Some(run_id) = &cancelled {
             self.tell_agent(json!({ "type": "cancel", "runId": run_id, "reason": "user_cancelled" })).await;
         }
@@ -206,7 +341,7 @@ impl ThreadObject {
         http::json(200, &body).map_err(internal)
     }
 
-    async fn publish(&self, run: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+    async fn publish(self: &Rc<Self>, run: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
         // Read the whole body before answering, whatever the answer.
         let body = read_json(req, self.config.max_batch_bytes).await;
         let token = req
@@ -245,7 +380,7 @@ impl ThreadObject {
     }
 
     /// `GET /instance-ai/events/:threadId`: replay after the cursor, then live.
-    fn events(&self, req: &Request) -> std::result::Result<Response, ApiError> {
+    fn events(self: &Rc<Self>, req: &Request) -> std::result::Result<Response, ApiError> {
         let header = req.headers().get("last-event-id").ok().flatten();
         let url = req.url().map_err(internal)?;
         let query = url.query_pairs().find(|(k, _)| k == "lastEventId").map(|(_, v)| v.into_owned());
@@ -295,7 +430,7 @@ impl ThreadObject {
         Ok(Response::from_stream(body).map_err(internal)?.with_headers(headers))
     }
 
-    fn messages(&self, thread: &str, req: &Request) -> std::result::Result<Response, ApiError> {
+    fn messages(self: &Rc<Self>, thread: &str, req: &Request) -> std::result::Result<Response, ApiError> {
         let url = req.url().map_err(internal)?;
         let param = |name: &str, default: usize, max: usize| -> std::result::Result<usize, ApiError> {
             match url.query_pairs().find(|(k, _)| k == name) {
@@ -313,7 +448,7 @@ impl ThreadObject {
         http::json(200, &body).map_err(internal)
     }
 
-    fn stats(&self) -> std::result::Result<Response, ApiError> {
+    fn stats(self: &Rc<Self>) -> std::result::Result<Response, ApiError> {
         if !self.config.debug_routes {
             return Err(ApiError::not_found("not_found", "debug routes are off (DEBUG_ROUTES)"));
         }
@@ -329,7 +464,7 @@ impl ThreadObject {
         http::json(200, &body).map_err(internal)
     }
 
-    async fn on_alarm(&self) -> std::result::Result<(), ApiError> {
+    async fn on_alarm(self: &Rc<Self>) -> std::result::Result<(), ApiError> {
         let first = self.core.borrow().is_none();
         if first {
             self.with_core(|_| ())?;
@@ -353,20 +488,72 @@ impl ThreadObject {
 
     /// Keeps the storage alarm at the active run's next deadline. Alarms
     /// survive eviction and restarts, so a silent run always ends.
-    async fn arm_alarm(&self) {
-        arm_alarm(&self.core, &self.state.storage(), self.config.heartbeat_ms).await
+    async fn arm_alarm(self: &Rc<Self>) {
+        arm_alarm(&self.core, &self.storage, self.config.heartbeat_ms).await
     }
 
     /// Arms the in-memory timer that stores trailing deltas after the idle
     /// time. In memory on purpose: an alarm is a storage write per segment.
-    fn arm_flush_timer(&self) {
+    fn arm_flush_timer(self: &Rc<Self>) {
         arm_flush_timer(self.core.clone(), self.flush_timer.clone());
+    }
+
+    fn queue_answer(self: &Rc<Self>) -> std::result::Result<Response, ApiError> {
+        self.with_core(|c| http::json(200, &json!({ "ok": true, "queue": c.queue() })).map_err(internal))?
+    }
+
+    /// `PATCH .../queue/:messageId {message}` edits; `DELETE` removes.
+    async fn queue_item(self: &Rc<Self>, message_id: &str, delete: bool, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        if delete {
+            self.with_core(|c| c.queue_remove(message_id, now_ms()))??;
+            return self.queue_answer();
+        }
+        let body = read_json(req, self.config.max_body_bytes).await?;
+        let text = match body.get("message") {
+            Some(Value::String(m)) if !m.trim().is_empty() && m.len() <= self.config.max_message_bytes => m.clone(),
+            _ => return Err(ApiError::bad_request("message_required", "`message` must be a non-empty string")),
+        };
+        self.with_core(|c| c.queue_edit(message_id, text, now_ms()))??;
+        self.queue_answer()
+    }
+
+    /// `POST .../queue/:messageId/move {position}` (0 runs next).
+    async fn queue_move(self: &Rc<Self>, message_id: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        let body = read_json(req, self.config.max_body_bytes).await?;
+        let Some(position) = body.get("position").and_then(Value::as_u64) else {
+            return Err(ApiError::bad_request("invalid_position", "`position` must be a non-negative integer"));
+        };
+        self.with_core(|c| c.queue_move(message_id, position as usize, now_ms()))??;
+        self.queue_answer()
+    }
+
+    /// `GET /agent/threads/:id`: messages with their trees, the queue, the
+    /// pinned model, the run state. `PATCH {model}` pins a catalog model
+    /// (`null` unpins); a pin outlives the turn.
+    async fn agent_thread(self: &Rc<Self>, thread: &str, patch: bool, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        if patch {
+            let body = read_json(req, self.config.max_body_bytes).await?;
+            let catalog = self.config.catalog.as_ref().map_err(|e| ApiError::new(503, "invalid_models", e.clone()))?;
+            let pin = match body.get("model") {
+                Some(Value::Null) => None,
+                Some(Value::String(id)) => Some(catalog.check(id).map(|_| id.clone())?),
+                _ => return Err(ApiError::bad_request("model_not_allowed", "`model` must be a catalog model id or null")),
+            };
+            self.with_core(|c| c.store_mut().set_meta(PIN_KEY, pin.as_deref()).map_err(ApiError::storage))??;
+        }
+        let body = self.with_core(|c| {
+            let mut view = c.messages(thread, 200, 0)?;
+            view["model"] = c.store().meta(PIN_KEY).ok().flatten().into();
+            view["status"] = c.status();
+            Ok::<_, ApiError>(view)
+        })??;
+        http::json(200, &body).map_err(internal)
     }
 
     /// `POST /instance-ai/confirm/:requestId`: records the decision, then
     /// resumes the built-in agent (once every confirmation of its step is
     /// settled) or tells the external agent through its webhook.
-    async fn confirm(&self, request: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+    async fn confirm(self: &Rc<Self>, request: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
         let body = read_json(req, self.config.max_body_bytes).await?;
         let c = self.with_core(|core| core.decide(request, &body, None, now_ms()))??;
         self.after_settled(&c).await;
@@ -375,7 +562,7 @@ impl ThreadObject {
     }
 
     /// A confirmation was decided or lapsed: its run goes on.
-    async fn after_settled(&self, c: &threadline_durable::confirm::Confirmation) {
+    async fn after_settled(self: &Rc<Self>, c: &threadline_durable::confirm::Confirmation) {
         let driver = self.with_core(|core| core.store().run(&c.run_id).ok().flatten().map(|r| r.driver)).ok().flatten();
         match driver {
             Some(Driver::Builtin) => self.resume_if_ready(&c.run_id),
@@ -398,7 +585,7 @@ impl ThreadObject {
 
     /// Resumes a suspended built-in run once every confirmation its step
     /// waits for is settled, with the decisions filled into the checkpoint.
-    fn resume_if_ready(&self, run_id: &str) {
+    fn resume_if_ready(self: &Rc<Self>, run_id: &str) {
         let ready = self.with_core(|core| {
             let run = core.active_run().filter(|r| r.run_id == run_id)?.clone();
             let mut cp: Checkpoint = serde_json::from_str(&core.checkpoint(run_id).ok()??).ok()?;
@@ -427,7 +614,7 @@ impl ThreadObject {
 
     /// Checks the built-in agent can run: a model is configured and `TOOLS`
     /// parses. Refusals are 503s with their own codes, before any run starts.
-    fn builtin_ready(&self) -> std::result::Result<Rc<Toolbox>, ApiError> {
+    fn builtin_ready(self: &Rc<Self>) -> std::result::Result<Rc<Toolbox>, ApiError> {
         if self.config.llm_base_url.is_none() {
             return Err(ApiError::new(
                 503,
@@ -442,7 +629,7 @@ impl ThreadObject {
 
     /// Starts the built-in agent on a new run: conversation memory, the first
     /// checkpoint, the thread's title on its first message, then the loop.
-    fn start_builtin(&self, thread: &str, run: &threadline_durable::RunRecord, tools: Rc<Toolbox>) -> std::result::Result<(), ApiError> {
+    fn start_builtin(self: &Rc<Self>, thread: &str, run: &threadline_durable::RunRecord, tools: Rc<Toolbox>) -> std::result::Result<(), ApiError> {
         let cfg = &self.config.agent;
         let (history, first) = self.with_core(|c| {
             let history = c.history(cfg.history_chars, &run.run_id)?;
@@ -478,12 +665,27 @@ impl ThreadObject {
     }
 
     /// Runs the orchestrator for `run` from `checkpoint`, detached.
-    fn drive(&self, thread: &str, run: &threadline_durable::RunRecord, tools: Rc<Toolbox>, checkpoint: Checkpoint) {
-        let model = Rc::new(ModelEndpoint {
+    fn drive(self: &Rc<Self>, thread: &str, run: &threadline_durable::RunRecord, tools: Rc<Toolbox>, checkpoint: Checkpoint) {
+        let entry = self.config.catalog.as_ref().ok().and_then(|c| {
+            let id = run.model.as_deref().unwrap_or(&c.default);
+            c.models.get(id).map(|m| (id.to_owned(), m.clone()))
+        });
+        let mut cfg = self.config.agent.clone();
+        let mut endpoint = ModelEndpoint {
             base_url: self.config.llm_base_url.clone().unwrap_or_default(),
             api_key: self.config.llm_api_key.clone(),
-        });
-        let host = WorkerHost::new(self.core.clone(), run.run_id.clone(), model);
+        };
+        if let Some((id, m)) = entry {
+            cfg.model = m.model.clone();
+            if let Some(url) = m.base_url {
+                endpoint.base_url = url;
+            }
+            if let Some(key) = self.config.model_keys.get(&id) {
+                endpoint.api_key = Some(key.clone());
+            }
+        }
+        let cfg = Rc::new(cfg);
+        let host = WorkerHost::new(self.core.clone(), run.run_id.clone(), Rc::new(endpoint));
         let token = CancelToken::default();
         self.agents.borrow_mut().push((run.run_id.clone(), token.clone(), host.clone()));
         let job = Job {
@@ -493,28 +695,26 @@ impl ThreadObject {
             checkpoint,
             usage: None,
         };
-        let cfg = Rc::new(self.config.agent.clone());
-        let agents = self.agents.clone();
-        let core = self.core.clone();
-        let timer = self.flush_timer.clone();
         let run_id = run.run_id.clone();
-        let storage = self.state.storage();
-        let heartbeat = self.config.heartbeat_ms;
+        let inner = self.clone();
         wasm_bindgen_futures::spawn_local(async move {
             let end = agent::run_orchestrator(host, cfg, tools, token, job).await;
-            // Suspended: the alarm now waits for the first confirmation to lapse.
-            arm_alarm(&core, &storage, heartbeat).await;
             if end != agent::End::Stopped {
                 // Keep the token while background sub-agents of this run go on.
-                let background = core
+                let background = inner
+                    .core
                     .borrow()
                     .as_ref()
                     .is_some_and(|c| c.background_tasks().iter().any(|t| t.run_id == run_id));
                 if !background {
-                    agents.borrow_mut().retain(|(r, _, _)| *r != run_id);
+                    inner.agents.borrow_mut().retain(|(r, _, _)| *r != run_id);
                 }
             }
-            arm_flush_timer(core, timer);
+            // The run's end may have started the next queued message.
+            inner.launch_started().await;
+            // Suspended: the alarm now waits for the first confirmation to lapse.
+            inner.arm_alarm().await;
+            inner.arm_flush_timer();
         });
     }
 
@@ -522,7 +722,7 @@ impl ThreadObject {
     /// dead instance. It resumes from its last checkpoint when no tool call
     /// was in flight (re-running a step whose tools had started could repeat
     /// their side effects); otherwise it is swept as interrupted.
-    fn recover_builtin_run(&self) {
+    fn recover_builtin_run(self: &Rc<Self>) {
         let found = self.core.borrow().as_ref().and_then(|c| {
             let run = c.active_run()?;
             // A suspended run waits in storage for its decisions: nothing to recover.
@@ -558,7 +758,7 @@ impl ThreadObject {
     }
 
     /// Tells the external agent something (cancel, timeout); best effort.
-    async fn tell_agent(&self, message: Value) {
+    async fn tell_agent(self: &Rc<Self>, message: Value) {
         if let Some(hook) = &self.config.webhook_url {
             if let Err(e) = post_json(hook, &message).await {
                 console_warn!("webhook: {e}");

@@ -31,8 +31,12 @@ CREATE TABLE IF NOT EXISTS runs (
   created_at  INTEGER NOT NULL,
   finished_at INTEGER,
   driver      TEXT NOT NULL DEFAULT 'webhook',
-  usage       TEXT
+  usage       TEXT,
+  model       TEXT,
+  replaced    INTEGER NOT NULL DEFAULT 0
 );
+-- Small named documents: the queue, the pinned model.
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 -- Confirmation requests (human in the loop), pending and settled.
 CREATE TABLE IF NOT EXISTS confirmations (
   request_id TEXT PRIMARY KEY,
@@ -92,6 +96,8 @@ struct RunRow {
     finished_at: Option<f64>,
     driver: String,
     usage: Option<String>,
+    model: Option<String>,
+    replaced: f64,
 }
 
 impl RunRow {
@@ -108,12 +114,14 @@ impl RunRow {
             finished_at: self.finished_at.map(|t| t as i64),
             driver: Driver::parse(&self.driver),
             usage: self.usage,
+            model: self.model,
+            replaced: self.replaced != 0.0,
         }
     }
 }
 
 const RUN_COLUMNS: &str =
-    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage";
+    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage, model, replaced";
 
 impl SqlStore {
     /// Opens the store, creating the schema on first use.
@@ -163,9 +171,9 @@ impl SqlStore {
     fn upsert_run(&self, run: &RunRecord) -> StoreResult<()> {
         let cursor = self.exec(
             &format!(
-                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (run_id) DO UPDATE SET state = excluded.state,
-                   reason = excluded.reason, finished_at = excluded.finished_at, usage = excluded.usage"
+                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, reason = excluded.reason,
+                   finished_at = excluded.finished_at, usage = excluded.usage, replaced = excluded.replaced"
             ),
             vec![
                 run.run_id.as_str().into(),
@@ -179,6 +187,8 @@ impl SqlStore {
                 run.finished_at.into(),
                 run.driver.as_str().into(),
                 run.usage.clone().into(),
+                run.model.clone().into(),
+                (run.replaced as i64).into(),
             ],
         )?;
         self.count_written(&cursor);
@@ -300,6 +310,27 @@ impl Store for SqlStore {
 
     fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>> {
         self.confirmations("SELECT data FROM confirmations WHERE state = 'pending' ORDER BY rowid", vec![])
+    }
+
+    fn meta(&self, key: &str) -> StoreResult<Option<String>> {
+        #[derive(Deserialize)]
+        struct Row {
+            value: String,
+        }
+        let rows: Vec<Row> = self.exec("SELECT value FROM meta WHERE key = ?", vec![key.into()])?.to_array().map_err(err)?;
+        Ok(rows.into_iter().next().map(|r| r.value))
+    }
+
+    fn set_meta(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
+        let cursor = match value {
+            Some(v) => self.exec(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                vec![key.into(), v.into()],
+            )?,
+            None => self.exec("DELETE FROM meta WHERE key = ?", vec![key.into()])?,
+        };
+        self.count_written(&cursor);
+        Ok(())
     }
 
     fn approve_for_session(&mut self, tool: &str) -> StoreResult<()> {

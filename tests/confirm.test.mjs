@@ -137,7 +137,7 @@ describe("approval", () => {
     const late = await confirm(api, rid, { approved: true });
     assert.equal(late.status, 409);
     assert.equal(late.json.error.state, "cancelled");
-    assert.deepEqual((await api.status(thread)).json, { hasActiveRun: false, isSuspended: false, backgroundTasks: [] });
+    assert.deepEqual((await api.status(thread)).json, { hasActiveRun: false, isSuspended: false, backgroundTasks: [], queue: { items: [], paused: false } });
     sse.close();
   });
 

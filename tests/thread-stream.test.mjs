@@ -182,7 +182,7 @@ describe("publishing", () => {
       { type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } },
     ]);
     assert.equal(r.status, 200, r.text);
-    assert.deepEqual((await api.status(thread)).json, { hasActiveRun: false, isSuspended: false, backgroundTasks: [] });
+    assert.deepEqual((await api.status(thread)).json, { hasActiveRun: false, isSuspended: false, backgroundTasks: [], queue: { items: [], paused: false } });
     const late = await api.publish(thread, runId, token, [delta("late")]);
     assert.equal(late.status, 409);
     assert.equal(late.json.error.code, "run_finished");
@@ -467,7 +467,7 @@ describe("status and messages", () => {
       delta("Done.", "r2"),
     ]);
     const status = (await api.status(thread)).json;
-    assert.deepEqual(status, { hasActiveRun: true, isSuspended: false, backgroundTasks: [], runId });
+    assert.deepEqual(status, { hasActiveRun: true, isSuspended: false, backgroundTasks: [], queue: { items: [], paused: false }, runId });
 
     const m = (await api.messages(thread)).json;
     assert.equal(m.threadId, thread);

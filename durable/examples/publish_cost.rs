@@ -16,7 +16,7 @@ impl Sink for Null {
 
 fn main() {
     let mut t: Thread<MemoryStore, Null> = Thread::load(MemoryStore::default(), Config::default(), 0).unwrap();
-    t.start_run(StartRun { run_id: "r".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: threadline_durable::store::Driver::Webhook }, 0)
+    t.start_run(StartRun { run_id: "r".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: threadline_durable::store::Driver::Webhook, model: None }, 0)
         .unwrap();
     let batch = |b: usize| -> Vec<serde_json::Value> {
         (0..1000)

@@ -57,6 +57,7 @@ kinds! {
     Error = "error" => Structural,
     ThreadTitleUpdated = "thread-title-updated" => Structural,
     FilesystemRequest = "filesystem-request" => Ephemeral,
+    QueueUpdated = "queue-updated" => Structural,
 }
 
 /// The three classes of PROTOCOLS.md §1 "Durable log".
@@ -233,6 +234,7 @@ pub fn canonical_payload(kind: Kind, payload: Value) -> Result<Value, SchemaErro
         Kind::Error => reshape::<ErrorMsg>(payload),
         Kind::ThreadTitleUpdated => reshape::<Title>(payload),
         Kind::FilesystemRequest => reshape::<FilesystemRequest>(payload),
+        Kind::QueueUpdated => reshape::<crate::queue::Queue>(payload),
     }
 }
 
@@ -523,7 +525,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(Kind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(Kind::ALL.len(), 19);
+        assert_eq!(Kind::ALL.len(), 20);
     }
 
     #[test]

@@ -26,6 +26,7 @@
 //!   OpenAI-compatible streaming model, tools, tasks and sub-agents, written
 //!   against a `Host` trait (model client, tool runner, publish path).
 //! - [`confirm`]: confirmation records, the approval policy, decision bodies.
+//! - [`queue`]: the thread's message queue; [`models`]: the model catalog.
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
 
 pub mod agent;
@@ -33,6 +34,8 @@ pub mod coalesce;
 pub mod confirm;
 pub mod error;
 pub mod event;
+pub mod models;
+pub mod queue;
 pub mod reducer;
 pub mod route;
 pub mod sse;

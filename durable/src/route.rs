@@ -25,6 +25,16 @@ pub enum Route {
     Stats { thread: String },
     /// `POST /instance-ai/confirm/:requestId` (the thread is in the request id)
     Confirm { thread: String, request: String },
+    /// `GET /instance-ai/threads/:threadId/queue`
+    QueueList { thread: String },
+    /// `PATCH` (edit `{message}`) or `DELETE` `/instance-ai/threads/:threadId/queue/:messageId`
+    QueueItem { thread: String, message: String, delete: bool },
+    /// `POST /instance-ai/threads/:threadId/queue/:messageId/move` `{position}`
+    QueueMove { thread: String, message: String },
+    /// `POST /instance-ai/threads/:threadId/queue/pause` and `/resume`
+    QueuePause { thread: String, paused: bool },
+    /// `GET` (messages, queue, pin) or `PATCH` (`{model}` pin) `/agent/threads/:id`
+    AgentThread { thread: String, patch: bool },
 }
 
 impl Route {
@@ -38,7 +48,12 @@ impl Route {
             | Route::Status { thread }
             | Route::Messages { thread }
             | Route::Stats { thread }
-            | Route::Confirm { thread, .. } => thread,
+            | Route::Confirm { thread, .. }
+            | Route::QueueList { thread }
+            | Route::QueueItem { thread, .. }
+            | Route::QueueMove { thread, .. }
+            | Route::QueuePause { thread, .. }
+            | Route::AgentThread { thread, .. } => thread,
         }
     }
 
@@ -47,25 +62,39 @@ impl Route {
     /// `invalid_id` for a malformed thread or run id.
     pub fn parse(method: &str, path: &str) -> Result<Route, ApiError> {
         let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-        let (route, allowed) = match segs.as_slice() {
-            ["instance-ai", "chat", t] => (Route::Chat { thread: id(t)? }, "POST"),
-            ["instance-ai", "chat", t, "cancel"] => (Route::Cancel { thread: id(t)? }, "POST"),
-            ["instance-ai", "events", t] => (Route::Events { thread: id(t)? }, "GET"),
+        let (route, allowed): (Route, &[&str]) = match segs.as_slice() {
+            ["instance-ai", "chat", t] => (Route::Chat { thread: id(t)? }, &["POST"]),
+            ["instance-ai", "chat", t, "cancel"] => (Route::Cancel { thread: id(t)? }, &["POST"]),
+            ["instance-ai", "events", t] => (Route::Events { thread: id(t)? }, &["GET"]),
             ["instance-ai", "threads", t, "runs", r, "events"] => {
-                (Route::Publish { thread: id(t)?, run: id(r)? }, "POST")
+                (Route::Publish { thread: id(t)?, run: id(r)? }, &["POST"])
             }
-            ["instance-ai", "threads", t, "status"] => (Route::Status { thread: id(t)? }, "GET"),
-            ["instance-ai", "threads", t, "messages"] => (Route::Messages { thread: id(t)? }, "GET"),
-            ["instance-ai", "threads", t, "debug", "stats"] => (Route::Stats { thread: id(t)? }, "GET"),
+            ["instance-ai", "threads", t, "status"] => (Route::Status { thread: id(t)? }, &["GET"]),
+            ["instance-ai", "threads", t, "messages"] => (Route::Messages { thread: id(t)? }, &["GET"]),
+            ["instance-ai", "threads", t, "debug", "stats"] => (Route::Stats { thread: id(t)? }, &["GET"]),
             ["instance-ai", "confirm", r] => {
                 let (thread, _) = crate::confirm::thread_of(r)?;
-                (Route::Confirm { thread: thread.to_owned(), request: (*r).to_owned() }, "POST")
+                (Route::Confirm { thread: thread.to_owned(), request: (*r).to_owned() }, &["POST"])
+            }
+            ["instance-ai", "threads", t, "queue"] => (Route::QueueList { thread: id(t)? }, &["GET"]),
+            ["instance-ai", "threads", t, "queue", action @ ("pause" | "resume")] => {
+                (Route::QueuePause { thread: id(t)?, paused: *action == "pause" }, &["POST"])
+            }
+            ["instance-ai", "threads", t, "queue", m] => (
+                Route::QueueItem { thread: id(t)?, message: id(m)?, delete: method == "DELETE" },
+                &["PATCH", "DELETE"],
+            ),
+            ["instance-ai", "threads", t, "queue", m, "move"] => {
+                (Route::QueueMove { thread: id(t)?, message: id(m)? }, &["POST"])
+            }
+            ["agent", "threads", t] => {
+                (Route::AgentThread { thread: id(t)?, patch: method == "PATCH" }, &["GET", "PATCH"])
             }
             _ => return Err(ApiError::not_found("not_found", format!("no route for {path}"))),
         };
-        if method != allowed && !(allowed == "GET" && method == "HEAD") {
-            return Err(ApiError::new(405, "method_not_allowed", format!("{path} takes {allowed}"))
-                .with("allow", allowed));
+        if !allowed.contains(&method) && !(allowed.contains(&"GET") && method == "HEAD") {
+            let allow = allowed.join(", ");
+            return Err(ApiError::new(405, "method_not_allowed", format!("{path} takes {allow}")).with("allow", allow));
         }
         Ok(route)
     }

@@ -105,6 +105,11 @@ pub struct RunRecord {
     pub driver: Driver,
     /// Token usage reported by the model, summed over the run's steps (JSON).
     pub usage: Option<String>,
+    /// The model catalog id the run used, when one was picked.
+    pub model: Option<String>,
+    /// A regenerated answer replaced this run's: it no longer feeds the model
+    /// and the messages view leaves it out.
+    pub replaced: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,6 +165,11 @@ pub trait Store {
     fn approve_for_session(&mut self, tool: &str) -> StoreResult<()>;
 
     fn session_approved(&self, tool: &str) -> StoreResult<bool>;
+
+    /// Small named documents of the thread (its queue, its pinned model).
+    fn meta(&self, key: &str) -> StoreResult<Option<String>>;
+
+    fn set_meta(&mut self, key: &str, value: Option<&str>) -> StoreResult<()>;
 }
 
 /// An in-memory store for native tests, with fault injection.
@@ -172,6 +182,7 @@ pub struct MemoryStore {
     pub checkpoints: Vec<(String, String)>,
     pub confirmations: Vec<Confirmation>,
     pub session_tools: Vec<String>,
+    pub meta: Vec<(String, String)>,
     rows: u64,
 }
 
@@ -276,5 +287,18 @@ impl Store for MemoryStore {
 
     fn session_approved(&self, tool: &str) -> StoreResult<bool> {
         Ok(self.session_tools.iter().any(|t| t == tool))
+    }
+
+    fn meta(&self, key: &str) -> StoreResult<Option<String>> {
+        Ok(self.meta.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone()))
+    }
+
+    fn set_meta(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
+        self.meta.retain(|(k, _)| k != key);
+        if let Some(v) = value {
+            self.meta.push((key.to_owned(), v.to_owned()));
+        }
+        self.rows += 1;
+        Ok(())
     }
 }

@@ -12,7 +12,9 @@
 use crate::coalesce::Coalescer;
 use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
+use crate::queue::{Queue, QueueItem};
 use crate::route;
+use std::rc::Rc;
 use crate::reducer::{self, TreeBuilder};
 use crate::sse::Frame;
 use crate::agent::BackgroundTask;
@@ -43,6 +45,8 @@ pub struct Config {
     pub replay_page: usize,
     /// `APPROVAL_POLICY`: TTL and approver role per tool.
     pub approval_policy: confirm::Policy,
+    /// Who drives the runs this thread starts from its queue.
+    pub driver: Driver,
 }
 
 impl Default for Config {
@@ -52,9 +56,12 @@ impl Default for Config {
             restart_grace_ms: 30_000,
             replay_page: 512,
             approval_policy: confirm::Policy::default(),
+            driver: Driver::Webhook,
         }
     }
 }
+
+const QUEUE_KEY: &str = "queue";
 
 /// The root agent id of every run a thread starts.
 pub const ROOT_AGENT: &str = "orchestrator";
@@ -68,6 +75,8 @@ pub struct StartRun {
     /// The run's publish token; only its hash is stored.
     pub publish_token: String,
     pub driver: Driver,
+    /// The model catalog id picked for this run, if any.
+    pub model: Option<String>,
 }
 
 #[derive(Debug)]
@@ -107,6 +116,30 @@ pub struct Thread<S: Store, K: Sink> {
     next_subscriber: u64,
     /// Background sub-agents still running (they outlive their run's finish).
     background: Vec<BackgroundTask>,
+    queue: Queue,
+    /// A message that interrupted the active run: it starts next, first.
+    interrupting: Option<QueueItem>,
+    /// Runs the thread started on its own (from its queue), for the caller to
+    /// drive: signal the webhook or start the built-in agent.
+    started: Vec<Started>,
+    /// Random ids and tokens (the platform's CSPRNG in the Worker).
+    ids: Rc<dyn Fn(&str) -> String>,
+}
+
+/// A run the thread started from its queue, with its publish token.
+#[derive(Clone, Debug)]
+pub struct Started {
+    pub run: RunRecord,
+    pub publish_token: String,
+}
+
+/// Ids for tests: `prefix-1`, `prefix-2`, ...
+fn counter_ids() -> Rc<dyn Fn(&str) -> String> {
+    let n = std::cell::Cell::new(0u64);
+    Rc::new(move |prefix: &str| {
+        n.set(n.get() + 1);
+        format!("{prefix}-{}", n.get())
+    })
 }
 
 /// An event placed in log order, durable (stored, sent with its seq) or live
@@ -143,7 +176,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
             subscribers: Vec::new(),
             next_subscriber: 1,
             background: Vec::new(),
+            queue: Queue::default(),
+            interrupting: None,
+            started: Vec::new(),
+            ids: counter_ids(),
         };
+        if let Some(q) = thread.store.meta(QUEUE_KEY).map_err(ApiError::storage)? {
+            thread.queue = serde_json::from_str(&q).unwrap_or_default();
+        }
         thread.refold_live_tree()?;
         Ok(thread)
     }
@@ -206,6 +246,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
             finished_at: None,
             driver: start.driver,
             usage: None,
+            model: start.model,
+            replaced: false,
         };
         let run_start = Event::new(
             Kind::RunStart,
@@ -331,6 +373,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if run_update.is_some() {
             self.active = None;
             self.live_tree = None;
+            // In the same block as the run-finish: the next queued message
+            // takes the lock before any other request can, exactly once.
+            self.start_next(now)?;
         }
         Ok(())
     }
@@ -666,7 +711,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 break;
             }
             offset += runs.len();
-            for run in runs.iter().filter(|r| r.run_id != exclude_run) {
+            for run in runs.iter().filter(|r| r.run_id != exclude_run && !r.replaced) {
                 let tree = reducer::fold(&self.run_events(&run.run_id)?);
                 let mut answer = String::new();
                 if let Some(root) = tree.tree() {
@@ -700,6 +745,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.thread_id != thread_id {
             self.thread_id = thread_id.to_owned();
         }
+    }
+
+    pub fn thread_id(&self) -> &str {
+        &self.thread_id
     }
 
     /// Whether the active run waits for a person.
@@ -858,12 +907,156 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.store.confirmation(request_id).map_err(ApiError::storage)
     }
 
+    /// Replaces the id source (the Worker's is its CSPRNG).
+    pub fn set_id_source(&mut self, ids: Rc<dyn Fn(&str) -> String>) {
+        self.ids = ids;
+    }
+
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// Runs the thread started on its own since the last call.
+    pub fn take_started(&mut self) -> Vec<Started> {
+        std::mem::take(&mut self.started)
+    }
+
+    fn new_item(&self, message: String, model: Option<String>, now: i64) -> QueueItem {
+        let id = (self.ids)("msg");
+        QueueItem { message_id: id.clone(), run_id: id, message, queued_at: now, model }
+    }
+
+    fn start_item(&mut self, item: QueueItem, now: i64) -> Result<Started, ApiError> {
+        let token = (self.ids)("tlp");
+        let run = self.start_run(
+            StartRun {
+                run_id: item.run_id,
+                message_id: item.message_id,
+                message: item.message,
+                publish_token: token.clone(),
+                driver: self.config.driver,
+                model: item.model,
+            },
+            now,
+        )?;
+        Ok(Started { run, publish_token: token })
+    }
+
+    /// Starts the next message when no run holds the thread: an interrupting
+    /// one first, else the queue's head (unless paused).
+    fn start_next(&mut self, now: i64) -> Result<(), ApiError> {
+        if self.active.is_some() {
+            return Ok(());
+        }
+        let next = match self.interrupting.take() {
+            Some(item) => Some(item),
+            None => {
+                let head = self.queue.pop_next();
+                if head.is_some() {
+                    self.save_queue(now)?;
+                }
+                head
+            }
+        };
+        if let Some(item) = next {
+            let started = self.start_item(item, now)?;
+            self.started.push(started);
+        }
+        Ok(())
+    }
+
+    /// Stores the queue and announces it: a durable `queue-updated` with the
+    /// whole queue, so every tab sees the same snapshot.
+    fn save_queue(&mut self, now: i64) -> Result<(), ApiError> {
+        let doc = serde_json::to_string(&self.queue).expect("the queue serialises");
+        self.store.set_meta(QUEUE_KEY, Some(&doc)).map_err(ApiError::storage)?;
+        let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
+        let ev = Event::new(Kind::QueueUpdated, &run_id, ROOT_AGENT, now, serde_json::to_value(&self.queue).expect("serialises"));
+        self.commit(vec![ev], None)
+    }
+
+    /// `mode: "queue"`: starts the message at once when the thread is free
+    /// (and nothing waits before it), else queues it. Returns the item, its
+    /// position, and the run when it started.
+    pub fn enqueue(&mut self, message: String, model: Option<String>, now: i64) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
+        let item = self.new_item(message, model, now);
+        if self.active.is_none() && self.queue.items.is_empty() {
+            let started = self.start_item(item.clone(), now)?;
+            let run = started.run.clone();
+            self.started.push(started);
+            return Ok((item, 0, Some(run)));
+        }
+        let position = self.queue.push(item.clone())?;
+        self.save_queue(now)?;
+        // A paused queue on an idle thread keeps it; otherwise it may start.
+        self.start_next(now)?;
+        Ok((item, position, None))
+    }
+
+    /// `mode: "interrupt"`: cancels the active run and runs this message next.
+    /// Returns the item and the run it interrupted.
+    pub fn interrupt(&mut self, message: String, model: Option<String>, now: i64) -> Result<(QueueItem, Option<String>), ApiError> {
+        let item = self.new_item(message, model, now);
+        let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+            let started = self.start_item(item.clone(), now)?;
+            self.started.push(started);
+            return Ok((item, None));
+        };
+        self.interrupting = Some(item.clone());
+        self.end_run(&active, FinishStatus::Cancelled, "interrupted", now)?;
+        Ok((item, Some(active)))
+    }
+
+    /// Queue routes: edit, move, remove, pause, resume. Each stores and
+    /// announces the new queue.
+    pub fn queue_edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
+        self.queue.edit(message_id, message)?;
+        self.save_queue(now)
+    }
+
+    pub fn queue_move(&mut self, message_id: &str, position: usize, now: i64) -> Result<(), ApiError> {
+        self.queue.move_to(message_id, position)?;
+        self.save_queue(now)
+    }
+
+    pub fn queue_remove(&mut self, message_id: &str, now: i64) -> Result<(), ApiError> {
+        self.queue.remove(message_id)?;
+        self.save_queue(now)
+    }
+
+    pub fn queue_pause(&mut self, paused: bool, now: i64) -> Result<(), ApiError> {
+        self.queue.paused = paused;
+        self.save_queue(now)?;
+        self.start_next(now)
+    }
+
+    /// `regenerate: true`: answers the thread's last user message again under
+    /// a new run; the answer it replaces no longer feeds the model.
+    pub fn regenerate(&mut self, model: Option<String>, now: i64) -> Result<RunRecord, ApiError> {
+        if let Some(a) = &self.active {
+            return Err(ApiError::new(409, "run_active", "a run is active; regenerate after it settles")
+                .with("runId", a.record.run_id.clone()));
+        }
+        let (runs, _) = self.store.runs_page(0, 1).map_err(ApiError::storage)?;
+        let Some(mut last) = runs.into_iter().next() else {
+            return Err(ApiError::bad_request("thread_required", "regenerate needs a thread with a message"));
+        };
+        last.replaced = true;
+        self.store.commit(&[], std::slice::from_ref(&last)).map_err(ApiError::storage)?;
+        let item = self.new_item(last.message, model, now);
+        let started = self.start_item(item, now)?;
+        let run = started.run.clone();
+        self.started.push(started);
+        Ok(run)
+    }
+
     /// `GET .../status`.
     pub fn status(&self) -> Value {
         let mut v = json!({
             "hasActiveRun": self.active.is_some(),
             "isSuspended": self.is_suspended(),
             "backgroundTasks": self.background,
+            "queue": self.queue,
         });
         if let Some(a) = &self.active {
             v["runId"] = a.record.run_id.clone().into();
@@ -879,7 +1072,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let (runs, total) =
             self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
-        for run in runs.iter().rev() {
+        for run in runs.iter().rev().filter(|r| !r.replaced) {
             messages.push(json!({
                 "id": run.message_id,
                 "runId": run.run_id,
@@ -909,6 +1102,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             "threadId": thread_id,
             "messages": messages,
             "nextEventId": self.last_seq + 1,
+            "queue": self.queue,
             "page": page,
             "limit": limit,
             "totalRuns": total,

@@ -47,6 +47,7 @@ fn start(t: &mut T, run: &str, now: i64) {
             message: "hi".into(),
             publish_token: format!("token-{run}"),
             driver: Driver::Webhook,
+            model: None,
         },
         now,
     )
@@ -130,7 +131,7 @@ fn run_lock_is_a_compare_and_set() {
     start(&mut t, "r1", 0);
     let err = t
         .start_run(
-            StartRun { run_id: "r2".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: Driver::Webhook },
+            StartRun { run_id: "r2".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: Driver::Webhook, model: None },
             1,
         )
         .unwrap_err();
