@@ -54,6 +54,12 @@ async fn route(req: Request, env: &Env) -> std::result::Result<Response, threadl
     if req.path() == "/agent/models" {
         return models(&req, env);
     }
+    let req = match (req.method(), req.path().as_str()) {
+        (Method::Post, "/agent/chat") => agora_chat(req).await?,
+        (Method::Post, "/agent/tool-call/approve") => agora_decision(req, "approve").await?,
+        (Method::Post, "/agent/tool-call/reject") => agora_decision(req, "reject").await?,
+        _ => req,
+    };
     let route = Route::parse(req.method().as_ref(), &req.path())?;
     let stub = env
         .durable_object("THREAD")
@@ -72,4 +78,55 @@ fn models(req: &Request, env: &Env) -> std::result::Result<Response, threadline_
         .catalog
         .map_err(|e| threadline_durable::ApiError::new(503, "invalid_models", e))?;
     http::json(200, &catalog.view()).map_err(http::internal)
+}
+
+/// Reads a small JSON body in the stateless Worker (to find the thread).
+async fn small_json(req: &mut Request) -> std::result::Result<(Vec<u8>, serde_json::Value), threadline_durable::ApiError> {
+    let bytes = req
+        .bytes()
+        .await
+        .map_err(|e| threadline_durable::ApiError::bad_request("invalid_body", e.to_string()))?;
+    if bytes.len() > 256 * 1024 {
+        return Err(threadline_durable::ApiError::new(413, "body_too_large", "the body is over 262144 bytes"));
+    }
+    let json = serde_json::from_slice(&bytes)
+        .map_err(|e| threadline_durable::ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))?;
+    Ok((bytes, json))
+}
+
+/// Re-addresses a request to `path` on the same origin, with `body`.
+fn readdress(req: &Request, path: &str, body: Vec<u8>) -> std::result::Result<Request, threadline_durable::ApiError> {
+    let mut url = req.url().map_err(http::internal)?;
+    url.set_path(path);
+    let mut init = RequestInit::new();
+    init.with_method(req.method()).with_headers(req.headers().clone()).with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
+    Request::new_with_init(url.as_str(), &init).map_err(http::internal)
+}
+
+/// agora's `POST /agent/chat {threadId?, ...}`: a new thread when none is
+/// named; routed to `/agent/threads/:id/chat`.
+async fn agora_chat(mut req: Request) -> std::result::Result<Request, threadline_durable::ApiError> {
+    let (bytes, body) = small_json(&mut req).await?;
+    let thread = match body.get("threadId") {
+        None | Some(serde_json::Value::Null) => ids::new_id("thr"),
+        Some(serde_json::Value::String(t)) => threadline_durable::route::id(t)?,
+        Some(_) => return Err(threadline_durable::ApiError::bad_request("invalid_id", "`threadId` must be a string")),
+    };
+    if body.get("regenerate").and_then(|v| v.as_bool()) == Some(true) && body.get("threadId").is_none_or(|t| t.is_null()) {
+        return Err(threadline_durable::ApiError::bad_request("thread_required", "regenerate needs `threadId`"));
+    }
+    readdress(&req, &format!("/agent/threads/{thread}/chat"), bytes)
+}
+
+/// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId}`: the
+/// thread is in the run id, or in the call id the built-in agent made.
+async fn agora_decision(mut req: Request, action: &str) -> std::result::Result<Request, threadline_durable::ApiError> {
+    let (bytes, body) = small_json(&mut req).await?;
+    let str_of = |k: &str| body.get(k).and_then(|v| v.as_str());
+    let thread = str_of("runId")
+        .and_then(threadline_durable::route::thread_of)
+        .or_else(|| str_of("toolCallId").and_then(threadline_durable::route::thread_of))
+        .ok_or_else(|| threadline_durable::ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"))?
+        .to_owned();
+    readdress(&req, &format!("/agent/threads/{thread}/tool-call/{action}"), bytes)
 }

@@ -8,7 +8,7 @@ use crate::http::{self, internal, read_json};
 use crate::store::SqlStore;
 use crate::{ids, now_ms};
 use bytes::Bytes;
-use futures_channel::mpsc::{unbounded, UnboundedSender};
+use futures_channel::mpsc::{unbounded, UnboundedReceiver, UnboundedSender};
 use futures_util::{stream, StreamExt};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
@@ -61,6 +61,14 @@ pub struct Inner {
 
 /// Where a thread keeps its pinned model (`PATCH /agent/threads/:id`).
 const PIN_KEY: &str = "pinned_model";
+
+/// What a send did.
+enum Sent {
+    /// A run started (or regenerated).
+    Run { run_id: String, regenerated: bool },
+    /// The 202 body of a queued (or interrupting) send.
+    Queued(Value),
+}
 
 impl DurableObject for ThreadObject {
     fn new(state: State, env: Env) -> Self {
@@ -134,6 +142,9 @@ impl Inner {
                 self.queue_answer()
             }
             Route::AgentThread { thread, patch } => self.agent_thread(thread, *patch, &mut req).await,
+            Route::AgentChat { thread } => self.agent_chat(thread, &mut req).await,
+            Route::AgentStream { thread, run } => self.agent_stream(thread, run, &req),
+            Route::ToolDecision { approve, .. } => self.tool_decision(*approve, &mut req).await,
         };
         // Whatever the request did may have started a queued message.
         self.launch_started().await;
@@ -155,6 +166,117 @@ impl Inner {
     /// message again. `model` picks a catalog model for this turn only.
     async fn chat(self: &Rc<Self>, thread: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
         let body = read_json(req, self.config.max_body_bytes).await?;
+        match self.start_message(thread, &body).await? {
+            Sent::Run { run_id, regenerated } => {
+                let mut out = json!({ "runId": run_id });
+                if regenerated {
+                    out["regenerated"] = true.into();
+                }
+                http::json(200, &out).map_err(internal)
+            }
+            Sent::Queued(out) => http::json(202, &out).map_err(internal),
+        }
+    }
+
+    /// agora's `POST /agent/chat`: the same send, with the run streamed in the
+    /// response (a queued send answers 202 as on the other route).
+    async fn agent_chat(self: &Rc<Self>, thread: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        let body = read_json(req, self.config.max_body_bytes).await?;
+        match self.start_message(thread, &body).await? {
+            Sent::Run { run_id, .. } => self.run_stream(thread, &run_id, 0),
+            Sent::Queued(out) => http::json(202, &out).map_err(internal),
+        }
+    }
+
+    /// `GET /agent/chat/:runId/stream?after=n` (or `Last-Event-ID`; `after` wins).
+    fn agent_stream(self: &Rc<Self>, thread: &str, run: &str, req: &Request) -> std::result::Result<Response, ApiError> {
+        let url = req.url().map_err(internal)?;
+        let after = url.query_pairs().find(|(k, _)| k == "after").map(|(_, v)| v.into_owned());
+        let header = req.headers().get("last-event-id").ok().flatten();
+        let after = match after {
+            Some(a) => route::cursor(None, Some(&a))?,
+            None => route::cursor(header.as_deref(), None)?,
+        };
+        self.run_stream(thread, run, after)
+    }
+
+    /// A run's frames in agora's envelope: `meta`, the frames above `after`,
+    /// then live frames until its `done` / `error`. Closing the connection
+    /// never cancels the run.
+    fn run_stream(self: &Rc<Self>, thread: &str, run: &str, after: u64) -> std::result::Result<Response, ApiError> {
+        let (tx, rx) = unbounded();
+        let (replay, sub) = self.with_core(|c| {
+            c.prune_subscribers();
+            c.subscribe_run(run, after, ChannelSink(tx))
+        })??;
+        let mut head = Vec::new();
+        threadline_durable::runstream::meta(run, thread, &mut head);
+        head.extend_from_slice(&replay);
+        let first = stream::iter([Bytes::from(head)]);
+        let body: std::pin::Pin<Box<dyn futures_util::Stream<Item = Bytes>>> = match sub {
+            Some(_) => Box::pin(first.chain(live_body(rx, self.config.ping_ms))),
+            None => Box::pin(first),
+        };
+        let body = Unsubscribe { inner: body, core: self.core.clone(), id: sub.unwrap_or(0) }.map(Ok::<Bytes, worker::Error>);
+        let headers = sse_headers(&[("cache-control", "no-cache, no-transform"), ("x-agent-run-id", run), ("x-agent-thread-id", thread)]);
+        Ok(Response::from_stream(body).map_err(internal)?.with_headers(headers))
+    }
+
+    /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId,
+    /// reason?, via?, remember?}`: decides the call's confirmation, as
+    /// `POST /instance-ai/confirm/:requestId` does.
+    async fn tool_decision(self: &Rc<Self>, approve: bool, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        let body = read_json(req, self.config.max_body_bytes).await?;
+        let bad = |m: &str| ApiError::bad_request("invalid_decision", m.to_owned());
+        let Some(call) = body.get("toolCallId").and_then(Value::as_str) else { return Err(bad("`toolCallId` is required")) };
+        let run = match body.get("runId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(bad("`runId` must be a string")),
+        };
+        let via = match body.get("via") {
+            None | Some(Value::Null) => "web".to_owned(),
+            Some(Value::String(v)) if (1..=64).contains(&v.chars().count()) => v.clone(),
+            Some(_) => return Err(bad("`via` is 1 to 64 characters")),
+        };
+        let remember = match body.get("remember") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) if *b && !approve => return Err(bad("`remember` applies to approvals")),
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(bad("`remember` must be a boolean")),
+        };
+        let reason = match body.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(bad("`reason` must be a string")),
+        };
+        let c = self.with_core(|core| {
+            let c = core
+                .confirmation_for_call(call, run.as_deref())?
+                .ok_or_else(|| ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"))?;
+            let mut decision = json!({ "approved": approve });
+            if remember {
+                decision["scope"] = "session".into();
+            }
+            if let Some(r) = &reason {
+                decision["userInput"] = r.clone().into();
+            }
+            if c.input_type != "approval" {
+                return Err(bad("this tool call asks for input: answer it with POST /instance-ai/confirm/:requestId"));
+            }
+            // `via` is checked, as agora does; the decision records who and how
+            // once callers are authenticated (the Trust issue).
+            let _ = &via;
+            core.decide(&c.request_id, &decision, None, now_ms())
+        })??;
+        self.after_settled(&c).await;
+        http::json(200, &json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": c.state.as_str() }))
+            .map_err(internal)
+    }
+
+    /// Starts, queues or regenerates: see [`Inner::chat`].
+    async fn start_message(self: &Rc<Self>, thread: &str, body: &Value) -> std::result::Result<Sent, ApiError> {
+        let body = body.clone();
         if let Some(e) = &self.config.policy_error {
             return Err(ApiError::new(503, "invalid_approval_policy", e.clone()));
         }
@@ -173,7 +295,7 @@ impl Inner {
         if body.get("regenerate").and_then(Value::as_bool) == Some(true) {
             let run = self.with_core(|c| c.regenerate(model, now))??;
             self.launch_started().await;
-            return http::json(200, &json!({ "runId": run.run_id, "regenerated": true })).map_err(internal);
+            return Ok(Sent::Run { run_id: run.run_id, regenerated: true });
         }
         let message = match body.get("message") {
             Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
@@ -200,7 +322,7 @@ impl Inner {
                 let run = self.with_core(|c| {
                     c.start_run(
                         StartRun {
-                            run_id: ids::new_id("run"),
+                            run_id: threadline_durable::route::scoped(thread, &ids::new_id("run")),
                             message_id: ids::new_id("msg"),
                             message,
                             publish_token: token.clone(),
@@ -211,7 +333,7 @@ impl Inner {
                     )
                 })??;
                 self.launch(thread, &run, &token).await;
-                http::json(200, &json!({ "runId": run.run_id }))
+                Sent::Run { run_id: run.run_id, regenerated: false }
             }
             "queue" => {
                 let (item, position, started) = self.with_core(|c| c.enqueue(message, model, now))??;
@@ -227,7 +349,7 @@ impl Inner {
                 if let Some(run) = started {
                     body["runId"] = run.run_id.into();
                 }
-                http::json(202, &body)
+                Sent::Queued(body)
             }
             _ => {
                 let (item, interrupted) = self.with_core(|c| c.interrupt(message, model, now))??;
@@ -248,10 +370,10 @@ impl Inner {
                 if let Some(old) = interrupted {
                     body["interrupting"] = old.into();
                 }
-                http::json(202, &body)
+                Sent::Queued(body)
             }
         };
-        resp.map_err(internal)
+        Ok(resp)
     }
 
     /// Drives runs the thread started on its own (from its queue).
@@ -409,25 +531,11 @@ impl Inner {
             }
         });
         let snapshot = stream::iter((!sub.snapshot.is_empty()).then_some(sub.snapshot));
-        let ping_ms = self.config.ping_ms;
-        let pings = stream::unfold((), move |()| async move {
-            Delay::from(Duration::from_millis(ping_ms)).await;
-            Some((Bytes::from_static(PING), ()))
-        });
-        let live = stream::select(rx, pings);
+        let live = live_body(rx, self.config.ping_ms);
         let body = Unsubscribe { inner: Box::pin(replay.chain(snapshot).chain(live)), core: self.core.clone(), id: sub.id }
             .map(Ok::<Bytes, worker::Error>);
 
-        let headers = Headers::new();
-        for (k, v) in [
-            ("content-type", "text/event-stream"),
-            ("cache-control", "no-cache"),
-            ("connection", "keep-alive"),
-            ("x-accel-buffering", "no"),
-        ] {
-            let _ = headers.set(k, v);
-        }
-        Ok(Response::from_stream(body).map_err(internal)?.with_headers(headers))
+        Ok(Response::from_stream(body).map_err(internal)?.with_headers(sse_headers(&[])))
     }
 
     fn messages(self: &Rc<Self>, thread: &str, req: &Request) -> std::result::Result<Response, ApiError> {
@@ -809,6 +917,33 @@ fn arm_flush_timer(core: Shared, timer: Rc<Cell<Option<i64>>>) {
         }
         arm_flush_timer(core, timer);
     });
+}
+
+/// The live part of an SSE body: what the thread sends the subscriber, with
+/// a keep-alive comment whenever it is quiet for `ping_ms`. Ends when the
+/// thread drops the subscriber (a run stream after its terminal frame).
+fn live_body(rx: UnboundedReceiver<Bytes>, ping_ms: u64) -> impl futures_util::Stream<Item = Bytes> {
+    stream::unfold(rx, move |mut rx| async move {
+        use futures_util::future::{select, Either};
+        let next = std::pin::pin!(rx.next());
+        let tick = Delay::from(Duration::from_millis(ping_ms));
+        match select(next, tick).await {
+            Either::Left((Some(chunk), _)) => Some((chunk, rx)),
+            Either::Left((None, _)) => None,
+            Either::Right(_) => Some((Bytes::from_static(PING), rx)),
+        }
+    })
+}
+
+fn sse_headers(extra: &[(&str, &str)]) -> Headers {
+    let headers = Headers::new();
+    for (k, v) in [("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("connection", "keep-alive"), ("x-accel-buffering", "no")]
+        .iter()
+        .chain(extra)
+    {
+        let _ = headers.set(k, v);
+    }
+    headers
 }
 
 /// An SSE body that unregisters its subscriber when the client goes away

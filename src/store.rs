@@ -308,6 +308,15 @@ impl Store for SqlStore {
         Ok(self.confirmations("SELECT data FROM confirmations WHERE request_id = ?", vec![request_id.into()])?.pop())
     }
 
+    fn confirmation_by_call(&self, tool_call_id: &str) -> StoreResult<Option<Confirmation>> {
+        Ok(self
+            .confirmations(
+                "SELECT data FROM confirmations WHERE json_extract(data, '$.toolCallId') = ? ORDER BY rowid DESC LIMIT 1",
+                vec![tool_call_id.into()],
+            )?
+            .pop())
+    }
+
     fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>> {
         self.confirmations("SELECT data FROM confirmations WHERE state = 'pending' ORDER BY rowid", vec![])
     }

@@ -36,7 +36,7 @@ describe("chat and the run lock", () => {
   test("a send starts a run, signals the agent, and emits run-start first", async () => {
     const thread = newThread();
     const { runId, signal } = await startRun(thread, "what's up?");
-    assert.match(runId, /^run_[0-9a-f]{24}$/);
+    assert.match(runId, new RegExp(`^${thread}\\.run_[0-9a-f]{24}$`));
     assert.equal(signal.threadId, thread);
     assert.equal(signal.message, "what's up?");
     assert.match(signal.messageId, /^msg_/);
@@ -365,7 +365,7 @@ describe("coalescing", () => {
     await late.ready;
     const snap = await late.waitFor((e) => e.type === "text-delta");
     assert.equal(snap.id, undefined);
-    assert.deepEqual(snap.payload, { text: "Hello ", snapshot: true });
+    assert.deepEqual(snap.payload, { text: "Hello ", snapshot: true, parts: [3, 3] });
     assert.equal(snap.responseId, "s1");
     await api.publish(thread, runId, token, [delta("world"), { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: "t", toolName: "x", args: {} } }]);
     await late.waitFor((e) => e.type === "tool-call");

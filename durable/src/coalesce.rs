@@ -61,6 +61,9 @@ struct Segment {
     kind: TextKind,
     response_id: Option<String>,
     text: String,
+    /// Byte length of each delta, in order: a block carries them as `parts`,
+    /// so per-delta frames (the run streams) can be rebuilt from the log.
+    parts: Vec<usize>,
     /// Bytes of `text` already stored in a block.
     stored_len: usize,
     last_delta_ts: i64,
@@ -90,7 +93,7 @@ impl Segment {
             return None;
         }
         self.stored_len = self.text.len();
-        Some(self.to_event(self.kind.block(), json!({ "text": self.text })))
+        Some(self.to_event(self.kind.block(), json!({ "text": self.text, "parts": self.parts })))
     }
 }
 
@@ -142,6 +145,7 @@ impl Coalescer {
                 kind,
                 response_id: ev.response_id.clone(),
                 text: String::new(),
+                parts: Vec::new(),
                 stored_len: 0,
                 last_delta_ts: ev.ts,
                 auto,
@@ -150,6 +154,7 @@ impl Coalescer {
         });
         let seg = &mut self.open[idx];
         seg.text.push_str(text);
+        seg.parts.push(text.len());
         seg.last_delta_ts = ev.ts;
         closed
     }
@@ -223,7 +228,7 @@ impl Coalescer {
         self.open
             .iter()
             .filter(|s| s.dirty())
-            .map(|s| s.to_event(s.kind.delta(), json!({ "text": s.text, "snapshot": true })))
+            .map(|s| s.to_event(s.kind.delta(), json!({ "text": s.text, "snapshot": true, "parts": s.parts })))
             .collect()
     }
 
@@ -295,7 +300,7 @@ mod tests {
         push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), " world", 20_001));
         let snap = c.snapshots();
         assert_eq!(snap[0].kind, Kind::TextDelta);
-        assert_eq!(snap[0].payload, json!({"text":"Hello world","snapshot":true}));
+        assert_eq!(snap[0].payload, json!({"text":"Hello world","snapshot":true,"parts":[5,6]}));
         assert_eq!(c.close_agent("r1", "a")[0].payload["text"], "Hello world");
     }
 

@@ -98,7 +98,7 @@ impl Policy {
 
 /// A thread-scoped request id.
 pub fn request_id(thread_id: &str, local: &str) -> String {
-    format!("{thread_id}.{local}")
+    crate::route::scoped(thread_id, local)
 }
 
 /// The thread a request id belongs to; 404 for an id that is not one.

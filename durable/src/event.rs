@@ -58,6 +58,8 @@ kinds! {
     ThreadTitleUpdated = "thread-title-updated" => Structural,
     FilesystemRequest = "filesystem-request" => Ephemeral,
     QueueUpdated = "queue-updated" => Structural,
+    StepStart = "step-start" => Structural,
+    StepFinish = "step-finish" => Structural,
 }
 
 /// The three classes of PROTOCOLS.md §1 "Durable log".
@@ -235,6 +237,8 @@ pub fn canonical_payload(kind: Kind, payload: Value) -> Result<Value, SchemaErro
         Kind::ThreadTitleUpdated => reshape::<Title>(payload),
         Kind::FilesystemRequest => reshape::<FilesystemRequest>(payload),
         Kind::QueueUpdated => reshape::<crate::queue::Queue>(payload),
+        Kind::StepStart => reshape::<StepStart>(payload),
+        Kind::StepFinish => reshape::<StepFinish>(payload),
     }
 }
 
@@ -307,8 +311,9 @@ pub mod schema {
     }
 
     /// `text-delta`, `reasoning-delta`, `text-block`, `reasoning-block`.
-    /// `snapshot` is set only by the server, on the delta that hands a joining
-    /// client an open segment's text so far (see `coalesce`).
+    /// Publishers send `{text}`. The server adds `parts` to blocks (each
+    /// delta's byte length) and `snapshot: true` to the delta that hands a
+    /// joining client an open segment's text so far (see `coalesce`).
     #[derive(Serialize, Deserialize)]
     pub struct Text {
         pub text: String,
@@ -496,6 +501,20 @@ pub mod schema {
         pub provider: Option<String>,
     }
 
+    /// Extensions: a model step's bounds (the agora run streams' `step-start`
+    /// / `step-finish`). Clients of the Instance AI protocol may ignore them.
+    #[derive(Serialize, Deserialize)]
+    pub struct StepStart {}
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct StepFinish {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub usage: Option<Value>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub finish_reason: Option<String>,
+    }
+
     #[derive(Serialize, Deserialize)]
     pub struct Title {
         pub title: String,
@@ -525,7 +544,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(Kind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(Kind::ALL.len(), 20);
+        assert_eq!(Kind::ALL.len(), 22);
     }
 
     #[test]

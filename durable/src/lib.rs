@@ -27,6 +27,8 @@
 //!   against a `Host` trait (model client, tool runner, publish path).
 //! - [`confirm`]: confirmation records, the approval policy, decision bodies.
 //! - [`queue`]: the thread's message queue; [`models`]: the model catalog.
+//! - [`runstream`]: a run's events as agora run-stream frames, numbered
+//!   the same live and replayed.
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
 
 pub mod agent;
@@ -38,6 +40,7 @@ pub mod models;
 pub mod queue;
 pub mod reducer;
 pub mod route;
+pub mod runstream;
 pub mod sse;
 pub mod store;
 pub mod thread;

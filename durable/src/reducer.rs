@@ -320,7 +320,7 @@ impl TreeBuilder {
                 }
                 self.nodes[r].status_message = None;
             }
-            Kind::ThreadTitleUpdated | Kind::FilesystemRequest | Kind::QueueUpdated => {}
+            Kind::ThreadTitleUpdated | Kind::FilesystemRequest | Kind::QueueUpdated | Kind::StepStart | Kind::StepFinish => {}
         }
     }
 

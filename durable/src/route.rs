@@ -35,6 +35,14 @@ pub enum Route {
     QueuePause { thread: String, paused: bool },
     /// `GET` (messages, queue, pin) or `PATCH` (`{model}` pin) `/agent/threads/:id`
     AgentThread { thread: String, patch: bool },
+    /// `POST /agent/threads/:id/chat`: agora's `POST /agent/chat`, routed to
+    /// its thread by the Worker.
+    AgentChat { thread: String },
+    /// `GET /agent/chat/:runId/stream` (the thread is in the run id)
+    AgentStream { thread: String, run: String },
+    /// `POST /agent/threads/:id/tool-call/approve|reject`: agora's
+    /// `/agent/tool-call/approve|reject`, routed by the Worker.
+    ToolDecision { thread: String, approve: bool },
 }
 
 impl Route {
@@ -53,7 +61,10 @@ impl Route {
             | Route::QueueItem { thread, .. }
             | Route::QueueMove { thread, .. }
             | Route::QueuePause { thread, .. }
-            | Route::AgentThread { thread, .. } => thread,
+            | Route::AgentThread { thread, .. }
+            | Route::AgentChat { thread }
+            | Route::AgentStream { thread, .. }
+            | Route::ToolDecision { thread, .. } => thread,
         }
     }
 
@@ -67,7 +78,7 @@ impl Route {
             ["instance-ai", "chat", t, "cancel"] => (Route::Cancel { thread: id(t)? }, &["POST"]),
             ["instance-ai", "events", t] => (Route::Events { thread: id(t)? }, &["GET"]),
             ["instance-ai", "threads", t, "runs", r, "events"] => {
-                (Route::Publish { thread: id(t)?, run: id(r)? }, &["POST"])
+                (Route::Publish { thread: id(t)?, run: run_id(r)? }, &["POST"])
             }
             ["instance-ai", "threads", t, "status"] => (Route::Status { thread: id(t)? }, &["GET"]),
             ["instance-ai", "threads", t, "messages"] => (Route::Messages { thread: id(t)? }, &["GET"]),
@@ -81,14 +92,23 @@ impl Route {
                 (Route::QueuePause { thread: id(t)?, paused: *action == "pause" }, &["POST"])
             }
             ["instance-ai", "threads", t, "queue", m] => (
-                Route::QueueItem { thread: id(t)?, message: id(m)?, delete: method == "DELETE" },
+                Route::QueueItem { thread: id(t)?, message: run_id(m)?, delete: method == "DELETE" },
                 &["PATCH", "DELETE"],
             ),
             ["instance-ai", "threads", t, "queue", m, "move"] => {
-                (Route::QueueMove { thread: id(t)?, message: id(m)? }, &["POST"])
+                (Route::QueueMove { thread: id(t)?, message: run_id(m)? }, &["POST"])
             }
             ["agent", "threads", t] => {
                 (Route::AgentThread { thread: id(t)?, patch: method == "PATCH" }, &["GET", "PATCH"])
+            }
+            ["agent", "threads", t, "chat"] => (Route::AgentChat { thread: id(t)? }, &["POST"]),
+            ["agent", "threads", t, "tool-call", action @ ("approve" | "reject")] => {
+                (Route::ToolDecision { thread: id(t)?, approve: *action == "approve" }, &["POST"])
+            }
+            ["agent", "chat", r, "stream"] => {
+                let nothing = || ApiError::not_found("nothing_to_resume", "no run with this id to resume");
+                let thread = thread_of(r).ok_or_else(nothing)?;
+                (Route::AgentStream { thread: thread.to_owned(), run: (*r).to_owned() }, &["GET"])
             }
             _ => return Err(ApiError::not_found("not_found", format!("no route for {path}"))),
         };
@@ -113,6 +133,32 @@ pub fn id(raw: &str) -> Result<String, ApiError> {
             format!("ids are 1 to {MAX_ID} characters of A-Z, a-z, 0-9, `_` and `-`"),
         ))
     }
+}
+
+/// Run (and tool call) ids the server makes carry their thread:
+/// `<threadId>.<local id>`, so a route that names only a run finds its
+/// thread. Plain ids are accepted too (runs of older threads, agents' own).
+pub fn run_id(raw: &str) -> Result<String, ApiError> {
+    match raw.split_once('.') {
+        Some((thread, local)) if raw.len() <= 2 * MAX_ID + 1 => {
+            id(thread)?;
+            id(local)?;
+            Ok(raw.to_owned())
+        }
+        Some(_) => Err(ApiError::bad_request("invalid_id", "run ids are `<threadId>.<id>`")),
+        None => id(raw),
+    }
+}
+
+/// The thread a scoped id (`<threadId>.<id>`) belongs to.
+pub fn thread_of(scoped: &str) -> Option<&str> {
+    let (thread, local) = scoped.split_once('.')?;
+    (id(thread).is_ok() && id(local).is_ok()).then_some(thread)
+}
+
+/// `<threadId>.<local>`.
+pub fn scoped(thread: &str, local: &str) -> String {
+    if thread.is_empty() { local.to_owned() } else { format!("{thread}.{local}") }
 }
 
 /// The SSE replay cursor: a `Last-Event-ID` header wins, else `?lastEventId`,

@@ -158,6 +158,9 @@ pub trait Store {
 
     fn confirmation(&self, request_id: &str) -> StoreResult<Option<Confirmation>>;
 
+    /// The newest confirmation of a tool call.
+    fn confirmation_by_call(&self, tool_call_id: &str) -> StoreResult<Option<Confirmation>>;
+
     /// Every confirmation still pending, oldest first.
     fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>>;
 
@@ -276,6 +279,10 @@ impl Store for MemoryStore {
 
     fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>> {
         Ok(self.confirmations.iter().filter(|c| c.state == ConfirmState::Pending).cloned().collect())
+    }
+
+    fn confirmation_by_call(&self, tool_call_id: &str) -> StoreResult<Option<Confirmation>> {
+        Ok(self.confirmations.iter().rev().find(|c| c.tool_call_id == tool_call_id).cloned())
     }
 
     fn approve_for_session(&mut self, tool: &str) -> StoreResult<()> {

@@ -14,6 +14,7 @@ use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
 use crate::queue::{Queue, QueueItem};
 use crate::route;
+use crate::runstream::{self, FrameMapper};
 use std::rc::Rc;
 use crate::reducer::{self, TreeBuilder};
 use crate::sse::Frame;
@@ -113,6 +114,8 @@ pub struct Thread<S: Store, K: Sink> {
     /// The active run folded so far: what decides where segments end.
     live_tree: Option<(String, TreeBuilder)>,
     subscribers: Vec<(u64, K)>,
+    /// Run-stream subscribers: frames of one run, in agora's envelope.
+    run_subscribers: Vec<RunSubscriber<K>>,
     next_subscriber: u64,
     /// Background sub-agents still running (they outlive their run's finish).
     background: Vec<BackgroundTask>,
@@ -124,6 +127,13 @@ pub struct Thread<S: Store, K: Sink> {
     started: Vec<Started>,
     /// Random ids and tokens (the platform's CSPRNG in the Worker).
     ids: Rc<dyn Fn(&str) -> String>,
+}
+
+struct RunSubscriber<K> {
+    id: u64,
+    run_id: String,
+    mapper: FrameMapper,
+    sink: K,
 }
 
 /// A run the thread started from its queue, with its publish token.
@@ -174,6 +184,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             coalescer: Coalescer::default(),
             live_tree: None,
             subscribers: Vec::new(),
+            run_subscribers: Vec::new(),
             next_subscriber: 1,
             background: Vec::new(),
             queue: Queue::default(),
@@ -224,7 +235,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     pub fn subscriber_count(&self) -> usize {
-        self.subscribers.len()
+        self.subscribers.len() + self.run_subscribers.len()
     }
 
     /// Starts a run: the compare-and-set of the thread's run lock. Refused
@@ -465,7 +476,69 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.last_seq = seq;
         self.fan_out(Bytes::from(wire));
+        if !self.run_subscribers.is_empty() {
+            self.fan_out_runs(&staged);
+        }
         Ok(())
+    }
+
+    /// Sends each run-stream subscriber its run's new frames, one chunk each;
+    /// a `run-finish` ends the stream (its sink is dropped).
+    fn fan_out_runs(&mut self, staged: &[Staged]) {
+        self.run_subscribers.retain_mut(|sub| {
+            let mut out = Vec::new();
+            let mut finished = false;
+            for ev in staged.iter().map(|s| match s {
+                Staged::Durable(e) | Staged::Live(e) => e,
+            }) {
+                if ev.run_id != sub.run_id || finished {
+                    continue;
+                }
+                if ev.kind == Kind::RunFinish {
+                    runstream::terminal(&ev.payload, &mut out);
+                    finished = true;
+                } else {
+                    runstream::encode(&sub.mapper.map(ev), 0, &mut out);
+                }
+            }
+            let alive = out.is_empty() || sub.sink.send(Bytes::from(out));
+            alive && !finished
+        });
+    }
+
+    /// Subscribes to one run's frames (agora's run streams), sending those
+    /// numbered above `after`. In one synchronous block: the frames the log
+    /// and the open segments give so far, then registration for the rest.
+    /// Returns the bytes to send first, and the subscription id, or `None`
+    /// when the run has ended (the bytes then end with its terminal frame).
+    /// 404 `nothing_to_resume` for a run this thread never had.
+    pub fn subscribe_run(&mut self, run_id: &str, after: u64, sink: K) -> Result<(Bytes, Option<u64>), ApiError> {
+        let record = self
+            .store
+            .run(run_id)
+            .map_err(ApiError::storage)?
+            .ok_or_else(|| ApiError::not_found("nothing_to_resume", "no run with this id to resume"))?;
+        let mut mapper = FrameMapper::new(&record.agent_id);
+        let mut out = Vec::new();
+        let mut finish = None;
+        for ev in self.run_events(run_id)? {
+            if ev.kind == Kind::RunFinish {
+                finish = Some(ev.payload);
+                break;
+            }
+            runstream::encode(&mapper.map(&ev), after, &mut out);
+        }
+        if let Some(payload) = finish {
+            runstream::terminal(&payload, &mut out);
+            return Ok((Bytes::from(out), None));
+        }
+        for snap in self.coalescer.snapshots().iter().filter(|e| e.run_id == run_id) {
+            runstream::encode(&mapper.map(snap), after, &mut out);
+        }
+        let id = self.next_subscriber;
+        self.next_subscriber += 1;
+        self.run_subscribers.push(RunSubscriber { id, run_id: run_id.to_owned(), mapper, sink });
+        Ok((Bytes::from(out), Some(id)))
     }
 
     fn fan_out(&mut self, chunk: Bytes) {
@@ -495,11 +568,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     pub fn unsubscribe(&mut self, id: u64) {
         self.subscribers.retain(|(sid, _)| *sid != id);
+        self.run_subscribers.retain(|s| s.id != id);
     }
 
     /// Drops subscribers whose receiving side has gone.
     pub fn prune_subscribers(&mut self) {
         self.subscribers.retain(|(_, s)| !s.is_closed());
+        self.run_subscribers.retain(|s| !s.sink.is_closed());
     }
 
     /// The next replay page of a subscription window: SSE bytes and the new
@@ -903,6 +978,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(self.store.pending_confirmations().map_err(ApiError::storage)?.iter().filter_map(|c| c.expires_at).min())
     }
 
+    /// The confirmation of tool call `tool_call_id` (of `run_id`, if given):
+    /// agora's approve/reject routes name the call, not the request.
+    pub fn confirmation_for_call(&self, tool_call_id: &str, run_id: Option<&str>) -> Result<Option<Confirmation>, ApiError> {
+        let found = self.store.confirmation_by_call(tool_call_id).map_err(ApiError::storage)?;
+        Ok(found.filter(|c| run_id.is_none_or(|r| r == c.run_id)))
+    }
+
     pub fn confirmation(&self, request_id: &str) -> Result<Option<Confirmation>, ApiError> {
         self.store.confirmation(request_id).map_err(ApiError::storage)
     }
@@ -922,7 +1004,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     fn new_item(&self, message: String, model: Option<String>, now: i64) -> QueueItem {
-        let id = (self.ids)("msg");
+        let id = route::scoped(&self.thread_id, &(self.ids)("msg"));
         QueueItem { message_id: id.clone(), run_id: id, message, queued_at: now, model }
     }
 

@@ -369,6 +369,7 @@ impl<H: Host> Agent<H> {
             }
         };
         let response_id = self.host.new_id("resp");
+        self.publish(vec![self.event(Kind::StepStart, json!({}))])?;
         let mut decoder = SseDecoder::default();
         let mut parser = ChunkParser::default();
         let mut step = Step::default();
@@ -408,7 +409,20 @@ impl<H: Host> Agent<H> {
                 break;
             }
         }
+        let mut finish = json!({});
+        if let Some(u) = &step.usage {
+            finish["usage"] = u.clone();
+        }
+        if let Some(r) = &step.finish {
+            finish["finishReason"] = r.clone().into();
+        }
+        self.publish(vec![self.event(Kind::StepFinish, finish)])?;
         step.calls = parser.tool_calls();
+        for call in &mut step.calls {
+            if let Some((_, id)) = step.ids.iter().find(|(i, _)| *i == call.index) {
+                call.id = id.clone();
+            }
+        }
         Ok(step)
     }
 
@@ -429,7 +443,12 @@ impl<H: Host> Agent<H> {
                     e.response_id = Some(response_id.to_owned());
                     out.push(e);
                 }
-                ModelEvent::ToolStart { id, name, .. } => {
+                ModelEvent::ToolStart { index, name, .. } => {
+                    // The model's call ids are only unique within its answer:
+                    // the thread names calls itself (`<threadId>.tc_…`), so a
+                    // decision that names only a call finds its thread.
+                    let id = crate::route::scoped(&self.thread_id, &self.host.new_id("tc"));
+                    step.ids.push((index, id.clone()));
                     out.push(self.event(Kind::ToolInputStart, json!({ "toolCallId": id, "toolName": name })));
                 }
                 ModelEvent::Finish(r) => step.finish = Some(r),
@@ -761,6 +780,8 @@ fn confirmation_payload(kind: &ToolKind<'_>, call: &openai::ToolCallParts, args:
 
 #[derive(Default)]
 struct Step {
+    /// Our id for each tool call index of the answer.
+    ids: Vec<(usize, String)>,
     text: String,
     calls: Vec<openai::ToolCallParts>,
     finish: Option<String>,

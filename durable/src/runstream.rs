@@ -1,0 +1,249 @@
+//! Run streams in adonis-agora's envelope (seed `001_*`, "The SSE envelope"):
+//! a run's events mapped to `AgentStreamEvent` frames, each with an SSE `id:`
+//! equal to its 1-based position in the run.
+//!
+//! The same frame must carry the same id on every connection, whether it was
+//! sent live (from a delta) or rebuilt later from the log (from a block).
+//! Blocks record each delta's length (`parts`), so [`FrameMapper`] turns a
+//! block back into exactly the text frames its deltas were; a block that
+//! extends text already sent (live deltas, or an earlier flush of the same
+//! segment) yields only the parts not yet sent. Only the root agent's events
+//! become frames (the envelope has no sub-agents; a sub-agent's work arrives
+//! as its spawn call's output).
+//!
+//! The mapping:
+//!
+//! | log event | frame |
+//! | --- | --- |
+//! | `step-start` / `step-finish {usage}` | `step-start` / `step-finish {usage: {inputTokens, outputTokens}}` |
+//! | `text-delta` / `text-block` | `text {text}` per delta |
+//! | `reasoning-delta` / `reasoning-block` | `reasoning {text}` per delta |
+//! | `tool-call` | `tool-input-available {id, name, input}` |
+//! | `tool-result` | `tool-output {id, output}` |
+//! | `tool-error`, `tool-interrupted` | `tool-output-error {id, errorText}` |
+//! | `confirmation-request` | `approval-requested {id, requestId, toolName, input, approver?, expiresAt?}` |
+//! | `tasks-update` | `tasks {tasks}` |
+//! | `thread-title-updated` | `title {title}` |
+//! | `queue-updated` | `queue {queue}` |
+//! | `run-finish` | `event: done` (completed) or `event: error {code, message}` |
+
+use crate::event::{Event, Kind};
+use crate::sse::Frame;
+use serde_json::{json, Value};
+use std::collections::HashSet;
+
+#[derive(Debug, Clone, PartialEq)]
+struct Tail {
+    reasoning: bool,
+    response_id: Option<String>,
+    /// Text already sent as frames, and how many deltas that was.
+    text: String,
+    parts: usize,
+}
+
+/// Maps a run's events to numbered frames; the same events always give the
+/// same frames with the same numbers.
+#[derive(Debug, Clone)]
+pub struct FrameMapper {
+    root: String,
+    tail: Option<Tail>,
+    calls: HashSet<String>,
+    /// Frames produced so far (the last frame's id).
+    pub count: u64,
+}
+
+impl FrameMapper {
+    pub fn new(root_agent: &str) -> FrameMapper {
+        FrameMapper { root: root_agent.to_owned(), tail: None, calls: HashSet::new(), count: 0 }
+    }
+
+    /// The frames of one event, numbered.
+    pub fn map(&mut self, ev: &Event) -> Vec<(u64, Value)> {
+        let frames = self.frames(ev);
+        frames
+            .into_iter()
+            .map(|f| {
+                self.count += 1;
+                (self.count, f)
+            })
+            .collect()
+    }
+
+    fn frames(&mut self, ev: &Event) -> Vec<Value> {
+        let p = &ev.payload;
+        // A child's entry lands in the root's timeline: root text ends there.
+        if ev.kind == Kind::AgentSpawned && p["parentId"] == self.root.as_str() {
+            self.tail = None;
+            return Vec::new();
+        }
+        if ev.agent_id != self.root && ev.kind != Kind::QueueUpdated {
+            return Vec::new();
+        }
+        let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default();
+        match ev.kind {
+            Kind::TextDelta | Kind::ReasoningDelta if p.get("snapshot").and_then(Value::as_bool) != Some(true) => {
+                let reasoning = ev.kind == Kind::ReasoningDelta;
+                let same = self.tail.as_ref().is_some_and(|t| t.reasoning == reasoning && t.response_id == ev.response_id);
+                if !same {
+                    self.tail = Some(Tail { reasoning, response_id: ev.response_id.clone(), text: String::new(), parts: 0 });
+                }
+                let tail = self.tail.as_mut().expect("set above");
+                tail.text.push_str(text("text"));
+                tail.parts += 1;
+                vec![text_frame(reasoning, text("text"))]
+            }
+            // Blocks, and the snapshot a joining client gets: the deltas not sent yet.
+            Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => {
+                let reasoning = matches!(ev.kind, Kind::ReasoningDelta | Kind::ReasoningBlock);
+                let full = text("text");
+                let parts: Vec<usize> = p
+                    .get("parts")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_u64).map(|n| n as usize).collect())
+                    .filter(|v: &Vec<usize>| v.iter().sum::<usize>() == full.len())
+                    .unwrap_or_else(|| vec![full.len()]);
+                let sent = match &self.tail {
+                    Some(t) if t.reasoning == reasoning && t.response_id == ev.response_id && full.starts_with(&t.text) => t.parts,
+                    _ => 0,
+                };
+                let mut frames = Vec::new();
+                let mut at = 0;
+                for (i, len) in parts.iter().enumerate() {
+                    let piece = full.get(at..at + len).unwrap_or_default();
+                    if i >= sent {
+                        frames.push(text_frame(reasoning, piece));
+                    }
+                    at += len;
+                }
+                self.tail = Some(Tail { reasoning, response_id: ev.response_id.clone(), text: full.to_owned(), parts: parts.len() });
+                frames
+            }
+            Kind::ToolInputStart => {
+                if self.calls.insert(text("toolCallId").to_owned()) {
+                    self.tail = None;
+                }
+                Vec::new()
+            }
+            Kind::ToolCall => {
+                if self.calls.insert(text("toolCallId").to_owned()) {
+                    self.tail = None;
+                }
+                vec![json!({ "kind": "tool-input-available", "id": text("toolCallId"), "name": text("toolName"), "input": p["args"] })]
+            }
+            Kind::ToolResult => vec![json!({ "kind": "tool-output", "id": text("toolCallId"), "output": p["result"] })],
+            Kind::ToolError | Kind::ToolInterrupted => {
+                vec![json!({ "kind": "tool-output-error", "id": text("toolCallId"), "errorText": text("error") })]
+            }
+            Kind::ConfirmationRequest => {
+                if self.calls.insert(text("toolCallId").to_owned()) {
+                    self.tail = None;
+                }
+                vec![json!({
+                    "kind": "approval-requested",
+                    "id": text("toolCallId"),
+                    "requestId": text("requestId"),
+                    "toolName": text("toolName"),
+                    "input": p["args"],
+                    "inputType": p.get("inputType").cloned().unwrap_or_else(|| "approval".into()),
+                })]
+            }
+            Kind::StepStart => vec![json!({ "kind": "step-start" })],
+            Kind::StepFinish => {
+                let u = &p["usage"];
+                let mut f = json!({ "kind": "step-finish" });
+                if u.is_object() {
+                    f["usage"] = json!({ "inputTokens": u["prompt_tokens"], "outputTokens": u["completion_tokens"] });
+                }
+                vec![f]
+            }
+            Kind::TasksUpdate => vec![json!({ "kind": "tasks", "tasks": p["tasks"]["tasks"] })],
+            Kind::ThreadTitleUpdated => vec![json!({ "kind": "title", "title": text("title") })],
+            Kind::QueueUpdated => vec![json!({ "kind": "queue", "queue": p })],
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn text_frame(reasoning: bool, text: &str) -> Value {
+    json!({ "kind": if reasoning { "reasoning" } else { "text" }, "text": text })
+}
+
+/// Appends numbered frames to `out`.
+pub fn encode(frames: &[(u64, Value)], after: u64, out: &mut Vec<u8>) {
+    for (id, f) in frames.iter().filter(|(id, _)| *id > after) {
+        Frame::data(&f.to_string()).id(*id).encode(out);
+    }
+}
+
+/// `event: meta` with the run and thread (no id).
+pub fn meta(run_id: &str, thread_id: &str, out: &mut Vec<u8>) {
+    let data = json!({ "runId": run_id, "threadId": thread_id }).to_string();
+    Frame::data(&data).event("meta").expect("a fixed name").encode(out);
+}
+
+/// The stream's last frame for a `run-finish`: `done`, or `error {code, message}`.
+pub fn terminal(run_finish: &Value, out: &mut Vec<u8>) {
+    let status = run_finish["status"].as_str().unwrap_or_default();
+    let reason = run_finish["reason"].as_str().unwrap_or_default();
+    let (name, data) = match status {
+        "completed" => ("done", json!({})),
+        "cancelled" => ("error", json!({ "code": "run_cancelled", "message": format!("the run was cancelled ({reason})") })),
+        _ => ("error", json!({ "code": "run_failed", "message": if reason.is_empty() { status.to_owned() } else { reason.to_owned() } })),
+    };
+    Frame::data(&data.to_string()).event(name).expect("fixed names").encode(out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
+        let mut e = Event::new(kind, "r", agent, 0, payload);
+        e.response_id = rid.map(str::to_owned);
+        e
+    }
+
+    fn texts(frames: &[(u64, Value)]) -> Vec<(u64, String)> {
+        frames.iter().map(|(i, f)| (*i, f["text"].as_str().unwrap_or(f["kind"].as_str().unwrap()).to_owned())).collect()
+    }
+
+    #[test]
+    fn live_deltas_and_replayed_blocks_give_the_same_frames() {
+        let live = [
+            ev(Kind::StepStart, "o", None, json!({})),
+            ev(Kind::TextDelta, "o", Some("s"), json!({"text":"He"})),
+            ev(Kind::TextBlock, "o", Some("s"), json!({"text":"He","parts":[2]})), // idle flush
+            ev(Kind::TextDelta, "o", Some("s"), json!({"text":"llo"})),
+            ev(Kind::TextDelta, "sub", Some("x"), json!({"text":"ignored"})),
+            ev(Kind::TextBlock, "o", Some("s"), json!({"text":"Hello","parts":[2,3]})),
+            ev(Kind::ToolCall, "o", None, json!({"toolCallId":"t","toolName":"n","args":{}})),
+        ];
+        let replay: Vec<Event> = live.iter().filter(|e| e.kind != Kind::TextDelta).cloned().collect();
+        let mut a = FrameMapper::new("o");
+        let fa: Vec<_> = live.iter().flat_map(|e| a.map(e)).collect();
+        let mut b = FrameMapper::new("o");
+        let fb: Vec<_> = replay.iter().flat_map(|e| b.map(e)).collect();
+        assert_eq!(fa, fb);
+        assert_eq!(texts(&fa), vec![(1, "step-start".into()), (2, "He".into()), (3, "llo".into()), (4, "tool-input-available".into())]);
+    }
+
+    #[test]
+    fn a_joining_client_gets_the_unsent_parts_of_the_open_segment() {
+        let mut m = FrameMapper::new("o");
+        let snap = ev(Kind::TextDelta, "o", Some("s"), json!({"text":"abc","snapshot":true,"parts":[1,2]}));
+        assert_eq!(texts(&m.map(&snap)), vec![(1, "a".into()), (2, "bc".into())]);
+        // The block that later stores it sends nothing new.
+        assert!(m.map(&ev(Kind::TextBlock, "o", Some("s"), json!({"text":"abc","parts":[1,2]}))).is_empty());
+    }
+
+    #[test]
+    fn terminal_frames() {
+        let mut out = Vec::new();
+        terminal(&json!({"status":"completed"}), &mut out);
+        terminal(&json!({"status":"error","reason":"LLM provider unavailable"}), &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "event: done\ndata: {}\n\nevent: error\ndata: {\"code\":\"run_failed\",\"message\":\"LLM provider unavailable\"}\n\n"
+        );
+    }
+}
