@@ -11,17 +11,20 @@
 //! - [`store`]: the core's storage trait on Durable Object SQLite.
 //! - [`agent_host`]: the built-in agent's host: model client and tool runner
 //!   over `fetch`, timers, the publish path.
+//! - [`directory`]: each actor's list of threads (`GET /agent/threads`).
 //! - [`config`], [`ids`], [`http`]: configuration, random ids, JSON answers.
 //!
 //! Every rule about events lives in `durable/` (crate `threadline-durable`).
 
 mod agent_host;
 mod config;
+mod directory;
 mod http;
 mod ids;
 mod object;
 mod store;
 
+pub use directory::Directory;
 pub use object::ThreadObject;
 use threadline_durable::route::Route;
 use worker::*;
@@ -53,6 +56,18 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 async fn route(req: Request, env: &Env) -> std::result::Result<Response, threadline_durable::ApiError> {
     if req.path() == "/agent/models" {
         return models(&req, env);
+    }
+    if req.path() == "/agent/threads" {
+        if req.method() != Method::Get {
+            return Err(threadline_durable::ApiError::new(405, "method_not_allowed", "/agent/threads takes GET").with("allow", "GET"));
+        }
+        let stub = env
+            .durable_object("DIRECTORY")
+            .and_then(|ns| ns.get_by_name(directory::LOCAL_ACTOR))
+            .map_err(http::internal)?;
+        let mut resp = stub.fetch_with_str("https://directory/threads").await.map_err(http::internal)?;
+        let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
+        return http::json(200, &body).map_err(http::internal);
     }
     let req = match (req.method(), req.path().as_str()) {
         (Method::Post, "/agent/chat") => agora_chat(req).await?,

@@ -47,6 +47,7 @@ pub struct ThreadObject {
 /// The object's state, shared with the tasks it spawns (the agent loop, the
 /// idle-flush timer), which outlive the request that started them.
 pub struct Inner {
+    env: Env,
     storage: Storage,
     config: Config,
     core: Shared,
@@ -74,6 +75,7 @@ impl DurableObject for ThreadObject {
     fn new(state: State, env: Env) -> Self {
         let config = Config::from_env(&env);
         let inner = Inner {
+            env,
             storage: state.storage(),
             config,
             core: Rc::default(),
@@ -389,6 +391,7 @@ impl Inner {
     /// start signal. A run whose agent cannot start ends at once with an
     /// error, rather than lock the thread.
     async fn launch(self: &Rc<Self>, thread: &str, run: &threadline_durable::RunRecord, token: &str) {
+        self.register(thread, run).await;
         let failed = match run.driver {
             Driver::Builtin => self.builtin_ready().and_then(|tools| self.start_builtin(thread, run, tools)).err().map(|e| e.message),
             Driver::Webhook => match &self.config.webhook_url {
@@ -428,6 +431,23 @@ impl Inner {
             Box::pin(self.launch_started()).await;
         }
         self.arm_alarm().await;
+    }
+
+    /// Lists the thread in its actor's directory (best effort: the thread
+    /// works without it).
+    async fn register(self: &Rc<Self>, thread: &str, run: &threadline_durable::RunRecord) {
+        let body = json!({ "threadId": thread, "title": agent::title_from(&run.message), "at": run.created_at });
+        let sent = async {
+            let stub = self.env.durable_object("DIRECTORY")?.get_by_name(crate::directory::LOCAL_ACTOR)?;
+            let headers = Headers::new();
+            headers.set("content-type", "application/json")?;
+            let mut init = RequestInit::new();
+            init.with_method(Method::Post).with_headers(headers).with_body(Some(body.to_string().into()));
+            stub.fetch_with_request(Request::new_with_init("https://directory/register", &init)?).await
+        };
+        if let Err(e) = sent.await {
+            console_warn!("directory: {e}");
+        }
     }
 
     /// Stops the built-in agents of this instance and aborts their fetches.

@@ -208,4 +208,17 @@ describe("approve and reject by tool call", () => {
     await p.resp.body.cancel();
     p.sse.close();
   });
+
+  test("GET /agent/threads lists the threads, newest first", async () => {
+    const a = await agentChat({ message: "first thread here" });
+    await sleep(5);
+    const b = await agentChat({ message: "second thread here" });
+    const list = (await api.call("GET", "/agent/threads")).json.threads;
+    const ids = list.map((t) => t.threadId);
+    const ta = a.resp.headers.get("x-agent-thread-id");
+    const tb = b.resp.headers.get("x-agent-thread-id");
+    assert.ok(ids.indexOf(tb) < ids.indexOf(ta), "newest first");
+    assert.equal(list.find((t) => t.threadId === ta).title, "first thread here");
+    assert.equal((await api.call("POST", "/agent/threads")).status, 405);
+  });
 });

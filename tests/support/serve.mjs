@@ -38,7 +38,10 @@ const mf = new Miniflare({
   modules: true,
   modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
   compatibilityDate: toml.match(/compatibility_date\s*=\s*"([^"]+)"/)[1],
-  durableObjects: { THREAD: { className: "ThreadObject", useSQLite: true } },
+  durableObjects: {
+    THREAD: { className: "ThreadObject", useSQLite: true },
+    DIRECTORY: { className: "Directory", useSQLite: true },
+  },
   durableObjectsPersist: values.persist ?? false,
   bindings,
   host: "127.0.0.1",

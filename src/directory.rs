@@ -1,0 +1,85 @@
+//! The thread directory: one small Durable Object per actor listing the
+//! threads they started (`GET /agent/threads`). Threads register themselves
+//! when a run starts; a thread's own object stays the source of truth for
+//! everything in it.
+
+use serde::Deserialize;
+use serde_json::json;
+use worker::*;
+
+const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS threads (
+  thread_id  TEXT PRIMARY KEY,
+  title      TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  runs       INTEGER NOT NULL DEFAULT 1
+)";
+
+/// Whose directory: until callers are authenticated, one local actor.
+pub const LOCAL_ACTOR: &str = "local";
+
+#[durable_object]
+pub struct Directory {
+    sql: SqlStorage,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Register {
+    thread_id: String,
+    title: String,
+    at: f64,
+}
+
+#[derive(Deserialize, serde::Serialize)]
+struct Row {
+    thread_id: String,
+    title: String,
+    created_at: f64,
+    updated_at: f64,
+    runs: f64,
+}
+
+impl DurableObject for Directory {
+    fn new(state: State, _env: Env) -> Self {
+        let sql = state.storage().sql();
+        if let Err(e) = sql.exec(SCHEMA, None) {
+            console_error!("directory schema: {e}");
+        }
+        Directory { sql }
+    }
+
+    async fn fetch(&self, mut req: Request) -> Result<Response> {
+        match (req.method(), req.path().as_str()) {
+            (Method::Post, "/register") => {
+                let r: Register = req.json().await?;
+                self.sql.exec(
+                    "INSERT INTO threads (thread_id, title, created_at, updated_at) VALUES (?, ?, ?, ?)
+                     ON CONFLICT (thread_id) DO UPDATE SET updated_at = excluded.updated_at, runs = runs + 1",
+                    vec![r.thread_id.into(), r.title.into(), (r.at as i64).into(), (r.at as i64).into()],
+                )?;
+                Response::ok("")
+            }
+            (Method::Get, "/threads") => {
+                let rows: Vec<Row> = self
+                    .sql
+                    .exec("SELECT thread_id, title, created_at, updated_at, runs FROM threads ORDER BY updated_at DESC LIMIT 200", None)?
+                    .to_array()?;
+                let threads: Vec<_> = rows
+                    .iter()
+                    .map(|r| {
+                        json!({
+                            "threadId": r.thread_id,
+                            "title": r.title,
+                            "createdAt": r.created_at as i64,
+                            "updatedAt": r.updated_at as i64,
+                            "runs": r.runs as i64,
+                        })
+                    })
+                    .collect();
+                Response::from_json(&json!({ "threads": threads }))
+            }
+            _ => Response::error("not found", 404),
+        }
+    }
+}
