@@ -124,6 +124,13 @@ impl Inner {
         if let Ok(url) = req.url() {
             *self.last_origin.borrow_mut() = url.origin().ascii_serialization();
         }
+        if !loaded_before {
+            // First request of this instance: a built-in run found open lost
+            // its loop with the old instance. It is resumed or swept before
+            // this request is served, so a send is never refused by a dead
+            // holder of the thread.
+            self.recover_builtin_run();
+        }
         let resp = match &route {
             Route::Chat { thread } => self.chat(thread, &mut req).await,
             Route::Cancel { .. } => self.cancel().await,
@@ -151,9 +158,7 @@ impl Inner {
         // Whatever the request did may have started a queued message.
         self.launch_started().await;
         if !loaded_before {
-            // First request of this instance: a built-in run found open is
-            // resumed or swept; any other needs its deadline on the alarm.
-            self.recover_builtin_run();
+            // A run found open needs its deadline on the alarm.
             self.arm_alarm().await;
         }
         resp

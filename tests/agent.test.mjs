@@ -364,11 +364,16 @@ describe("restarts", () => {
       sse.close();
       await w.kill();
       ({ w, api: a } = await stack({}, { persist: dir }));
+      // The first request after the restart is a send: the dead holder is
+      // swept first, so the send is not refused.
+      const next = await a.chat(thread, "after the crash");
+      assert.equal(next.status, 200, next.text);
       const again = a.events(thread);
       await again.ready;
       const fin = await again.waitFor((e) => e.type === "run-finish", 10000);
       assert.deepEqual(fin.payload, { status: "interrupted", reason: "crash_interrupted" });
       assert.ok(again.events().some((e) => e.type === "tool-interrupted"));
+      await again.waitFor((e) => e.type === "run-finish" && e.runId === next.json.runId, 10000);
       again.close();
     } finally {
       await w.stop();
