@@ -29,9 +29,11 @@
 //! - [`queue`]: the thread's message queue; [`models`]: the model catalog.
 //! - [`runstream`]: a run's events as agora run-stream frames, numbered
 //!   the same live and replayed.
+//! - [`auth`]: bearer JWTs (HS256, RS256, ES256) and stream tokens.
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
 
 pub mod agent;
+pub mod auth;
 pub mod coalesce;
 pub mod confirm;
 pub mod error;
