@@ -32,6 +32,19 @@ pub struct Config {
     pub catalog: Result<threadline_durable::models::Catalog, String>,
     /// API keys of catalog models that name their own (`keyName`).
     pub model_keys: std::collections::BTreeMap<String, String>,
+    /// How callers are authenticated.
+    pub auth: threadline_durable::auth::Mode,
+    /// The key stream tokens are signed with: `STREAM_TOKEN_SECRET`, else
+    /// `AUTH_JWT_SECRET`, else (dev mode only) a fixed development key.
+    pub stream_key: Option<Vec<u8>>,
+    /// `ALLOWED_ORIGINS`: origins browsers may call from (`*` for any).
+    pub allowed_origins: Vec<String>,
+    /// Sends per actor per minute (429 with `Retry-After` beyond).
+    pub runs_per_minute: i64,
+    /// SSE and run-stream subscribers per thread (429 beyond).
+    pub max_subscribers: usize,
+    /// Idle threads are deleted after this long (0: never).
+    pub thread_ttl_ms: i64,
 }
 
 fn var(env: &Env, name: &str) -> Option<String> {
@@ -46,6 +59,16 @@ impl Config {
     pub fn from_env(env: &Env) -> Config {
         let defaults = threadline_durable::Config::default();
         let policy = threadline_durable::confirm::Policy::parse(var(env, "APPROVAL_POLICY").as_deref());
+        let auth = threadline_durable::auth::Mode::from_config(
+            var(env, "AUTH_MODE").as_deref(),
+            var(env, "AUTH_JWT_SECRET").as_deref(),
+            var(env, "AUTH_JWKS").as_deref(),
+            var(env, "AUTH_ISSUER").as_deref(),
+            var(env, "AUTH_AUDIENCE").as_deref(),
+        );
+        let stream_key = var(env, "STREAM_TOKEN_SECRET").or_else(|| var(env, "AUTH_JWT_SECRET")).map(String::into_bytes).or_else(|| {
+            matches!(auth, threadline_durable::auth::Mode::Dev).then(|| b"threadline-development-stream-key".to_vec())
+        });
         let single = var(env, "LLM_MODEL").unwrap_or_else(|| threadline_durable::agent::AgentConfig::default().model);
         let catalog = threadline_durable::models::Catalog::parse(var(env, "LLM_MODELS").as_deref(), &single);
         Config {
@@ -54,6 +77,7 @@ impl Config {
                 restart_grace_ms: num(env, "RUN_RESTART_GRACE_MS", defaults.restart_grace_ms),
                 replay_page: defaults.replay_page,
                 approval_policy: policy.clone().unwrap_or_default(),
+                max_event_bytes: num(env, "MAX_EVENT_BYTES", 1_000_000).min(1_900_000) as usize,
                 driver: if var(env, "AGENT_WEBHOOK_URL").is_some() {
                     threadline_durable::store::Driver::Webhook
                 } else {
@@ -71,6 +95,17 @@ impl Config {
                 })
                 .unwrap_or_default(),
             catalog,
+            auth,
+            stream_key,
+            allowed_origins: var(env, "ALLOWED_ORIGINS")
+                .map(|v| v.split(',').map(|o| o.trim().trim_end_matches('/').to_owned()).filter(|o| !o.is_empty()).collect())
+                .unwrap_or_default(),
+            runs_per_minute: num(env, "RUNS_PER_MINUTE", 60),
+            max_subscribers: num(env, "MAX_SUBSCRIBERS", 1000) as usize,
+            thread_ttl_ms: var(env, "THREAD_TTL_DAYS")
+                .and_then(|d| d.trim().parse::<f64>().ok())
+                .filter(|d| *d >= 0.0)
+                .map_or(90 * 86_400_000, |d| (d * 86_400_000.0) as i64),
             webhook_url: var(env, "AGENT_WEBHOOK_URL"),
             public_url: var(env, "PUBLIC_URL"),
             debug_routes: var(env, "DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),

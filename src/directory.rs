@@ -1,6 +1,7 @@
-//! The thread directory: one small Durable Object per actor listing the
-//! threads they started (`GET /agent/threads`). Threads register themselves
-//! when a run starts; a thread's own object stays the source of truth for
+//! The actor directory: one small Durable Object per actor (`actor:<sub>`)
+//! that lists the threads they started (`GET /agent/threads`) and counts
+//! their sends for the per-minute limit. Threads register themselves when a
+//! run starts; a thread's own object stays the source of truth for
 //! everything in it.
 
 use serde::Deserialize;
@@ -13,10 +14,11 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS threads (
   created_at INTEGER NOT NULL,
   updated_at INTEGER NOT NULL,
   runs       INTEGER NOT NULL DEFAULT 1
-)";
+);
+CREATE TABLE IF NOT EXISTS sends (at INTEGER NOT NULL);";
 
-/// Whose directory: until callers are authenticated, one local actor.
-pub const LOCAL_ACTOR: &str = "local";
+/// The window of the per-minute send limit.
+const WINDOW_MS: i64 = 60_000;
 
 #[durable_object]
 pub struct Directory {
@@ -29,6 +31,18 @@ struct Register {
     thread_id: String,
     title: String,
     at: f64,
+}
+
+#[derive(Deserialize)]
+struct Admit {
+    limit: i64,
+    now: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Unregister {
+    thread_id: String,
 }
 
 #[derive(Deserialize, serde::Serialize)]
@@ -58,6 +72,30 @@ impl DurableObject for Directory {
                      ON CONFLICT (thread_id) DO UPDATE SET updated_at = excluded.updated_at, runs = runs + 1",
                     vec![r.thread_id.into(), r.title.into(), (r.at as i64).into(), (r.at as i64).into()],
                 )?;
+                Response::ok("")
+            }
+            (Method::Post, "/admit") => {
+                // A sliding window over the last minute's sends.
+                let a: Admit = req.json().await?;
+                let now = a.now as i64;
+                self.sql.exec("DELETE FROM sends WHERE at <= ?", vec![(now - WINDOW_MS).into()])?;
+                #[derive(Deserialize)]
+                struct Window {
+                    n: f64,
+                    oldest: Option<f64>,
+                }
+                let w: Window = self.sql.exec("SELECT COUNT(*) AS n, MIN(at) AS oldest FROM sends", None)?.one()?;
+                if w.n as i64 >= a.limit {
+                    let retry_ms = w.oldest.map_or(WINDOW_MS, |o| o as i64 + WINDOW_MS - now).max(1_000);
+                    let body = json!({ "retryAfter": (retry_ms + 999) / 1000 });
+                    return Ok(Response::from_json(&body)?.with_status(429));
+                }
+                self.sql.exec("INSERT INTO sends (at) VALUES (?)", vec![now.into()])?;
+                Response::ok("")
+            }
+            (Method::Post, "/unregister") => {
+                let u: Unregister = serde_json::from_slice(&req.bytes().await?).map_err(|e| Error::RustError(e.to_string()))?;
+                self.sql.exec("DELETE FROM threads WHERE thread_id = ?", vec![u.thread_id.into()])?;
                 Response::ok("")
             }
             (Method::Get, "/threads") => {

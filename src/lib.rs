@@ -26,7 +26,9 @@ mod store;
 
 pub use directory::Directory;
 pub use object::ThreadObject;
+use threadline_durable::auth::{self, Actor};
 use threadline_durable::route::Route;
+use threadline_durable::ApiError;
 use worker::*;
 
 pub(crate) fn now_ms() -> i64 {
@@ -38,11 +40,26 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
+/// Headers the Worker sets on what it forwards to a thread: who is calling.
+/// Any a client sent are removed first.
+pub(crate) const ACTOR_HEADER: &str = "x-threadline-actor";
+pub(crate) const ROLES_HEADER: &str = "x-threadline-roles";
+
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let resp = match route(req, &env).await {
-        Ok(resp) => resp,
-        Err(e) => http::error(&e)?,
+    let config = config::Config::from_env(&env);
+    let origin = req.headers().get("origin").ok().flatten();
+    let allowed = origin.as_deref().filter(|o| {
+        config.allowed_origins.iter().any(|a| a == "*" || a == o.trim_end_matches('/'))
+    });
+    let resp = if req.method() == Method::Options {
+        // CORS preflight: answered here, never forwarded.
+        Response::empty()?.with_status(if allowed.is_some() { 204 } else { 403 })
+    } else {
+        match route(req, &env, &config).await {
+            Ok(resp) => resp,
+            Err(e) => http::error(&e)?,
+        }
     };
     // A response forwarded from the object has immutable headers: copy them.
     let headers = Headers::new();
@@ -50,98 +67,218 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         headers.set(&k, &v)?;
     }
     headers.set("x-content-type-options", "nosniff")?;
+    if let Some(o) = allowed {
+        headers.set("access-control-allow-origin", o)?;
+        headers.set("vary", "Origin")?;
+        headers.set("access-control-allow-methods", "GET, POST, PATCH, DELETE, OPTIONS")?;
+        headers.set("access-control-allow-headers", "authorization, content-type, last-event-id")?;
+        headers.set("access-control-expose-headers", "x-agent-run-id, x-agent-thread-id, retry-after")?;
+        headers.set("access-control-max-age", "600")?;
+    }
     Ok(resp.with_headers(headers))
 }
 
-async fn route(req: Request, env: &Env) -> std::result::Result<Response, threadline_durable::ApiError> {
-    if req.path() == "/agent/models" {
-        return models(&req, env);
+async fn route(req: Request, env: &Env, config: &config::Config) -> std::result::Result<Response, ApiError> {
+    let path = req.path();
+    // External agents publish with their run's publish token, checked by the thread.
+    let publishing = req.method() == Method::Post && path.starts_with("/instance-ai/threads/") && path.ends_with("/events");
+    let actor = if publishing { None } else { Some(caller(&req, config, &path)?) };
+    let actor_id = actor.as_ref().map(|a| a.id.as_str()).unwrap_or_default();
+    match path.as_str() {
+        "/agent/models" => return models(&req, config),
+        "/agent/threads" => return thread_list(&req, env, actor_id).await,
+        _ => {}
     }
-    if req.path() == "/agent/threads" {
-        if req.method() != Method::Get {
-            return Err(threadline_durable::ApiError::new(405, "method_not_allowed", "/agent/threads takes GET").with("allow", "GET"));
-        }
-        let stub = env
-            .durable_object("DIRECTORY")
-            .and_then(|ns| ns.get_by_name(directory::LOCAL_ACTOR))
-            .map_err(http::internal)?;
-        let mut resp = stub.fetch_with_str("https://directory/threads").await.map_err(http::internal)?;
-        let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
-        return http::json(200, &body).map_err(http::internal);
-    }
-    let req = match (req.method(), req.path().as_str()) {
+    let (req, body) = match (req.method(), path.as_str()) {
         (Method::Post, "/agent/chat") => agora_chat(req).await?,
         (Method::Post, "/agent/tool-call/approve") => agora_decision(req, "approve").await?,
         (Method::Post, "/agent/tool-call/reject") => agora_decision(req, "reject").await?,
-        _ => req,
+        _ => read_body(req).await?,
     };
     let route = Route::parse(req.method().as_ref(), &req.path())?;
+    if matches!(route, Route::Chat { .. } | Route::AgentChat { .. }) {
+        admit(env, config, actor_id).await?;
+    }
+    let forwarded = forward(&req, body, actor.as_ref())?;
     let stub = env
         .durable_object("THREAD")
         .and_then(|ns| ns.get_by_name(route.thread()))
         .map_err(http::internal)?;
+    stub.fetch_with_request(forwarded).await.map_err(http::internal)
+}
+
+/// Who is calling. A browser's EventSource cannot send headers, so the
+/// events and run-stream routes also take a stream token in `?token=`: short
+/// lived, for one thread, read-only. A full JWT in a URL is refused: URLs
+/// end up in logs, browser history and `Referer` headers, where a long-lived
+/// credential must never be.
+fn caller(req: &Request, config: &config::Config, path: &str) -> std::result::Result<Actor, ApiError> {
+    let url = req.url().map_err(http::internal)?;
+    let token = url.query_pairs().find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
+    if let Some(token) = token {
+        if auth::looks_like_jwt(&token) {
+            return Err(ApiError::new(
+                401,
+                "token_in_url",
+                "a bearer JWT is refused in a URL (logs, history and Referer headers keep URLs); ask POST /instance-ai/threads/:threadId/stream-token for a stream token",
+            ));
+        }
+        let thread = stream_thread(path).ok_or_else(|| {
+            ApiError::new(401, "unauthorized", "stream tokens are accepted on the events and run-stream routes only")
+        })?;
+        let key = config.stream_key.as_deref().ok_or_else(|| {
+            ApiError::new(503, "stream_tokens_not_configured", "set STREAM_TOKEN_SECRET (or AUTH_JWT_SECRET)")
+        })?;
+        return auth::verify_stream_token(key, &token, &thread, now_ms());
+    }
+    let authorization = req.headers().get("authorization").ok().flatten();
+    config.auth.authenticate(authorization.as_deref(), now_ms())
+}
+
+/// The thread of a route that takes stream tokens (GET events, GET run stream).
+fn stream_thread(path: &str) -> Option<String> {
+    match Route::parse("GET", path).ok()? {
+        Route::Events { thread } | Route::AgentStream { thread, .. } => Some(thread),
+        _ => None,
+    }
+}
+
+/// Runs per actor per minute, counted by the actor's directory object.
+async fn admit(env: &Env, config: &config::Config, actor: &str) -> std::result::Result<(), ApiError> {
+    if config.runs_per_minute <= 0 {
+        return Ok(());
+    }
+    let body = serde_json::json!({ "limit": config.runs_per_minute, "now": now_ms() });
+    let mut resp = directory_call(env, actor, "/admit", Some(body)).await?;
+    if resp.status_code() == 429 {
+        let answer: serde_json::Value = resp.json().await.map_err(http::internal)?;
+        let retry = answer["retryAfter"].as_i64().unwrap_or(60).max(1);
+        let err = ApiError::new(429, "rate_limited", format!("at most {} sends a minute; retry in {retry} s", config.runs_per_minute))
+            .with("retryAfter", retry);
+        return Err(err);
+    }
+    Ok(())
+}
+
+pub(crate) async fn directory_call(
+    env: &Env,
+    actor: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> std::result::Result<Response, ApiError> {
+    let stub = env
+        .durable_object("DIRECTORY")
+        .and_then(|ns| ns.get_by_name(&format!("actor:{actor}")))
+        .map_err(http::internal)?;
+    let mut init = RequestInit::new();
+    if let Some(b) = body {
+        let headers = Headers::new();
+        let _ = headers.set("content-type", "application/json");
+        init.with_method(Method::Post).with_headers(headers).with_body(Some(b.to_string().into()));
+    }
+    let req = Request::new_with_init(&format!("https://directory{path}"), &init).map_err(http::internal)?;
     stub.fetch_with_request(req).await.map_err(http::internal)
 }
 
-/// `GET /agent/models`: the model catalog (`LLM_MODELS`, or the one `LLM_MODEL`).
-fn models(req: &Request, env: &Env) -> std::result::Result<Response, threadline_durable::ApiError> {
+/// `GET /agent/threads`: the caller's threads, newest first.
+async fn thread_list(req: &Request, env: &Env, actor: &str) -> std::result::Result<Response, ApiError> {
     if req.method() != Method::Get {
-        return Err(threadline_durable::ApiError::new(405, "method_not_allowed", "/agent/models takes GET").with("allow", "GET"));
+        return Err(ApiError::new(405, "method_not_allowed", "/agent/threads takes GET").with("allow", "GET"));
     }
-    let config = config::Config::from_env(env);
-    let catalog = config
-        .catalog
-        .map_err(|e| threadline_durable::ApiError::new(503, "invalid_models", e))?;
+    let mut resp = directory_call(env, actor, "/threads", None).await?;
+    let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
+    http::json(200, &body).map_err(http::internal)
+}
+
+/// Reads the body (small: every route's body is capped), so the request can
+/// be re-sent with the caller's identity.
+async fn read_body(mut req: Request) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
+    let body = match req.method() {
+        Method::Get | Method::Head | Method::Delete | Method::Options => None,
+        _ => Some(req.bytes().await.map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?),
+    };
+    Ok((req, body))
+}
+
+/// The request as the thread gets it: the caller's identity in our headers,
+/// any copies of them a client sent removed.
+fn forward(req: &Request, body: Option<Vec<u8>>, actor: Option<&Actor>) -> std::result::Result<Request, ApiError> {
+    let headers = Headers::new();
+    for (k, v) in req.headers().entries() {
+        if !k.starts_with("x-threadline-") {
+            let _ = headers.set(&k, &v);
+        }
+    }
+    if let Some(a) = actor {
+        let _ = headers.set(ACTOR_HEADER, &a.id);
+        let _ = headers.set(ROLES_HEADER, &a.roles.join(","));
+    }
+    let mut init = RequestInit::new();
+    init.with_method(req.method()).with_headers(headers);
+    if let Some(b) = body {
+        init.with_body(Some(js_sys::Uint8Array::from(b.as_slice()).into()));
+    }
+    let url = req.url().map_err(http::internal)?;
+    Request::new_with_init(url.as_str(), &init).map_err(http::internal)
+}
+
+/// `GET /agent/models`: the model catalog (`LLM_MODELS`, or the one `LLM_MODEL`).
+fn models(req: &Request, config: &config::Config) -> std::result::Result<Response, ApiError> {
+    if req.method() != Method::Get {
+        return Err(ApiError::new(405, "method_not_allowed", "/agent/models takes GET").with("allow", "GET"));
+    }
+    let catalog = config.catalog.as_ref().map_err(|e| ApiError::new(503, "invalid_models", e.clone()))?;
     http::json(200, &catalog.view()).map_err(http::internal)
 }
 
 /// Reads a small JSON body in the stateless Worker (to find the thread).
-async fn small_json(req: &mut Request) -> std::result::Result<(Vec<u8>, serde_json::Value), threadline_durable::ApiError> {
+async fn small_json(req: &mut Request) -> std::result::Result<(Vec<u8>, serde_json::Value), ApiError> {
     let bytes = req
         .bytes()
         .await
-        .map_err(|e| threadline_durable::ApiError::bad_request("invalid_body", e.to_string()))?;
+        .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
     if bytes.len() > 256 * 1024 {
-        return Err(threadline_durable::ApiError::new(413, "body_too_large", "the body is over 262144 bytes"));
+        return Err(ApiError::new(413, "body_too_large", "the body is over 262144 bytes"));
     }
     let json = serde_json::from_slice(&bytes)
-        .map_err(|e| threadline_durable::ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))?;
+        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))?;
     Ok((bytes, json))
 }
 
-/// Re-addresses a request to `path` on the same origin, with `body`.
-fn readdress(req: &Request, path: &str, body: Vec<u8>) -> std::result::Result<Request, threadline_durable::ApiError> {
+/// Re-addresses a request to `path` on the same origin; the body goes along.
+fn readdress(req: &Request, path: &str, body: Vec<u8>) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
     let mut url = req.url().map_err(http::internal)?;
     url.set_path(path);
     let mut init = RequestInit::new();
-    init.with_method(req.method()).with_headers(req.headers().clone()).with_body(Some(js_sys::Uint8Array::from(body.as_slice()).into()));
-    Request::new_with_init(url.as_str(), &init).map_err(http::internal)
+    init.with_method(req.method()).with_headers(req.headers().clone());
+    let req = Request::new_with_init(url.as_str(), &init).map_err(http::internal)?;
+    Ok((req, Some(body)))
 }
 
 /// agora's `POST /agent/chat {threadId?, ...}`: a new thread when none is
 /// named; routed to `/agent/threads/:id/chat`.
-async fn agora_chat(mut req: Request) -> std::result::Result<Request, threadline_durable::ApiError> {
+async fn agora_chat(mut req: Request) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
     let (bytes, body) = small_json(&mut req).await?;
     let thread = match body.get("threadId") {
         None | Some(serde_json::Value::Null) => ids::new_id("thr"),
         Some(serde_json::Value::String(t)) => threadline_durable::route::id(t)?,
-        Some(_) => return Err(threadline_durable::ApiError::bad_request("invalid_id", "`threadId` must be a string")),
+        Some(_) => return Err(ApiError::bad_request("invalid_id", "`threadId` must be a string")),
     };
     if body.get("regenerate").and_then(|v| v.as_bool()) == Some(true) && body.get("threadId").is_none_or(|t| t.is_null()) {
-        return Err(threadline_durable::ApiError::bad_request("thread_required", "regenerate needs `threadId`"));
+        return Err(ApiError::bad_request("thread_required", "regenerate needs `threadId`"));
     }
     readdress(&req, &format!("/agent/threads/{thread}/chat"), bytes)
 }
 
 /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId}`: the
 /// thread is in the run id, or in the call id the built-in agent made.
-async fn agora_decision(mut req: Request, action: &str) -> std::result::Result<Request, threadline_durable::ApiError> {
+async fn agora_decision(mut req: Request, action: &str) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
     let (bytes, body) = small_json(&mut req).await?;
     let str_of = |k: &str| body.get(k).and_then(|v| v.as_str());
     let thread = str_of("runId")
         .and_then(threadline_durable::route::thread_of)
         .or_else(|| str_of("toolCallId").and_then(threadline_durable::route::thread_of))
-        .ok_or_else(|| threadline_durable::ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"))?
+        .ok_or_else(|| ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"))?
         .to_owned();
     readdress(&req, &format!("/agent/threads/{thread}/tool-call/{action}"), bytes)
 }

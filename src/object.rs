@@ -20,6 +20,7 @@ use threadline_durable::event::FinishStatus;
 use threadline_durable::store::{Driver, RunState};
 use threadline_durable::route::{self, Route};
 use threadline_durable::sse::PING;
+use threadline_durable::auth::Actor;
 use threadline_durable::{ApiError, Sink, StartRun, Store, Thread};
 use worker::*;
 
@@ -58,6 +59,13 @@ pub struct Inner {
     agents: Rc<RefCell<Vec<(String, CancelToken, WorkerHost)>>>,
     /// The origin of the last request served (for publish URLs).
     last_origin: RefCell<String>,
+}
+
+/// Where a thread keeps the actor who created it.
+const OWNER_KEY: &str = "owner";
+
+fn too_many_subscribers(max: usize) -> ApiError {
+    ApiError::new(429, "too_many_subscribers", format!("a thread serves at most {max} streams at once")).with("retryAfter", 5)
 }
 
 /// Where a thread keeps its pinned model (`PATCH /agent/threads/:id`).
@@ -119,6 +127,17 @@ impl Inner {
 
     async fn handle(self: &Rc<Self>, mut req: Request) -> std::result::Result<Response, ApiError> {
         let route = Route::parse(req.method().as_ref(), &req.path())?;
+        // Set by the stateless Worker, which removes any a client sent.
+        let actor = req.headers().get(crate::ACTOR_HEADER).ok().flatten().map(|id| Actor {
+            id,
+            roles: req
+                .headers()
+                .get(crate::ROLES_HEADER)
+                .ok()
+                .flatten()
+                .map(|r| r.split(',').filter(|x| !x.is_empty()).map(str::to_owned).collect())
+                .unwrap_or_default(),
+        });
         let loaded_before = self.core.borrow().is_some();
         self.with_core(|c| c.set_thread_id(route.thread()))?;
         if let Ok(url) = req.url() {
@@ -131,6 +150,7 @@ impl Inner {
             // holder of the thread.
             self.recover_builtin_run();
         }
+        self.admit(&route, actor.as_ref())?;
         let resp = match &route {
             Route::Chat { thread } => self.chat(thread, &mut req).await,
             Route::Cancel { .. } => self.cancel().await,
@@ -139,7 +159,12 @@ impl Inner {
             Route::Status { .. } => self.with_core(|c| http::json(200, &c.status()).map_err(internal))?,
             Route::Messages { thread } => self.messages(thread, &req),
             Route::Stats { .. } => self.stats(),
-            Route::Confirm { request, .. } => self.confirm(request, &mut req).await,
+            Route::Confirm { request, .. } => self.confirm(request, actor.as_ref(), &mut req).await,
+            Route::StreamToken { thread } => self.stream_token(thread, actor.as_ref()),
+            Route::Delete { thread } => {
+                self.delete_thread(thread).await?;
+                return http::json(200, &json!({ "ok": true, "deleted": thread })).map_err(internal);
+            }
             Route::QueueList { .. } => {
                 self.with_core(|c| http::json(200, &json!({ "queue": c.queue() })).map_err(internal))?
             }
@@ -153,7 +178,7 @@ impl Inner {
             Route::AgentThread { thread, patch } => self.agent_thread(thread, *patch, &mut req).await,
             Route::AgentChat { thread } => self.agent_chat(thread, &mut req).await,
             Route::AgentStream { thread, run } => self.agent_stream(thread, run, &req),
-            Route::ToolDecision { approve, .. } => self.tool_decision(*approve, &mut req).await,
+            Route::ToolDecision { approve, .. } => self.tool_decision(*approve, actor.as_ref(), &mut req).await,
         };
         // Whatever the request did may have started a queued message.
         self.launch_started().await;
@@ -212,8 +237,12 @@ impl Inner {
     /// never cancels the run.
     fn run_stream(self: &Rc<Self>, thread: &str, run: &str, after: u64) -> std::result::Result<Response, ApiError> {
         let (tx, rx) = unbounded();
+        let max = self.config.max_subscribers;
         let (replay, sub) = self.with_core(|c| {
             c.prune_subscribers();
+            if c.subscriber_count() >= max {
+                return Err(too_many_subscribers(max));
+            }
             c.subscribe_run(run, after, ChannelSink(tx))
         })??;
         let mut head = Vec::new();
@@ -232,7 +261,8 @@ impl Inner {
     /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId,
     /// reason?, via?, remember?}`: decides the call's confirmation, as
     /// `POST /instance-ai/confirm/:requestId` does.
-    async fn tool_decision(self: &Rc<Self>, approve: bool, req: &mut Request) -> std::result::Result<Response, ApiError> {
+    async fn tool_decision(self: &Rc<Self>, approve: bool, actor: Option<&Actor>, req: &mut Request) -> std::result::Result<Response, ApiError> {
+        let roles = actor.map(|a| a.roles.clone()).unwrap_or_default();
         let body = read_json(req, self.config.max_body_bytes).await?;
         let bad = |m: &str| ApiError::bad_request("invalid_decision", m.to_owned());
         let Some(call) = body.get("toolCallId").and_then(Value::as_str) else { return Err(bad("`toolCallId` is required")) };
@@ -274,7 +304,7 @@ impl Inner {
             // `via` is checked, as agora does; the decision records who and how
             // once callers are authenticated (the Trust issue).
             let _ = &via;
-            core.decide(&c.request_id, &decision, None, now_ms())
+            core.decide(&c.request_id, &decision, Some(&roles), now_ms())
         })??;
         self.after_settled(&c).await;
         http::json(200, &json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": c.state.as_str() }))
@@ -441,18 +471,74 @@ impl Inner {
     /// Lists the thread in its actor's directory (best effort: the thread
     /// works without it).
     async fn register(self: &Rc<Self>, thread: &str, run: &threadline_durable::RunRecord) {
+        let Some(owner) = self.owner() else { return };
         let body = json!({ "threadId": thread, "title": agent::title_from(&run.message), "at": run.created_at });
-        let sent = async {
-            let stub = self.env.durable_object("DIRECTORY")?.get_by_name(crate::directory::LOCAL_ACTOR)?;
-            let headers = Headers::new();
-            headers.set("content-type", "application/json")?;
-            let mut init = RequestInit::new();
-            init.with_method(Method::Post).with_headers(headers).with_body(Some(body.to_string().into()));
-            stub.fetch_with_request(Request::new_with_init("https://directory/register", &init)?).await
-        };
-        if let Err(e) = sent.await {
+        if let Err(e) = crate::directory_call(&self.env, &owner, "/register", Some(body)).await {
             console_warn!("directory: {e}");
         }
+    }
+
+    /// The actor who created the thread.
+    fn owner(self: &Rc<Self>) -> Option<String> {
+        self.with_core(|c| c.store().meta(OWNER_KEY).ok().flatten()).ok().flatten()
+    }
+
+    /// Who may use this thread. It belongs to the actor who created it (with
+    /// its first send); anyone else, and anyone on a thread that does not
+    /// exist, gets the same 404, so existence does not leak. A decision may
+    /// also come from a holder of the approver role a pending request names.
+    fn admit(self: &Rc<Self>, route: &Route, actor: Option<&Actor>) -> std::result::Result<(), ApiError> {
+        // The same answer as each route gives for an id it does not know.
+        let not_found = || match route {
+            Route::AgentStream { .. } => ApiError::not_found("nothing_to_resume", "no run with this id to resume"),
+            Route::Confirm { .. } => ApiError::not_found("confirmation_not_found", "no such confirmation request"),
+            Route::ToolDecision { .. } => ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"),
+            _ => ApiError::not_found("thread_not_found", "no such thread"),
+        };
+        let Some(actor) = actor else {
+            // Only publishing goes without a caller: its token is checked.
+            return if matches!(route, Route::Publish { .. }) { Ok(()) } else { Err(not_found()) };
+        };
+        self.with_core(|c| {
+            let owner = c.store().meta(OWNER_KEY).map_err(ApiError::storage)?;
+            match (route, owner) {
+                (_, Some(owner)) if owner == actor.id => Ok(()),
+                (Route::Chat { .. } | Route::AgentChat { .. }, None) => {
+                    c.store_mut().set_meta(OWNER_KEY, Some(&actor.id)).map_err(ApiError::storage)
+                }
+                (Route::Confirm { .. } | Route::ToolDecision { .. }, Some(_)) => {
+                    let approver = c.pending_approvers()?.iter().any(|role| actor.roles.contains(role));
+                    if approver { Ok(()) } else { Err(not_found()) }
+                }
+                _ => Err(not_found()),
+            }
+        })?
+    }
+
+    /// `POST .../stream-token`: a short-lived, read-only token for this
+    /// thread's event and run streams, for clients that cannot send headers.
+    fn stream_token(self: &Rc<Self>, thread: &str, actor: Option<&Actor>) -> std::result::Result<Response, ApiError> {
+        let key = self.config.stream_key.as_deref().ok_or_else(|| {
+            ApiError::new(503, "stream_tokens_not_configured", "set STREAM_TOKEN_SECRET (or AUTH_JWT_SECRET)")
+        })?;
+        let actor = actor.map(|a| a.id.as_str()).unwrap_or_default();
+        let (token, expires_at) = threadline_durable::auth::issue_stream_token(key, thread, actor, now_ms());
+        http::json(200, &json!({ "token": token, "expiresAt": expires_at })).map_err(internal)
+    }
+
+    /// Deletes the thread: its log, queue, confirmations and state; its
+    /// subscribers' streams end, its agents stop, its directory entry goes.
+    async fn delete_thread(self: &Rc<Self>, thread: &str) -> std::result::Result<(), ApiError> {
+        let owner = self.owner();
+        self.stop_agents();
+        // Dropping the core drops every subscriber's sender: their streams end.
+        *self.core.borrow_mut() = None;
+        self.storage.delete_all().await.map_err(internal)?;
+        let _ = self.storage.delete_alarm().await;
+        if let Some(owner) = owner {
+            let _ = crate::directory_call(&self.env, &owner, "/unregister", Some(json!({ "threadId": thread }))).await;
+        }
+        Ok(())
     }
 
     /// Stops the built-in agents of this instance and aborts their fetches.
@@ -533,10 +619,14 @@ impl Inner {
         let query = url.query_pairs().find(|(k, _)| k == "lastEventId").map(|(_, v)| v.into_owned());
         let after = route::cursor(header.as_deref(), query.as_deref())?;
         let (tx, rx) = unbounded();
+        let max = self.config.max_subscribers;
         let sub = self.with_core(|c| {
             c.prune_subscribers();
-            c.subscribe(after, ChannelSink(tx))
-        })?;
+            if c.subscriber_count() >= max {
+                return Err(too_many_subscribers(max));
+            }
+            Ok(c.subscribe(after, ChannelSink(tx)))
+        })??;
 
         // Replay pages are read lazily: rows at or below `high` never change,
         // and everything above it is already queued on the channel.
@@ -604,6 +694,12 @@ impl Inner {
             self.recover_builtin_run();
         }
         let now = now_ms();
+        let stale = self.with_core(|c| c.expiry(self.config.thread_ttl_ms).is_some_and(|t| t <= now))?;
+        if stale {
+            // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
+            let thread = self.with_core(|c| c.thread_id().to_owned())?;
+            return self.delete_thread(&thread).await;
+        }
         let expired = self.with_core(|c| c.expire_due(now))??;
         for c in &expired {
             self.after_settled(c).await;
@@ -622,7 +718,7 @@ impl Inner {
     /// Keeps the storage alarm at the active run's next deadline. Alarms
     /// survive eviction and restarts, so a silent run always ends.
     async fn arm_alarm(self: &Rc<Self>) {
-        arm_alarm(&self.core, &self.storage, self.config.heartbeat_ms).await
+        arm_alarm(&self.core, &self.storage, self.config.heartbeat_ms, self.config.thread_ttl_ms).await
     }
 
     /// Arms the in-memory timer that stores trailing deltas after the idle
@@ -686,9 +782,10 @@ impl Inner {
     /// `POST /instance-ai/confirm/:requestId`: records the decision, then
     /// resumes the built-in agent (once every confirmation of its step is
     /// settled) or tells the external agent through its webhook.
-    async fn confirm(self: &Rc<Self>, request: &str, req: &mut Request) -> std::result::Result<Response, ApiError> {
+    async fn confirm(self: &Rc<Self>, request: &str, actor: Option<&Actor>, req: &mut Request) -> std::result::Result<Response, ApiError> {
         let body = read_json(req, self.config.max_body_bytes).await?;
-        let c = self.with_core(|core| core.decide(request, &body, None, now_ms()))??;
+        let roles = actor.map(|a| a.roles.clone()).unwrap_or_default();
+        let c = self.with_core(|core| core.decide(request, &body, Some(&roles), now_ms()))??;
         self.after_settled(&c).await;
         let body = json!({ "ok": true, "requestId": c.request_id, "state": c.state.as_str() });
         http::json(200, &body).map_err(internal)
@@ -903,7 +1000,7 @@ impl Inner {
 /// Keeps the storage alarm at the thread's next deadline: the active run's
 /// idle or restart deadline, the heartbeat while the built-in agent runs, the
 /// next confirmation to lapse. Alarms survive eviction and restarts.
-async fn arm_alarm(core: &Shared, storage: &Storage, heartbeat: i64) {
+async fn arm_alarm(core: &Shared, storage: &Storage, heartbeat: i64, ttl_ms: i64) {
     let deadline = core.borrow().as_ref().and_then(|c| {
         let running_builtin = c.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !c.is_suspended();
         // While the built-in agent runs, an alarm every few seconds keeps
@@ -911,9 +1008,14 @@ async fn arm_alarm(core: &Shared, storage: &Storage, heartbeat: i64) {
         // suspended run needs no heartbeat: it waits in storage.
         let run = c.run_deadline().map(|d| if running_builtin { d.min(now_ms() + heartbeat) } else { d });
         let expiry = c.next_expiry().ok().flatten();
-        [run, expiry].into_iter().flatten().min()
+        [run, expiry, c.expiry(ttl_ms)].into_iter().flatten().min()
     });
     let Some(deadline) = deadline else { return };
+    arm_at(storage, deadline).await;
+}
+
+/// Moves the alarm earlier to `deadline` (or sets it).
+async fn arm_at(storage: &Storage, deadline: i64) {
     let current = storage.get_alarm().await.ok().flatten();
     let now = now_ms();
     if current.is_none_or(|t| t > deadline || t < now) {

@@ -313,10 +313,10 @@ describe("the agent tree", () => {
     ];
     for (const message of scenarios) {
       const thread = newThread("tree");
-      // Connected before the run starts: this client sees it all live.
+      // Connected as the run starts: replay, then live.
+      const r = await api.chat(thread, message);
       const live = api.events(thread);
       await live.ready;
-      const r = await api.chat(thread, message);
       await live.waitFor((e) => e.type === "run-finish", 10000, `run-finish of ${message}`);
       const folded = fold(live.events().filter((e) => e.runId === r.json.runId));
       const served = (await api.messages(thread)).json.messages[1].agentTree;

@@ -38,9 +38,9 @@ const userMessages = async (a, thread) =>
 describe("message queue", () => {
   test("a queued send while a run is busy: 202, its run id known up front, started when the run settles", async () => {
     const thread = newThread("q");
+    const first = await send(api, thread, "first [[slow:150]]", { mode: "queue" });
     const sse = api.events(thread);
     await sse.ready;
-    const first = await send(api, thread, "first [[slow:150]]", { mode: "queue" });
     assert.equal(first.status, 202);
     assert.equal(first.json.queued, true);
     assert.ok(first.json.runId, "started at once: the thread was free");
@@ -64,9 +64,9 @@ describe("message queue", () => {
 
   test("50 concurrent queued sends all run, in order, once each", async () => {
     const thread = newThread("q50");
+    const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => send(api, thread, `m${i}`, { mode: "queue" })));
     const sse = api.events(thread);
     await sse.ready;
-    const replies = await Promise.all(Array.from({ length: 50 }, (_, i) => send(api, thread, `m${i}`, { mode: "queue" })));
     for (const r of replies) assert.equal(r.status, 202, r.text);
     const ids = replies.map((r) => r.json.messageId);
     assert.equal(new Set(ids).size, 50);
@@ -125,9 +125,9 @@ describe("message queue", () => {
 
   test("interrupt cancels the active run and runs the new message next", async () => {
     const thread = newThread("qi");
+    const slow = await send(api, thread, "long one [[slow:300]]");
     const sse = api.events(thread);
     await sse.ready;
-    const slow = await send(api, thread, "long one [[slow:300]]");
     await send(api, thread, "queued behind", { mode: "queue" });
     const r = await send(api, thread, "stop and do this", { mode: "interrupt" });
     assert.equal(r.status, 202, r.text);
@@ -213,9 +213,9 @@ describe("regenerate", () => {
     assert.equal(empty.status, 400);
     assert.equal(empty.json.error.code, "thread_required");
     const thread = newThread("rg");
+    const first = await send(api, thread, "regen me");
     const sse = api.events(thread);
     await sse.ready;
-    const first = await send(api, thread, "regen me");
     await sse.waitFor((e) => e.type === "run-finish" && e.runId === first.json.runId);
     const busy = await send(api, thread, "busy [[slow:200]]");
     const refused = await send(api, thread, undefined, { regenerate: true });
@@ -241,8 +241,10 @@ describe("models", () => {
     assert.equal(cat.json.default, "fast");
     assert.deepEqual(cat.json.models.map((m) => [m.id, m.available]), [["big", true], ["fast", true], ["locked", false]]);
     const thread = newThread("md");
+    await send(api, thread, "open the thread");
     const sse = api.events(thread);
     await sse.ready;
+    await sse.waitFor((e) => e.type === "run-finish");
     const modelOf = (marker) => llm.requests.filter((b) => JSON.stringify(b.messages).includes(marker)).at(-1).model;
     const turn = async (message, extra = {}) => {
       const r = await send(api, thread, message, extra);

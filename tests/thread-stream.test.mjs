@@ -213,10 +213,10 @@ describe("cancel", () => {
     sse.close();
   });
 
-  test("cancel on a thread that never ran is a no-op", async () => {
+  test("cancel on a thread that never existed is the 404 of any unknown thread", async () => {
     const r = await api.cancel(newThread());
-    assert.equal(r.status, 200);
-    assert.deepEqual(r.json, { ok: true, cancelled: false });
+    assert.equal(r.status, 404);
+    assert.equal(r.json.error.code, "thread_not_found");
   });
 });
 

@@ -27,6 +27,10 @@ pub enum Route {
     Confirm { thread: String, request: String },
     /// `GET /instance-ai/threads/:threadId/queue`
     QueueList { thread: String },
+    /// `POST /instance-ai/threads/:threadId/stream-token`
+    StreamToken { thread: String },
+    /// `DELETE /instance-ai/threads/:threadId`
+    Delete { thread: String },
     /// `PATCH` (edit `{message}`) or `DELETE` `/instance-ai/threads/:threadId/queue/:messageId`
     QueueItem { thread: String, message: String, delete: bool },
     /// `POST /instance-ai/threads/:threadId/queue/:messageId/move` `{position}`
@@ -58,6 +62,8 @@ impl Route {
             | Route::Stats { thread }
             | Route::Confirm { thread, .. }
             | Route::QueueList { thread }
+            | Route::StreamToken { thread }
+            | Route::Delete { thread }
             | Route::QueueItem { thread, .. }
             | Route::QueueMove { thread, .. }
             | Route::QueuePause { thread, .. }
@@ -88,6 +94,8 @@ impl Route {
                 (Route::Confirm { thread: thread.to_owned(), request: (*r).to_owned() }, &["POST"])
             }
             ["instance-ai", "threads", t, "queue"] => (Route::QueueList { thread: id(t)? }, &["GET"]),
+            ["instance-ai", "threads", t, "stream-token"] => (Route::StreamToken { thread: id(t)? }, &["POST"]),
+            ["instance-ai", "threads", t] => (Route::Delete { thread: id(t)? }, &["DELETE"]),
             ["instance-ai", "threads", t, "queue", action @ ("pause" | "resume")] => {
                 (Route::QueuePause { thread: id(t)?, paused: *action == "pause" }, &["POST"])
             }

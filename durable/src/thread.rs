@@ -48,6 +48,9 @@ pub struct Config {
     pub approval_policy: confirm::Policy,
     /// Who drives the runs this thread starts from its queue.
     pub driver: Driver,
+    /// Largest serialised payload of one published event (413 beyond); under
+    /// SQLite's 2 MB row limit.
+    pub max_event_bytes: usize,
 }
 
 impl Default for Config {
@@ -58,6 +61,7 @@ impl Default for Config {
             replay_page: 512,
             approval_policy: confirm::Policy::default(),
             driver: Driver::Webhook,
+            max_event_bytes: 1_000_000,
         }
     }
 }
@@ -127,6 +131,8 @@ pub struct Thread<S: Store, K: Sink> {
     started: Vec<Started>,
     /// Random ids and tokens (the platform's CSPRNG in the Worker).
     ids: Rc<dyn Fn(&str) -> String>,
+    /// When the log last grew (ms): a thread idle past its TTL is deleted.
+    last_write_at: i64,
 }
 
 struct RunSubscriber<K> {
@@ -191,7 +197,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
             interrupting: None,
             started: Vec::new(),
             ids: counter_ids(),
+            last_write_at: now,
         };
+        if let Some(last) = thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first() {
+            if let Ok(ev) = serde_json::from_str::<Event>(&last.data) {
+                thread.last_write_at = ev.ts;
+            }
+        }
         if let Some(q) = thread.store.meta(QUEUE_KEY).map_err(ApiError::storage)? {
             thread.queue = serde_json::from_str(&q).unwrap_or_default();
         }
@@ -322,6 +334,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     "`{}` is made by the server from deltas; publish `text-delta` / `reasoning-delta`",
                     ev.kind.as_str()
                 )));
+            }
+            let size = ev.payload.to_string().len();
+            if size > self.config.max_event_bytes {
+                return Err(ApiError::new(
+                    413,
+                    "event_too_large",
+                    format!("event {index}: its payload is {size} bytes, over {}", self.config.max_event_bytes),
+                )
+                .with("index", index));
             }
             if ev.kind == Kind::RunFinish && index + 1 != n {
                 return Err(invalid("`run-finish` must be the last event of a batch".into()));
@@ -475,6 +496,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         }
         self.last_seq = seq;
+        let newest = staged.iter().map(|s| match s {
+            Staged::Durable(e) | Staged::Live(e) => e.ts,
+        });
+        self.last_write_at = newest.fold(self.last_write_at, i64::max);
         self.fan_out(Bytes::from(wire));
         if !self.run_subscribers.is_empty() {
             self.fan_out_runs(&staged);
@@ -692,6 +717,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         self.end_run(&run_id, status, reason, now)?;
         Ok(Some((run_id, reason)))
+    }
+
+    /// When the thread falls idle past `ttl_ms` and may be deleted: never
+    /// while a run holds it or a person's decision is awaited.
+    pub fn expiry(&self, ttl_ms: i64) -> Option<i64> {
+        (ttl_ms > 0 && self.active.is_none() && self.last_seq > 0).then_some(self.last_write_at + ttl_ms)
     }
 
     /// When the next idle flush is due, if any text is unstored.
@@ -971,6 +1002,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         }
         Ok(out)
+    }
+
+    /// The approver roles pending confirmations name.
+    pub fn pending_approvers(&self) -> Result<Vec<String>, ApiError> {
+        Ok(self.store.pending_confirmations().map_err(ApiError::storage)?.into_iter().filter_map(|c| c.approver).collect())
     }
 
     /// When the next pending confirmation lapses.

@@ -35,7 +35,7 @@ export async function until(fn, { timeoutMs = 5000, stepMs = 25, what = "conditi
 export async function startWorker({ vars = {}, persist, port = 0 } = {}) {
   const args = [path.join(root, "tests/support/serve.mjs"), "--port", String(port)];
   if (persist) args.push("--persist", persist);
-  for (const [k, v] of Object.entries({ DEBUG_ROUTES: "1", ...vars })) args.push("--var", `${k}=${v}`);
+  for (const [k, v] of Object.entries({ DEBUG_ROUTES: "1", AUTH_MODE: "dev", RUNS_PER_MINUTE: "0", ...vars })) args.push("--var", `${k}=${v}`);
   const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
