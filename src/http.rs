@@ -22,6 +22,9 @@ pub fn error(e: &ApiError) -> Result<Response> {
     if let Some(allow) = e.details.get("allow").and_then(|v| v.as_str()) {
         let _ = resp.headers().set("allow", allow);
     }
+    if let Some(secs) = e.details.get("retryAfter").and_then(|v| v.as_i64()) {
+        let _ = resp.headers().set("retry-after", &secs.to_string());
+    }
     Ok(resp)
 }
 
