@@ -1,6 +1,6 @@
 # threadline: the README's commands. Each target installs what it needs first
 # (local/setup.sh), and is quick when it already is.
-.PHONY: setup build dev test test-core test-workerd bench clean
+.PHONY: setup build dev test test-core test-workerd bench soak clean
 
 export WRANGLER_SEND_METRICS := false
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -28,6 +28,10 @@ test-workerd: build
 
 bench: build
 	node tests/bench/run.mjs
+
+# The resilience scenarios at full size, with their figures.
+soak: build
+	node tests/soak/run.mjs
 
 clean:
 	rm -rf build target .dev-state build.log
