@@ -52,6 +52,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let allowed = origin.as_deref().filter(|o| {
         config.allowed_origins.iter().any(|a| a == "*" || a == o.trim_end_matches('/'))
     });
+    let head = req.method() == Method::Head;
     let resp = if req.method() == Method::Options {
         // CORS preflight: answered here, never forwarded.
         Response::empty()?.with_status(if allowed.is_some() { 204 } else { 403 })
@@ -61,6 +62,9 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
             Err(e) => http::error(&e)?,
         }
     };
+    // HEAD: the answer's status and headers, no body (an SSE route's stream
+    // is dropped, which ends its subscription).
+    let resp = if head { Response::empty()?.with_status(resp.status_code()).with_headers(resp.headers().clone()) } else { resp };
     // A response forwarded from the object has immutable headers: copy them.
     let headers = Headers::new();
     for (k, v) in resp.headers().entries() {
@@ -96,6 +100,13 @@ async fn route(req: Request, env: &Env, config: &config::Config) -> std::result:
         _ => read_body(req).await?,
     };
     let route = Route::parse(req.method().as_ref(), &req.path())?;
+    if req.method() == Method::Head && matches!(route, Route::Events { .. } | Route::AgentStream { .. }) {
+        // A stream's headers, without opening one.
+        let headers = Headers::new();
+        let _ = headers.set("content-type", "text/event-stream");
+        let _ = headers.set("cache-control", "no-cache");
+        return Ok(Response::empty().map_err(http::internal)?.with_headers(headers));
+    }
     if matches!(route, Route::Chat { .. } | Route::AgentChat { .. }) {
         admit(env, config, actor_id).await?;
     }

@@ -168,6 +168,7 @@ export async function restartChaos({ threads = 3, kills = 2, seed = 7 } = {}) {
   let w = await startWorker({ vars, persist: dir });
   const ids = Array.from({ length: threads }, () => newThread("chaos"));
   const before = new Map();
+  const current = new Map();
   let interrupted = 0;
   try {
     for (let k = 0; k < kills; k++) {
@@ -175,6 +176,7 @@ export async function restartChaos({ threads = 3, kills = 2, seed = 7 } = {}) {
       for (const thread of ids) {
         const r = await api.chat(thread, `round ${k}`);
         assert.equal(r.status, 200, r.text);
+        current.set(thread, r.json.runId);
         const sig = await hook.next((m) => m.type === "run" && m.runId === r.json.runId);
         const script = runScript(random, k).slice(0, -1); // never finishes: killed mid-run
         for (const batch of script) await api.publish(thread, r.json.runId, sig.publishToken, batch);
@@ -191,8 +193,8 @@ export async function restartChaos({ threads = 3, kills = 2, seed = 7 } = {}) {
       for (const thread of ids) {
         const s = after.events(thread);
         await s.ready;
-        const fin = await s.waitFor((e) => e.type === "run-finish" && e.payload.status === "interrupted" && e.payload.reason === "crash_interrupted", 10000);
-        assert.ok(fin);
+        const fin = await s.waitFor((e) => e.type === "run-finish" && e.runId === current.get(thread), 10000);
+        assert.deepEqual(fin.payload, { status: "interrupted", reason: "crash_interrupted" });
         interrupted++;
         const frames = s.frames().filter((f) => f.id !== undefined).map((f) => `${f.id}|${f.data}`);
         const old = before.get(thread);
