@@ -27,16 +27,33 @@ use worker::*;
 pub type Core = Thread<SqlStore, ChannelSink>;
 pub type Shared = Rc<RefCell<Option<Core>>>;
 
-/// A subscriber: the sending half of its SSE response body.
-pub struct ChannelSink(UnboundedSender<Bytes>);
+/// A subscriber: the sending half of its SSE response body, and when the
+/// runtime last pulled from that body.
+///
+/// Invariant: a subscriber whose body has not been pulled for `stale_ms`
+/// counts as gone. A healthy stream is pulled at least at every keep-alive
+/// ping; one whose client left is either dropped by the runtime (its channel
+/// closes) or, when the runtime stops pulling without dropping it, goes
+/// stale; either way the next publish or subscribe drops it.
+pub struct ChannelSink {
+    tx: UnboundedSender<Bytes>,
+    pulled_at: Rc<Cell<i64>>,
+    stale_ms: i64,
+}
+
+impl ChannelSink {
+    fn new(tx: UnboundedSender<Bytes>, pulled_at: Rc<Cell<i64>>, ping_ms: u64) -> ChannelSink {
+        ChannelSink { tx, pulled_at, stale_ms: 2 * ping_ms as i64 + 1_000 }
+    }
+}
 
 impl Sink for ChannelSink {
     fn send(&mut self, chunk: Bytes) -> bool {
-        self.0.unbounded_send(chunk).is_ok()
+        !self.is_closed() && self.tx.unbounded_send(chunk).is_ok()
     }
 
     fn is_closed(&self) -> bool {
-        self.0.is_closed()
+        self.tx.is_closed() || now_ms() - self.pulled_at.get() > self.stale_ms
     }
 }
 
@@ -64,8 +81,14 @@ pub struct Inner {
 /// Where a thread keeps the actor who created it.
 const OWNER_KEY: &str = "owner";
 
-fn too_many_subscribers(max: usize) -> ApiError {
-    ApiError::new(429, "too_many_subscribers", format!("a thread serves at most {max} streams at once")).with("retryAfter", 5)
+/// Drops subscribers that went away; 429 when the thread still serves `max`.
+fn make_room(core: &mut Core, max: usize) -> std::result::Result<(), ApiError> {
+    core.prune_subscribers();
+    if core.subscriber_count() >= max {
+        return Err(ApiError::new(429, "too_many_subscribers", format!("a thread serves at most {max} streams at once"))
+            .with("retryAfter", 5));
+    }
+    Ok(())
 }
 
 /// Where a thread keeps its pinned model (`PATCH /agent/threads/:id`).
@@ -238,12 +261,11 @@ impl Inner {
     fn run_stream(self: &Rc<Self>, thread: &str, run: &str, after: u64) -> std::result::Result<Response, ApiError> {
         let (tx, rx) = unbounded();
         let max = self.config.max_subscribers;
+        let pulled_at = Rc::new(Cell::new(now_ms()));
+        let sink = ChannelSink::new(tx, pulled_at.clone(), self.config.ping_ms);
         let (replay, sub) = self.with_core(|c| {
-            c.prune_subscribers();
-            if c.subscriber_count() >= max {
-                return Err(too_many_subscribers(max));
-            }
-            c.subscribe_run(run, after, ChannelSink(tx))
+            make_room(c, max)?;
+            c.subscribe_run(run, after, sink)
         })??;
         let mut head = Vec::new();
         threadline_durable::runstream::meta(run, thread, &mut head);
@@ -253,7 +275,7 @@ impl Inner {
             Some(_) => Box::pin(first.chain(live_body(rx, self.config.ping_ms))),
             None => Box::pin(first),
         };
-        let body = Unsubscribe { inner: body, core: self.core.clone(), id: sub.unwrap_or(0) }.map(Ok::<Bytes, worker::Error>);
+        let body = Unsubscribe { inner: body, core: self.core.clone(), id: sub.unwrap_or(0), pulled_at }.map(Ok::<Bytes, worker::Error>);
         let headers = sse_headers(&[("cache-control", "no-cache, no-transform"), ("x-agent-run-id", run), ("x-agent-thread-id", thread)]);
         Ok(Response::from_stream(body).map_err(internal)?.with_headers(headers))
     }
@@ -375,18 +397,7 @@ impl Inner {
             "queue" => {
                 let (item, position, started) = self.with_core(|c| c.enqueue(message, model, now))??;
                 self.launch_started().await;
-                let queue = self.with_core(|c| serde_json::to_value(c.queue()).expect("serialises"))?;
-                let mut body = json!({
-                    "queued": true,
-                    "threadId": thread,
-                    "messageId": item.message_id,
-                    "position": position,
-                    "queue": queue,
-                });
-                if let Some(run) = started {
-                    body["runId"] = run.run_id.into();
-                }
-                Sent::Queued(body)
+                Sent::Queued(self.queued_reply(thread, &item.message_id, position, started.map(|r| r.run_id))?)
             }
             _ => {
                 let (item, interrupted) = self.with_core(|c| c.interrupt(message, model, now))??;
@@ -395,15 +406,7 @@ impl Inner {
                     self.tell_agent(json!({ "type": "cancel", "runId": old, "reason": "interrupted" })).await;
                 }
                 self.launch_started().await;
-                let queue = self.with_core(|c| serde_json::to_value(c.queue()).expect("serialises"))?;
-                let mut body = json!({
-                    "queued": true,
-                    "threadId": thread,
-                    "messageId": item.message_id,
-                    "position": 0,
-                    "queue": queue,
-                    "runId": item.run_id,
-                });
+                let mut body = self.queued_reply(thread, &item.message_id, 0, Some(item.run_id.clone()))?;
                 if let Some(old) = interrupted {
                     body["interrupting"] = old.into();
                 }
@@ -411,6 +414,17 @@ impl Inner {
             }
         };
         Ok(resp)
+    }
+
+    /// The 202 body of a queued send: `{queued, threadId, messageId,
+    /// position, queue: {items, paused}, runId?}`.
+    fn queued_reply(self: &Rc<Self>, thread: &str, message_id: &str, position: usize, run_id: Option<String>) -> std::result::Result<Value, ApiError> {
+        let queue = self.with_core(|c| serde_json::to_value(c.queue()).expect("the queue serialises"))?;
+        let mut body = json!({ "queued": true, "threadId": thread, "messageId": message_id, "position": position, "queue": queue });
+        if let Some(run_id) = run_id {
+            body["runId"] = run_id.into();
+        }
+        Ok(body)
     }
 
     /// Drives runs the thread started on its own (from its queue).
@@ -620,12 +634,11 @@ impl Inner {
         let after = route::cursor(header.as_deref(), query.as_deref())?;
         let (tx, rx) = unbounded();
         let max = self.config.max_subscribers;
+        let pulled_at = Rc::new(Cell::new(now_ms()));
+        let sink = ChannelSink::new(tx, pulled_at.clone(), self.config.ping_ms);
         let sub = self.with_core(|c| {
-            c.prune_subscribers();
-            if c.subscriber_count() >= max {
-                return Err(too_many_subscribers(max));
-            }
-            Ok(c.subscribe(after, ChannelSink(tx)))
+            make_room(c, max)?;
+            Ok::<_, ApiError>(c.subscribe(after, sink))
         })??;
 
         // Replay pages are read lazily: rows at or below `high` never change,
@@ -647,7 +660,7 @@ impl Inner {
         });
         let snapshot = stream::iter((!sub.snapshot.is_empty()).then_some(sub.snapshot));
         let live = live_body(rx, self.config.ping_ms);
-        let body = Unsubscribe { inner: Box::pin(replay.chain(snapshot).chain(live)), core: self.core.clone(), id: sub.id }
+        let body = Unsubscribe { inner: Box::pin(replay.chain(snapshot).chain(live)), core: self.core.clone(), id: sub.id, pulled_at }
             .map(Ok::<Bytes, worker::Error>);
 
         Ok(Response::from_stream(body).map_err(internal)?.with_headers(sse_headers(&[])))
@@ -1079,6 +1092,8 @@ struct Unsubscribe {
     inner: std::pin::Pin<Box<dyn futures_util::Stream<Item = Bytes>>>,
     core: Shared,
     id: u64,
+    /// Shared with the subscriber's sink: when the runtime last pulled.
+    pulled_at: Rc<Cell<i64>>,
 }
 
 impl futures_util::Stream for Unsubscribe {
@@ -1088,6 +1103,7 @@ impl futures_util::Stream for Unsubscribe {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Bytes>> {
+        self.pulled_at.set(now_ms());
         self.inner.poll_next_unpin(cx)
     }
 }

@@ -2,20 +2,11 @@
 //! runs the same code as wasm). `cargo run --release -p threadline-durable --example publish_cost`
 use serde_json::json;
 use std::time::Instant;
-use threadline_durable::{Config, MemoryStore, Sink, StartRun, Thread};
-
-struct Null;
-impl Sink for Null {
-    fn send(&mut self, _: bytes::Bytes) -> bool {
-        true
-    }
-    fn is_closed(&self) -> bool {
-        false
-    }
-}
+use threadline_durable::thread::Discard;
+use threadline_durable::{Config, MemoryStore, StartRun, Thread};
 
 fn main() {
-    let mut t: Thread<MemoryStore, Null> = Thread::load(MemoryStore::default(), Config::default(), 0).unwrap();
+    let mut t: Thread<MemoryStore, Discard> = Thread::load(MemoryStore::default(), Config::default(), 0).unwrap();
     t.start_run(StartRun { run_id: "r".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: threadline_durable::store::Driver::Webhook, model: None }, 0)
         .unwrap();
     let batch = |b: usize| -> Vec<serde_json::Value> {

@@ -15,8 +15,9 @@
 //! `responseId`, a new tool call, a child), and its blocks are stored before
 //! the fact that ended it. A segment is also flushed without ending
 //! - before any structural fact of the same agent,
-//! - after [`IDLE_FLUSH_MS`] without deltas,
-//! and every segment of a run ends on its `run-finish`.
+//! - after [`IDLE_FLUSH_MS`] without deltas.
+//!
+//! Every segment of a run ends on its `run-finish`.
 
 use crate::event::{Event, Kind};
 use serde_json::json;

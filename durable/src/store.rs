@@ -195,10 +195,9 @@ impl Store for MemoryStore {
             self.fail_commits -= 1;
             return Err(StoreError("injected fault".into()));
         }
-        let mut expect = self.records.last().map_or(0, |r| r.seq) + 1;
-        for r in records {
+        let first = self.records.last().map_or(0, |r| r.seq) + 1;
+        for (r, expect) in records.iter().zip(first..) {
             assert_eq!(r.seq, expect, "seqs must be contiguous");
-            expect += 1;
         }
         let running = runs.iter().filter(|r| r.state == RunState::Running).count()
             + self

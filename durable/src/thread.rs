@@ -34,6 +34,19 @@ pub trait Sink {
     fn is_closed(&self) -> bool;
 }
 
+/// A sink that keeps nothing: for benchmarks and fuzzing.
+pub struct Discard;
+
+impl Sink for Discard {
+    fn send(&mut self, _: Bytes) -> bool {
+        true
+    }
+
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
 /// Tunables of a thread.
 #[derive(Clone, Debug)]
 pub struct Config {

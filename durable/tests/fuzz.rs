@@ -6,17 +6,8 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use threadline_durable::auth::{self, Verifier};
 use threadline_durable::store::{Driver, MemoryStore};
-use threadline_durable::{confirm, event, route, Config, Sink, StartRun, Thread};
-
-struct Null;
-impl Sink for Null {
-    fn send(&mut self, _: bytes::Bytes) -> bool {
-        true
-    }
-    fn is_closed(&self) -> bool {
-        false
-    }
-}
+use threadline_durable::thread::Discard;
+use threadline_durable::{confirm, event, route, Config, StartRun, Thread};
 
 /// Arbitrary JSON, biased toward the shapes the schema cares about.
 fn json_value() -> impl Strategy<Value = Value> {
@@ -51,7 +42,7 @@ fn json_value() -> impl Strategy<Value = Value> {
     })
 }
 
-fn thread() -> Thread<MemoryStore, Null> {
+fn thread() -> Thread<MemoryStore, Discard> {
     let mut t = Thread::load(MemoryStore::default(), Config::default(), 0).unwrap();
     t.start_run(
         StartRun {

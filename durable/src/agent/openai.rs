@@ -18,8 +18,7 @@ impl SseDecoder {
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
         self.buf.extend_from_slice(bytes);
         let mut out = Vec::new();
-        loop {
-            let Some(end) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') else { break };
+        while let Some(end) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') {
             // `\r\n` is one line end; a lone `\r` at the buffer's end may be
             // half of one, so wait for the next byte.
             if self.buf[end] == b'\r' && end + 1 == self.buf.len() {
