@@ -645,29 +645,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
             return Ok(false);
         }
+        // No dangling tool calls: what was in flight settles first, as
+        // cancelled or as interrupted. (The live fold holds the whole run: it
+        // is refolded from the log when the thread loads.)
+        let settle = match status {
+            FinishStatus::Cancelled => Some((Kind::ToolError, "cancelled: the run was stopped before this tool call finished")),
+            FinishStatus::Interrupted => Some((Kind::ToolInterrupted, "the run was interrupted before this tool call finished")),
+            _ => None,
+        };
         let mut events = Vec::new();
-        if status == FinishStatus::Cancelled {
-            // No dangling tool calls: what was in flight settles as cancelled.
+        if let Some((kind, error)) = settle {
             let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
             for (agent, call) in open {
-                events.push(Event::new(
-                    Kind::ToolError,
-                    run_id,
-                    &agent,
-                    now,
-                    json!({ "toolCallId": call, "error": "cancelled: the run was stopped before this tool call finished" }),
-                ));
-            }
-        }
-        if status == FinishStatus::Interrupted {
-            for (agent, call) in self.open_tool_calls(run_id)? {
-                events.push(Event::new(
-                    Kind::ToolInterrupted,
-                    run_id,
-                    &agent,
-                    now,
-                    json!({ "toolCallId": call, "error": "the run was interrupted before this tool call finished" }),
-                ));
+                events.push(Event::new(kind, run_id, &agent, now, json!({ "toolCallId": call, "error": error })));
             }
         }
         events.push(Event::new(
@@ -686,11 +676,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.publish_events(events, now)?;
         Ok(true)
-    }
-
-    fn open_tool_calls(&self, run_id: &str) -> Result<Vec<(String, String)>, ApiError> {
-        let events = self.run_events(run_id)?;
-        Ok(reducer::fold(&events).open_tool_calls())
     }
 
     /// The events of one run, parsed back from the log.
