@@ -40,6 +40,17 @@ fn start() {
     console_error_panic_hook::set_once();
 }
 
+thread_local! {
+    /// The configuration, read once per isolate: vars and secrets are fixed
+    /// for an isolate's life, and reading them parses JSON (tools, policy,
+    /// catalog) and builds the JWT keys, work a request should not repeat.
+    static CONFIG: std::cell::OnceCell<std::rc::Rc<config::Config>> = const { std::cell::OnceCell::new() };
+}
+
+fn config(env: &Env) -> std::rc::Rc<config::Config> {
+    CONFIG.with(|c| c.get_or_init(|| std::rc::Rc::new(config::Config::from_env(env))).clone())
+}
+
 /// Headers the Worker sets on what it forwards to a thread: who is calling.
 /// Any a client sent are removed first.
 pub(crate) const ACTOR_HEADER: &str = "x-threadline-actor";
@@ -47,7 +58,8 @@ pub(crate) const ROLES_HEADER: &str = "x-threadline-roles";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let config = config::Config::from_env(&env);
+    let config = config(&env);
+    let config = config.as_ref();
     let origin = req.headers().get("origin").ok().flatten();
     let allowed = origin.as_deref().filter(|o| {
         config.allowed_origins.iter().any(|a| a == "*" || a == o.trim_end_matches('/'))
@@ -57,7 +69,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         // CORS preflight: answered here, never forwarded.
         Response::empty()?.with_status(if allowed.is_some() { 204 } else { 403 })
     } else {
-        match route(req, &env, &config).await {
+        match route(req, &env, config).await {
             Ok(resp) => resp,
             Err(e) => http::error(&e)?,
         }
