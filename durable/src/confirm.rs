@@ -102,12 +102,9 @@ pub fn request_id(thread_id: &str, local: &str) -> String {
 }
 
 /// The thread a request id belongs to; 404 for an id that is not one.
-pub fn thread_of(request_id: &str) -> Result<(&str, &str), ApiError> {
-    let not_found = || ApiError::not_found("confirmation_not_found", "no such confirmation request");
-    let (thread, local) = request_id.split_once('.').ok_or_else(not_found)?;
-    crate::route::id(thread).map_err(|_| not_found())?;
-    crate::route::id(local).map_err(|_| not_found())?;
-    Ok((thread, local))
+pub fn thread_of(request_id: &str) -> Result<&str, ApiError> {
+    crate::route::thread_of(request_id)
+        .ok_or_else(|| ApiError::not_found("confirmation_not_found", "no such confirmation request"))
 }
 
 /// A decision body checked against the request's input type.
@@ -190,7 +187,7 @@ mod tests {
     #[test]
     fn request_ids_carry_their_thread() {
         let id = request_id("t-1", "cr_abc");
-        assert_eq!(thread_of(&id).unwrap(), ("t-1", "cr_abc"));
+        assert_eq!(thread_of(&id).unwrap(), "t-1");
         for bad in ["nodot", ".x", "t.", "t.a.b", "bad id.x"] {
             assert_eq!(thread_of(bad).unwrap_err().status, 404, "{bad}");
         }

@@ -90,7 +90,7 @@ impl Route {
             ["instance-ai", "threads", t, "messages"] => (Route::Messages { thread: id(t)? }, &["GET"]),
             ["instance-ai", "threads", t, "debug", "stats"] => (Route::Stats { thread: id(t)? }, &["GET"]),
             ["instance-ai", "confirm", r] => {
-                let (thread, _) = crate::confirm::thread_of(r)?;
+                let thread = crate::confirm::thread_of(r)?;
                 (Route::Confirm { thread: thread.to_owned(), request: (*r).to_owned() }, &["POST"])
             }
             ["instance-ai", "threads", t, "queue"] => (Route::QueueList { thread: id(t)? }, &["GET"]),
