@@ -20,7 +20,17 @@
 //! Every segment of a run ends on its `run-finish`.
 
 use crate::event::{Event, Kind};
-use serde_json::json;
+use serde_json::Value;
+
+/// A block's or a snapshot's payload, in the schema's wire form.
+fn text_payload(text: &str, parts: &[usize], snapshot: bool) -> Value {
+    let out = crate::event::schema::TextOut {
+        text: text.to_owned(),
+        parts: Some(parts.to_vec()),
+        snapshot: snapshot.then_some(true),
+    };
+    serde_json::to_value(out).expect("schema types serialise")
+}
 
 /// Trailing deltas are persisted after this much quiet.
 pub const IDLE_FLUSH_MS: i64 = 3_000;
@@ -94,7 +104,7 @@ impl Segment {
             return None;
         }
         self.stored_len = self.text.len();
-        Some(self.to_event(self.kind.block(), json!({ "text": self.text, "parts": self.parts })))
+        Some(self.to_event(self.kind.block(), text_payload(&self.text, &self.parts, false)))
     }
 }
 
@@ -229,7 +239,7 @@ impl Coalescer {
         self.open
             .iter()
             .filter(|s| s.dirty())
-            .map(|s| s.to_event(s.kind.delta(), json!({ "text": s.text, "snapshot": true, "parts": s.parts })))
+            .map(|s| s.to_event(s.kind.delta(), text_payload(&s.text, &s.parts, true)))
             .collect()
     }
 
@@ -246,6 +256,7 @@ impl Coalescer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn push(c: &mut Coalescer, mut ev: Event) -> Vec<Event> {
         c.push_delta(&mut ev, || "auto-1".into())

@@ -264,7 +264,8 @@ fn tasks_update(payload: Value) -> Result<Value, SchemaError> {
             other => return err(format!("unknown task status `{other}`")),
         };
     }
-    Ok(serde_json::json!({ "tasks": { "tasks": list } }))
+    let stored = schema::TasksUpdate { tasks: schema::TaskList { tasks: list } };
+    Ok(serde_json::to_value(stored).expect("schema types serialise"))
 }
 
 pub use schema::FinishStatus;
@@ -274,13 +275,21 @@ pub mod schema {
     use serde::{Deserialize, Serialize};
     use serde_json::Value;
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct RunStart {
         pub message_id: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub message_group_id: Option<String>,
+        /// Extension: the user's message that started the run, so every
+        /// client on the thread (another tab, another device) shows it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub message: Option<String>,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
     #[serde(rename_all = "lowercase")]
@@ -302,6 +311,8 @@ pub mod schema {
         }
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct RunFinish {
@@ -314,10 +325,28 @@ pub mod schema {
     /// Publishers send `{text}`. The server adds `parts` to blocks (each
     /// delta's byte length) and `snapshot: true` to the delta that hands a
     /// joining client an open segment's text so far (see `coalesce`).
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
     #[derive(Serialize, Deserialize)]
     pub struct Text {
         pub text: String,
     }
+
+    /// A text or reasoning payload as the server sends it: blocks carry
+    /// `parts`; the delta that hands a joining client an open segment's text
+    /// so far carries `snapshot: true` and `parts`.
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+    #[derive(Serialize, Deserialize)]
+    pub struct TextOut {
+        pub text: String,
+        /// Byte length of each delta the text was built from, in order.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub parts: Option<Vec<usize>>,
+        /// Apply as a block: replace the timeline entry this text extends.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub snapshot: Option<bool>,
+    }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -325,6 +354,8 @@ pub mod schema {
         pub tool_call_id: String,
         pub tool_name: String,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -335,6 +366,8 @@ pub mod schema {
         pub args: Value,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct ToolResult {
@@ -344,12 +377,15 @@ pub mod schema {
     }
 
     /// `tool-error` and `tool-interrupted`.
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct ToolError {
         pub tool_call_id: String,
         pub error: String,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -370,6 +406,8 @@ pub mod schema {
         pub goal: Option<String>,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
     #[serde(rename_all = "lowercase")]
     pub enum AgentEnd {
@@ -377,6 +415,8 @@ pub mod schema {
         Cancelled,
         Error,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -390,6 +430,8 @@ pub mod schema {
         pub status: Option<AgentEnd>,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum Severity {
@@ -397,6 +439,8 @@ pub mod schema {
         Warning,
         Info,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "kebab-case")]
@@ -407,6 +451,8 @@ pub mod schema {
         PlanReview,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum QuestionType {
@@ -414,6 +460,8 @@ pub mod schema {
         Multi,
         Text,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     pub struct Question {
@@ -425,11 +473,15 @@ pub mod schema {
         pub options: Option<Vec<String>>,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     pub struct DomainAccess {
         pub url: String,
         pub host: String,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
@@ -438,10 +490,14 @@ pub mod schema {
         Finalize,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     pub struct CredentialFlow {
         pub stage: CredentialStage,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -475,6 +531,8 @@ pub mod schema {
         pub workflow_id: Option<String>,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     pub struct Task {
         pub id: String,
@@ -484,10 +542,27 @@ pub mod schema {
         pub status: String,
     }
 
+
+    /// `tasks-update` in its stored form.
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+    #[derive(Serialize, Deserialize)]
+    pub struct TasksUpdate {
+        pub tasks: TaskList,
+    }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+    #[derive(Serialize, Deserialize)]
+    pub struct TaskList {
+        pub tasks: Vec<Task>,
+    }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
     #[derive(Serialize, Deserialize)]
     pub struct StatusMsg {
         pub message: String,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -503,8 +578,11 @@ pub mod schema {
 
     /// Extensions: a model step's bounds (the agora run streams' `step-start`
     /// / `step-finish`). Clients of the Instance AI protocol may ignore them.
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
     #[derive(Serialize, Deserialize)]
     pub struct StepStart {}
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -515,10 +593,14 @@ pub mod schema {
         pub finish_reason: Option<String>,
     }
 
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+
     #[derive(Serialize, Deserialize)]
     pub struct Title {
         pub title: String,
     }
+
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
 
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]

@@ -46,6 +46,8 @@ pub mod runstream;
 pub mod sse;
 pub mod store;
 pub mod thread;
+#[cfg(test)]
+mod wire_schema;
 
 pub use error::ApiError;
 pub use event::{Event, Kind};

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// Most messages a queue holds.
 pub const MAX_ITEMS: usize = 100;
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueItem {
@@ -21,6 +22,7 @@ pub struct QueueItem {
     pub model: Option<String>,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Queue {
     pub items: Vec<QueueItem>,

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeStatus {
@@ -17,6 +18,7 @@ pub enum NodeStatus {
     Error,
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum TimelineEntry {
@@ -40,6 +42,7 @@ pub enum TimelineEntry {
     },
 }
 
+#[cfg_attr(test, derive(schemars::JsonSchema), schemars(rename = "AgentToolCall"))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ToolCall {
@@ -76,6 +79,7 @@ impl ToolCall {
 }
 
 /// One agent of the tree, with its children nested.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentNode {

@@ -290,7 +290,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             &start.run_id,
             ROOT_AGENT,
             now,
-            json!({ "messageId": start.message_id }),
+            json!({ "messageId": start.message_id, "message": record.message }),
         );
         self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
         self.commit(vec![run_start], Some(record.clone()))?;

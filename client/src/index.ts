@@ -1,0 +1,16 @@
+/**
+ * @threadline/client: typed events, the agent-tree reducer and a resumable
+ * connection for threadline's streams, for browser apps (and Node 20+).
+ *
+ * - `events`: the wire types, generated from the Rust core's schema.
+ * - `reducer`: folds a run's events into its agent tree (the Rust fold's twin).
+ * - `connection`: a resumable SSE connection (cursor, dedup, backoff, tokens).
+ * - `api`: the HTTP routes, typed, with stable error codes.
+ * - `session`: a thread as a page shows it, restored and kept current.
+ */
+export * from "./events.js";
+export { TreeBuilder, fold } from "./reducer.js";
+export { SseParser, type SseMessage } from "./sse.js";
+export { ResumableStream, type ConnectionState, type StreamOptions } from "./connection.js";
+export * from "./api.js";
+export { ThreadSession, type Turn, type OpenConfirmation, type SessionOptions } from "./session.js";

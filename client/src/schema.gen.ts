@@ -1,0 +1,760 @@
+// Generated from schema/threadline.schema.json by scripts/gen.mjs: do not edit.
+// The schema itself is generated from the Rust core (durable/src/wire_schema.rs).
+
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ThreadEvent".
+ */
+export type ThreadEvent =
+  | RunStartEvent
+  | RunFinishEvent
+  | TextDeltaEvent
+  | ReasoningDeltaEvent
+  | TextBlockEvent
+  | ReasoningBlockEvent
+  | ToolInputStartEvent
+  | ToolCallEvent
+  | ToolResultEvent
+  | ToolErrorEvent
+  | ToolInterruptedEvent
+  | AgentSpawnedEvent
+  | AgentCompletedEvent
+  | ConfirmationRequestEvent
+  | TasksUpdateEvent
+  | StatusEvent
+  | ErrorEvent
+  | ThreadTitleUpdatedEvent
+  | FilesystemRequestEvent
+  | QueueUpdatedEvent
+  | StepStartEvent
+  | StepFinishEvent;
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "FinishStatus".
+ */
+export type FinishStatus = "completed" | "cancelled" | "error" | "interrupted";
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "AgentEnd".
+ */
+export type AgentEnd = "completed" | "cancelled" | "error";
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Severity".
+ */
+export type Severity = "destructive" | "warning" | "info";
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "InputType".
+ */
+export type InputType = "approval" | "text" | "questions" | "plan-review";
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "QuestionType".
+ */
+export type QuestionType = "single" | "multi" | "text";
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "CredentialStage".
+ */
+export type CredentialStage = "generic" | "finalize";
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "NodeStatus".
+ */
+export type NodeStatus = "active" | "completed" | "cancelled" | "error";
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TimelineEntry".
+ */
+export type TimelineEntry =
+  | {
+      type: "text";
+      content: string;
+      responseId?: string | null;
+    }
+  | {
+      type: "reasoning";
+      content: string;
+      responseId?: string | null;
+    }
+  | {
+      type: "tool-call";
+      toolCallId: string;
+    }
+  | {
+      type: "child";
+      agentId: string;
+    };
+
+/**
+ * The threadline wire types, generated from the Rust core (durable/src/wire_schema.rs). Do not edit.
+ */
+export interface Threadline {
+  event?: ThreadEvent;
+  agentTree?: AgentNode;
+  queue?: Queue;
+}
+/**
+ * A `run-start` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "RunStartEvent".
+ */
+export interface RunStartEvent {
+  type: "run-start";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: RunStart;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "RunStart".
+ */
+export interface RunStart {
+  messageId: string;
+  messageGroupId?: string | null;
+  /**
+   * Extension: the user's message that started the run, so every
+   * client on the thread (another tab, another device) shows it.
+   */
+  message?: string | null;
+}
+/**
+ * A `run-finish` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "RunFinishEvent".
+ */
+export interface RunFinishEvent {
+  type: "run-finish";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: RunFinish;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "RunFinish".
+ */
+export interface RunFinish {
+  status: FinishStatus;
+  reason?: string | null;
+}
+/**
+ * A `text-delta` event (Ephemeral).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TextDeltaEvent".
+ */
+export interface TextDeltaEvent {
+  type: "text-delta";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: TextOut;
+}
+/**
+ * A text or reasoning payload as the server sends it: blocks carry
+ * `parts`; the delta that hands a joining client an open segment's text
+ * so far carries `snapshot: true` and `parts`.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TextOut".
+ */
+export interface TextOut {
+  text: string;
+  /**
+   * Byte length of each delta the text was built from, in order.
+   */
+  parts?: number[] | null;
+  /**
+   * Apply as a block: replace the timeline entry this text extends.
+   */
+  snapshot?: boolean | null;
+}
+/**
+ * A `reasoning-delta` event (Ephemeral).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ReasoningDeltaEvent".
+ */
+export interface ReasoningDeltaEvent {
+  type: "reasoning-delta";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: TextOut;
+}
+/**
+ * A `text-block` event (Coalesced).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TextBlockEvent".
+ */
+export interface TextBlockEvent {
+  type: "text-block";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: TextOut;
+}
+/**
+ * A `reasoning-block` event (Coalesced).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ReasoningBlockEvent".
+ */
+export interface ReasoningBlockEvent {
+  type: "reasoning-block";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: TextOut;
+}
+/**
+ * A `tool-input-start` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolInputStartEvent".
+ */
+export interface ToolInputStartEvent {
+  type: "tool-input-start";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ToolInputStart;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolInputStart".
+ */
+export interface ToolInputStart {
+  toolCallId: string;
+  toolName: string;
+}
+/**
+ * A `tool-call` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolCallEvent".
+ */
+export interface ToolCallEvent {
+  type: "tool-call";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ToolCall;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolCall".
+ */
+export interface ToolCall {
+  toolCallId: string;
+  toolName: string;
+  args?: {
+    [k: string]: unknown | undefined;
+  };
+}
+/**
+ * A `tool-result` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolResultEvent".
+ */
+export interface ToolResultEvent {
+  type: "tool-result";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ToolResult;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolResult".
+ */
+export interface ToolResult {
+  toolCallId: string;
+  result?: {
+    [k: string]: unknown | undefined;
+  };
+}
+/**
+ * A `tool-error` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolErrorEvent".
+ */
+export interface ToolErrorEvent {
+  type: "tool-error";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ToolError;
+}
+/**
+ * `tool-error` and `tool-interrupted`.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolError".
+ */
+export interface ToolError {
+  toolCallId: string;
+  error: string;
+}
+/**
+ * A `tool-interrupted` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ToolInterruptedEvent".
+ */
+export interface ToolInterruptedEvent {
+  type: "tool-interrupted";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ToolError;
+}
+/**
+ * A `agent-spawned` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "AgentSpawnedEvent".
+ */
+export interface AgentSpawnedEvent {
+  type: "agent-spawned";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: AgentSpawned;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "AgentSpawned".
+ */
+export interface AgentSpawned {
+  parentId: string;
+  role: string;
+  tools?: string[];
+  taskId?: string | null;
+  kind?: string | null;
+  title?: string | null;
+  subtitle?: string | null;
+  goal?: string | null;
+}
+/**
+ * A `agent-completed` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "AgentCompletedEvent".
+ */
+export interface AgentCompletedEvent {
+  type: "agent-completed";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: AgentCompleted;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "AgentCompleted".
+ */
+export interface AgentCompleted {
+  role: string;
+  result?: {
+    [k: string]: unknown | undefined;
+  };
+  error?: string | null;
+  status?: AgentEnd | null;
+}
+/**
+ * A `confirmation-request` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ConfirmationRequestEvent".
+ */
+export interface ConfirmationRequestEvent {
+  type: "confirmation-request";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ConfirmationRequest;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ConfirmationRequest".
+ */
+export interface ConfirmationRequest {
+  requestId: string;
+  toolCallId: string;
+  toolName: string;
+  args?: {
+    [k: string]: unknown | undefined;
+  };
+  severity: Severity;
+  message: string;
+  inputType?: InputType | null;
+  questions?: Question[] | null;
+  introMessage?: string | null;
+  tasks?: unknown;
+  credentialRequests?: unknown[] | null;
+  credentialFlow?: CredentialFlow | null;
+  setupRequests?: unknown[] | null;
+  domainAccess?: DomainAccess | null;
+  projectId?: string | null;
+  workflowId?: string | null;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Question".
+ */
+export interface Question {
+  id: string;
+  question: string;
+  type: QuestionType;
+  options?: string[] | null;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "CredentialFlow".
+ */
+export interface CredentialFlow {
+  stage: CredentialStage;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "DomainAccess".
+ */
+export interface DomainAccess {
+  url: string;
+  host: string;
+}
+/**
+ * A `tasks-update` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TasksUpdateEvent".
+ */
+export interface TasksUpdateEvent {
+  type: "tasks-update";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: TasksUpdate;
+}
+/**
+ * `tasks-update` in its stored form.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TasksUpdate".
+ */
+export interface TasksUpdate {
+  tasks: TaskList;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TaskList".
+ */
+export interface TaskList {
+  tasks: Task[];
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Task".
+ */
+export interface Task {
+  id: string;
+  description: string;
+  detail?: string | null;
+  status: string;
+}
+/**
+ * A `status` event (Ephemeral).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "StatusEvent".
+ */
+export interface StatusEvent {
+  type: "status";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: StatusMsg;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "StatusMsg".
+ */
+export interface StatusMsg {
+  message: string;
+}
+/**
+ * A `error` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ErrorEvent".
+ */
+export interface ErrorEvent {
+  type: "error";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ErrorMsg;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ErrorMsg".
+ */
+export interface ErrorMsg {
+  content: string;
+  statusCode?: number | null;
+  code?: string | null;
+  provider?: string | null;
+}
+/**
+ * A `thread-title-updated` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ThreadTitleUpdatedEvent".
+ */
+export interface ThreadTitleUpdatedEvent {
+  type: "thread-title-updated";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: Title;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Title".
+ */
+export interface Title {
+  title: string;
+}
+/**
+ * A `filesystem-request` event (Ephemeral).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "FilesystemRequestEvent".
+ */
+export interface FilesystemRequestEvent {
+  type: "filesystem-request";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: FilesystemRequest;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "FilesystemRequest".
+ */
+export interface FilesystemRequest {
+  requestId: string;
+  operation: string;
+  args?: {
+    [k: string]: unknown | undefined;
+  };
+}
+/**
+ * A `queue-updated` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "QueueUpdatedEvent".
+ */
+export interface QueueUpdatedEvent {
+  type: "queue-updated";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: Queue;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Queue".
+ */
+export interface Queue {
+  items: QueueItem[];
+  paused: boolean;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "QueueItem".
+ */
+export interface QueueItem {
+  /**
+   * Also the id of the run it starts: known up front.
+   */
+  messageId: string;
+  runId: string;
+  message: string;
+  queuedAt: number;
+  model?: string | null;
+}
+/**
+ * A `step-start` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "StepStartEvent".
+ */
+export interface StepStartEvent {
+  type: "step-start";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: StepStart;
+}
+/**
+ * Extensions: a model step's bounds (the agora run streams' `step-start`
+ * / `step-finish`). Clients of the Instance AI protocol may ignore them.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "StepStart".
+ */
+export interface StepStart {}
+/**
+ * A `step-finish` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "StepFinishEvent".
+ */
+export interface StepFinishEvent {
+  type: "step-finish";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: StepFinish;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "StepFinish".
+ */
+export interface StepFinish {
+  usage?: unknown;
+  finishReason?: string | null;
+}
+/**
+ * One agent of the tree, with its children nested.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "AgentNode".
+ */
+export interface AgentNode {
+  agentId: string;
+  role: string;
+  tools?: string[] | null;
+  status: NodeStatus;
+  textContent: string;
+  reasoning: string;
+  toolCalls: AgentToolCall[];
+  children: AgentNode[];
+  timeline: TimelineEntry[];
+  tasks?: unknown;
+  result?: unknown;
+  error?: string | null;
+  statusMessage?: string | null;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "AgentToolCall".
+ */
+export interface AgentToolCall {
+  toolCallId: string;
+  toolName: string;
+  args: unknown;
+  result?: unknown;
+  error?: string | null;
+  isLoading: boolean;
+  confirmation?: unknown;
+  startedAt?: number | null;
+  completedAt?: number | null;
+}

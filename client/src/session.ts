@@ -1,0 +1,248 @@
+/**
+ * A thread as a page shows it: the conversation, each run's agent tree, the
+ * title, the status line, the queue, the open confirmations and the
+ * connection state, kept current from the event stream.
+ *
+ * Session restore follows the seed's order (000 "Session Restore"): load the
+ * messages, then the status, then connect the stream with
+ * `lastEventId = nextEventId - 1`, so nothing folded into the restored trees
+ * is applied twice and nothing published since is missed.
+ */
+import type { AgentNode, AgentToolCall, Queue } from "./schema.gen.js";
+import type { StreamEvent } from "./events.js";
+import { TreeBuilder } from "./reducer.js";
+import { ThreadlineClient, ThreadlineError, type Decision, type SendOptions, type SendResult } from "./api.js";
+import type { ConnectionState, ResumableStream } from "./connection.js";
+
+export interface Turn {
+  runId: string;
+  /** The user's message that started the run. */
+  message: string;
+  messageId: string;
+  /** The run's agent tree, folded so far. */
+  tree: AgentNode | null;
+  /** True until its `run-finish`. */
+  running: boolean;
+}
+
+export interface OpenConfirmation {
+  runId: string;
+  agentId: string;
+  toolCall: AgentToolCall;
+  /** The `confirmation-request` payload (requestId, inputType, severity, ...). */
+  request: Record<string, unknown>;
+}
+
+export interface SessionOptions {
+  /** Authenticate the stream with a stream token in the URL. */
+  useStreamToken?: boolean;
+  backoff?: { initialMs?: number; maxMs?: number; jitter?: number };
+}
+
+type Listener = () => void;
+
+export class ThreadSession {
+  readonly threadId: string;
+  turns: Turn[] = [];
+  title: string | undefined;
+  /** The transient `status` line of the active run. */
+  statusLine: string | undefined;
+  queue: Queue = { items: [], paused: false };
+  activeRunId: string | undefined;
+  connection: ConnectionState | "idle" = "idle";
+  /** The last refusal or failure, for the page to show. */
+  lastError: ThreadlineError | Error | undefined;
+
+  private readonly client: ThreadlineClient;
+  private readonly opts: SessionOptions;
+  private builders = new Map<string, TreeBuilder>();
+  private decided = new Set<string>();
+  private stream: ResumableStream | undefined;
+  private listeners = new Set<Listener>();
+  private exists = false;
+
+  constructor(client: ThreadlineClient, threadId: string, opts: SessionOptions = {}) {
+    this.client = client;
+    this.threadId = threadId;
+    this.opts = opts;
+  }
+
+  /** Called after every change; returns the unsubscribe function. */
+  subscribe(fn: Listener): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  private changed() {
+    for (const fn of this.listeners) fn();
+  }
+
+  /**
+   * Restores the thread (messages, then status, then the stream from
+   * `nextEventId - 1`). A thread that does not exist yet is not an error: the
+   * stream connects after the first send.
+   */
+  async open(): Promise<void> {
+    let cursor = 0;
+    try {
+      const page = await this.client.messages(this.threadId, 100, 0);
+      this.exists = true;
+      for (const m of page.messages) {
+        if (m.role === "user") {
+          this.turns.push({ runId: m.runId, message: m.content, messageId: m.id, tree: null, running: false });
+        } else {
+          const b = TreeBuilder.fromTree(m.agentTree ?? null);
+          this.builders.set(m.runId, b);
+          const turn = this.turn(m.runId);
+          turn.tree = b.tree();
+          turn.running = m.isStreaming;
+        }
+      }
+      cursor = Math.max(0, page.nextEventId - 1);
+      const status = await this.client.status(this.threadId);
+      this.activeRunId = status.hasActiveRun ? status.runId : undefined;
+      this.queue = await this.client.queue(this.threadId);
+    } catch (e) {
+      if (!(e instanceof ThreadlineError && e.code === "thread_not_found")) throw e;
+    }
+    this.changed();
+    this.connect(cursor);
+  }
+
+  private connect(cursor: number) {
+    this.stream = this.client.events(this.threadId, {
+      cursor,
+      useStreamToken: this.opts.useStreamToken,
+      backoff: this.opts.backoff ?? (this.exists ? undefined : { initialMs: 1000, maxMs: 5000 }),
+      onEvent: (ev) => this.apply(ev),
+      onState: (s) => {
+        this.connection = s;
+        this.changed();
+      },
+    });
+    this.stream.start();
+  }
+
+  close(): void {
+    this.stream?.close();
+    this.listeners.clear();
+  }
+
+  /** The highest durable id applied. */
+  get cursor(): number {
+    return this.stream?.cursor ?? 0;
+  }
+
+  /** Drops the stream and resumes it from the cursor (as after a network blip). */
+  reconnect(): void {
+    this.stream?.reconnect();
+  }
+
+  private turn(runId: string): Turn {
+    let t = this.turns.find((x) => x.runId === runId);
+    if (!t) {
+      t = { runId, message: "", messageId: "", tree: null, running: true };
+      this.turns.push(t);
+    }
+    return t;
+  }
+
+  /** Folds one event from the stream. */
+  apply(ev: StreamEvent): void {
+    const p = ev.payload as Record<string, unknown>;
+    switch (ev.type) {
+      case "thread-title-updated":
+        this.title = String(p.title ?? "");
+        break;
+      case "queue-updated":
+        this.queue = ev.payload;
+        break;
+      case "status":
+        this.statusLine = ev.payload.message || undefined;
+        break;
+      case "run-start": {
+        const t = this.turn(ev.runId);
+        t.messageId = ev.payload.messageId;
+        if (typeof ev.payload.message === "string") t.message = ev.payload.message;
+        t.running = true;
+        this.activeRunId = ev.runId;
+        break;
+      }
+      case "run-finish":
+        this.turn(ev.runId).running = false;
+        if (this.activeRunId === ev.runId) this.activeRunId = undefined;
+        this.statusLine = undefined;
+        break;
+    }
+    if (ev.type !== "thread-title-updated" && ev.type !== "queue-updated") {
+      let b = this.builders.get(ev.runId);
+      if (!b) {
+        b = new TreeBuilder();
+        this.builders.set(ev.runId, b);
+      }
+      b.apply(ev);
+      this.turn(ev.runId).tree = b.tree();
+    }
+    this.changed();
+  }
+
+  /** Confirmations waiting for a decision, oldest first. */
+  get openConfirmations(): OpenConfirmation[] {
+    const out: OpenConfirmation[] = [];
+    const walk = (runId: string, n: AgentNode) => {
+      for (const tc of n.toolCalls) {
+        const req = tc.confirmation as Record<string, unknown> | null | undefined;
+        if (req && tc.isLoading && !this.decided.has(String(req.requestId))) {
+          out.push({ runId, agentId: n.agentId, toolCall: tc, request: req });
+        }
+      }
+      n.children.forEach((c) => walk(runId, c));
+    };
+    for (const t of this.turns) if (t.running && t.tree) walk(t.runId, t.tree);
+    return out;
+  }
+
+  private async act<T>(f: () => Promise<T>): Promise<T> {
+    try {
+      const r = await f();
+      this.lastError = undefined;
+      return r;
+    } catch (e) {
+      this.lastError = e as Error;
+      this.changed();
+      throw e;
+    }
+  }
+
+  async send(message: string, opts: SendOptions = {}): Promise<SendResult> {
+    const r = await this.act(() => this.client.send(this.threadId, message, { mode: "queue", ...opts }));
+    if (r.queued) this.queue = r.queue;
+    this.exists = true;
+    this.stream?.kick();
+    this.changed();
+    return r;
+  }
+
+  cancel() {
+    return this.act(() => this.client.cancel(this.threadId));
+  }
+
+  async decide(requestId: string, decision: Decision): Promise<void> {
+    await this.act(() => this.client.confirm(requestId, decision));
+    this.decided.add(requestId);
+    this.changed();
+  }
+
+  queueRemove(messageId: string) {
+    return this.act(() => this.client.queueRemove(this.threadId, messageId));
+  }
+  queueMove(messageId: string, position: number) {
+    return this.act(() => this.client.queueMove(this.threadId, messageId, position));
+  }
+  queueEdit(messageId: string, message: string) {
+    return this.act(() => this.client.queueEdit(this.threadId, messageId, message));
+  }
+  queuePause(paused: boolean) {
+    return this.act(() => this.client.queuePause(this.threadId, paused));
+  }
+}

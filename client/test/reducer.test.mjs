@@ -1,0 +1,42 @@
+// The TypeScript reducer folds the shared fixture logs to the trees the Rust
+// reducer recorded (durable/tests/reducer_fixtures.rs checks the same files).
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { fold, TreeBuilder } from "../dist/index.js";
+
+const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../durable/tests/fixtures/reducer");
+const fixtures = fs
+  .readdirSync(dir)
+  .filter((f) => f.endsWith(".json"))
+  .sort()
+  .map((f) => ({ name: f, ...JSON.parse(fs.readFileSync(path.join(dir, f), "utf8")) }));
+
+test("there are fixture logs to compare", () => {
+  assert.ok(fixtures.length >= 9, `fixtures in ${dir}`);
+});
+
+for (const f of fixtures) {
+  test(`${f.name}: folds to the Rust reducer's tree`, () => {
+    assert.ok(f.tree, "the fixture has a recorded tree (THREADLINE_BLESS=1 cargo test)");
+    assert.deepEqual(fold(f.events), f.tree);
+  });
+
+  test(`${f.name}: a tree restored at any point continues as if folded`, () => {
+    // The server's messages view folds the durable events it stored; a page
+    // restores from that tree and folds what the stream sends after it.
+    for (let k = 0; k <= f.events.length; k++) {
+      const stored = f.events.slice(0, k).filter((e) => e.id !== undefined);
+      const rest = f.events.slice(k);
+      const restored = TreeBuilder.fromTree(fold(stored));
+      for (const e of rest) restored.apply(e);
+      assert.deepEqual(restored.tree(), fold([...stored, ...rest]), `split at ${k}`);
+    }
+  });
+}
+
+test("fromTree of nothing is an empty builder", () => {
+  assert.equal(TreeBuilder.fromTree(null).tree(), null);
+});
