@@ -1,6 +1,6 @@
 # threadline: the README's commands. Each target installs what it needs first
 # (local/setup.sh), and is quick when it already is.
-.PHONY: setup build dev test test-core test-workerd bench soak clean
+.PHONY: setup build dev test test-core test-client test-workerd bench soak clean
 
 export WRANGLER_SEND_METRICS := false
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -16,13 +16,19 @@ build: setup
 dev: setup
 	@bash local/dev.sh
 
-test: build test-core test-workerd
+test: build test-core test-client test-workerd
 
 # The pure core, natively.
 test-core: setup
 	cargo test -p threadline-durable
 
-# Integration tests over real HTTP on workerd (Miniflare).
+# The TypeScript client: reducer vs the shared fixtures, SSE parser,
+# resumable connection, generated types current with the schema.
+test-client: build
+	node --test client/test/
+
+# Integration tests over real HTTP on workerd (Miniflare), and the page in
+# headless Chromium against `wrangler dev` (tests/browser/).
 test-workerd: build
 	node --test --test-concurrency=1 tests/
 
@@ -34,4 +40,4 @@ soak: build
 	node tests/soak/run.mjs
 
 clean:
-	rm -rf build target .dev-state build.log
+	rm -rf build target .dev-state build.log web/dist client/dist test-artifacts

@@ -6,7 +6,7 @@
 // /weather   {city}         → a made-up forecast
 // /slow      {ms?}          → answers after ms (default 1500)
 // /fail      {}             → HTTP 500 with a JSON error body
-// /echo      anything       → the body it got
+// /echo      anything       → the body it got (also behind `delete-note`, which needs approval)
 import http from "node:http";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
@@ -24,6 +24,14 @@ export function toolDeclarations(base) {
     { name: "slow", description: "Takes its time", url: `${base}/slow`, parameters: { type: "object", properties: { ms: { type: "number" } } } },
     { name: "fail", description: "Always fails", url: `${base}/fail`, parameters: { type: "object", properties: {} } },
     { name: "echo", description: "Echoes its call", url: `${base}/echo`, parameters: { type: "object", properties: { text: { type: "string" } } } },
+    {
+      name: "delete-note",
+      description: "Deletes a note; a person approves it first",
+      url: `${base}/echo`,
+      approval: "required",
+      severity: "destructive",
+      parameters: { type: "object", properties: { id: { type: "string" } }, required: ["id"] },
+    },
   ];
 }
 

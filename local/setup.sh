@@ -5,6 +5,7 @@
 #   - the wasm-bindgen CLI at exactly the version Cargo.lock pins for the library
 #   - worker-build, matching the `worker` crate's minor version
 #   - npm packages at the exact versions of package-lock.json
+#   - Chromium (Debian package) for the browser tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -37,4 +38,19 @@ fi
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "installing npm packages (exact versions from package-lock.json)"
   npm ci --no-audit --no-fund --loglevel=error
+fi
+
+# Chromium for the browser tests (tests/browser/), from Debian's packages:
+# Playwright drives it (playwright-core, no browser download). Set
+# CHROMIUM_PATH to use another Chromium.
+if [ -z "${CHROMIUM_PATH:-}" ] && [ ! -x /usr/bin/chromium ]; then
+  if command -v apt-get >/dev/null; then
+    say "installing Chromium from Debian's packages (for the browser tests)"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    say "no /usr/bin/chromium and no apt-get: install Chromium, or set CHROMIUM_PATH, for the browser tests"
+  fi
 fi

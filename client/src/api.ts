@@ -137,24 +137,29 @@ export class ThreadlineClient {
     return this.request("GET", `/instance-ai/threads/${enc(threadId)}/messages?limit=${limit}&page=${page}`);
   }
 
+  /** The queue routes answer `{queue}`; these return the queue. */
+  private async queueCall(method: string, path: string, body?: unknown): Promise<Queue> {
+    return (await this.request<{ queue: Queue }>(method, `${path}`, body)).queue;
+  }
+
   queue(threadId: string): Promise<Queue> {
-    return this.request("GET", `/instance-ai/threads/${enc(threadId)}/queue`);
+    return this.queueCall("GET", `/instance-ai/threads/${enc(threadId)}/queue`);
   }
 
   queueEdit(threadId: string, messageId: string, message: string): Promise<Queue> {
-    return this.request("PATCH", `/instance-ai/threads/${enc(threadId)}/queue/${enc(messageId)}`, { message });
+    return this.queueCall("PATCH", `/instance-ai/threads/${enc(threadId)}/queue/${enc(messageId)}`, { message });
   }
 
   queueRemove(threadId: string, messageId: string): Promise<Queue> {
-    return this.request("DELETE", `/instance-ai/threads/${enc(threadId)}/queue/${enc(messageId)}`);
+    return this.queueCall("DELETE", `/instance-ai/threads/${enc(threadId)}/queue/${enc(messageId)}`);
   }
 
   queueMove(threadId: string, messageId: string, position: number): Promise<Queue> {
-    return this.request("POST", `/instance-ai/threads/${enc(threadId)}/queue/${enc(messageId)}/move`, { position });
+    return this.queueCall("POST", `/instance-ai/threads/${enc(threadId)}/queue/${enc(messageId)}/move`, { position });
   }
 
   queuePause(threadId: string, paused: boolean): Promise<Queue> {
-    return this.request("POST", `/instance-ai/threads/${enc(threadId)}/queue/${paused ? "pause" : "resume"}`, {});
+    return this.queueCall("POST", `/instance-ai/threads/${enc(threadId)}/queue/${paused ? "pause" : "resume"}`, {});
   }
 
   async threads(): Promise<ThreadSummary[]> {

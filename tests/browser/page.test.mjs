@@ -1,0 +1,235 @@
+// The page at `/` in a real browser: headless Chromium (Debian's) driven by
+// Playwright, against `wrangler dev` with the fake model and the demo tools.
+// Screenshots of each state are saved under test-artifacts/browser/.
+import { describe, test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+import { startFakeLlm } from "../../local/fake-llm.mjs";
+import { startDemoTools, toolDeclarations } from "../../local/demo-tools.mjs";
+import { startWranglerDev } from "../support/wrangler.mjs";
+import { newThread } from "../support/harness.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+const shots = path.join(root, "test-artifacts/browser");
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+
+let llm, tools, worker, browser;
+
+before(async () => {
+  fs.mkdirSync(shots, { recursive: true });
+  llm = await startFakeLlm({ port: 0, delayMs: 5 });
+  tools = await startDemoTools({ port: 0 });
+  worker = await startWranglerDev({
+    vars: {
+      LLM_BASE_URL: llm.url,
+      LLM_API_KEY: "test-key",
+      LLM_MODEL: "fake-model",
+      TOOLS: JSON.stringify(toolDeclarations(tools.url)),
+    },
+  });
+  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+});
+
+after(async () => {
+  await browser?.close();
+  await worker?.stop();
+  await llm?.close?.();
+  await tools?.close?.();
+});
+
+/** A page on `threadId` (a fresh one by default), ready for input. */
+async function openPage(threadId = newThread("page"), { viewport } = {}) {
+  const ctx = await browser.newContext({ viewport: viewport ?? { width: 1100, height: 800 } });
+  const page = await ctx.newPage();
+  page.on("pageerror", (e) => console.error("page error:", e));
+  await page.goto(`${worker.url}/#${threadId}`);
+  await page.getByTestId("composer-input").waitFor();
+  return { page, ctx, threadId };
+}
+
+async function send(page, text) {
+  await page.getByTestId("composer-input").fill(text);
+  await page.getByTestId("composer-input").press("Enter");
+}
+
+const shot = (page, name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
+
+/** The run's final answer as the server folded it (the truth to compare with). */
+async function serverAnswers(threadId) {
+  const res = await fetch(`${worker.url}/instance-ai/threads/${threadId}/messages`);
+  const body = await res.json();
+  return body.messages.filter((m) => m.role === "assistant").map((m) => m.content);
+}
+
+const idle = (page) => page.locator('[data-testid="turn"][data-running="true"]').waitFor({ state: "detached", timeout: 15_000 });
+
+describe("the page", () => {
+  test("serves the page and its assets, with no external resources", async () => {
+    const html = await (await fetch(`${worker.url}/`)).text();
+    assert.match(html, /<script type="module" src="\/app.js">/);
+    assert.doesNotMatch(html, /https?:\/\//, "no external fonts or scripts");
+    const js = await fetch(`${worker.url}/app.js`);
+    assert.equal(js.status, 200);
+    assert.match(js.headers.get("content-type"), /javascript/);
+    // The API is still the Worker's.
+    assert.equal((await fetch(`${worker.url}/instance-ai/threads/none/status`)).status, 404);
+  });
+
+  test("send a message: the answer streams in and a tool call completes", async () => {
+    const { page, ctx, threadId } = await openPage();
+    assert.equal(await page.evaluate(() => document.activeElement?.id), "composer-input", "focus starts on the composer");
+    await send(page, 'Weather please [[tool:weather:{"city":"Oslo"}]]');
+    await page.getByTestId("user-message").filter({ hasText: "Weather please" }).waitFor();
+    const tool = page.locator('[data-testid="tool-call"][data-tool="weather"]');
+    await tool.waitFor();
+    await page.locator('[data-testid="tool-call"][data-tool="weather"][data-status="done"]').waitFor();
+    await idle(page);
+    const texts = await page.getByTestId("assistant-text").allTextContents();
+    const [answer] = await serverAnswers(threadId);
+    assert.ok(answer.length > 0);
+    assert.equal(texts.join(""), answer, "the page shows the answer the server stored");
+    assert.equal(await page.getByTestId("connection").textContent(), "Live");
+    await shot(page, "01-answer-and-tool-call");
+    await ctx.close();
+  });
+
+  test("approve a destructive tool's confirmation", async () => {
+    const { page, ctx } = await openPage();
+    await send(page, 'Remove it [[tool:delete-note:{"id":"n1"}]]');
+    const card = page.locator('[data-testid="confirmation"][data-input-type="approval"]');
+    await card.waitFor();
+    assert.equal(await card.getAttribute("data-severity"), "destructive");
+    await page.locator('[data-testid="tool-call"][data-tool="delete-note"]', { hasText: "waiting for approval" }).waitFor();
+    await shot(page, "02-confirmation-card");
+    await card.getByTestId("approve").click();
+    await page.locator('[data-testid="tool-call"][data-tool="delete-note"][data-status="done"]').waitFor();
+    await card.waitFor({ state: "detached" });
+    await idle(page);
+    await shot(page, "03-approved");
+    await ctx.close();
+  });
+
+  test("answer questions", async () => {
+    const { page, ctx } = await openPage();
+    await send(page, "Ask me [[ask]]");
+    const card = page.locator('[data-testid="confirmation"][data-input-type="questions"]');
+    await card.waitFor();
+    await card.getByLabel("b").check();
+    await shot(page, "04-questions");
+    await card.getByTestId("approve").click();
+    const result = page.locator('[data-testid="tool-call"][data-tool="ask-user"][data-status="done"]');
+    await result.waitFor();
+    await result.locator("summary", { hasText: "Result" }).click();
+    const shown = JSON.parse(await result.getByTestId("tool-result").textContent());
+    assert.deepEqual(shown.answers, [{ questionId: "q1", selectedOptions: ["b"] }]);
+    await idle(page);
+    await ctx.close();
+  });
+
+  test("reload in the middle of a streamed answer: every character once", async () => {
+    const { page, ctx, threadId } = await openPage();
+    await send(page, "Tell me slowly [[slow:150]]");
+    const text = page.getByTestId("assistant-text");
+    await text.first().waitFor();
+    await page.waitForFunction(() => (document.querySelector('[data-testid="assistant-text"]')?.textContent ?? "").length > 12);
+    const before = await text.first().textContent();
+    await page.reload();
+    await page.getByTestId("user-message").waitFor();
+    await page.waitForFunction((b) => (document.querySelector('[data-testid="assistant-text"]')?.textContent ?? "").length >= b.length, before);
+    await shot(page, "05-reloaded-mid-answer");
+    // Still streaming after the reload: the restored run goes on live.
+    assert.equal(await page.locator('[data-testid="turn"][data-running="true"]').count(), 1);
+    await idle(page);
+    const [answer] = await serverAnswers(threadId);
+    assert.equal((await text.allTextContents()).join(""), answer);
+    assert.equal(await page.getByTestId("user-message").count(), 1, "the user's message once");
+    await shot(page, "06-reloaded-answer-complete");
+    await ctx.close();
+  });
+
+  test("Stop cancels the run", async () => {
+    const { page, ctx, threadId } = await openPage();
+    await send(page, "Go on and on [[slow:300]]");
+    await page.getByTestId("assistant-text").first().waitFor();
+    const stop = page.getByTestId("stop");
+    assert.equal(await stop.isEnabled(), true);
+    await stop.click();
+    await idle(page);
+    assert.equal(await stop.isEnabled(), false);
+    const status = await (await fetch(`${worker.url}/instance-ai/threads/${threadId}/messages`)).json();
+    assert.equal(status.messages.at(-1).status, "cancelled");
+    await shot(page, "07-stopped");
+    await ctx.close();
+  });
+
+  test("a second message while busy is queued, then runs", async () => {
+    const { page, ctx } = await openPage();
+    await send(page, "First [[slow:150]]");
+    await page.getByTestId("assistant-text").first().waitFor();
+    await send(page, "Second, after the first");
+    const item = page.getByTestId("queue-item");
+    await item.waitFor();
+    assert.match(await item.textContent(), /Second, after the first/);
+    await shot(page, "08-queued");
+    await page.getByTestId("user-message").filter({ hasText: "Second, after the first" }).waitFor({ timeout: 15_000 });
+    await item.waitFor({ state: "detached" });
+    await page.locator('[data-testid="turn"]').nth(1).and(page.locator('[data-running="false"]')).waitFor({ timeout: 15_000 });
+    assert.equal(await page.getByTestId("turn").count(), 2);
+    await shot(page, "09-queue-drained");
+    await ctx.close();
+  });
+
+  test("two tabs on one thread stay in step", async () => {
+    const a = await openPage();
+    await send(a.page, "Hello from tab A");
+    await idle(a.page);
+    const b = await openPage(a.threadId);
+    await b.page.getByTestId("user-message").waitFor();
+    await send(b.page, "[[reason]] and hello from tab B");
+    for (const { page } of [a, b]) {
+      await page.getByTestId("user-message").filter({ hasText: "hello from tab B" }).waitFor();
+      await page.locator('[data-testid="turn"]').nth(1).and(page.locator('[data-running="false"]')).waitFor({ timeout: 15_000 });
+    }
+    const conv = (p) => p.getByTestId("conversation").innerText();
+    assert.equal(await conv(a.page), await conv(b.page));
+    await b.page.getByTestId("thread-title").filter({ hasText: "Hello from tab A" }).waitFor();
+    await shot(a.page, "10-tab-a");
+    await shot(b.page, "11-tab-b");
+    await a.ctx.close();
+    await b.ctx.close();
+  });
+
+  test("reconnecting is visible, and nothing is lost across it", async () => {
+    const { page, ctx, threadId } = await openPage();
+    await send(page, "Before the blip");
+    await idle(page);
+    await page.evaluate(() => window.threadline.session.reconnect());
+    await send(page, "After the blip");
+    await page.getByTestId("user-message").filter({ hasText: "After the blip" }).waitFor();
+    await idle(page);
+    const answers = await serverAnswers(threadId);
+    assert.equal((await page.getByTestId("assistant-text").allTextContents()).join(""), answers.join(""));
+    ctx.setOffline(true);
+    await page.evaluate(() => window.threadline.session.reconnect());
+    await page.locator('[data-testid="connection"][data-state="reconnecting"]').waitFor();
+    await shot(page, "12-reconnecting");
+    ctx.setOffline(false);
+    await page.locator('[data-testid="connection"][data-state="open"]').waitFor({ timeout: 15_000 });
+    await ctx.close();
+  });
+
+  test("readable on a phone-sized screen", async () => {
+    const { page, ctx } = await openPage(undefined, { viewport: { width: 390, height: 844 } });
+    await send(page, "Hi from a phone");
+    await idle(page);
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+    assert.equal(overflow, false, "no horizontal scrolling");
+    assert.equal(await page.getByRole("button", { name: "Threads" }).isVisible(), true);
+    await shot(page, "13-phone");
+    await ctx.close();
+  });
+});

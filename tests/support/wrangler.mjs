@@ -1,0 +1,64 @@
+// Starts `wrangler dev` (the same entry point as `make dev`) on free ports with
+// its own state directory, and stops it by its own process group.
+import { spawn } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
+import { sleep, tempDir } from "./harness.mjs";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+export async function freePort() {
+  const srv = net.createServer();
+  srv.listen(0, "127.0.0.1");
+  await once(srv, "listening");
+  const { port } = srv.address();
+  await new Promise((r) => srv.close(r));
+  return port;
+}
+
+/** `wrangler dev` with `vars`; resolves once `GET /` answers. */
+export async function startWranglerDev({ vars = {}, persist = tempDir("threadline-wrangler-") } = {}) {
+  const port = await freePort();
+  const inspector = await freePort();
+  const args = ["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persist];
+  for (const [k, v] of Object.entries({ AUTH_MODE: "dev", RUNS_PER_MINUTE: "0", ...vars })) args.push("--var", `${k}:${v}`);
+  const child = spawn("npx", args, {
+    cwd: root,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true", NO_COLOR: "1" },
+  });
+  let log = "";
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited (${child.exitCode}):\n${log}`);
+    try {
+      const res = await fetch(url + "/");
+      if (res.ok) break;
+    } catch {}
+    if (Date.now() > deadline) throw new Error(`wrangler dev did not come up:\n${log}`);
+    await sleep(250);
+  }
+  return {
+    url,
+    persist,
+    get log() {
+      return log;
+    },
+    async stop() {
+      if (child.exitCode !== null) return;
+      try {
+        process.kill(-child.pid, "SIGTERM");
+      } catch {}
+      await Promise.race([once(child, "exit"), sleep(5000)]);
+      try {
+        process.kill(-child.pid, "SIGKILL");
+      } catch {}
+    },
+  };
+}
