@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { startWorker, client, newThread, sleep, until, tempDir } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
-import { fold } from "./support/reducer.mjs";
+import { fold } from "../client/dist/index.js";
 
 let llm, tools, worker, api;
 

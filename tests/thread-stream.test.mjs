@@ -3,7 +3,7 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, startWebhook, client, newThread, sleep, until, tempDir } from "./support/harness.mjs";
-import { fold } from "./support/reducer.mjs";
+import { fold } from "../client/dist/index.js";
 
 let worker, hook, api;
 

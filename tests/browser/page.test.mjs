@@ -130,6 +130,64 @@ describe("the page", () => {
     await ctx.close();
   });
 
+  test("a suspended run survives a reload: the card shows once, and approving resumes it", async () => {
+    const { page, ctx } = await openPage();
+    await send(page, 'Remove it [[tool:delete-note:{"id":"n2"}]]');
+    await page.getByTestId("confirmation").waitFor();
+    await page.reload();
+    await page.getByTestId("confirmation").waitFor();
+    assert.equal(await page.getByTestId("confirmation").count(), 1);
+    assert.equal(await page.locator('[data-testid="tool-call"][data-tool="delete-note"]').count(), 1);
+    await page.getByTestId("confirmation").getByTestId("approve").click();
+    await page.locator('[data-testid="tool-call"][data-tool="delete-note"][data-status="done"]').waitFor();
+    await idle(page);
+    await ctx.close();
+  });
+
+  test("text and plan-review cards post their decisions", async () => {
+    const { page, ctx } = await openPage();
+    await send(page, "Tell me [[ask:text]]");
+    const text = page.locator('[data-testid="confirmation"][data-input-type="text"]');
+    await text.waitFor();
+    await text.getByTestId("confirmation-text").fill("my answer");
+    await text.getByTestId("approve").click();
+    const done = page.locator('[data-testid="tool-call"][data-tool="ask-user"][data-status="done"]');
+    await done.waitFor();
+    await done.locator("summary", { hasText: "Result" }).click();
+    assert.equal(JSON.parse(await done.getByTestId("tool-result").textContent()).answers[0].customText, "my answer");
+    await idle(page);
+    await send(page, "Plan it [[ask:plan-review]]");
+    const plan = page.locator('[data-testid="confirmation"][data-input-type="plan-review"]');
+    await plan.waitFor();
+    assert.equal(await plan.getByTestId("tasks").locator("li").count(), 1);
+    await shot(page, "14-plan-review");
+    await plan.getByLabel("Feedback").fill("more detail please");
+    await plan.getByTestId("deny").click();
+    await plan.waitFor({ state: "detached" });
+    await idle(page);
+    await ctx.close();
+  });
+
+  test("sub-agents are collapsible, and the tasks checklist shows", async () => {
+    const { page, ctx } = await openPage();
+    await send(page, "Plan [[tasks]]");
+    await page.getByTestId("tasks").first().waitFor();
+    await idle(page);
+    await send(page, "Delegate [[spawn]]");
+    const sub = page.getByTestId("subagent").first();
+    await sub.waitFor();
+    await idle(page);
+    assert.equal(await sub.evaluate((d) => d.open), true);
+    await sub.locator("summary").first().click();
+    assert.equal(await sub.evaluate((d) => d.open), false, "collapsed");
+    await send(page, "And again");
+    await page.getByTestId("turn").nth(2).waitFor();
+    await idle(page);
+    assert.equal(await page.getByTestId("subagent").first().evaluate((d) => d.open), false, "stays collapsed across updates");
+    await shot(page, "15-subagent-and-tasks");
+    await ctx.close();
+  });
+
   test("reload in the middle of a streamed answer: every character once", async () => {
     const { page, ctx, threadId } = await openPage();
     await send(page, "Tell me slowly [[slow:150]]");

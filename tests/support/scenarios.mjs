@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { startWorker, startWebhook, client, openSse, newThread, sleep, until, tempDir } from "./harness.mjs";
-import { fold } from "./reducer.mjs";
+import { fold } from "../../client/dist/index.js";
 
 /** A seeded PRNG (mulberry32), so a failing run can be replayed. */
 export function rng(seed) {
