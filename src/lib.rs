@@ -23,9 +23,11 @@ mod http;
 mod ids;
 mod object;
 mod store;
+mod stream_object;
 
 pub use directory::Directory;
 pub use object::ThreadObject;
+pub use stream_object::StreamObject;
 use threadline_durable::auth::{self, Actor};
 use threadline_durable::route::Route;
 use threadline_durable::ApiError;
@@ -60,6 +62,9 @@ pub(crate) const ROLES_HEADER: &str = "x-threadline-roles";
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let config = config(&env);
     let config = config.as_ref();
+    if req.path().starts_with("/v1/stream/") {
+        return streams(req, &env, config).await;
+    }
     let origin = req.headers().get("origin").ok().flatten();
     let allowed = origin.as_deref().filter(|o| {
         config.allowed_origins.iter().any(|a| a == "*" || a == o.trim_end_matches('/'))
@@ -304,4 +309,40 @@ async fn agora_decision(mut req: Request, action: &str) -> std::result::Result<(
         .ok_or_else(|| ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"))?
         .to_owned();
     readdress(&req, &format!("/agent/threads/{thread}/tool-call/{action}"), bytes)
+}
+
+/// `/v1/stream/*`: the standalone Durable Streams server, one `StreamObject`
+/// per stream path. CORS is open to any origin (the protocol's browser
+/// clients read streams cross-origin; nothing here rides on cookies) and
+/// every answer carries the protocol's security headers. Auth: with
+/// `STREAMS_AUTH=none` (dev and the conformance suite) anyone may use it;
+/// otherwise every request needs a caller the Worker's auth accepts.
+async fn streams(req: Request, env: &Env, config: &config::Config) -> Result<Response> {
+    use threadline_durable::streams::wire::COMMON_HEADERS;
+    let finish = |resp: Response| -> Result<Response> {
+        let headers = Headers::new();
+        for (k, v) in resp.headers().entries() {
+            headers.set(&k, &v)?;
+        }
+        for (k, v) in COMMON_HEADERS {
+            headers.set(k, v)?;
+        }
+        Ok(resp.with_headers(headers))
+    };
+    if req.method() == Method::Options {
+        return finish(Response::empty()?.with_status(204));
+    }
+    if !config.streams_open {
+        let authorization = req.headers().get("authorization").ok().flatten();
+        if let Err(e) = config.auth.authenticate(authorization.as_deref(), now_ms()) {
+            return finish(http::error(&e)?);
+        }
+    }
+    let path = req.path();
+    if path.len() <= "/v1/stream/".len() || path.starts_with("/v1/stream/_") {
+        let e = ApiError::not_found("not_found", "a stream path is /v1/stream/<name>");
+        return finish(http::error(&e)?);
+    }
+    let stub = env.durable_object("STREAM")?.get_by_name(&path)?;
+    finish(stub.fetch_with_request(req).await?)
 }

@@ -45,6 +45,7 @@ pub mod route;
 pub mod runstream;
 pub mod sse;
 pub mod store;
+pub mod streams;
 pub mod thread;
 
 pub use error::ApiError;
