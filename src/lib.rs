@@ -92,8 +92,14 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         headers.set("access-control-allow-origin", o)?;
         headers.set("vary", "Origin")?;
         headers.set("access-control-allow-methods", "GET, POST, PATCH, DELETE, OPTIONS")?;
-        headers.set("access-control-allow-headers", "authorization, content-type, last-event-id")?;
-        headers.set("access-control-expose-headers", "x-agent-run-id, x-agent-thread-id, retry-after")?;
+        headers.set(
+            "access-control-allow-headers",
+            "authorization, content-type, last-event-id, producer-id, producer-epoch, producer-seq",
+        )?;
+        headers.set(
+            "access-control-expose-headers",
+            "x-agent-run-id, x-agent-thread-id, retry-after, stream-next-offset, stream-up-to-date, stream-cursor, stream-closed, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq",
+        )?;
         headers.set("access-control-max-age", "600")?;
     }
     Ok(resp.with_headers(headers))
@@ -102,7 +108,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 async fn route(req: Request, env: &Env, config: &config::Config) -> std::result::Result<Response, ApiError> {
     let path = req.path();
     // External agents publish with their run's publish token, checked by the thread.
-    let publishing = req.method() == Method::Post && path.starts_with("/instance-ai/threads/") && path.ends_with("/events");
+    let publishing = req.method() == Method::Post
+        && ((path.starts_with("/instance-ai/threads/") && path.ends_with("/events")) || path.starts_with("/v1/runs/"));
     let actor = if publishing { None } else { Some(caller(&req, config, &path)?) };
     let actor_id = actor.as_ref().map(|a| a.id.as_str()).unwrap_or_default();
     match path.as_str() {
@@ -166,7 +173,8 @@ fn caller(req: &Request, config: &config::Config, path: &str) -> std::result::Re
 /// The thread of a route that takes stream tokens (GET events, GET run stream).
 fn stream_thread(path: &str) -> Option<String> {
     match Route::parse("GET", path).ok()? {
-        Route::Events { thread } | Route::AgentStream { thread, .. } => Some(thread),
+        Route::Events { thread } | Route::AgentStream { thread, .. } | Route::StreamThread { thread } => Some(thread),
+        Route::StreamRun { thread, append: false, .. } => Some(thread),
         _ => None,
     }
 }

@@ -167,13 +167,17 @@ pub fn producer_key(run_id: &str, producer_id: &str) -> String {
 pub enum RunAppend {
     /// Publish the batch, then store this producer state in the same block.
     Publish(Option<(String, ProducerState)>),
-    /// Answer now: a duplicate (204) or a refusal.
-    Answer(Reply),
+    /// Already stored: answer 204 with the last stored seq, publish nothing.
+    Duplicate(Reply),
 }
+
+/// A refused producer append: the JSON error and the protocol's headers.
+pub type Refusal = (ApiError, Vec<(&'static str, String)>);
 
 /// Checks an append's producer headers against the stored state (`state`
 /// read from `producer_key`). A batch without producer headers is simply
-/// published.
+/// published. Refusals carry stable codes: 403 `stale_producer_epoch`,
+/// 400 `producer_epoch_seq`, 409 `producer_seq_gap`.
 pub fn check_producer(
     run_id: &str,
     producer: Option<&Producer>,
@@ -181,25 +185,30 @@ pub fn check_producer(
     gen: u64,
     last_seq: u64,
     now: i64,
-) -> RunAppend {
-    let Some(p) = producer else { return RunAppend::Publish(None) };
+) -> Result<RunAppend, Refusal> {
+    let Some(p) = producer else { return Ok(RunAppend::Publish(None)) };
     match producer::check(state, p, now) {
-        Verdict::Accept(s) => RunAppend::Publish(Some((producer_key(run_id, &p.id), s))),
-        Verdict::Duplicate { last_seq: seq } => RunAppend::Answer(
+        Verdict::Accept(s) => Ok(RunAppend::Publish(Some((producer_key(run_id, &p.id), s)))),
+        Verdict::Duplicate { last_seq: seq } => Ok(RunAppend::Duplicate(
             Reply::new(204)
                 .header(wire::PRODUCER_EPOCH, p.epoch.to_string())
                 .header(wire::PRODUCER_SEQ, seq.to_string())
                 .header(wire::NEXT_OFFSET, offset(gen, last_seq)),
-        ),
-        Verdict::StaleEpoch { current } => {
-            RunAppend::Answer(Reply::text(403, "Stale producer epoch").header(wire::PRODUCER_EPOCH, current.to_string()))
+        )),
+        Verdict::StaleEpoch { current } => Err((
+            ApiError::new(403, "stale_producer_epoch", format!("producer epoch {} is older than {current}", p.epoch))
+                .with("currentEpoch", current),
+            vec![(wire::PRODUCER_EPOCH, current.to_string())],
+        )),
+        Verdict::EpochSeqNotZero => {
+            Err((ApiError::bad_request("producer_epoch_seq", "a new producer epoch must start at Producer-Seq 0"), vec![]))
         }
-        Verdict::EpochSeqNotZero => RunAppend::Answer(Reply::text(400, "New epoch must start with sequence 0")),
-        Verdict::Gap { expected, received } => RunAppend::Answer(
-            Reply::text(409, "Producer sequence gap")
-                .header(wire::PRODUCER_EXPECTED_SEQ, expected.to_string())
-                .header(wire::PRODUCER_RECEIVED_SEQ, received.to_string()),
-        ),
+        Verdict::Gap { expected, received } => Err((
+            ApiError::new(409, "producer_seq_gap", format!("expected Producer-Seq {expected}, got {received}"))
+                .with("expectedSeq", expected)
+                .with("receivedSeq", received),
+            vec![(wire::PRODUCER_EXPECTED_SEQ, expected.to_string()), (wire::PRODUCER_RECEIVED_SEQ, received.to_string())],
+        )),
     }
 }
 
@@ -273,13 +282,15 @@ mod tests {
     #[test]
     fn producers_on_runs() {
         let p = Producer { id: "agent".into(), epoch: 0, seq: 0 };
-        let RunAppend::Publish(Some((key, state))) = check_producer("t.run_1", Some(&p), None, 1, 0, 5) else { panic!() };
+        let Ok(RunAppend::Publish(Some((key, state)))) = check_producer("t.run_1", Some(&p), None, 1, 0, 5) else { panic!() };
         assert_eq!(key, "ds_producer:t.run_1:agent");
         match check_producer("t.run_1", Some(&p), Some(&state), 1, 4, 6) {
-            RunAppend::Answer(r) => assert_eq!((r.status, r.get("producer-seq")), (204, Some("0"))),
+            Ok(RunAppend::Duplicate(r)) => assert_eq!((r.status, r.get("producer-seq")), (204, Some("0"))),
             other => panic!("{other:?}"),
         }
-        assert_eq!(check_producer("t.run_1", None, None, 1, 0, 5), RunAppend::Publish(None));
+        let gap = Producer { seq: 5, ..p.clone() };
+        assert_eq!(check_producer("t.run_1", Some(&gap), Some(&state), 1, 4, 6).unwrap_err().0.code, "producer_seq_gap");
+        assert_eq!(check_producer("t.run_1", None, None, 1, 0, 5), Ok(RunAppend::Publish(None)));
         assert_eq!(run_batch(serde_json::json!({"type": "x"})).unwrap().len(), 1);
         assert_eq!(run_batch(serde_json::json!([])).unwrap_err().code, "invalid_batch");
     }
