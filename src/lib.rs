@@ -347,7 +347,7 @@ async fn streams(req: Request, env: &Env, config: &config::Config) -> Result<Res
         }
     }
     let path = req.path();
-    if path.len() <= "/v1/stream/".len() || path.starts_with("/v1/stream/_") {
+    if path.len() <= "/v1/stream/".len() {
         let e = ApiError::not_found("not_found", "a stream path is /v1/stream/<name>");
         return finish(http::error(&e)?);
     }

@@ -245,7 +245,12 @@ impl Inner {
     /// Waits for the next append, or `ms`; true when woken by an append.
     async fn wait(&self, ms: u64) -> bool {
         let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().push(tx);
+        {
+            let mut waiters = self.waiters.borrow_mut();
+            // Readers that went away while waiting leave a cancelled sender.
+            waiters.retain(|w| !w.is_canceled());
+            waiters.push(tx);
+        }
         let tick = Delay::from(Duration::from_millis(ms));
         matches!(futures_util::future::select(rx, tick).await, futures_util::future::Either::Left((Ok(()), _)))
     }

@@ -292,7 +292,8 @@ impl Inner {
         self.arm_flush_timer();
         match outcome {
             Ok(reply) => http::reply(reply).map_err(internal),
-            Err((e, headers)) => {
+            Err(refusal) => {
+                let (e, headers) = *refusal;
                 let resp = http::error(&e).map_err(internal)?;
                 for (k, v) in headers {
                     let _ = resp.headers().set(k, &v);

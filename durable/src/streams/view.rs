@@ -172,7 +172,7 @@ pub enum RunAppend {
 }
 
 /// A refused producer append: the JSON error and the protocol's headers.
-pub type Refusal = (ApiError, Vec<(&'static str, String)>);
+pub type Refusal = Box<(ApiError, Vec<(&'static str, String)>)>;
 
 /// Checks an append's producer headers against the stored state (`state`
 /// read from `producer_key`). A batch without producer headers is simply
@@ -195,20 +195,20 @@ pub fn check_producer(
                 .header(wire::PRODUCER_SEQ, seq.to_string())
                 .header(wire::NEXT_OFFSET, offset(gen, last_seq)),
         )),
-        Verdict::StaleEpoch { current } => Err((
+        Verdict::StaleEpoch { current } => Err(Box::new((
             ApiError::new(403, "stale_producer_epoch", format!("producer epoch {} is older than {current}", p.epoch))
                 .with("currentEpoch", current),
             vec![(wire::PRODUCER_EPOCH, current.to_string())],
-        )),
+        ))),
         Verdict::EpochSeqNotZero => {
-            Err((ApiError::bad_request("producer_epoch_seq", "a new producer epoch must start at Producer-Seq 0"), vec![]))
+            Err(Box::new((ApiError::bad_request("producer_epoch_seq", "a new producer epoch must start at Producer-Seq 0"), vec![])))
         }
-        Verdict::Gap { expected, received } => Err((
+        Verdict::Gap { expected, received } => Err(Box::new((
             ApiError::new(409, "producer_seq_gap", format!("expected Producer-Seq {expected}, got {received}"))
                 .with("expectedSeq", expected)
                 .with("receivedSeq", received),
             vec![(wire::PRODUCER_EXPECTED_SEQ, expected.to_string()), (wire::PRODUCER_RECEIVED_SEQ, received.to_string())],
-        )),
+        ))),
     }
 }
 

@@ -94,7 +94,7 @@ pub fn sse_event(event: &str, payload: &str, out: &mut Vec<u8>) {
     loop {
         let end = rest.find(['\r', '\n']);
         out.extend_from_slice(b"data:");
-        out.extend_from_slice(rest[..end.unwrap_or(rest.len())].as_bytes());
+        out.extend_from_slice(&rest.as_bytes()[..end.unwrap_or(rest.len())]);
         out.push(b'\n');
         match end {
             None => break,
