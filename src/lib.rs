@@ -12,6 +12,9 @@
 //! - [`agent_host`]: the built-in agent's host: model client and tool runner
 //!   over `fetch`, timers, the publish path.
 //! - [`directory`]: each actor's list of threads (`GET /agent/threads`).
+//! - [`stream_object`]: `StreamObject`, one standalone Durable Stream
+//!   (`/v1/stream/*`) per object; `object::ds_view` serves a thread's log and
+//!   a run's events as Durable Streams (`/v1/threads`, `/v1/runs`).
 //! - [`config`], [`ids`], [`http`]: configuration, random ids, JSON answers.
 //!
 //! Every rule about events lives in `durable/` (crate `threadline-durable`).

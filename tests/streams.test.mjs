@@ -5,7 +5,8 @@
 // auth switch.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, startWebhook, client, newThread, openSse, parseSse, until, tempDir } from "./support/harness.mjs";
+import crypto from "node:crypto";
+import { startWorker, startWebhook, client, newThread, openSse, until, tempDir } from "./support/harness.mjs";
 
 let worker, hook, api;
 
@@ -189,17 +190,35 @@ describe("a thread's log as a Durable Stream", () => {
     }
   });
 
-  test("a thread read follows the thread's ownership, like its events route", async () => {
-    const owner = await startWorker({ vars: { AUTH_MODE: "jwt", AUTH_JWT_SECRET: "s3cret-s3cret-s3cret-s3cret-s3cret" } });
+  test("a thread read follows the thread's ownership and takes stream tokens, like its events route", async () => {
+    const SECRET = "test-secret-0123456789abcdef0123456789";
+    const b64 = (x) => Buffer.from(JSON.stringify(x)).toString("base64url");
+    const jwt = (sub) => {
+      const h = b64({ alg: "HS256", typ: "JWT" });
+      const p = b64({ sub, exp: Math.floor(Date.now() / 1000) + 300 });
+      return `${h}.${p}.${crypto.createHmac("sha256", SECRET).update(`${h}.${p}`).digest("base64url")}`;
+    };
+    const w = await startWorker({ vars: { AUTH_MODE: "jwt", AUTH_JWT_SECRET: SECRET, AGENT_WEBHOOK_URL: hook.url } });
     try {
-      const r = await fetch(`${owner.url}/v1/threads/${newThread()}?offset=-1`);
-      assert.equal(r.status, 401);
+      const as = (who) => ({ authorization: `Bearer ${jwt(who)}` });
+      const thread = newThread("own");
+      const sent = await fetch(`${w.url}/instance-ai/chat/${thread}`, { method: "POST", headers: { ...as("alice"), "content-type": "application/json" }, body: JSON.stringify({ message: "hi" }) });
+      assert.equal(sent.status, 200);
+      const { runId } = await sent.json();
+      assert.equal((await fetch(`${w.url}/v1/threads/${thread}?offset=-1`)).status, 401);
+      const bob = await fetch(`${w.url}/v1/threads/${thread}?offset=-1`, { headers: as("bob") });
+      assert.equal(bob.status, 404);
+      assert.equal((await bob.json()).error.code, "thread_not_found");
+      assert.equal((await fetch(`${w.url}/v1/threads/${thread}?offset=-1`, { headers: as("alice") })).status, 200);
+      const issued = await (await fetch(`${w.url}/instance-ai/threads/${thread}/stream-token`, { method: "POST", headers: as("alice") })).json();
+      const t = encodeURIComponent(issued.token);
+      assert.equal((await fetch(`${w.url}/v1/threads/${thread}?offset=-1&token=${t}`)).status, 200);
+      assert.equal((await fetch(`${w.url}/v1/runs/${runId}?offset=-1&token=${t}`)).status, 200);
+      const write = await fetch(`${w.url}/v1/runs/${runId}?token=${t}`, { method: "POST", headers: { "content-type": "application/json" }, body: "[]" });
+      assert.equal(write.status, 401, "a stream token is read-only");
     } finally {
-      await owner.stop();
+      await w.stop();
     }
-    const unknown = await get(`/v1/threads/${newThread()}?offset=-1`);
-    assert.equal(unknown.status, 404);
-    assert.equal(unknown.json.error.code, "thread_not_found");
   });
 });
 

@@ -66,7 +66,6 @@ enum Scope {
 }
 
 /// The records after `after` and the position they leave the reader at.
-/// A run's reads are never paged: a run's records are fetched by its index.
 fn read_batch(
     c: &super::Core,
     scope: &Scope,
@@ -87,15 +86,25 @@ fn read_batch(
                 .run(run)
                 .map_err(ApiError::storage)?
                 .ok_or_else(|| ApiError::not_found("run_not_found", "no run with this id"))?;
-            let mut records: Vec<Record> =
-                c.store().run_records(run).map_err(ApiError::storage)?.into_iter().filter(|r| r.seq > after).collect();
-            if let Some(n) = tail {
-                records = records.split_off(records.len().saturating_sub(n));
-            }
+            // `tail=N` is a bounded diagnostic read of the run's suffix;
+            // every other read pages through the run's index after `after`.
+            let (records, up_to_date) = match tail {
+                Some(n) => {
+                    let mut all: Vec<Record> =
+                        c.store().run_records(run).map_err(ApiError::storage)?.into_iter().filter(|r| r.seq > after).collect();
+                    (all.split_off(all.len().saturating_sub(n)), true)
+                }
+                None => {
+                    let page = c.store().run_range(run, after, PAGE).map_err(ApiError::storage)?;
+                    let full = page.len() == PAGE;
+                    (page, !full)
+                }
+            };
+            let seq = if up_to_date { last.max(after) } else { records.last().map_or(after, |r| r.seq) };
             // Closed once its `run-finish` is stored: the run record's state
             // changes in the same commit as that event.
-            let closed = record.state != RunState::Running;
-            Ok((records, Position { gen, seq: last.max(after), up_to_date: true, closed }))
+            let closed = record.state != RunState::Running && up_to_date;
+            Ok((records, Position { gen, seq, up_to_date, closed }))
         }
     }
 }
