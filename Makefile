@@ -1,6 +1,6 @@
 # threadline: the README's commands. Each target installs what it needs first
 # (local/setup.sh), and is quick when it already is.
-.PHONY: setup build dev test test-core test-client test-workerd bench soak clean
+.PHONY: setup build dev test test-core test-client test-workerd test-conformance bench soak clean
 
 export WRANGLER_SEND_METRICS := false
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -16,7 +16,7 @@ build: setup
 dev: setup
 	@bash local/dev.sh
 
-test: build test-core test-client test-workerd
+test: build test-core test-client test-workerd test-conformance
 
 # The pure core, natively.
 test-core: setup
@@ -31,6 +31,11 @@ test-client: build
 # headless Chromium against `wrangler dev` (tests/browser/).
 test-workerd: build
 	node --test --test-concurrency=1 tests/
+
+# The public Durable Streams conformance suite against /v1/stream/* on
+# `wrangler dev` (a free port, state in a temporary dir).
+test-conformance: build
+	bash local/conformance.sh
 
 bench: build
 	node tests/bench/run.mjs

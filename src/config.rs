@@ -45,6 +45,11 @@ pub struct Config {
     pub max_subscribers: usize,
     /// Idle threads are deleted after this long (0: never).
     pub thread_ttl_ms: i64,
+    /// `STREAMS_AUTH=none`: `/v1/stream/*` takes requests without auth
+    /// (dev, the conformance suite). Otherwise it needs an authenticated caller.
+    pub streams_open: bool,
+    /// How long a Durable Streams long-poll waits (`STREAMS_LONG_POLL_MS`, 20 s).
+    pub streams_long_poll_ms: u64,
 }
 
 fn var(env: &Env, name: &str) -> Option<String> {
@@ -106,6 +111,8 @@ impl Config {
                 .and_then(|d| d.trim().parse::<f64>().ok())
                 .filter(|d| *d >= 0.0)
                 .map_or(90 * 86_400_000, |d| (d * 86_400_000.0) as i64),
+            streams_open: var(env, "STREAMS_AUTH").is_some_and(|v| v.trim() == "none"),
+            streams_long_poll_ms: num(env, "STREAMS_LONG_POLL_MS", 20_000).max(100) as u64,
             webhook_url: var(env, "AGENT_WEBHOOK_URL"),
             public_url: var(env, "PUBLIC_URL"),
             debug_routes: var(env, "DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),

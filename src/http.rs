@@ -47,3 +47,13 @@ pub async fn read_json(req: &mut worker::Request, limit: usize) -> std::result::
     serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))
 }
+
+/// A Durable Streams [`Reply`](threadline_durable::streams::Reply) decided by the core, as a response.
+pub fn reply(r: threadline_durable::streams::Reply) -> Result<Response> {
+    let headers = Headers::new();
+    for (k, v) in &r.headers {
+        headers.set(k, v)?;
+    }
+    let resp = if r.body.is_empty() { Response::empty()? } else { Response::from_bytes(r.body)? };
+    Ok(resp.with_status(r.status).with_headers(headers))
+}

@@ -12,6 +12,9 @@
 //! - [`agent_host`]: the built-in agent's host: model client and tool runner
 //!   over `fetch`, timers, the publish path.
 //! - [`directory`]: each actor's list of threads (`GET /agent/threads`).
+//! - [`stream_object`]: `StreamObject`, one standalone Durable Stream
+//!   (`/v1/stream/*`) per object; `object::ds_view` serves a thread's log and
+//!   a run's events as Durable Streams (`/v1/threads`, `/v1/runs`).
 //! - [`config`], [`ids`], [`http`]: configuration, random ids, JSON answers.
 //!
 //! Every rule about events lives in `durable/` (crate `threadline-durable`).
@@ -23,9 +26,11 @@ mod http;
 mod ids;
 mod object;
 mod store;
+mod stream_object;
 
 pub use directory::Directory;
 pub use object::ThreadObject;
+pub use stream_object::StreamObject;
 use threadline_durable::auth::{self, Actor};
 use threadline_durable::route::Route;
 use threadline_durable::ApiError;
@@ -60,6 +65,9 @@ pub(crate) const ROLES_HEADER: &str = "x-threadline-roles";
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let config = config(&env);
     let config = config.as_ref();
+    if req.path().starts_with("/v1/stream/") {
+        return streams(req, &env, config).await;
+    }
     let origin = req.headers().get("origin").ok().flatten();
     let allowed = origin.as_deref().filter(|o| {
         config.allowed_origins.iter().any(|a| a == "*" || a == o.trim_end_matches('/'))
@@ -87,8 +95,14 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         headers.set("access-control-allow-origin", o)?;
         headers.set("vary", "Origin")?;
         headers.set("access-control-allow-methods", "GET, POST, PATCH, DELETE, OPTIONS")?;
-        headers.set("access-control-allow-headers", "authorization, content-type, last-event-id")?;
-        headers.set("access-control-expose-headers", "x-agent-run-id, x-agent-thread-id, retry-after")?;
+        headers.set(
+            "access-control-allow-headers",
+            "authorization, content-type, last-event-id, producer-id, producer-epoch, producer-seq",
+        )?;
+        headers.set(
+            "access-control-expose-headers",
+            "x-agent-run-id, x-agent-thread-id, retry-after, stream-next-offset, stream-up-to-date, stream-cursor, stream-closed, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq",
+        )?;
         headers.set("access-control-max-age", "600")?;
     }
     Ok(resp.with_headers(headers))
@@ -97,7 +111,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
 async fn route(req: Request, env: &Env, config: &config::Config) -> std::result::Result<Response, ApiError> {
     let path = req.path();
     // External agents publish with their run's publish token, checked by the thread.
-    let publishing = req.method() == Method::Post && path.starts_with("/instance-ai/threads/") && path.ends_with("/events");
+    let publishing = req.method() == Method::Post
+        && ((path.starts_with("/instance-ai/threads/") && path.ends_with("/events")) || path.starts_with("/v1/runs/"));
     let actor = if publishing { None } else { Some(caller(&req, config, &path)?) };
     let actor_id = actor.as_ref().map(|a| a.id.as_str()).unwrap_or_default();
     match path.as_str() {
@@ -161,7 +176,8 @@ fn caller(req: &Request, config: &config::Config, path: &str) -> std::result::Re
 /// The thread of a route that takes stream tokens (GET events, GET run stream).
 fn stream_thread(path: &str) -> Option<String> {
     match Route::parse("GET", path).ok()? {
-        Route::Events { thread } | Route::AgentStream { thread, .. } => Some(thread),
+        Route::Events { thread } | Route::AgentStream { thread, .. } | Route::StreamThread { thread } => Some(thread),
+        Route::StreamRun { thread, append: false, .. } => Some(thread),
         _ => None,
     }
 }
@@ -304,4 +320,40 @@ async fn agora_decision(mut req: Request, action: &str) -> std::result::Result<(
         .ok_or_else(|| ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"))?
         .to_owned();
     readdress(&req, &format!("/agent/threads/{thread}/tool-call/{action}"), bytes)
+}
+
+/// `/v1/stream/*`: the standalone Durable Streams server, one `StreamObject`
+/// per stream path. CORS is open to any origin (the protocol's browser
+/// clients read streams cross-origin; nothing here rides on cookies) and
+/// every answer carries the protocol's security headers. Auth: with
+/// `STREAMS_AUTH=none` (dev and the conformance suite) anyone may use it;
+/// otherwise every request needs a caller the Worker's auth accepts.
+async fn streams(req: Request, env: &Env, config: &config::Config) -> Result<Response> {
+    use threadline_durable::streams::wire::COMMON_HEADERS;
+    let finish = |resp: Response| -> Result<Response> {
+        let headers = Headers::new();
+        for (k, v) in resp.headers().entries() {
+            headers.set(&k, &v)?;
+        }
+        for (k, v) in COMMON_HEADERS {
+            headers.set(k, v)?;
+        }
+        Ok(resp.with_headers(headers))
+    };
+    if req.method() == Method::Options {
+        return finish(Response::empty()?.with_status(204));
+    }
+    if !config.streams_open {
+        let authorization = req.headers().get("authorization").ok().flatten();
+        if let Err(e) = config.auth.authenticate(authorization.as_deref(), now_ms()) {
+            return finish(http::error(&e)?);
+        }
+    }
+    let path = req.path();
+    if path.len() <= "/v1/stream/".len() {
+        let e = ApiError::not_found("not_found", "a stream path is /v1/stream/<name>");
+        return finish(http::error(&e)?);
+    }
+    let stub = env.durable_object("STREAM")?.get_by_name(&path)?;
+    finish(stub.fetch_with_request(req).await?)
 }

@@ -24,6 +24,8 @@ use threadline_durable::auth::Actor;
 use threadline_durable::{ApiError, Sink, StartRun, Store, Thread};
 use worker::*;
 
+mod ds_view;
+
 pub type Core = Thread<SqlStore, ChannelSink>;
 pub type Shared = Rc<RefCell<Option<Core>>>;
 
@@ -202,6 +204,9 @@ impl Inner {
             Route::AgentChat { thread } => self.agent_chat(thread, &mut req).await,
             Route::AgentStream { thread, run } => self.agent_stream(thread, run, &req),
             Route::ToolDecision { approve, .. } => self.tool_decision(*approve, actor.as_ref(), &mut req).await,
+            Route::StreamThread { thread } => self.stream_read(thread, None, &req).await,
+            Route::StreamRun { thread, run, append: false } => self.stream_read(thread, Some(run), &req).await,
+            Route::StreamRun { run, append: true, .. } => self.stream_append(run, &mut req).await,
         };
         // Whatever the request did may have started a queued message.
         self.launch_started().await;
@@ -511,7 +516,11 @@ impl Inner {
         };
         let Some(actor) = actor else {
             // Only publishing goes without a caller: its token is checked.
-            return if matches!(route, Route::Publish { .. }) { Ok(()) } else { Err(not_found()) };
+            return if matches!(route, Route::Publish { .. } | Route::StreamRun { append: true, .. }) {
+                Ok(())
+            } else {
+                Err(not_found())
+            };
         };
         self.with_core(|c| {
             let owner = c.store().meta(OWNER_KEY).map_err(ApiError::storage)?;

@@ -246,6 +246,13 @@ impl Store for SqlStore {
         )
     }
 
+    fn run_range(&self, run_id: &str, after: u64, limit: usize) -> StoreResult<Vec<Record>> {
+        self.events(
+            "SELECT seq, run_id, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            vec![run_id.into(), (after as i64).into(), (limit as i64).into()],
+        )
+    }
+
     fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
         Ok(self
             .runs(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"), vec![run_id.into()])?

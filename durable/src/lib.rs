@@ -29,6 +29,9 @@
 //! - [`queue`]: the thread's message queue; [`models`]: the model catalog.
 //! - [`runstream`]: a run's events as agora run-stream frames, numbered
 //!   the same live and replayed.
+//! - [`streams`]: the Durable Streams protocol: offsets, frames, producers,
+//!   one standalone stream's decisions (`/v1/stream/*`), and the thread's
+//!   log and a run's events read as streams (`/v1/threads`, `/v1/runs`).
 //! - [`auth`]: bearer JWTs (HS256, RS256, ES256) and stream tokens.
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
 
@@ -45,6 +48,7 @@ pub mod route;
 pub mod runstream;
 pub mod sse;
 pub mod store;
+pub mod streams;
 pub mod thread;
 #[cfg(test)]
 mod wire_schema;

@@ -47,6 +47,12 @@ pub enum Route {
     /// `POST /agent/threads/:id/tool-call/approve|reject`: agora's
     /// `/agent/tool-call/approve|reject`, routed by the Worker.
     ToolDecision { thread: String, approve: bool },
+    /// `GET /v1/threads/:threadId`: the thread's log as a Durable Stream
+    /// (`?offset`, `live=long-poll|sse`, `view=history|updates`).
+    StreamThread { thread: String },
+    /// `GET` (read) or `POST` (an agent's idempotent append) `/v1/runs/:runId`:
+    /// one run's events as a Durable Stream (the thread is in the run id).
+    StreamRun { thread: String, run: String, append: bool },
 }
 
 impl Route {
@@ -70,7 +76,9 @@ impl Route {
             | Route::AgentThread { thread, .. }
             | Route::AgentChat { thread }
             | Route::AgentStream { thread, .. }
-            | Route::ToolDecision { thread, .. } => thread,
+            | Route::ToolDecision { thread, .. }
+            | Route::StreamThread { thread }
+            | Route::StreamRun { thread, .. } => thread,
         }
     }
 
@@ -117,6 +125,12 @@ impl Route {
                 let nothing = || ApiError::not_found("nothing_to_resume", "no run with this id to resume");
                 let thread = thread_of(r).ok_or_else(nothing)?;
                 (Route::AgentStream { thread: thread.to_owned(), run: (*r).to_owned() }, &["GET"])
+            }
+            ["v1", "threads", t] => (Route::StreamThread { thread: id(t)? }, &["GET"]),
+            ["v1", "runs", r] => {
+                run_id(r)?;
+                let thread = thread_of(r).ok_or_else(|| ApiError::not_found("run_not_found", "no run with this id"))?;
+                (Route::StreamRun { thread: thread.to_owned(), run: (*r).to_owned(), append: method == "POST" }, &["GET", "POST"])
             }
             _ => return Err(ApiError::not_found("not_found", format!("no route for {path}"))),
         };
@@ -212,6 +226,18 @@ mod tests {
         assert_eq!(code("POST", "/instance-ai/chat/bad%20id"), "invalid_id");
         assert_eq!(code("POST", "/instance-ai/chat/"), "invalid_id");
         assert_eq!(code("POST", &format!("/instance-ai/chat/{}", "x".repeat(129))), "invalid_id");
+    }
+
+    #[test]
+    fn durable_stream_paths() {
+        assert_eq!(Route::parse("GET", "/v1/threads/t1").unwrap(), Route::StreamThread { thread: "t1".into() });
+        assert_eq!(
+            Route::parse("POST", "/v1/runs/t1.run_ab").unwrap(),
+            Route::StreamRun { thread: "t1".into(), run: "t1.run_ab".into(), append: true }
+        );
+        assert_eq!(Route::parse("GET", "/v1/runs/plain").unwrap_err().code, "run_not_found");
+        assert_eq!(Route::parse("GET", "/v1/runs/a.b.c").unwrap_err().code, "invalid_id");
+        assert_eq!(Route::parse("DELETE", "/v1/threads/t1").unwrap_err().code, "method_not_allowed");
     }
 
     #[test]

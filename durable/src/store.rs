@@ -137,6 +137,12 @@ pub trait Store {
     /// Every record of one run, ascending.
     fn run_records(&self, run_id: &str) -> StoreResult<Vec<Record>>;
 
+    /// One run's records with `seq > after`, ascending, at most `limit`
+    /// (a run's Durable Stream reads; SQLite answers from its run index).
+    fn run_range(&self, run_id: &str, after: u64, limit: usize) -> StoreResult<Vec<Record>> {
+        Ok(self.run_records(run_id)?.into_iter().filter(|r| r.seq > after).take(limit).collect())
+    }
+
     fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>>;
 
     /// The run holding the lock, if any.

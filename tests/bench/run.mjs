@@ -6,6 +6,9 @@
 //   3. SQLite rows written per 1,000 text-deltas
 //   4. reconnect after 100 missed events on a 1k and a 100k-event thread:
 //      time to the first replayed event and to the 100th
+//   5. the same through the Durable Streams route (GET /v1/threads/:id with
+//      the offset the client held): first byte of the SSE data frame, and the
+//      whole catch-up answer
 //
 // Prints a table and writes the figures as JSON to test-artifacts/bench.json.
 import http from "node:http";
@@ -179,6 +182,50 @@ async function reconnect(api, hook, size, trials = 15) {
   return { events: last, first: pct(firsts, 50), hundredth: pct(hundredths, 50) };
 }
 
+/** Time until the first chunk holding `marker` arrives on a GET. */
+function firstChunk(url, marker) {
+  return new Promise((resolve, reject) => {
+    const t0 = performance.now();
+    let text = "";
+    const req = http.get(url, { agent }, (res) => {
+      if (res.statusCode !== 200) return reject(new Error(`GET ${res.statusCode}`));
+      res.setEncoding("utf8");
+      res.on("data", (chunk) => {
+        text += chunk;
+        if (text.includes(marker)) {
+          resolve(performance.now() - t0);
+          req.destroy();
+        }
+      });
+      res.on("end", () => resolve(performance.now() - t0));
+    });
+    req.on("error", () => {});
+  });
+}
+
+/** Reconnect through /v1/threads/:id after missing 100 events: the client
+ * holds the offset a read gave it before the last 100 were published. */
+async function streamReconnect(api, hook, size, trials = 15) {
+  const thread = newThread("ds");
+  const run = await newRun(api, hook, thread);
+  for (let i = 1; i < size - 100; i += 1000) {
+    const n = Math.min(1000, size - 100 - i);
+    await run.publish(Array.from({ length: n }, (_, k) => toolCall(i + k, 64)));
+  }
+  const held = (await fetch(`${api.base}/v1/threads/${thread}?offset=now`)).headers.get("stream-next-offset");
+  await run.publish(Array.from({ length: 100 }, (_, k) => toolCall(size - 100 + k, 64)));
+  const sse = [];
+  const catchUp = [];
+  for (let t = 0; t < trials; t++) {
+    sse.push(await firstChunk(`${api.base}/v1/threads/${thread}?offset=${held}&live=sse`, "event: data"));
+    catchUp.push(await firstChunk(`${api.base}/v1/threads/${thread}?offset=${held}`, "\u0000never"));
+  }
+  sse.sort((a, b) => a - b);
+  catchUp.sort((a, b) => a - b);
+  const events = (await api.stats(thread)).json.lastEventId;
+  return { events, sseFirstByte: pct(sse, 50), catchUp100: pct(catchUp, 50) };
+}
+
 const hook = await startWebhook();
 const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url, MAX_BATCH_EVENTS: "1000", MAX_BATCH_BYTES: "4194304" } });
 const api = { ...client(worker.url), base: worker.url };
@@ -210,6 +257,16 @@ try {
   }
   const [small, big] = results.reconnect;
   console.log(`  100k / 1k ratio: first ${(big.first / small.first).toFixed(2)}×, 100th ${(big.hundredth / small.hundredth).toFixed(2)}×`);
+  results.streamReconnect = [];
+  for (const size of [1_000, 100_000]) {
+    const r = await streamReconnect(api, hook, size);
+    results.streamReconnect.push(r);
+    console.log(
+      `Durable Streams reconnect after 100 missed on a ${r.events.toLocaleString("en")}-event thread: SSE first data byte ${ms(r.sseFirstByte)}, catch-up of the 100 ${ms(r.catchUp100)}`,
+    );
+  }
+  const [dsSmall, dsBig] = results.streamReconnect;
+  console.log(`  100k / 1k ratio: SSE first byte ${(dsBig.sseFirstByte / dsSmall.sseFirstByte).toFixed(2)}×, catch-up ${(dsBig.catchUp100 / dsSmall.catchUp100).toFixed(2)}×`);
   fs.mkdirSync("test-artifacts", { recursive: true });
   fs.writeFileSync(path.join("test-artifacts", "bench.json"), JSON.stringify(results, null, 2));
 } finally {

@@ -41,6 +41,7 @@ const mf = new Miniflare({
   durableObjects: {
     THREAD: { className: "ThreadObject", useSQLite: true },
     DIRECTORY: { className: "Directory", useSQLite: true },
+    STREAM: { className: "StreamObject", useSQLite: true },
   },
   durableObjectsPersist: values.persist ?? false,
   bindings,
