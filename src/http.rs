@@ -57,3 +57,20 @@ pub fn reply(r: threadline_durable::streams::Reply) -> Result<Response> {
     let resp = if r.body.is_empty() { Response::empty()? } else { Response::from_bytes(r.body)? };
     Ok(resp.with_status(r.status).with_headers(headers))
 }
+
+/// The headers of a Durable Streams SSE response (a stream's, a thread's or a
+/// run's): exactly `text/event-stream`, and nothing on the way may buffer or
+/// compress it (`content-encoding: identity`, PROTOCOLS.md §3).
+pub fn ds_sse_headers() -> Headers {
+    let headers = Headers::new();
+    for (k, v) in [
+        ("content-type", "text/event-stream"),
+        ("cache-control", "no-cache"),
+        ("connection", "keep-alive"),
+        ("content-encoding", "identity"),
+        ("x-accel-buffering", "no"),
+    ] {
+        let _ = headers.set(k, v);
+    }
+    headers
+}

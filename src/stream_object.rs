@@ -391,16 +391,7 @@ impl Inner {
             ReadPlan::Sse(st) => {
                 let base64 = st.base64;
                 let body = sse_body(self.clone(), st).map(Ok::<Bytes, worker::Error>);
-                let headers = Headers::new();
-                for (k, v) in [
-                    ("content-type", "text/event-stream"),
-                    ("cache-control", "no-cache"),
-                    ("connection", "keep-alive"),
-                    ("content-encoding", "identity"),
-                    ("x-accel-buffering", "no"),
-                ] {
-                    let _ = headers.set(k, v);
-                }
+                let headers = crate::http::ds_sse_headers();
                 if base64 {
                     let _ = headers.set(wire::SSE_ENCODING, "base64");
                 }

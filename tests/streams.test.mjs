@@ -6,7 +6,7 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import { startWorker, startWebhook, client, newThread, openSse, until, tempDir } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, openSse, until, tempDir, startExternalRun } from "./support/harness.mjs";
 
 let worker, hook, api;
 
@@ -20,12 +20,7 @@ after(async () => {
   await hook?.close();
 });
 
-async function startRun(thread, message = "hello", a = api, h = hook) {
-  const r = await a.chat(thread, message);
-  assert.equal(r.status, 200, r.text);
-  const signal = await h.next((m) => m.type === "run" && m.runId === r.json.runId);
-  return { runId: r.json.runId, token: signal.publishToken };
-}
+const startRun = (thread, message = "hello", a = api, h = hook) => startExternalRun(a, h, thread, message);
 
 // A durable (structural) event with a label of our choosing.
 const status = (title) => ({ type: "thread-title-updated", agentId: "orchestrator", payload: { title } });

@@ -2,7 +2,7 @@
 // the Instance AI event protocol with an external agent publishing.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, startWebhook, client, newThread, sleep, until, tempDir } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, sleep, until, tempDir, startExternalRun } from "./support/harness.mjs";
 import { fold } from "../client/dist/index.js";
 
 let worker, hook, api;
@@ -18,12 +18,7 @@ after(async () => {
 });
 
 /** Sends a message and returns the run with the publish token the agent got. */
-async function startRun(thread, message = "hello", a = api, h = hook) {
-  const r = await a.chat(thread, message);
-  assert.equal(r.status, 200, r.text);
-  const signal = await h.next((m) => m.type === "run" && m.runId === r.json.runId);
-  return { runId: r.json.runId, token: signal.publishToken, signal };
-}
+const startRun = (thread, message = "hello", a = api, h = hook) => startExternalRun(a, h, thread, message);
 
 const delta = (text, responseId = "s1", agentId = "orchestrator") => ({
   type: "text-delta",

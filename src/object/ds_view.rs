@@ -191,16 +191,7 @@ impl Inner {
         view::sse_batch(&records, pos, &cursor, &mut head);
         let body = sse_body(self.clone(), scope, pos, rx, q.cursor.clone(), Bytes::from(head));
         let body = Unsubscribe { inner: Box::pin(body), core: self.core.clone(), id: sub, pulled_at }.map(Ok::<Bytes, worker::Error>);
-        let headers = Headers::new();
-        for (k, v) in [
-            ("content-type", "text/event-stream"),
-            ("cache-control", "no-cache"),
-            ("connection", "keep-alive"),
-            ("content-encoding", "identity"),
-            ("x-accel-buffering", "no"),
-        ] {
-            let _ = headers.set(k, v);
-        }
+        let headers = http::ds_sse_headers();
         Ok(Response::from_stream(body).map_err(internal)?.with_headers(headers))
     }
 

@@ -226,3 +226,14 @@ export function client(base) {
 let threadCounter = 0;
 /** A fresh thread id per test. */
 export const newThread = (label = "t") => `${label}-${process.pid}-${++threadCounter}-${Date.now().toString(36)}`;
+
+/**
+ * Sends a message on a thread whose agent is the external webhook `h`, and
+ * returns the run with the publish token the agent got (and its signal).
+ */
+export async function startExternalRun(a, h, thread, message = "hello") {
+  const r = await a.chat(thread, message);
+  if (r.status !== 200) throw new Error(`chat answered ${r.status}: ${r.text}`);
+  const signal = await h.next((m) => m.type === "run" && m.runId === r.json.runId);
+  return { runId: r.json.runId, token: signal.publishToken, signal };
+}
