@@ -97,6 +97,18 @@ describe("the page", () => {
     await ctx.close();
   });
 
+  test("the transient status line shows while a tool runs, then clears", async () => {
+    const { page, ctx } = await openPage();
+    await send(page, 'Wait [[tool:slow:{"ms":1500}]]');
+    const status = page.getByTestId("status-line");
+    await status.filter({ hasText: "Running slow…" }).waitFor();
+    await shot(page, "01b-status-line");
+    await page.locator('[data-testid="tool-call"][data-tool="slow"][data-status="done"]').waitFor();
+    await idle(page);
+    assert.equal(await status.isHidden(), true);
+    await ctx.close();
+  });
+
   test("approve a destructive tool's confirmation", async () => {
     const { page, ctx } = await openPage();
     await send(page, 'Remove it [[tool:delete-note:{"id":"n1"}]]');
