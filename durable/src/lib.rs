@@ -34,6 +34,8 @@
 //!   log and a run's events read as streams (`/v1/threads`, `/v1/runs`).
 //! - [`auth`]: bearer JWTs (HS256, RS256, ES256) and stream tokens.
 //! - [`error`]: the `{error: {code, message}}` every refusal carries.
+//! - `wire_schema` (tests only): the JSON Schema of the wire types, generated
+//!   from these types for the TypeScript client (`client/schema/`).
 
 pub mod agent;
 pub mod auth;
