@@ -20,7 +20,7 @@ if [ -z "${LLM_BASE_URL:-}" ]; then
   echo "threadline: the built-in agent uses the offline fake model (set LLM_BASE_URL to use a real one)."
   echo "            try a message with [[reason]], [[tool:weather:{\"city\":\"Oslo\"}]], [[parallel]], [[spawn]] or [[tasks]]."
 fi
-echo "threadline: serving on http://127.0.0.1:8787 (state in .dev-state/)"
+echo "threadline: serving on http://127.0.0.1:8787: open it for the chat page (state in .dev-state/)"
 echo "threadline: development mode (AUTH_MODE=dev): every request acts as the local actor \`dev\`."
 npx wrangler dev --ip 127.0.0.1 --port 8787 --persist-to .dev-state \
   --var "LLM_BASE_URL:$LLM_BASE_URL" --var "LLM_API_KEY:${LLM_API_KEY:-}" --var "LLM_MODEL:${LLM_MODEL:-fake-model}" \
