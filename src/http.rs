@@ -48,6 +48,21 @@ pub async fn read_json(req: &mut worker::Request, limit: usize) -> std::result::
         .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))
 }
 
+/// A response's headers as a mutable copy: a response forwarded from an
+/// object has immutable headers.
+pub fn mutable_headers(resp: &Response) -> Result<Headers> {
+    let headers = Headers::new();
+    for (k, v) in resp.headers().entries() {
+        headers.set(&k, &v)?;
+    }
+    Ok(headers)
+}
+
+/// Every value of query parameter `name`, in order.
+pub fn query_all(url: &worker::Url, name: &str) -> Vec<String> {
+    url.query_pairs().filter(|(k, _)| k == name).map(|(_, v)| v.into_owned()).collect()
+}
+
 /// A Durable Streams [`Reply`](threadline_durable::streams::Reply) decided by the core, as a response.
 pub fn reply(r: threadline_durable::streams::Reply) -> Result<Response> {
     let headers = Headers::new();

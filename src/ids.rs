@@ -7,6 +7,13 @@ fn random_hex(bytes: usize) -> String {
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// 64 random bits.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    getrandom::getrandom(&mut b).expect("the platform CSPRNG is available");
+    u64::from_le_bytes(b)
+}
+
 /// `prefix_` + 96 random bits, e.g. `run_3f2a…`.
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", random_hex(12))

@@ -85,11 +85,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     // HEAD: the answer's status and headers, no body (an SSE route's stream
     // is dropped, which ends its subscription).
     let resp = if head { Response::empty()?.with_status(resp.status_code()).with_headers(resp.headers().clone()) } else { resp };
-    // A response forwarded from the object has immutable headers: copy them.
-    let headers = Headers::new();
-    for (k, v) in resp.headers().entries() {
-        headers.set(&k, &v)?;
-    }
+    let headers = http::mutable_headers(&resp)?;
     headers.set("x-content-type-options", "nosniff")?;
     if let Some(o) = allowed {
         headers.set("access-control-allow-origin", o)?;
@@ -331,10 +327,7 @@ async fn agora_decision(mut req: Request, action: &str) -> std::result::Result<(
 async fn streams(req: Request, env: &Env, config: &config::Config) -> Result<Response> {
     use threadline_durable::streams::wire::COMMON_HEADERS;
     let finish = |resp: Response| -> Result<Response> {
-        let headers = Headers::new();
-        for (k, v) in resp.headers().entries() {
-            headers.set(&k, &v)?;
-        }
+        let headers = http::mutable_headers(&resp)?;
         for (k, v) in COMMON_HEADERS {
             headers.set(k, v)?;
         }

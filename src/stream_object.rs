@@ -32,10 +32,6 @@ CREATE TABLE IF NOT EXISTS ds_messages (hi INTEGER NOT NULL, lo INTEGER NOT NULL
 CREATE TABLE IF NOT EXISTS ds_producers (id TEXT PRIMARY KEY, data TEXT NOT NULL);
 ";
 
-/// How long an SSE connection is held before the server ends it (clients
-/// reconnect from their last offset): idle connections are not kept forever.
-const SSE_RECYCLE_MS: i64 = 60_000;
-
 /// A stream's [`StreamLog`] on Durable Object SQLite.
 pub struct SqlLog {
     sql: SqlStorage,
@@ -71,13 +67,15 @@ fn int(v: &SqlStorageValue) -> u64 {
     }
 }
 
+/// A row of the JSON-valued tables (`ds_meta`, `ds_producers`).
+#[derive(Deserialize)]
+struct DataRow {
+    data: String,
+}
+
 impl StreamLog for SqlLog {
     fn meta(&self) -> StoreResult<Option<Meta>> {
-        #[derive(Deserialize)]
-        struct Row {
-            data: String,
-        }
-        let rows: Vec<Row> = self.run("SELECT data FROM ds_meta WHERE k = 1", vec![])?.to_array().map_err(err)?;
+        let rows: Vec<DataRow> = self.run("SELECT data FROM ds_meta WHERE k = 1", vec![])?.to_array().map_err(err)?;
         rows.into_iter().next().map(|r| serde_json::from_str(&r.data).map_err(|e| StoreError(e.to_string()))).transpose()
     }
 
@@ -121,11 +119,7 @@ impl StreamLog for SqlLog {
     }
 
     fn producer(&self, id: &str) -> StoreResult<Option<ProducerState>> {
-        #[derive(Deserialize)]
-        struct Row {
-            data: String,
-        }
-        let rows: Vec<Row> = self.run("SELECT data FROM ds_producers WHERE id = ?", vec![id.into()])?.to_array().map_err(err)?;
+        let rows: Vec<DataRow> = self.run("SELECT data FROM ds_producers WHERE id = ?", vec![id.into()])?.to_array().map_err(err)?;
         Ok(rows.into_iter().next().and_then(|r| serde_json::from_str(&r.data).ok()))
     }
 
@@ -160,11 +154,7 @@ pub struct Inner {
 
 impl DurableObject for StreamObject {
     fn new(state: State, env: Env) -> Self {
-        let long_poll_ms = env
-            .var("STREAMS_LONG_POLL_MS")
-            .ok()
-            .and_then(|v| v.to_string().trim().parse().ok())
-            .unwrap_or(20_000u64);
+        let long_poll_ms = crate::config(&env).streams_long_poll_ms;
         let inner = Inner { env, storage: state.storage(), core: RefCell::default(), waiters: RefCell::default(), long_poll_ms };
         StreamObject { inner: Rc::new(inner) }
     }
@@ -175,7 +165,7 @@ impl DurableObject for StreamObject {
             Err(reply) => reply,
         };
         match reply {
-            Answer::Reply(r) => to_response(r),
+            Answer::Reply(r) => crate::http::reply(r),
             Answer::Response(r) => Ok(r),
         }
     }
@@ -197,15 +187,6 @@ impl From<Reply> for Answer {
     fn from(r: Reply) -> Answer {
         Answer::Reply(r)
     }
-}
-
-fn to_response(r: Reply) -> Result<Response> {
-    let headers = Headers::new();
-    for (k, v) in &r.headers {
-        headers.set(k, v)?;
-    }
-    let resp = if r.body.is_empty() { Response::empty()? } else { Response::from_bytes(r.body)? };
-    Ok(resp.with_status(r.status).with_headers(headers))
 }
 
 fn header(req: &Request, name: &str) -> Option<String> {
@@ -372,7 +353,7 @@ impl Inner {
     }
 
     async fn read(self: &Rc<Self>, req: &Request, url: &Url, path: String) -> std::result::Result<Answer, Answer> {
-        let q = |name: &str| url.query_pairs().filter(|(k, _)| k == name).map(|(_, v)| v.into_owned()).collect::<Vec<_>>();
+        let q = |name: &str| crate::http::query_all(url, name);
         let r = ReadRequest {
             path,
             offsets: q("offset"),
@@ -403,19 +384,17 @@ impl Inner {
 }
 
 fn jitter() -> u64 {
-    let mut b = [0u8; 2];
-    let _ = getrandom::getrandom(&mut b);
-    1 + (u16::from_le_bytes(b) % 180) as u64
+    wire::cursor_jitter(crate::ids::random_u64())
 }
 
 /// An SSE body: turns of the core, waiting for appends (or the long-poll
 /// interval, which sends a keep-alive control event) between them; ends when
 /// the stream closes at the client's position, goes away, or after
-/// [`SSE_RECYCLE_MS`].
+/// [`wire::SSE_RECYCLE_MS`].
 fn sse_body(inner: Rc<Inner>, st: SseState) -> impl futures_util::Stream<Item = Bytes> {
     let opened = now_ms();
     stream::unfold((inner, st, false, false), move |(inner, mut st, waited, done)| async move {
-        if done || now_ms() - opened > SSE_RECYCLE_MS {
+        if done || now_ms() - opened > wire::SSE_RECYCLE_MS {
             return None;
         }
         if waited {

@@ -11,7 +11,8 @@
 //! before it fans out, so a wake always finds the new records stored.
 
 use super::{make_room, ChannelSink, Inner, Unsubscribe};
-use crate::http::{self, internal, read_json};
+use crate::http::{self, internal, query_all, read_json};
+use crate::ids::random_u64;
 use crate::now_ms;
 use bytes::Bytes;
 use futures_channel::mpsc::{unbounded, UnboundedReceiver};
@@ -29,8 +30,6 @@ use worker::*;
 
 /// Records one read of the thread log carries at most.
 const PAGE: usize = 1000;
-/// An SSE connection is ended after this long; clients resume from their offset.
-const SSE_RECYCLE_MS: i64 = 60_000;
 
 struct Query {
     offsets: Vec<String>,
@@ -42,20 +41,14 @@ struct Query {
 
 fn query(req: &Request) -> std::result::Result<Query, ApiError> {
     let url = req.url().map_err(internal)?;
-    let all = |name: &str| url.query_pairs().filter(|(k, _)| k == name).map(|(_, v)| v.into_owned()).collect::<Vec<_>>();
+    let first = |name: &str| query_all(&url, name).into_iter().next();
     Ok(Query {
-        offsets: all("offset"),
-        live: all("live").into_iter().next(),
-        cursor: all("cursor").into_iter().next(),
-        view: all("view").into_iter().next(),
-        tail: all("tail").into_iter().next(),
+        offsets: query_all(&url, "offset"),
+        live: first("live"),
+        cursor: first("cursor"),
+        view: first("view"),
+        tail: first("tail"),
     })
-}
-
-fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    let _ = getrandom::getrandom(&mut b);
-    u64::from_le_bytes(b)
 }
 
 /// Which log a read follows.
@@ -180,7 +173,7 @@ impl Inner {
             return http::reply(view::batch_reply(&records, pos, None)).map_err(internal);
         };
         let sub = sub.expect("live reads subscribe");
-        let jitter = 1 + random_u64() % 180;
+        let jitter = wire::cursor_jitter(random_u64());
         if live == "long-poll" {
             let result = self.long_poll(&scope, records, pos, rx, q.cursor.as_deref(), jitter).await;
             self.with_core(|c| c.unsubscribe(sub))?;
@@ -307,7 +300,7 @@ impl Inner {
 /// The live part of an SSE view: after the first batch, the records each
 /// publish stores, a keep-alive control event when quiet for the ping
 /// interval; ends when the run closes, the thread goes away, or after
-/// [`SSE_RECYCLE_MS`].
+/// [`wire::SSE_RECYCLE_MS`].
 fn sse_body(
     inner: Rc<Inner>,
     scope: Scope,
@@ -324,14 +317,13 @@ fn sse_body(
             if let Some(h) = head {
                 return Some((h, (inner, scope, pos, rx, None)));
             }
-            if pos.closed || now_ms() - opened > SSE_RECYCLE_MS {
+            if pos.closed || now_ms() - opened > wire::SSE_RECYCLE_MS {
                 return None;
             }
-            let jitter = 1 + random_u64() % 180;
+            let jitter = wire::cursor_jitter(random_u64());
             loop {
-                if !pos.up_to_date {
-                    // A paged catch-up goes on without waiting.
-                } else {
+                // A paged catch-up goes on without waiting.
+                if pos.up_to_date {
                     let next = std::pin::pin!(rx.next());
                     match select(next, Delay::from(Duration::from_millis(ping))).await {
                         Either::Left((Some(_), _)) => while rx.try_recv().is_ok() {},

@@ -129,6 +129,17 @@ pub fn base64(data: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(data)
 }
 
+/// How long a live SSE connection is held before the server ends it; clients
+/// resume from their last offset, so no connection is kept forever
+/// (PROTOCOLS.md §3: recycle at about 60 s).
+pub const SSE_RECYCLE_MS: i64 = 60_000;
+
+/// The jitter, in cursor intervals (1 to 180), a live answer adds to a cursor
+/// the client already holds, from a random draw.
+pub fn cursor_jitter(random: u64) -> u64 {
+    1 + random % 180
+}
+
 /// Cursor epoch (2024-10-09T00:00:00Z) and interval of the protocol's
 /// CDN-collapsing cursors.
 const CURSOR_EPOCH_MS: i64 = 1_728_432_000_000;
