@@ -45,6 +45,8 @@ export interface MessagesPage {
   messages: Message[];
   /** Connect the event stream with `lastEventId = nextEventId - 1`. */
   nextEventId: number;
+  /** The message queue as of the same moment. */
+  queue: Queue;
 }
 
 export interface ThreadStatus {
@@ -139,7 +141,7 @@ export class ThreadlineClient {
 
   /** The queue routes answer `{queue}`; these return the queue. */
   private async queueCall(method: string, path: string, body?: unknown): Promise<Queue> {
-    return (await this.request<{ queue: Queue }>(method, `${path}`, body)).queue;
+    return (await this.request<{ queue: Queue }>(method, path, body)).queue;
   }
 
   queue(threadId: string): Promise<Queue> {

@@ -99,9 +99,9 @@ export class ThreadSession {
         }
       }
       cursor = Math.max(0, page.nextEventId - 1);
+      this.queue = page.queue;
       const status = await this.client.status(this.threadId);
       this.activeRunId = status.hasActiveRun ? status.runId : undefined;
-      this.queue = await this.client.queue(this.threadId);
     } catch (e) {
       if (!(e instanceof ThreadlineError && e.code === "thread_not_found")) throw e;
     }
