@@ -35,7 +35,7 @@ test-workerd: build
 # The public Durable Streams conformance suite against /v1/stream/* on
 # `wrangler dev` (a free port, state in a temporary dir).
 test-conformance: build
-	bash local/conformance.sh
+	node tests/conformance/run.mjs
 
 bench: build
 	node tests/bench/run.mjs

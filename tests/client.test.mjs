@@ -3,19 +3,13 @@
 // middle of a long answer, and the client's trees equal to the server's fold.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
-import { startWorker, newThread, until } from "./support/harness.mjs";
+import { startWorker, newThread, until, jwtFor } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
 import { ThreadlineClient, ThreadSession, ThreadlineError } from "../client/dist/index.js";
 
 const SECRET = "client-test-secret-0123456789abcdef0123";
-const b64 = (x) => Buffer.from(JSON.stringify(x)).toString("base64url");
-function jwt(sub) {
-  const h = b64({ alg: "HS256", typ: "JWT" });
-  const p = b64({ sub, exp: Math.floor(Date.now() / 1000) + 300 });
-  return `${h}.${p}.${crypto.createHmac("sha256", SECRET).update(`${h}.${p}`).digest("base64url")}`;
-}
+const jwt = (sub) => jwtFor(SECRET, sub);
 
 let llm, tools, worker;
 before(async () => {

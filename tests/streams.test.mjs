@@ -5,8 +5,7 @@
 // auth switch.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import crypto from "node:crypto";
-import { startWorker, startWebhook, client, newThread, openSse, until, tempDir, startExternalRun } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, openSse, until, tempDir, startExternalRun, jwtFor } from "./support/harness.mjs";
 
 let worker, hook, api;
 
@@ -187,12 +186,7 @@ describe("a thread's log as a Durable Stream", () => {
 
   test("a thread read follows the thread's ownership and takes stream tokens, like its events route", async () => {
     const SECRET = "test-secret-0123456789abcdef0123456789";
-    const b64 = (x) => Buffer.from(JSON.stringify(x)).toString("base64url");
-    const jwt = (sub) => {
-      const h = b64({ alg: "HS256", typ: "JWT" });
-      const p = b64({ sub, exp: Math.floor(Date.now() / 1000) + 300 });
-      return `${h}.${p}.${crypto.createHmac("sha256", SECRET).update(`${h}.${p}`).digest("base64url")}`;
-    };
+    const jwt = (sub) => jwtFor(SECRET, sub);
     const w = await startWorker({ vars: { AUTH_MODE: "jwt", AUTH_JWT_SECRET: SECRET, AGENT_WEBHOOK_URL: hook.url } });
     try {
       const as = (who) => ({ authorization: `Bearer ${jwt(who)}` });

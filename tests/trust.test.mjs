@@ -3,19 +3,13 @@
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import crypto from "node:crypto";
-import { startWorker, startWebhook, client, openSse, newThread, sleep, until } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, openSse, newThread, sleep, until, hs256Jwt } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
 
 const SECRET = "test-secret-0123456789abcdef0123456789";
 const b64 = (x) => Buffer.from(typeof x === "string" ? x : JSON.stringify(x)).toString("base64url");
-
-function hs256(claims) {
-  const h = b64({ alg: "HS256", typ: "JWT" });
-  const p = b64(claims);
-  const sig = crypto.createHmac("sha256", SECRET).update(`${h}.${p}`).digest("base64url");
-  return `${h}.${p}.${sig}`;
-}
+const hs256 = (claims) => hs256Jwt(SECRET, claims);
 const now = () => Math.floor(Date.now() / 1000);
 const token = (sub, extra = {}) => hs256({ sub, exp: now() + 300, ...extra });
 

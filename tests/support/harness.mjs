@@ -1,6 +1,7 @@
 // Test harness: the Worker on workerd (Miniflare, in a child process so a test
 // can SIGKILL it), a webhook receiver standing in for an external agent, and a
 // byte-level SSE client.
+import crypto from "node:crypto";
 import { spawn } from "node:child_process";
 import http from "node:http";
 import fs from "node:fs";
@@ -237,3 +238,14 @@ export async function startExternalRun(a, h, thread, message = "hello") {
   const signal = await h.next((m) => m.type === "run" && m.runId === r.json.runId);
   return { runId: r.json.runId, token: signal.publishToken, signal };
 }
+
+/** An HS256 JWT over `claims`, signed with `secret`. */
+export function hs256Jwt(secret, claims) {
+  const b64 = (x) => Buffer.from(JSON.stringify(x)).toString("base64url");
+  const h = b64({ alg: "HS256", typ: "JWT" });
+  const p = b64(claims);
+  return `${h}.${p}.${crypto.createHmac("sha256", secret).update(`${h}.${p}`).digest("base64url")}`;
+}
+
+/** A bearer JWT for `sub`, valid for five minutes. */
+export const jwtFor = (secret, sub) => hs256Jwt(secret, { sub, exp: Math.floor(Date.now() / 1000) + 300 });
