@@ -99,6 +99,11 @@ describe("the page", () => {
 
   test("the transient status line shows while a tool runs, then clears", async () => {
     const { page, ctx } = await openPage();
+    // `status` is ephemeral: it reaches the streams open when it is sent. A
+    // new thread's page connects after its first send, so go live first.
+    await send(page, "Hello");
+    await idle(page);
+    await page.locator('[data-testid="connection"][data-state="open"]').waitFor();
     await send(page, 'Wait [[tool:slow:{"ms":1500}]]');
     const status = page.getByTestId("status-line");
     await status.filter({ hasText: "Running slow…" }).waitFor();
