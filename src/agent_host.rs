@@ -3,8 +3,8 @@
 //! is cancelled), timers over `setTimeout`, and the thread's publish path.
 
 use crate::ids;
+use crate::live::Shared;
 use crate::now_ms;
-use crate::object::Shared;
 use futures_util::StreamExt;
 use serde_json::Value;
 use std::cell::RefCell;
@@ -13,15 +13,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::agent::{self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped};
+use threadline_durable::settings::ModelEndpoint;
 use threadline_durable::Event;
 use worker::*;
-
-/// The model endpoint: `{base}/chat/completions` with a bearer key.
-#[derive(Clone, Debug)]
-pub struct ModelEndpoint {
-    pub base_url: String,
-    pub api_key: Option<String>,
-}
 
 /// One run's host. Cloned into sub-agents and background tasks.
 #[derive(Clone)]
@@ -148,11 +142,7 @@ impl Host for WorkerHost {
     fn checkpoint(&self, cp: &Checkpoint) {
         let mut slot = self.core.borrow_mut();
         let Some(core) = slot.as_mut() else { return };
-        if let Some(usage) = &cp.usage {
-            core.record_usage(&self.run_id, usage);
-        }
-        let data = serde_json::to_string(cp).expect("checkpoints serialise");
-        if let Err(e) = core.save_checkpoint(&self.run_id, &data) {
+        if let Err(e) = core.save_checkpoint(cp) {
             console_error!("checkpoint: {e}");
         }
     }
@@ -168,11 +158,7 @@ impl Host for WorkerHost {
     }
 
     fn needs_approval(&self, tool: &str, declared: bool) -> bool {
-        let slot = self.core.borrow();
-        let Some(core) = slot.as_ref() else { return true };
-        let required = core.config().approval_policy.get(tool).and_then(|p| p.required).unwrap_or(declared);
-        // When the session store cannot be read, ask: never run unapproved.
-        required && !core.session_approved(tool).unwrap_or(false)
+        self.core.borrow().as_ref().is_none_or(|core| core.needs_approval(tool, declared))
     }
 
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> std::result::Result<String, Stopped> {

@@ -1,51 +1,59 @@
-//! Response helpers shared by the Worker and the Durable Object.
+//! Moving bytes between the runtime and the core: a decided [`Reply`] as a
+//! response, an SSE body as a streaming response, a request's body and
+//! headers as the core reads them.
 
-use threadline_durable::ApiError;
-use worker::{Headers, Response, Result};
+use crate::live::Body;
+use futures_util::StreamExt;
+use threadline_durable::{ApiError, Reply};
+use worker::{Headers, Request, Response, Result};
 
-/// Every JSON response carries these.
-fn json_headers() -> Headers {
-    let h = Headers::new();
-    let _ = h.set("content-type", "application/json; charset=utf-8");
-    let _ = h.set("cache-control", "no-store");
-    h
+/// A decided answer as a response.
+pub fn reply(r: Reply) -> Result<Response> {
+    let headers = Headers::new();
+    for (k, v) in &r.headers {
+        headers.set(k, v)?;
+    }
+    let resp = if r.body.is_empty() { Response::empty()? } else { Response::from_bytes(r.body)? };
+    Ok(resp.with_status(r.status).with_headers(headers))
 }
 
-pub fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
-    Ok(Response::from_bytes(body.to_string().into_bytes())?
-        .with_status(status)
-        .with_headers(json_headers()))
-}
-
+/// A refusal as a response.
 pub fn error(e: &ApiError) -> Result<Response> {
-    let resp = json(e.status, &e.body())?;
-    if let Some(allow) = e.details.get("allow").and_then(|v| v.as_str()) {
-        let _ = resp.headers().set("allow", allow);
-    }
-    if let Some(secs) = e.details.get("retryAfter").and_then(|v| v.as_i64()) {
-        let _ = resp.headers().set("retry-after", &secs.to_string());
-    }
-    Ok(resp)
+    reply(Reply::error(e))
 }
 
-/// Maps a platform error to a JSON 5xx: the only path to a 5xx is storage or
+/// An SSE body with its headers as a streaming response.
+pub fn stream(body: Body, headers: &[(&str, String)]) -> Result<Response> {
+    let h = Headers::new();
+    for (k, v) in headers {
+        h.set(k, v)?;
+    }
+    Ok(Response::from_stream(body.map(Ok::<_, worker::Error>))?.with_headers(h))
+}
+
+/// The SSE header set of the core, as owned pairs.
+pub fn sse_headers() -> Vec<(&'static str, String)> {
+    threadline_durable::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+}
+
+/// Maps a platform error to a JSON 503: the only path to a 5xx is storage or
 /// the platform failing, never bad input.
 pub fn internal(e: worker::Error) -> ApiError {
-    ApiError::new(503, "unavailable", format!("the thread is unavailable: {e}"))
+    ApiError::unavailable(e)
 }
 
-/// Reads a JSON body: 400 `invalid_json` when it is not JSON, 413 when larger
-/// than `limit` bytes.
-pub async fn read_json(req: &mut worker::Request, limit: usize) -> std::result::Result<serde_json::Value, ApiError> {
-    let bytes = req.bytes().await.map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
-    if bytes.len() > limit {
-        return Err(ApiError::new(413, "body_too_large", format!("the body is over {limit} bytes")));
+/// A request header by name.
+pub fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers().get(name).ok().flatten()
+}
+
+/// The request's whole body (bodies are capped by the route before they
+/// are read).
+pub async fn body(req: &mut Request) -> std::result::Result<Vec<u8>, ApiError> {
+    match req.method() {
+        worker::Method::Get | worker::Method::Head | worker::Method::Delete | worker::Method::Options => Ok(Vec::new()),
+        _ => req.bytes().await.map_err(|e| ApiError::invalid_body(e.to_string())),
     }
-    if bytes.is_empty() {
-        return Err(ApiError::bad_request("invalid_json", "the body is empty; a JSON body is required"));
-    }
-    serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))
 }
 
 /// A response's headers as a mutable copy: a response forwarded from an
@@ -56,36 +64,4 @@ pub fn mutable_headers(resp: &Response) -> Result<Headers> {
         headers.set(&k, &v)?;
     }
     Ok(headers)
-}
-
-/// Every value of query parameter `name`, in order.
-pub fn query_all(url: &worker::Url, name: &str) -> Vec<String> {
-    url.query_pairs().filter(|(k, _)| k == name).map(|(_, v)| v.into_owned()).collect()
-}
-
-/// A Durable Streams [`Reply`](threadline_durable::streams::Reply) decided by the core, as a response.
-pub fn reply(r: threadline_durable::streams::Reply) -> Result<Response> {
-    let headers = Headers::new();
-    for (k, v) in &r.headers {
-        headers.set(k, v)?;
-    }
-    let resp = if r.body.is_empty() { Response::empty()? } else { Response::from_bytes(r.body)? };
-    Ok(resp.with_status(r.status).with_headers(headers))
-}
-
-/// The headers of a Durable Streams SSE response (a stream's, a thread's or a
-/// run's): exactly `text/event-stream`, and nothing on the way may buffer or
-/// compress it (`content-encoding: identity`, PROTOCOLS.md §3).
-pub fn ds_sse_headers() -> Headers {
-    let headers = Headers::new();
-    for (k, v) in [
-        ("content-type", "text/event-stream"),
-        ("cache-control", "no-cache"),
-        ("connection", "keep-alive"),
-        ("content-encoding", "identity"),
-        ("x-accel-buffering", "no"),
-    ] {
-        let _ = headers.set(k, v);
-    }
-    headers
 }

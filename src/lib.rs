@@ -1,29 +1,30 @@
 //! # threadline: the Worker
 //!
-//! The thin wasm side. A tour:
+//! The thin wasm side: it carries bytes and timers and asks the core
+//! (`durable/`, crate `threadline-durable`) what to do. A tour:
 //!
-//! - this file: the stateless entry point. It parses the route (with the
-//!   core's [`Route`] parser, so ids are checked before anything is
-//!   forwarded) and forwards the request to the thread's Durable Object, one
-//!   per thread id (`idFromName(threadId)`).
-//! - [`object`]: the `#[durable_object]` shell around the core `Thread`:
-//!   timers, SSE channels, webhook calls.
+//! - this file: the stateless entry point. The core's `front` says where a
+//!   request goes and who is calling; the request goes to the thread's
+//!   Durable Object (one per thread id, `idFromName`), a stream's object, or
+//!   the caller's directory, with the caller in one header.
+//! - [`object`]: the `#[durable_object]` shell of a thread: loads the core,
+//!   hands it each request, opens the streams and runs the effects it asks
+//!   for, keeps its timers.
+//! - [`live`]: subscriber plumbing: the shared core, the sink a stream reads
+//!   from, and the SSE bodies of the events route, run streams and views.
 //! - [`store`]: the core's storage trait on Durable Object SQLite.
 //! - [`agent_host`]: the built-in agent's host: model client and tool runner
 //!   over `fetch`, timers, the publish path.
-//! - [`directory`]: each actor's list of threads (`GET /agent/threads`).
+//! - [`directory`]: each actor's list of threads and send counter.
 //! - [`stream_object`]: `StreamObject`, one standalone Durable Stream
-//!   (`/v1/stream/*`) per object; `object::ds_view` serves a thread's log and
-//!   a run's events as Durable Streams (`/v1/threads`, `/v1/runs`).
-//! - [`config`], [`ids`], [`http`]: configuration, random ids, JSON answers.
-//!
-//! Every rule about events lives in `durable/` (crate `threadline-durable`).
+//!   (`/v1/stream/*`) per object.
+//! - [`http`], [`ids`]: bytes in and out of the runtime; random ids.
 
 mod agent_host;
-mod config;
 mod directory;
 mod http;
 mod ids;
+mod live;
 mod object;
 mod store;
 mod stream_object;
@@ -31,9 +32,10 @@ mod stream_object;
 pub use directory::Directory;
 pub use object::ThreadObject;
 pub use stream_object::StreamObject;
-use threadline_durable::auth::{self, Actor};
-use threadline_durable::route::Route;
-use threadline_durable::ApiError;
+use std::rc::Rc;
+use threadline_durable::access::{Caller, CALLER_HEADER};
+use threadline_durable::front::{self, Dispatch};
+use threadline_durable::{request, ApiError, Reply, Settings};
 use worker::*;
 
 pub(crate) fn now_ms() -> i64 {
@@ -49,148 +51,132 @@ thread_local! {
     /// The configuration, read once per isolate: vars and secrets are fixed
     /// for an isolate's life, and reading them parses JSON (tools, policy,
     /// catalog) and builds the JWT keys, work a request should not repeat.
-    static CONFIG: std::cell::OnceCell<std::rc::Rc<config::Config>> = const { std::cell::OnceCell::new() };
+    static SETTINGS: std::cell::OnceCell<Rc<Settings>> = const { std::cell::OnceCell::new() };
 }
 
-fn config(env: &Env) -> std::rc::Rc<config::Config> {
-    CONFIG.with(|c| c.get_or_init(|| std::rc::Rc::new(config::Config::from_env(env))).clone())
+pub(crate) fn settings(env: &Env) -> Rc<Settings> {
+    SETTINGS.with(|c| {
+        c.get_or_init(|| {
+            let s = Settings::from_vars(|name| env.var(name).ok().map(|v| v.to_string()));
+            for w in s.warnings() {
+                console_warn!("threadline: {w}");
+            }
+            Rc::new(s)
+        })
+        .clone()
+    })
 }
-
-/// Headers the Worker sets on what it forwards to a thread: who is calling.
-/// Any a client sent are removed first.
-pub(crate) const ACTOR_HEADER: &str = "x-threadline-actor";
-pub(crate) const ROLES_HEADER: &str = "x-threadline-roles";
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let config = config(&env);
-    let config = config.as_ref();
-    if req.path().starts_with("/v1/stream/") {
-        return streams(req, &env, config).await;
+    let settings = settings(&env);
+    if front::is_stream_path(&req.path()) {
+        return streams(req, &env, &settings).await;
     }
-    let origin = req.headers().get("origin").ok().flatten();
-    let allowed = origin.as_deref().filter(|o| {
-        config.allowed_origins.iter().any(|a| a == "*" || a == o.trim_end_matches('/'))
-    });
+    let cors = front::cors(http::header(&req, "origin").as_deref(), &settings);
     let head = req.method() == Method::Head;
-    let resp = if req.method() == Method::Options {
-        // CORS preflight: answered here, never forwarded.
-        Response::empty()?.with_status(if allowed.is_some() { 204 } else { 403 })
-    } else {
-        match route(req, &env, config).await {
-            Ok(resp) => resp,
-            Err(e) => http::error(&e)?,
-        }
+    let resp = match route(req, &env, &settings, cors.is_some()).await {
+        Ok(resp) => resp,
+        Err(e) => http::error(&e)?,
     };
     // HEAD: the answer's status and headers, no body (an SSE route's stream
     // is dropped, which ends its subscription).
     let resp = if head { Response::empty()?.with_status(resp.status_code()).with_headers(resp.headers().clone()) } else { resp };
     let headers = http::mutable_headers(&resp)?;
-    headers.set("x-content-type-options", "nosniff")?;
-    if let Some(o) = allowed {
-        headers.set("access-control-allow-origin", o)?;
-        headers.set("vary", "Origin")?;
-        headers.set("access-control-allow-methods", "GET, POST, PATCH, DELETE, OPTIONS")?;
-        headers.set(
-            "access-control-allow-headers",
-            "authorization, content-type, last-event-id, producer-id, producer-epoch, producer-seq",
-        )?;
-        headers.set(
-            "access-control-expose-headers",
-            "x-agent-run-id, x-agent-thread-id, retry-after, stream-next-offset, stream-up-to-date, stream-cursor, stream-closed, producer-epoch, producer-seq, producer-expected-seq, producer-received-seq",
-        )?;
-        headers.set("access-control-max-age", "600")?;
+    for (k, v) in front::SECURITY_HEADERS {
+        headers.set(k, v)?;
+    }
+    for (k, v) in cors.iter().flatten() {
+        headers.set(k, v)?;
     }
     Ok(resp.with_headers(headers))
 }
 
-async fn route(req: Request, env: &Env, config: &config::Config) -> std::result::Result<Response, ApiError> {
-    let path = req.path();
-    // External agents publish with their run's publish token, checked by the thread.
-    let publishing = req.method() == Method::Post
-        && ((path.starts_with("/instance-ai/threads/") && path.ends_with("/events")) || path.starts_with("/v1/runs/"));
-    let actor = if publishing { None } else { Some(caller(&req, config, &path)?) };
-    let actor_id = actor.as_ref().map(|a| a.id.as_str()).unwrap_or_default();
-    match path.as_str() {
-        "/agent/models" => return models(&req, config),
-        "/agent/threads" => return thread_list(&req, env, actor_id).await,
-        _ => {}
+async fn route(mut req: Request, env: &Env, settings: &Settings, cors_allowed: bool) -> std::result::Result<Response, ApiError> {
+    let url = req.url().map_err(http::internal)?;
+    let path = url.path().to_owned();
+    let query = request::query_pairs(url.query().unwrap_or_default());
+    let token = request::query_first(&query, "token");
+    let authorization = http::header(&req, "authorization");
+    let (dispatch, caller) = front::plan(req.method().as_ref(), &path, token.as_deref(), authorization.as_deref(), settings, now_ms())?;
+    match dispatch {
+        Dispatch::Preflight => Ok(Response::empty().map_err(http::internal)?.with_status(if cors_allowed { 204 } else { 403 })),
+        Dispatch::Stream => streams(req, env, settings).await.map_err(http::internal),
+        Dispatch::Models => {
+            let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
+            http::reply(Reply::json(200, &catalog.view())).map_err(http::internal)
+        }
+        Dispatch::ThreadList => {
+            let mut resp = directory_call(env, caller.id().unwrap_or_default(), "/threads", None).await?;
+            let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
+            http::reply(Reply::json(200, &body)).map_err(http::internal)
+        }
+        Dispatch::AgoraChat | Dispatch::AgoraDecision { .. } => {
+            let body = req.bytes().await.map_err(|e| ApiError::invalid_body(e.to_string()))?;
+            let json = request::json(&body, settings.limits.max_body_bytes)?;
+            let path = match dispatch {
+                Dispatch::AgoraChat => format!("/agent/threads/{}/chat", request::agora_chat_thread(&json, || ids::new_id("thr"))?),
+                Dispatch::AgoraDecision { approve } => {
+                    let action = if approve { "approve" } else { "reject" };
+                    format!("/agent/threads/{}/tool-call/{action}", request::agora_decision_thread(&json)?)
+                }
+                _ => unreachable!(),
+            };
+            let route = threadline_durable::route::Route::parse("POST", &path)?;
+            to_thread(&req, &route, &path, &caller, Some(body), env, settings).await
+        }
+        Dispatch::Thread(route) => {
+            if let Some(reply) = front::head_reply(req.method().as_ref(), &route) {
+                return http::reply(reply).map_err(http::internal);
+            }
+            let body = http::body(&mut req).await?;
+            to_thread(&req, &route, &path, &caller, Some(body), env, settings).await
+        }
     }
-    let (req, body) = match (req.method(), path.as_str()) {
-        (Method::Post, "/agent/chat") => agora_chat(req).await?,
-        (Method::Post, "/agent/tool-call/approve") => agora_decision(req, "approve").await?,
-        (Method::Post, "/agent/tool-call/reject") => agora_decision(req, "reject").await?,
-        _ => read_body(req).await?,
-    };
-    let route = Route::parse(req.method().as_ref(), &req.path())?;
-    if req.method() == Method::Head && matches!(route, Route::Events { .. } | Route::AgentStream { .. }) {
-        // A stream's headers, without opening one.
-        let headers = Headers::new();
-        let _ = headers.set("content-type", "text/event-stream");
-        let _ = headers.set("cache-control", "no-cache");
-        return Ok(Response::empty().map_err(http::internal)?.with_headers(headers));
+}
+
+/// Forwards a request to its thread's object with the caller attached
+/// (any copy of the caller header a client sent is dropped). Sends are
+/// counted against the caller's per-minute limit first.
+async fn to_thread(
+    req: &Request,
+    route: &threadline_durable::route::Route,
+    path: &str,
+    caller: &Caller,
+    body: Option<Vec<u8>>,
+    env: &Env,
+    settings: &Settings,
+) -> std::result::Result<Response, ApiError> {
+    if route.sends() && settings.runs_per_minute > 0 {
+        admit(env, settings, caller.id().unwrap_or_default()).await?;
     }
-    if matches!(route, Route::Chat { .. } | Route::AgentChat { .. }) {
-        admit(env, config, actor_id).await?;
+    let headers = Headers::new();
+    for (k, v) in req.headers().entries() {
+        if !k.starts_with("x-threadline-") {
+            let _ = headers.set(&k, &v);
+        }
     }
-    let forwarded = forward(&req, body, actor.as_ref())?;
-    let stub = env
-        .durable_object("THREAD")
-        .and_then(|ns| ns.get_by_name(route.thread()))
-        .map_err(http::internal)?;
+    let _ = headers.set(CALLER_HEADER, &caller.to_header());
+    let mut url = req.url().map_err(http::internal)?;
+    url.set_path(path);
+    let mut init = RequestInit::new();
+    init.with_method(req.method()).with_headers(headers);
+    if let Some(b) = body.filter(|b| !b.is_empty()) {
+        init.with_body(Some(js_sys::Uint8Array::from(b.as_slice()).into()));
+    }
+    let forwarded = Request::new_with_init(url.as_str(), &init).map_err(http::internal)?;
+    let stub = env.durable_object("THREAD").and_then(|ns| ns.get_by_name(route.thread())).map_err(http::internal)?;
     stub.fetch_with_request(forwarded).await.map_err(http::internal)
 }
 
-/// Who is calling. A browser's EventSource cannot send headers, so the
-/// events and run-stream routes also take a stream token in `?token=`: short
-/// lived, for one thread, read-only. A full JWT in a URL is refused: URLs
-/// end up in logs, browser history and `Referer` headers, where a long-lived
-/// credential must never be.
-fn caller(req: &Request, config: &config::Config, path: &str) -> std::result::Result<Actor, ApiError> {
-    let url = req.url().map_err(http::internal)?;
-    let token = url.query_pairs().find(|(k, _)| k == "token").map(|(_, v)| v.into_owned());
-    if let Some(token) = token {
-        if auth::looks_like_jwt(&token) {
-            return Err(ApiError::new(
-                401,
-                "token_in_url",
-                "a bearer JWT is refused in a URL (logs, history and Referer headers keep URLs); ask POST /instance-ai/threads/:threadId/stream-token for a stream token",
-            ));
-        }
-        let thread = stream_thread(path).ok_or_else(|| {
-            ApiError::new(401, "unauthorized", "stream tokens are accepted on the events and run-stream routes only")
-        })?;
-        let key = config.stream_key.as_deref().ok_or_else(|| {
-            ApiError::new(503, "stream_tokens_not_configured", "set STREAM_TOKEN_SECRET (or AUTH_JWT_SECRET)")
-        })?;
-        return auth::verify_stream_token(key, &token, &thread, now_ms());
-    }
-    let authorization = req.headers().get("authorization").ok().flatten();
-    config.auth.authenticate(authorization.as_deref(), now_ms())
-}
-
-/// The thread of a route that takes stream tokens (GET events, GET run stream).
-fn stream_thread(path: &str) -> Option<String> {
-    match Route::parse("GET", path).ok()? {
-        Route::Events { thread } | Route::AgentStream { thread, .. } | Route::StreamThread { thread } => Some(thread),
-        Route::StreamRun { thread, append: false, .. } => Some(thread),
-        _ => None,
-    }
-}
-
-/// Runs per actor per minute, counted by the actor's directory object.
-async fn admit(env: &Env, config: &config::Config, actor: &str) -> std::result::Result<(), ApiError> {
-    if config.runs_per_minute <= 0 {
-        return Ok(());
-    }
-    let body = serde_json::json!({ "limit": config.runs_per_minute, "now": now_ms() });
+/// Sends per actor per minute, counted by the actor's directory object.
+async fn admit(env: &Env, settings: &Settings, actor: &str) -> std::result::Result<(), ApiError> {
+    let body = serde_json::json!({ "limit": settings.runs_per_minute, "now": now_ms() });
     let mut resp = directory_call(env, actor, "/admit", Some(body)).await?;
     if resp.status_code() == 429 {
         let answer: serde_json::Value = resp.json().await.map_err(http::internal)?;
         let retry = answer["retryAfter"].as_i64().unwrap_or(60).max(1);
-        let err = ApiError::new(429, "rate_limited", format!("at most {} sends a minute; retry in {retry} s", config.runs_per_minute))
-            .with("retryAfter", retry);
-        return Err(err);
+        return Err(ApiError::rate_limited(settings.runs_per_minute, retry));
     }
     Ok(())
 }
@@ -201,10 +187,7 @@ pub(crate) async fn directory_call(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> std::result::Result<Response, ApiError> {
-    let stub = env
-        .durable_object("DIRECTORY")
-        .and_then(|ns| ns.get_by_name(&format!("actor:{actor}")))
-        .map_err(http::internal)?;
+    let stub = env.durable_object("DIRECTORY").and_then(|ns| ns.get_by_name(&format!("actor:{actor}"))).map_err(http::internal)?;
     let mut init = RequestInit::new();
     if let Some(b) = body {
         let headers = Headers::new();
@@ -215,116 +198,11 @@ pub(crate) async fn directory_call(
     stub.fetch_with_request(req).await.map_err(http::internal)
 }
 
-/// `GET /agent/threads`: the caller's threads, newest first.
-async fn thread_list(req: &Request, env: &Env, actor: &str) -> std::result::Result<Response, ApiError> {
-    if req.method() != Method::Get {
-        return Err(ApiError::new(405, "method_not_allowed", "/agent/threads takes GET").with("allow", "GET"));
-    }
-    let mut resp = directory_call(env, actor, "/threads", None).await?;
-    let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
-    http::json(200, &body).map_err(http::internal)
-}
-
-/// Reads the body (small: every route's body is capped), so the request can
-/// be re-sent with the caller's identity.
-async fn read_body(mut req: Request) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
-    let body = match req.method() {
-        Method::Get | Method::Head | Method::Delete | Method::Options => None,
-        _ => Some(req.bytes().await.map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?),
-    };
-    Ok((req, body))
-}
-
-/// The request as the thread gets it: the caller's identity in our headers,
-/// any copies of them a client sent removed.
-fn forward(req: &Request, body: Option<Vec<u8>>, actor: Option<&Actor>) -> std::result::Result<Request, ApiError> {
-    let headers = Headers::new();
-    for (k, v) in req.headers().entries() {
-        if !k.starts_with("x-threadline-") {
-            let _ = headers.set(&k, &v);
-        }
-    }
-    if let Some(a) = actor {
-        let _ = headers.set(ACTOR_HEADER, &a.id);
-        let _ = headers.set(ROLES_HEADER, &a.roles.join(","));
-    }
-    let mut init = RequestInit::new();
-    init.with_method(req.method()).with_headers(headers);
-    if let Some(b) = body {
-        init.with_body(Some(js_sys::Uint8Array::from(b.as_slice()).into()));
-    }
-    let url = req.url().map_err(http::internal)?;
-    Request::new_with_init(url.as_str(), &init).map_err(http::internal)
-}
-
-/// `GET /agent/models`: the model catalog (`LLM_MODELS`, or the one `LLM_MODEL`).
-fn models(req: &Request, config: &config::Config) -> std::result::Result<Response, ApiError> {
-    if req.method() != Method::Get {
-        return Err(ApiError::new(405, "method_not_allowed", "/agent/models takes GET").with("allow", "GET"));
-    }
-    let catalog = config.catalog.as_ref().map_err(|e| ApiError::new(503, "invalid_models", e.clone()))?;
-    http::json(200, &catalog.view()).map_err(http::internal)
-}
-
-/// Reads a small JSON body in the stateless Worker (to find the thread).
-async fn small_json(req: &mut Request) -> std::result::Result<(Vec<u8>, serde_json::Value), ApiError> {
-    let bytes = req
-        .bytes()
-        .await
-        .map_err(|e| ApiError::bad_request("invalid_body", e.to_string()))?;
-    if bytes.len() > 256 * 1024 {
-        return Err(ApiError::new(413, "body_too_large", "the body is over 262144 bytes"));
-    }
-    let json = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request("invalid_json", format!("the body is not valid JSON: {e}")))?;
-    Ok((bytes, json))
-}
-
-/// Re-addresses a request to `path` on the same origin; the body goes along.
-fn readdress(req: &Request, path: &str, body: Vec<u8>) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
-    let mut url = req.url().map_err(http::internal)?;
-    url.set_path(path);
-    let mut init = RequestInit::new();
-    init.with_method(req.method()).with_headers(req.headers().clone());
-    let req = Request::new_with_init(url.as_str(), &init).map_err(http::internal)?;
-    Ok((req, Some(body)))
-}
-
-/// agora's `POST /agent/chat {threadId?, ...}`: a new thread when none is
-/// named; routed to `/agent/threads/:id/chat`.
-async fn agora_chat(mut req: Request) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
-    let (bytes, body) = small_json(&mut req).await?;
-    let thread = match body.get("threadId") {
-        None | Some(serde_json::Value::Null) => ids::new_id("thr"),
-        Some(serde_json::Value::String(t)) => threadline_durable::route::id(t)?,
-        Some(_) => return Err(ApiError::bad_request("invalid_id", "`threadId` must be a string")),
-    };
-    if body.get("regenerate").and_then(|v| v.as_bool()) == Some(true) && body.get("threadId").is_none_or(|t| t.is_null()) {
-        return Err(ApiError::bad_request("thread_required", "regenerate needs `threadId`"));
-    }
-    readdress(&req, &format!("/agent/threads/{thread}/chat"), bytes)
-}
-
-/// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId}`: the
-/// thread is in the run id, or in the call id the built-in agent made.
-async fn agora_decision(mut req: Request, action: &str) -> std::result::Result<(Request, Option<Vec<u8>>), ApiError> {
-    let (bytes, body) = small_json(&mut req).await?;
-    let str_of = |k: &str| body.get(k).and_then(|v| v.as_str());
-    let thread = str_of("runId")
-        .and_then(threadline_durable::route::thread_of)
-        .or_else(|| str_of("toolCallId").and_then(threadline_durable::route::thread_of))
-        .ok_or_else(|| ApiError::not_found("tool_call_not_found", "no confirmation for this tool call"))?
-        .to_owned();
-    readdress(&req, &format!("/agent/threads/{thread}/tool-call/{action}"), bytes)
-}
-
 /// `/v1/stream/*`: the standalone Durable Streams server, one `StreamObject`
 /// per stream path. CORS is open to any origin (the protocol's browser
 /// clients read streams cross-origin; nothing here rides on cookies) and
-/// every answer carries the protocol's security headers. Auth: with
-/// `STREAMS_AUTH=none` (dev and the conformance suite) anyone may use it;
-/// otherwise every request needs a caller the Worker's auth accepts.
-async fn streams(req: Request, env: &Env, config: &config::Config) -> Result<Response> {
+/// every answer carries the protocol's security headers.
+async fn streams(req: Request, env: &Env, settings: &Settings) -> Result<Response> {
     use threadline_durable::streams::wire::COMMON_HEADERS;
     let finish = |resp: Response| -> Result<Response> {
         let headers = http::mutable_headers(&resp)?;
@@ -336,16 +214,13 @@ async fn streams(req: Request, env: &Env, config: &config::Config) -> Result<Res
     if req.method() == Method::Options {
         return finish(Response::empty()?.with_status(204));
     }
-    if !config.streams_open {
-        let authorization = req.headers().get("authorization").ok().flatten();
-        if let Err(e) = config.auth.authenticate(authorization.as_deref(), now_ms()) {
-            return finish(http::error(&e)?);
-        }
+    let authorization = http::header(&req, "authorization");
+    if let Err(e) = front::stream_caller(authorization.as_deref(), settings, now_ms()) {
+        return finish(http::error(&e)?);
     }
     let path = req.path();
     if path.len() <= "/v1/stream/".len() {
-        let e = ApiError::not_found("not_found", "a stream path is /v1/stream/<name>");
-        return finish(http::error(&e)?);
+        return finish(http::error(&ApiError::not_found_route("a stream path is /v1/stream/<name>"))?);
     }
     let stub = env.durable_object("STREAM")?.get_by_name(&path)?;
     finish(stub.fetch_with_request(req).await?)

@@ -11,7 +11,7 @@
 use crate::now_ms;
 use bytes::Bytes;
 use futures_channel::oneshot;
-use futures_util::{stream, StreamExt};
+use futures_util::stream;
 use serde::Deserialize;
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -154,7 +154,7 @@ pub struct Inner {
 
 impl DurableObject for StreamObject {
     fn new(state: State, env: Env) -> Self {
-        let long_poll_ms = crate::config(&env).streams_long_poll_ms;
+        let long_poll_ms = crate::settings(&env).streams_long_poll_ms;
         let inner = Inner { env, storage: state.storage(), core: RefCell::default(), waiters: RefCell::default(), long_poll_ms };
         StreamObject { inner: Rc::new(inner) }
     }
@@ -353,7 +353,8 @@ impl Inner {
     }
 
     async fn read(self: &Rc<Self>, req: &Request, url: &Url, path: String) -> std::result::Result<Answer, Answer> {
-        let q = |name: &str| crate::http::query_all(url, name);
+        let pairs = threadline_durable::request::query_pairs(url.query().unwrap_or_default());
+        let q = |name: &str| threadline_durable::request::query_all(&pairs, name);
         let r = ReadRequest {
             path,
             offsets: q("offset"),
@@ -371,13 +372,13 @@ impl Inner {
             }
             ReadPlan::Sse(st) => {
                 let base64 = st.base64;
-                let body = sse_body(self.clone(), st).map(Ok::<Bytes, worker::Error>);
-                let headers = crate::http::ds_sse_headers();
+                let mut headers = crate::http::sse_headers();
                 if base64 {
-                    let _ = headers.set(wire::SSE_ENCODING, "base64");
+                    headers.push((wire::SSE_ENCODING, "base64".to_owned()));
                 }
-                let resp = Response::from_stream(body).map_err(|e| Reply::text(503, &e.to_string()))?;
-                Ok(Answer::Response(resp.with_headers(headers)))
+                let resp = crate::http::stream(Box::pin(sse_body(self.clone(), st)), &headers)
+                    .map_err(|e| Reply::text(503, &e.to_string()))?;
+                Ok(Answer::Response(resp))
             }
         }
     }

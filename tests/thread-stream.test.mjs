@@ -74,7 +74,10 @@ describe("chat and the run lock", () => {
       assert.equal(r.json.error.code, code);
       assert.equal(typeof r.json.error.message, "string");
     }
-    assert.equal((await api.status(thread)).json.hasActiveRun, false, "nothing started");
+    // A refused send starts nothing and claims nothing: the thread does not exist.
+    const status = await api.status(thread);
+    assert.equal(status.status, 404, "nothing started");
+    assert.equal(status.json.error.code, "thread_not_found");
   });
 
   test("unknown routes 404, wrong methods 405, malformed ids 400, all JSON with nosniff", async () => {

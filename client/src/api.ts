@@ -1,5 +1,5 @@
 /**
- * The thread's HTTP routes (Instance AI's, seed 000), typed. Every refusal
+ * The thread's HTTP routes (Instance AI's, docs/protocols/000-instance-ai.md), typed. Every refusal
  * the server sends is `{error: {code, message}}`; it surfaces here as a
  * {@link ThreadlineError} with that stable `code`.
  */

@@ -1,6 +1,6 @@
 /**
  * The agent-tree reducer: folds a run's events into the activity tree a page
- * renders (seed 000 "Frontend Rendering"). A port of the Rust core's
+ * renders (docs/protocols/000-instance-ai.md, "Frontend Rendering"). A port of the Rust core's
  * `durable/src/reducer.rs`; both fold the same fixture logs
  * (`durable/tests/fixtures/reducer/`) to the same trees, in both test suites.
  *

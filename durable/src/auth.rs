@@ -71,12 +71,8 @@ impl Mode {
         match self {
             Mode::Dev => Ok(Actor { id: "dev".into(), roles: vec!["dev".into()] }),
             Mode::None => Ok(Actor { id: "anonymous".into(), roles: Vec::new() }),
-            Mode::Unconfigured => Err(ApiError::new(
-                503,
-                "auth_not_configured",
-                "no authentication is configured: set AUTH_JWT_SECRET or AUTH_JWKS, or AUTH_MODE=none to run without",
-            )),
-            Mode::Invalid(e) => Err(ApiError::new(503, "auth_misconfigured", e.clone())),
+            Mode::Unconfigured => Err(ApiError::auth_not_configured()),
+            Mode::Invalid(e) => Err(ApiError::auth_misconfigured(e.clone())),
             Mode::Jwt(v) => {
                 let token = authorization
                     .and_then(|h| h.strip_prefix("Bearer "))
@@ -90,7 +86,17 @@ impl Mode {
 }
 
 fn unauthorized(msg: &str) -> ApiError {
-    ApiError::new(401, "unauthorized", msg.to_owned())
+    ApiError::unauthorized(msg.to_owned())
+}
+
+/// Hex SHA-256 of a publish token: only the hash is stored.
+pub fn hash_token(token: &str) -> String {
+    hex::encode(<Sha256 as sha2::Digest>::digest(token.as_bytes()))
+}
+
+/// Compares in time independent of where the inputs differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[derive(Clone, Debug)]

@@ -1,6 +1,8 @@
 //! Human-in-the-loop confirmations: the records a thread keeps for each
-//! `confirmation-request`, the approval policy, and the decision bodies of
-//! `POST /instance-ai/confirm/:requestId`.
+//! `confirmation-request`, the approval policy, the decision bodies of
+//! `POST /instance-ai/confirm/:requestId`, and the rules of a request's life
+//! (pending, then approved, denied, expired or cancelled; never twice). Who
+//! may decide is `access`'s; the thread stores what these rules decide.
 //!
 //! A request id is `<threadId>.<local id>`: the stateless Worker routes a
 //! decision to the thread that holds the request from the id alone, and a
@@ -98,13 +100,84 @@ impl Policy {
 
 /// A thread-scoped request id.
 pub fn request_id(thread_id: &str, local: &str) -> String {
-    crate::route::scoped(thread_id, local)
+    crate::ids::scoped(thread_id, local)
 }
 
 /// The thread a request id belongs to; 404 for an id that is not one.
 pub fn thread_of(request_id: &str) -> Result<&str, ApiError> {
-    crate::route::thread_of(request_id)
-        .ok_or_else(|| ApiError::not_found("confirmation_not_found", "no such confirmation request"))
+    crate::ids::thread_of(request_id).ok_or_else(ApiError::confirmation_not_found)
+}
+
+impl Confirmation {
+    /// A new pending request for a canonical `confirmation-request`
+    /// `payload`, with the TTL and approver the policy sets for its tool.
+    pub fn pending(
+        request_id: String,
+        run_id: &str,
+        agent_id: &str,
+        payload: &Value,
+        policy: &Policy,
+        agent_request_id: Option<String>,
+        now: i64,
+    ) -> Confirmation {
+        let field = |k: &str| payload[k].as_str().unwrap_or_default().to_owned();
+        let rule = policy.get(payload["toolName"].as_str().unwrap_or_default());
+        Confirmation {
+            request_id,
+            run_id: run_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+            tool_call_id: field("toolCallId"),
+            tool_name: field("toolName"),
+            input_type: payload["inputType"].as_str().unwrap_or("approval").to_owned(),
+            state: ConfirmState::Pending,
+            created_at: now,
+            expires_at: rule.and_then(|p| p.ttl_ms).map(|ttl| now + ttl),
+            approver: rule.and_then(|p| p.approver.clone()),
+            decision: None,
+            agent_request_id,
+        }
+    }
+
+    /// Still pending, but its time is up: it settles as expired.
+    pub fn lapsed(&self, now: i64) -> bool {
+        self.state == ConfirmState::Pending && self.expires_at.is_some_and(|t| t <= now)
+    }
+
+    /// Checks a decision `body` against this request: 410
+    /// `confirmation_expired` once it lapsed, 409 `confirmation_decided`
+    /// once settled, 400 `invalid_decision` for a body that does not fit its
+    /// input type. Returns the decision as it is recorded.
+    pub fn check(&self, body: &Value) -> Result<Value, ApiError> {
+        match self.state {
+            ConfirmState::Pending => {}
+            ConfirmState::Expired => return Err(ApiError::confirmation_expired()),
+            other => return Err(ApiError::confirmation_decided(other.as_str())),
+        }
+        check_decision(&self.input_type, body)
+    }
+
+    /// Records a checked decision. Returns the tool approved for the rest of
+    /// the thread, when the decision says `scope: "session"`.
+    pub fn apply(&mut self, decision: Value) -> Option<String> {
+        let approved = decision["approved"].as_bool() == Some(true);
+        self.state = if approved { ConfirmState::Approved } else { ConfirmState::Denied };
+        let session = (approved && decision["scope"] == "session").then(|| self.tool_name.clone());
+        self.decision = Some(decision);
+        session
+    }
+
+    /// What the external agent's webhook is told once this request settles.
+    pub fn webhook_signal(&self) -> Value {
+        let mut decision = self.decision.clone().unwrap_or_else(|| serde_json::json!({ "approved": false }));
+        decision["state"] = self.state.as_str().into();
+        serde_json::json!({
+            "type": "confirmation",
+            "runId": self.run_id,
+            "requestId": self.agent_request_id.clone().unwrap_or_else(|| self.request_id.clone()),
+            "toolCallId": self.tool_call_id,
+            "decision": decision,
+        })
+    }
 }
 
 /// A decision body checked against the request's input type.
@@ -114,7 +187,7 @@ pub fn thread_of(request_id: &str) -> Result<&str, ApiError> {
 /// - `text`, `questions`: `{answers: [{questionId, selectedOptions[], customText?, skipped?}]}`
 ///   (`approved` optional, default true)
 pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, ApiError> {
-    let bad = |m: &str| ApiError::bad_request("invalid_decision", m.to_owned());
+    let bad = |m: &str| ApiError::invalid_decision(m.to_owned());
     let Some(obj) = body.as_object() else { return Err(bad("the body must be a JSON object")) };
     let mut out = Map::new();
     let approved = match obj.get("approved") {

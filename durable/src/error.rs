@@ -1,5 +1,9 @@
 //! Errors that reach a client: an HTTP status, a stable machine-readable code
 //! and a sentence for people. Serialised as `{"error":{"code","message",...}}`.
+//!
+//! Every code is built here, by a named constructor, so a code is spelled
+//! once and its status never drifts between the routes that answer it. The
+//! README's API and Trust sections list the same codes.
 
 use serde_json::{json, Map, Value};
 
@@ -13,26 +17,13 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
         ApiError { status, code, message: message.into(), details: Map::new() }
     }
 
     pub fn with(mut self, key: &str, value: impl Into<Value>) -> ApiError {
         self.details.insert(key.to_owned(), value.into());
         self
-    }
-
-    pub fn bad_request(code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError::new(400, code, message)
-    }
-
-    pub fn not_found(code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError::new(404, code, message)
-    }
-
-    /// A storage failure: nothing of the request was stored.
-    pub fn storage(err: impl std::fmt::Display) -> ApiError {
-        ApiError::new(503, "storage_unavailable", format!("storage failed, nothing was stored: {err}"))
     }
 
     pub fn body(&self) -> Value {
@@ -43,6 +34,302 @@ impl ApiError {
             obj.insert(k.clone(), v.clone());
         }
         json!({ "error": obj })
+    }
+
+    /// `Retry-After` seconds, when the refusal carries one.
+    pub fn retry_after(&self) -> Option<i64> {
+        self.details.get("retryAfter").and_then(Value::as_i64)
+    }
+
+    /// The `Allow` header of a 405.
+    pub fn allow(&self) -> Option<&str> {
+        self.details.get("allow").and_then(Value::as_str)
+    }
+}
+
+/// Refusals of the request itself: routes, ids, bodies, queries.
+impl ApiError {
+    pub fn not_found_route(message: impl Into<String>) -> ApiError {
+        ApiError::new(404, "not_found", message)
+    }
+
+    pub fn method_not_allowed(path: &str, allow: &str) -> ApiError {
+        ApiError::new(405, "method_not_allowed", format!("{path} takes {allow}")).with("allow", allow)
+    }
+
+    pub fn invalid_id(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_id", message)
+    }
+
+    pub fn invalid_cursor(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_cursor", message)
+    }
+
+    pub fn invalid_query(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_query", message)
+    }
+
+    pub fn invalid_body(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_body", message)
+    }
+
+    pub fn invalid_json(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_json", message)
+    }
+
+    pub fn body_too_large(limit: usize) -> ApiError {
+        ApiError::new(413, "body_too_large", format!("the body is over {limit} bytes")).with("limit", limit)
+    }
+
+    pub fn message_required(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "message_required", message)
+    }
+
+    pub fn message_too_large(limit: usize) -> ApiError {
+        ApiError::new(413, "message_too_large", format!("`message` is over {limit} bytes")).with("limit", limit)
+    }
+
+    pub fn invalid_mode() -> ApiError {
+        ApiError::new(400, "invalid_mode", "`mode` is one of reject, queue, interrupt")
+    }
+
+    pub fn thread_required(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "thread_required", message)
+    }
+
+    pub fn model_not_allowed(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "model_not_allowed", message)
+    }
+
+    pub fn invalid_decision(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_decision", message)
+    }
+
+    pub fn invalid_position() -> ApiError {
+        ApiError::new(400, "invalid_position", "`position` must be a non-negative integer")
+    }
+
+    pub fn invalid_batch(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_batch", message)
+    }
+
+    pub fn batch_too_large(max_events: usize) -> ApiError {
+        ApiError::new(413, "batch_too_large", format!("a batch holds at most {max_events} events"))
+    }
+
+    pub fn invalid_event(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_event", message)
+    }
+
+    /// The event at `index` of a batch is invalid.
+    pub fn invalid_event_at(index: usize, message: impl std::fmt::Display) -> ApiError {
+        ApiError::new(400, "invalid_event", format!("event {index}: {message}")).with("index", index)
+    }
+
+    pub fn event_too_large(index: usize, size: usize, limit: usize) -> ApiError {
+        ApiError::new(413, "event_too_large", format!("event {index}: its payload is {size} bytes, over {limit}"))
+            .with("index", index)
+    }
+}
+
+/// Answers about a thread's state: what does not exist, what is busy, what
+/// has ended. A thread that is not the caller's answers exactly as one that
+/// does not exist (see `access`).
+impl ApiError {
+    pub fn thread_not_found() -> ApiError {
+        ApiError::new(404, "thread_not_found", "no such thread")
+    }
+
+    pub fn nothing_to_resume() -> ApiError {
+        ApiError::new(404, "nothing_to_resume", "no run with this id to resume")
+    }
+
+    pub fn confirmation_not_found() -> ApiError {
+        ApiError::new(404, "confirmation_not_found", "no such confirmation request")
+    }
+
+    pub fn tool_call_not_found() -> ApiError {
+        ApiError::new(404, "tool_call_not_found", "no confirmation for this tool call")
+    }
+
+    pub fn run_not_found() -> ApiError {
+        ApiError::new(404, "run_not_found", "no run with this id")
+    }
+
+    pub fn queued_message_not_found() -> ApiError {
+        ApiError::new(404, "queued_message_not_found", "no queued message with this id")
+    }
+
+    pub fn debug_routes_off() -> ApiError {
+        ApiError::new(404, "not_found", "debug routes are off (DEBUG_ROUTES)")
+    }
+
+    pub fn run_active(run_id: &str, message: &str) -> ApiError {
+        ApiError::new(409, "run_active", message.to_owned()).with("runId", run_id)
+    }
+
+    pub fn run_finished(run_id: &str) -> ApiError {
+        ApiError::new(409, "run_finished", "this run has finished; nothing was stored").with("runId", run_id)
+    }
+
+    pub fn task_finished() -> ApiError {
+        ApiError::new(409, "task_finished", "this background task has ended")
+    }
+
+    pub fn duplicate_request() -> ApiError {
+        ApiError::new(409, "duplicate_request", "a confirmation with this requestId exists")
+    }
+
+    pub fn confirmation_expired() -> ApiError {
+        ApiError::new(410, "confirmation_expired", "this request lapsed before a decision")
+    }
+
+    pub fn confirmation_decided(state: &str) -> ApiError {
+        ApiError::new(409, "confirmation_decided", "this request has already been settled").with("state", state)
+    }
+
+    pub fn queue_full(message: impl Into<String>) -> ApiError {
+        ApiError::new(429, "queue_full", message)
+    }
+
+    pub fn too_many_subscribers(max: usize) -> ApiError {
+        ApiError::new(429, "too_many_subscribers", format!("a thread serves at most {max} streams at once")).with("retryAfter", 5)
+    }
+
+    pub fn rate_limited(per_minute: i64, retry_after: i64) -> ApiError {
+        ApiError::new(429, "rate_limited", format!("at most {per_minute} sends a minute; retry in {retry_after} s"))
+            .with("retryAfter", retry_after)
+    }
+}
+
+/// Who is calling, and with what.
+impl ApiError {
+    pub fn unauthorized(message: impl Into<String>) -> ApiError {
+        ApiError::new(401, "unauthorized", message)
+    }
+
+    pub fn token_in_url() -> ApiError {
+        ApiError::new(
+            401,
+            "token_in_url",
+            "a bearer JWT is refused in a URL (logs, history and Referer headers keep URLs); ask POST /instance-ai/threads/:threadId/stream-token for a stream token",
+        )
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> ApiError {
+        ApiError::new(403, "forbidden", message)
+    }
+
+    pub fn approver_required(role: &str) -> ApiError {
+        ApiError::new(403, "approver_required", format!("deciding this request needs the `{role}` role"))
+    }
+}
+
+/// The deployment or the platform cannot serve the request (503): never bad
+/// input.
+impl ApiError {
+    /// A storage failure: nothing of the request was stored.
+    pub fn storage(err: impl std::fmt::Display) -> ApiError {
+        ApiError::new(503, "storage_unavailable", format!("storage failed, nothing was stored: {err}"))
+    }
+
+    /// The platform failed (a binding, a subrequest the shell needed).
+    pub fn unavailable(err: impl std::fmt::Display) -> ApiError {
+        ApiError::new(503, "unavailable", format!("the thread is unavailable: {err}"))
+    }
+
+    pub fn auth_not_configured() -> ApiError {
+        ApiError::new(
+            503,
+            "auth_not_configured",
+            "no authentication is configured: set AUTH_JWT_SECRET or AUTH_JWKS, or AUTH_MODE=none to run without",
+        )
+    }
+
+    pub fn auth_misconfigured(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "auth_misconfigured", message)
+    }
+
+    pub fn stream_tokens_not_configured() -> ApiError {
+        ApiError::new(503, "stream_tokens_not_configured", "set STREAM_TOKEN_SECRET (or AUTH_JWT_SECRET)")
+    }
+
+    pub fn agent_not_configured() -> ApiError {
+        ApiError::new(
+            503,
+            "agent_not_configured",
+            "no agent is configured: set LLM_BASE_URL (built-in agent) or AGENT_WEBHOOK_URL (external agent)",
+        )
+    }
+
+    pub fn invalid_tools(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "invalid_tools", message)
+    }
+
+    pub fn invalid_models(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "invalid_models", message)
+    }
+
+    pub fn invalid_approval_policy(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "invalid_approval_policy", message)
+    }
+}
+
+/// The thread and run logs read as Durable Streams.
+impl ApiError {
+    pub fn invalid_offset(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_offset", message)
+    }
+
+    pub fn stale_offset() -> ApiError {
+        ApiError::new(
+            410,
+            "stale_offset",
+            "this offset belongs to an earlier incarnation of this log (it was deleted and re-created); read from offset=-1",
+        )
+    }
+
+    pub fn offset_required(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "offset_required", message)
+    }
+
+    pub fn invalid_live(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_live", message)
+    }
+
+    pub fn invalid_view(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_view", message)
+    }
+
+    pub fn invalid_tail() -> ApiError {
+        ApiError::new(400, "invalid_tail", "`tail` must be an integer from 1 to 10000")
+    }
+
+    pub fn tail_not_supported() -> ApiError {
+        ApiError::new(
+            400,
+            "tail_not_supported",
+            "a conversation cannot be resumed from a suffix: read view=history, then view=updates",
+        )
+    }
+
+    pub fn invalid_producer(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_producer", message)
+    }
+
+    pub fn stale_producer_epoch(epoch: u64, current: u64) -> ApiError {
+        ApiError::new(403, "stale_producer_epoch", format!("producer epoch {epoch} is older than {current}"))
+            .with("currentEpoch", current)
+    }
+
+    pub fn producer_epoch_seq() -> ApiError {
+        ApiError::new(400, "producer_epoch_seq", "a new producer epoch must start at Producer-Seq 0")
+    }
+
+    pub fn producer_seq_gap(expected: u64, received: u64) -> ApiError {
+        ApiError::new(409, "producer_seq_gap", format!("expected Producer-Seq {expected}, got {received}"))
+            .with("expectedSeq", expected)
+            .with("receivedSeq", received)
     }
 }
 

@@ -37,17 +37,24 @@
 //! - `wire_schema` (tests only): the JSON Schema of the wire types, generated
 //!   from these types for the TypeScript client (`client/schema/`).
 
+pub mod access;
 pub mod agent;
 pub mod auth;
 pub mod coalesce;
 pub mod confirm;
+pub mod effect;
 pub mod error;
 pub mod event;
+pub mod front;
+pub mod ids;
 pub mod models;
 pub mod queue;
 pub mod reducer;
+pub mod reply;
+pub mod request;
 pub mod route;
 pub mod runstream;
+pub mod settings;
 pub mod sse;
 pub mod store;
 pub mod streams;
@@ -57,5 +64,7 @@ mod wire_schema;
 
 pub use error::ApiError;
 pub use event::{Event, Kind};
+pub use reply::Reply;
+pub use settings::Settings;
 pub use store::{MemoryStore, Record, RunRecord, RunState, Store};
 pub use thread::{Config, Sink, StartRun, Subscription, Thread};

@@ -1,4 +1,4 @@
-//! The model catalog (`LLM_MODELS`, seed `001_*` "Models"): which models a
+//! The model catalog (`LLM_MODELS`, `docs/protocols/001-agora.md` "Models"): which models a
 //! send may pick, the default, and the rule for a turn's model: the send's
 //! pick, else the thread's pin, else the default. A model the catalog does
 //! not list as available is refused (400 `model_not_allowed`), on a send and
@@ -68,11 +68,9 @@ impl Catalog {
     pub fn check(&self, id: &str) -> Result<&ModelEntry, ApiError> {
         match self.models.get(id) {
             Some(m) if m.available => Ok(m),
-            Some(m) => Err(ApiError::bad_request(
-                "model_not_allowed",
-                format!("`{id}` is not available{}", m.unavailable_reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()),
+            Some(m) => Err(ApiError::model_not_allowed(format!("`{id}` is not available{}", m.unavailable_reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()),
             )),
-            None => Err(ApiError::bad_request("model_not_allowed", format!("`{id}` is not in the model catalog"))),
+            None => Err(ApiError::model_not_allowed(format!("`{id}` is not in the model catalog"))),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The thread's message queue (seed `001_*`, "Message queue"): messages sent
+//! The thread's message queue (`docs/protocols/001-agora.md`, "Message queue"): messages sent
 //! while a run holds the thread wait here, server-side, and start one by one
 //! as the run ahead settles. The whole queue is one small document, stored
 //! and announced (`queue-updated`) as a whole snapshot on every change.
@@ -34,13 +34,13 @@ impl Queue {
         self.items
             .iter()
             .position(|i| i.message_id == message_id)
-            .ok_or_else(|| ApiError::not_found("queued_message_not_found", "no queued message with this id"))
+            .ok_or_else(ApiError::queued_message_not_found)
     }
 
     /// Appends; returns the 0-based position (0 runs next).
     pub fn push(&mut self, item: QueueItem) -> Result<usize, ApiError> {
         if self.items.len() >= MAX_ITEMS {
-            return Err(ApiError::new(429, "queue_full", format!("a thread queues at most {MAX_ITEMS} messages")));
+            return Err(ApiError::queue_full(format!("a thread queues at most {MAX_ITEMS} messages")));
         }
         self.items.push(item);
         Ok(self.items.len() - 1)

@@ -1,5 +1,5 @@
 //! The agent-tree reducer: folds a run's events into the activity tree the
-//! frontend renders (seed `000_*` "Frontend Rendering", PROTOCOLS.md §1
+//! frontend renders (`docs/protocols/000-instance-ai.md` "Frontend Rendering", `docs/protocols/notes.md` §1
 //! "Reducer rules"). The server uses it for `GET .../messages` and to find a
 //! dead run's open tool calls; clients fold the same events the same way.
 

@@ -1,11 +1,10 @@
-//! The HTTP surface as data: paths of seed `000_*` parsed into [`Route`]s, ids
-//! checked, cursors parsed. The stateless Worker and the thread's Durable
-//! Object share this parser, so both agree on every path.
+//! The HTTP surface as data: the paths of the protocols
+//! (`docs/protocols/000-instance-ai.md`, `001-agora.md`, `004-flue.md`)
+//! parsed into [`Route`]s, ids checked. The stateless Worker and the thread's
+//! Durable Object share this parser, so both agree on every path.
 
 use crate::error::ApiError;
-
-/// Longest thread or run id.
-pub const MAX_ID: usize = 128;
+use crate::ids::{id, run_id, thread_of};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Route {
@@ -82,6 +81,59 @@ impl Route {
         }
     }
 
+    /// Publishing routes: an external agent appends to its run with the
+    /// run's publish token, and needs no caller.
+    pub fn publishes(&self) -> bool {
+        matches!(self, Route::Publish { .. } | Route::StreamRun { append: true, .. })
+    }
+
+    /// Routes that read the thread's streams: the ones a stream token opens.
+    pub fn reads_stream(&self) -> bool {
+        matches!(
+            self,
+            Route::Events { .. } | Route::AgentStream { .. } | Route::StreamThread { .. } | Route::StreamRun { append: false, .. }
+        )
+    }
+
+    /// Routes that decide a confirmation.
+    pub fn decides(&self) -> bool {
+        matches!(self, Route::Confirm { .. } | Route::ToolDecision { .. })
+    }
+
+    /// Routes that send a message (and may create the thread).
+    pub fn sends(&self) -> bool {
+        matches!(self, Route::Chat { .. } | Route::AgentChat { .. })
+    }
+
+    /// What this route answers for an id it does not know; a thread that is
+    /// not the caller's answers the same, so existence does not leak.
+    pub fn not_found(&self) -> ApiError {
+        match self {
+            Route::AgentStream { .. } => ApiError::nothing_to_resume(),
+            Route::Confirm { .. } => ApiError::confirmation_not_found(),
+            Route::ToolDecision { .. } => ApiError::tool_call_not_found(),
+            _ => ApiError::thread_not_found(),
+        }
+    }
+
+    /// The most body bytes this route reads: the shell refuses a larger
+    /// declared length before reading, and stops a chunked body at it.
+    pub fn body_limit(&self, limits: &crate::settings::Limits) -> usize {
+        match self {
+            Route::Publish { .. } | Route::StreamRun { append: true, .. } => limits.max_batch_bytes,
+            Route::Events { .. }
+            | Route::Status { .. }
+            | Route::Messages { .. }
+            | Route::Stats { .. }
+            | Route::QueueList { .. }
+            | Route::Delete { .. }
+            | Route::AgentStream { .. }
+            | Route::StreamThread { .. }
+            | Route::StreamRun { append: false, .. } => 0,
+            _ => limits.max_body_bytes,
+        }
+    }
+
     /// Parses `method` + `path`: 404 `not_found` for unknown paths, 405
     /// `method_not_allowed` for a known path with another method, 400
     /// `invalid_id` for a malformed thread or run id.
@@ -98,7 +150,7 @@ impl Route {
             ["instance-ai", "threads", t, "messages"] => (Route::Messages { thread: id(t)? }, &["GET"]),
             ["instance-ai", "threads", t, "debug", "stats"] => (Route::Stats { thread: id(t)? }, &["GET"]),
             ["instance-ai", "confirm", r] => {
-                let thread = crate::confirm::thread_of(r)?;
+                let thread = thread_of(r).ok_or_else(ApiError::confirmation_not_found)?;
                 (Route::Confirm { thread: thread.to_owned(), request: (*r).to_owned() }, &["POST"])
             }
             ["instance-ai", "threads", t, "queue"] => (Route::QueueList { thread: id(t)? }, &["GET"]),
@@ -122,85 +174,22 @@ impl Route {
                 (Route::ToolDecision { thread: id(t)?, approve: *action == "approve" }, &["POST"])
             }
             ["agent", "chat", r, "stream"] => {
-                let nothing = || ApiError::not_found("nothing_to_resume", "no run with this id to resume");
-                let thread = thread_of(r).ok_or_else(nothing)?;
+                let thread = thread_of(r).ok_or_else(ApiError::nothing_to_resume)?;
                 (Route::AgentStream { thread: thread.to_owned(), run: (*r).to_owned() }, &["GET"])
             }
             ["v1", "threads", t] => (Route::StreamThread { thread: id(t)? }, &["GET"]),
             ["v1", "runs", r] => {
                 run_id(r)?;
-                let thread = thread_of(r).ok_or_else(|| ApiError::not_found("run_not_found", "no run with this id"))?;
+                let thread = thread_of(r).ok_or_else(ApiError::run_not_found)?;
                 (Route::StreamRun { thread: thread.to_owned(), run: (*r).to_owned(), append: method == "POST" }, &["GET", "POST"])
             }
-            _ => return Err(ApiError::not_found("not_found", format!("no route for {path}"))),
+            _ => return Err(ApiError::not_found_route(format!("no route for {path}"))),
         };
         let head_of_get = allowed.contains(&"GET") && method == "HEAD";
         if !(allowed.contains(&method) || head_of_get) {
-            let allow = allowed.join(", ");
-            return Err(ApiError::new(405, "method_not_allowed", format!("{path} takes {allow}")).with("allow", allow));
+            return Err(ApiError::method_not_allowed(path, &allowed.join(", ")));
         }
         Ok(route)
-    }
-}
-
-/// Thread and run ids: 1 to [`MAX_ID`] of `A-Z a-z 0-9 _ -`.
-pub fn id(raw: &str) -> Result<String, ApiError> {
-    let ok = !raw.is_empty()
-        && raw.len() <= MAX_ID
-        && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    if ok {
-        Ok(raw.to_owned())
-    } else {
-        Err(ApiError::bad_request(
-            "invalid_id",
-            format!("ids are 1 to {MAX_ID} characters of A-Z, a-z, 0-9, `_` and `-`"),
-        ))
-    }
-}
-
-/// Run (and tool call) ids the server makes carry their thread:
-/// `<threadId>.<local id>`, so a route that names only a run finds its
-/// thread. Plain ids are accepted too (runs of older threads, agents' own).
-pub fn run_id(raw: &str) -> Result<String, ApiError> {
-    match raw.split_once('.') {
-        Some((thread, local)) if raw.len() <= 2 * MAX_ID + 1 => {
-            id(thread)?;
-            id(local)?;
-            Ok(raw.to_owned())
-        }
-        Some(_) => Err(ApiError::bad_request("invalid_id", "run ids are `<threadId>.<id>`")),
-        None => id(raw),
-    }
-}
-
-/// The thread a scoped id (`<threadId>.<id>`) belongs to.
-pub fn thread_of(scoped: &str) -> Option<&str> {
-    let (thread, local) = scoped.split_once('.')?;
-    (id(thread).is_ok() && id(local).is_ok()).then_some(thread)
-}
-
-/// `<threadId>.<local>`.
-pub fn scoped(thread: &str, local: &str) -> String {
-    if thread.is_empty() { local.to_owned() } else { format!("{thread}.{local}") }
-}
-
-/// The SSE replay cursor: a `Last-Event-ID` header wins, else `?lastEventId`,
-/// else 0 (full history). Either one malformed is 400 `invalid_cursor`.
-pub fn cursor(header: Option<&str>, query: Option<&str>) -> Result<u64, ApiError> {
-    let parse = |source: &str, v: &str| {
-        let v = v.trim();
-        if v.is_empty() || v.len() > 15 || !v.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(ApiError::bad_request(
-                "invalid_cursor",
-                format!("{source} must be a non-negative integer event id"),
-            ));
-        }
-        Ok(v.parse::<u64>().expect("checked digits"))
-    };
-    match (header.filter(|h| !h.is_empty()), query) {
-        (Some(h), _) => parse("Last-Event-ID", h),
-        (None, Some(q)) => parse("lastEventId", q),
-        (None, None) => Ok(0),
     }
 }
 
@@ -240,15 +229,4 @@ mod tests {
         assert_eq!(Route::parse("DELETE", "/v1/threads/t1").unwrap_err().code, "method_not_allowed");
     }
 
-    #[test]
-    fn cursor_precedence_and_errors() {
-        assert_eq!(cursor(None, None), Ok(0));
-        assert_eq!(cursor(Some("7"), Some("3")), Ok(7));
-        assert_eq!(cursor(None, Some("3")), Ok(3));
-        assert_eq!(cursor(Some(""), Some("3")), Ok(3));
-        for bad in ["-1", "abc", "1.5", "9999999999999999"] {
-            assert_eq!(cursor(Some(bad), None).unwrap_err().code, "invalid_cursor");
-            assert_eq!(cursor(None, Some(bad)).unwrap_err().code, "invalid_cursor");
-        }
-    }
 }

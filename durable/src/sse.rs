@@ -98,6 +98,19 @@ pub fn encode_comment(text: &str, out: &mut Vec<u8>) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// The headers of every SSE response (the events route, run streams, the
+/// Durable Streams views): exactly `text/event-stream`, never cached, and
+/// nothing on the way may buffer or compress it (`content-encoding:
+/// identity`, `x-accel-buffering: no`). `Connection` is hop-by-hop: the
+/// runtime may drop it.
+pub const HEADERS: &[(&str, &str)] = &[
+    ("content-type", "text/event-stream"),
+    ("cache-control", "no-cache"),
+    ("connection", "keep-alive"),
+    ("content-encoding", "identity"),
+    ("x-accel-buffering", "no"),
+];
+
 /// The keep-alive frame sent every [`PING_INTERVAL_MS`].
 pub const PING: &[u8] = b": ping\n\n";
 pub const PING_INTERVAL_MS: u64 = 15_000;

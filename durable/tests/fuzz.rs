@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use threadline_durable::auth::{self, Verifier};
 use threadline_durable::store::{Driver, MemoryStore};
 use threadline_durable::thread::Discard;
-use threadline_durable::{confirm, event, route, Config, StartRun, Thread};
+use threadline_durable::{confirm, event, ids, request, route, Config, StartRun, Thread};
 
 /// Arbitrary JSON, biased toward the shapes the schema cares about.
 fn json_value() -> impl Strategy<Value = Value> {
@@ -67,8 +67,8 @@ proptest! {
         if let Ok(r) = route::Route::parse(&method, &path) {
             prop_assert!(!r.thread().is_empty());
         }
-        let _ = route::cursor(Some(&h), Some(&q));
-        let _ = route::run_id(&h);
+        let _ = request::cursor(Some(&h), Some(&q));
+        let _ = ids::run_id(&h);
         let _ = confirm::thread_of(&q);
     }
 

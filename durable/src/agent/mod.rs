@@ -8,6 +8,7 @@
 //! thread's one publish path; when that refuses (the run was cancelled or
 //! ended) the agent stops where it is.
 
+mod builtin;
 pub mod cancel;
 pub mod openai;
 pub mod tools;
@@ -21,6 +22,7 @@ use serde_json::{json, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use builtin::{add_usage, apply_tasks, confirmation_payload, excerpt};
 use tools::{ToolKind, Toolbox};
 
 /// A response body, chunk by chunk.
@@ -196,6 +198,7 @@ impl From<Stopped> for Halt {
 }
 
 /// What the orchestrator needs to run (or resume) a run.
+#[derive(Clone, Debug)]
 pub struct Job {
     pub thread_id: String,
     pub run_id: String,
@@ -447,7 +450,7 @@ impl<H: Host> Agent<H> {
                     // The model's call ids are only unique within its answer:
                     // the thread names calls itself (`<threadId>.tc_…`), so a
                     // decision that names only a call finds its thread.
-                    let id = crate::route::scoped(&self.thread_id, &self.host.new_id("tc"));
+                    let id = crate::ids::scoped(&self.thread_id, &self.host.new_id("tc"));
                     step.ids.push((index, id.clone()));
                     out.push(self.event(Kind::ToolInputStart, json!({ "toolCallId": id, "toolName": name })));
                 }
@@ -746,38 +749,6 @@ impl<H: Host> Agent<H> {
     }
 }
 
-/// The `confirmation-request` for a call (without its `requestId`).
-fn confirmation_payload(kind: &ToolKind<'_>, call: &openai::ToolCallParts, args: &Value) -> Value {
-    match kind {
-        ToolKind::AskUser => {
-            let mut p = json!({
-                "toolCallId": call.id,
-                "toolName": call.name,
-                "args": args,
-                "severity": args["severity"].as_str().unwrap_or("info"),
-                "message": args["message"].as_str().unwrap_or("The assistant has a question."),
-                "inputType": args["inputType"].as_str().unwrap_or("text"),
-            });
-            for key in ["questions", "tasks", "introMessage"] {
-                if let Some(v) = args.get(key) {
-                    p[key] = v.clone();
-                }
-            }
-            p
-        }
-        ToolKind::Http(tool) => json!({
-            "toolCallId": call.id,
-            "toolName": call.name,
-            "args": args,
-            "severity": tool.severity.as_deref().unwrap_or("warning"),
-            "message": format!("Allow `{}` to run?{}", tool.name,
-                if tool.description.is_empty() { String::new() } else { format!(" ({})", tool.description) }),
-            "inputType": "approval",
-        }),
-        _ => Value::Null,
-    }
-}
-
 #[derive(Default)]
 struct Step {
     /// Our id for each tool call index of the answer.
@@ -789,53 +760,6 @@ struct Step {
     done: bool,
 }
 
-/// `create-tasks` replaces the list; `update-tasks` merges by id. Returns
-/// the tool's result.
-fn apply_tasks(tasks: &mut Vec<Value>, args: &Value, create: bool) -> Value {
-    let incoming = args["tasks"].as_array().cloned().unwrap_or_default();
-    if create {
-        tasks.clear();
-    }
-    for mut t in incoming {
-        if t.get("status").is_none() {
-            t["status"] = "todo".into();
-        }
-        if t.get("description").is_none() {
-            t["description"] = "".into();
-        }
-        match tasks.iter_mut().find(|x| x["id"] == t["id"]) {
-            Some(existing) => {
-                if let (Some(e), Some(n)) = (existing.as_object_mut(), t.as_object()) {
-                    for (k, v) in n {
-                        if !(create || (k == "description" && v == "")) {
-                            e.insert(k.clone(), v.clone());
-                        }
-                    }
-                }
-            }
-            None => tasks.push(t),
-        }
-    }
-    json!({ "tasks": tasks })
-}
-
-fn add_usage(acc: Option<&Value>, u: &Value) -> Value {
-    let mut out = acc.cloned().unwrap_or_else(|| json!({}));
-    for key in ["prompt_tokens", "completion_tokens", "total_tokens"] {
-        let sum = out[key].as_u64().unwrap_or(0) + u[key].as_u64().unwrap_or(0);
-        out[key] = sum.into();
-    }
-    out
-}
-
-fn excerpt(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_owned()
-    } else {
-        format!("{}…", s.chars().take(max).collect::<String>())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -845,14 +769,5 @@ mod tests {
         assert_eq!(title_from("  Build me a weather   workflow please "), "Build me a weather workflow please");
         assert!(title_from(&"word ".repeat(40)).len() <= 60);
         assert_eq!(title_from(&"x".repeat(100)).len(), 60);
-    }
-
-    #[test]
-    fn tasks_create_and_update() {
-        let mut tasks = Vec::new();
-        apply_tasks(&mut tasks, &json!({"tasks":[{"id":"a","description":"A"},{"id":"b","description":"B"}]}), true);
-        apply_tasks(&mut tasks, &json!({"tasks":[{"id":"a","status":"done"}]}), false);
-        assert_eq!(tasks[0], json!({"id":"a","description":"A","status":"done"}));
-        assert_eq!(tasks[1]["status"], "todo");
     }
 }

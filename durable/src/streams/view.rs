@@ -18,7 +18,6 @@ use super::producer::{self, Producer, ProducerState, Verdict};
 use super::wire::{self, Reply};
 use crate::error::ApiError;
 use crate::store::{Record, Store};
-use serde_json::Value;
 
 /// The meta key a log's generation is stored under.
 pub const GENERATION_KEY: &str = "ds_generation";
@@ -43,20 +42,14 @@ pub fn offset(gen: u64, seq: u64) -> String {
 /// none) is 0, `now` the tail. An offset of another generation is 410
 /// `stale_offset`; one past the tail, or malformed, 400 `invalid_offset`.
 pub fn resolve(values: &[&str], gen: u64, last_seq: u64) -> Result<Option<u64>, ApiError> {
-    let start = Start::from_query(values).map_err(|e| ApiError::bad_request("invalid_offset", e.message()))?;
+    let start = Start::from_query(values).map_err(|e| ApiError::invalid_offset(e.message()))?;
     Ok(match start {
         None => None,
         Some(Start::Beginning) => Some(0),
         Some(Start::Now) => Some(last_seq),
-        Some(Start::After(o)) if o.hi != gen => {
-            return Err(ApiError::new(
-                410,
-                "stale_offset",
-                "this offset belongs to an earlier incarnation of this log (it was deleted and re-created); read from offset=-1",
-            ))
-        }
+        Some(Start::After(o)) if o.hi != gen => return Err(ApiError::stale_offset()),
         Some(Start::After(o)) if o.lo > last_seq => {
-            return Err(ApiError::bad_request("invalid_offset", "this offset is past the end of the log"))
+            return Err(ApiError::invalid_offset("this offset is past the end of the log"))
         }
         Some(Start::After(o)) => Some(o.lo),
     })
@@ -131,7 +124,7 @@ pub fn tail_param(raw: Option<&str>) -> Result<Option<usize>, ApiError> {
             .ok()
             .filter(|n| (1..=10_000).contains(n))
             .map(Some)
-            .ok_or_else(|| ApiError::bad_request("invalid_tail", "`tail` must be an integer from 1 to 10000")),
+            .ok_or_else(ApiError::invalid_tail),
     }
 }
 
@@ -151,8 +144,8 @@ impl View {
             None => Ok(View::Log),
             Some("history") => Ok(View::History),
             Some("updates") if has_offset => Ok(View::Updates),
-            Some("updates") => Err(ApiError::bad_request("offset_required", "view=updates resumes after an offset: pass ?offset=")),
-            Some(_) => Err(ApiError::bad_request("invalid_view", "`view` is `history` or `updates`")),
+            Some("updates") => Err(ApiError::offset_required("view=updates resumes after an offset: pass ?offset=")),
+            Some(_) => Err(ApiError::invalid_view("`view` is `history` or `updates`")),
         }
     }
 }
@@ -196,30 +189,14 @@ pub fn check_producer(
                 .header(wire::NEXT_OFFSET, offset(gen, last_seq)),
         )),
         Verdict::StaleEpoch { current } => Err(Box::new((
-            ApiError::new(403, "stale_producer_epoch", format!("producer epoch {} is older than {current}", p.epoch))
-                .with("currentEpoch", current),
+            ApiError::stale_producer_epoch(p.epoch, current),
             vec![(wire::PRODUCER_EPOCH, current.to_string())],
         ))),
-        Verdict::EpochSeqNotZero => {
-            Err(Box::new((ApiError::bad_request("producer_epoch_seq", "a new producer epoch must start at Producer-Seq 0"), vec![])))
-        }
+        Verdict::EpochSeqNotZero => Err(Box::new((ApiError::producer_epoch_seq(), vec![]))),
         Verdict::Gap { expected, received } => Err(Box::new((
-            ApiError::new(409, "producer_seq_gap", format!("expected Producer-Seq {expected}, got {received}"))
-                .with("expectedSeq", expected)
-                .with("receivedSeq", received),
+            ApiError::producer_seq_gap(expected, received),
             vec![(wire::PRODUCER_EXPECTED_SEQ, expected.to_string()), (wire::PRODUCER_RECEIVED_SEQ, received.to_string())],
         ))),
-    }
-}
-
-/// A run append's body: a JSON array of events, one event, or `{events}`.
-pub fn run_batch(body: Value) -> Result<Vec<Value>, ApiError> {
-    match body {
-        Value::Array(items) if !items.is_empty() => Ok(items),
-        Value::Array(_) => Err(ApiError::bad_request("invalid_batch", "an empty batch appends nothing")),
-        Value::Object(mut o) if o.get("events").is_some_and(Value::is_array) => run_batch(o.remove("events").unwrap_or_default()),
-        v @ Value::Object(_) => Ok(vec![v]),
-        _ => Err(ApiError::bad_request("invalid_batch", "the body must be a JSON event or an array of events")),
     }
 }
 
@@ -291,7 +268,5 @@ mod tests {
         let gap = Producer { seq: 5, ..p.clone() };
         assert_eq!(check_producer("t.run_1", Some(&gap), Some(&state), 1, 4, 6).unwrap_err().0.code, "producer_seq_gap");
         assert_eq!(check_producer("t.run_1", None, None, 1, 0, 5), Ok(RunAppend::Publish(None)));
-        assert_eq!(run_batch(serde_json::json!({"type": "x"})).unwrap().len(), 1);
-        assert_eq!(run_batch(serde_json::json!([])).unwrap_err().code, "invalid_batch");
     }
 }

@@ -39,47 +39,7 @@ pub const COMMON_HEADERS: &[(&str, &str)] = &[
     ("cross-origin-resource-policy", "cross-origin"),
 ];
 
-/// A decided answer: status, headers and body, ready for any HTTP layer.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct Reply {
-    pub status: u16,
-    pub headers: Vec<(&'static str, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Reply {
-    pub fn new(status: u16) -> Reply {
-        Reply { status, headers: Vec::new(), body: Vec::new() }
-    }
-
-    /// A refusal with a short `text/plain` sentence, as the protocol's
-    /// reference server and its conformance suite expect.
-    pub fn text(status: u16, message: &str) -> Reply {
-        Reply::new(status).header("content-type", "text/plain").body(message.as_bytes().to_vec())
-    }
-
-    pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Reply {
-        self.set(name, value);
-        self
-    }
-
-    pub fn set(&mut self, name: &'static str, value: impl Into<String>) {
-        let value = value.into();
-        match self.headers.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = value,
-            None => self.headers.push((name, value)),
-        }
-    }
-
-    pub fn body(mut self, body: Vec<u8>) -> Reply {
-        self.body = body;
-        self
-    }
-
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
-    }
-}
+pub use crate::reply::Reply;
 
 /// Appends one SSE event. Every line of `payload` (split on CRLF, CR or LF,
 /// all three being SSE line ends) gets its own `data:` line, so no payload
@@ -131,7 +91,7 @@ pub fn base64(data: &[u8]) -> String {
 
 /// How long a live SSE connection is held before the server ends it; clients
 /// resume from their last offset, so no connection is kept forever
-/// (PROTOCOLS.md §3: recycle at about 60 s).
+/// (`docs/protocols/notes.md` §3: recycle at about 60 s).
 pub const SSE_RECYCLE_MS: i64 = 60_000;
 
 /// The jitter, in cursor intervals (1 to 180), a live answer adds to a cursor

@@ -1,0 +1,161 @@
+//! Who may do what on a thread: the one access decision, for every route.
+//!
+//! The stateless Worker authenticates (`auth`) and hands the thread a
+//! [`Caller`]; the thread supplies the [`Facts`] it holds (its owner, and for
+//! a decision the request decided); [`decide`] answers with a [`Grant`] or the
+//! refusal. No other code decides access: the shell only carries the caller
+//! across the hop, and the thread only acts within the grant.
+//!
+//! Invariants enforced here:
+//! - A thread belongs to the actor whose accepted send created it. Anyone
+//!   else gets, on every route of it, the 404 an unknown id gets on that
+//!   route, so existence never leaks.
+//! - A non-owner may decide a confirmation only when its policy names a role
+//!   the caller holds; any other request answers as an unknown id does. A
+//!   request naming a role is decided by holders of that role only (403
+//!   `approver_required`, the owner included).
+//! - A stream token reads one thread's streams and nothing else.
+//! - Publishing needs no caller: the run's publish token is checked by the
+//!   thread (`Thread::authorize_publish`), and nothing else publishes.
+
+use crate::auth::Actor;
+use crate::error::ApiError;
+use crate::route::Route;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
+/// Who is calling, as the Worker authenticated it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Caller {
+    /// No credential: publishing routes, whose bearer is the run's token.
+    Nobody,
+    /// An authenticated actor (a JWT, or the `dev` / `none` modes' actor).
+    Actor { id: String, roles: Vec<String> },
+    /// A stream token (`?token=`): read-only, one thread, until `expires_at`.
+    StreamToken { id: String, expires_at: i64 },
+}
+
+impl Caller {
+    pub fn actor(a: Actor) -> Caller {
+        Caller::Actor { id: a.id, roles: a.roles }
+    }
+
+    /// The actor's id, when there is one.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Caller::Nobody => None,
+            Caller::Actor { id, .. } | Caller::StreamToken { id, .. } => Some(id),
+        }
+    }
+
+    /// The header value the Worker forwards: base64url JSON, so any `sub`
+    /// and any role travel intact (a raw header would drop what is not
+    /// Latin-1 and trim what has edge spaces).
+    pub fn to_header(&self) -> String {
+        B64.encode(serde_json::to_vec(self).expect("a caller serialises"))
+    }
+
+    /// The caller the Worker forwarded; a missing or unreadable header is no
+    /// caller (the Worker strips any copy a client sent).
+    pub fn from_header(value: Option<&str>) -> Caller {
+        value
+            .and_then(|v| B64.decode(v.trim()).ok())
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or(Caller::Nobody)
+    }
+}
+
+/// The header the Worker forwards the caller in.
+pub const CALLER_HEADER: &str = "x-threadline-caller";
+
+/// What the thread knows that access depends on.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Facts<'a> {
+    /// The actor who created the thread (`None`: nobody yet).
+    pub owner: Option<&'a str>,
+    /// For a decision route, the request it decides.
+    pub request: Option<Request<'a>>,
+}
+
+/// The confirmation a decision route names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request<'a> {
+    /// The thread holds no such request.
+    Unknown,
+    /// A request, with the approver role its policy names (if any).
+    Held { approver: Option<&'a str> },
+}
+
+/// What the caller may do on the route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Grant {
+    /// The thread's owner.
+    Owner,
+    /// A send to a thread nobody owns: the caller owns it once the send is
+    /// accepted (a refused send claims nothing).
+    Claim,
+    /// A holder of the role the decided request names (not the owner).
+    Approver,
+    /// A stream-token holder reading the thread's streams.
+    Reader,
+    /// A publisher: the thread checks its bearer against the run's token.
+    Publisher,
+}
+
+/// The one access decision. `Err` is the route's refusal: its not-found
+/// answer (existence does not leak), or 403 `approver_required`.
+pub fn decide(route: &Route, caller: &Caller, facts: &Facts) -> Result<Grant, ApiError> {
+    if route.publishes() {
+        return Ok(Grant::Publisher);
+    }
+    let hidden = || Err(route.not_found());
+    match caller {
+        Caller::Nobody => hidden(),
+        Caller::StreamToken { id, .. } => {
+            if route.reads_stream() && facts.owner == Some(id.as_str()) {
+                Ok(Grant::Reader)
+            } else {
+                hidden()
+            }
+        }
+        Caller::Actor { id, roles } => {
+            let owner = facts.owner == Some(id.as_str());
+            if route.decides() {
+                return match facts.request {
+                    None | Some(Request::Unknown) => hidden(),
+                    Some(Request::Held { approver: Some(role) }) if roles.iter().any(|r| r == role) => {
+                        Ok(if owner { Grant::Owner } else { Grant::Approver })
+                    }
+                    Some(Request::Held { approver: Some(role) }) if owner => Err(ApiError::approver_required(role)),
+                    Some(Request::Held { approver: None }) if owner => Ok(Grant::Owner),
+                    Some(Request::Held { .. }) => hidden(),
+                };
+            }
+            match facts.owner {
+                Some(_) if owner => Ok(Grant::Owner),
+                None if route.sends() => Ok(Grant::Claim),
+                _ => hidden(),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_caller_travels_intact() {
+        for c in [
+            Caller::Nobody,
+            Caller::Actor { id: " alice\u{7f}用户".into(), roles: vec!["a,b".into(), "c".into()] },
+            Caller::StreamToken { id: "bob".into(), expires_at: 42 },
+        ] {
+            assert_eq!(Caller::from_header(Some(&c.to_header())), c);
+        }
+        assert_eq!(Caller::from_header(Some("not base64!")), Caller::Nobody);
+        assert_eq!(Caller::from_header(None), Caller::Nobody);
+    }
+}

@@ -1,0 +1,53 @@
+//! What a thread asks its shell to do once it has decided: the I/O the core
+//! cannot do itself (drive the built-in agent, call the agent's webhook,
+//! update the owner's directory, wipe storage). The shell executes effects
+//! in order and reports back what the core needs to know (a start signal
+//! that failed: `Thread::launch_failed`); it decides nothing about them.
+
+use crate::agent::tools::Toolbox;
+use crate::agent::{AgentConfig, Job};
+use crate::settings::ModelEndpoint;
+use serde_json::Value;
+use std::rc::Rc;
+
+#[derive(Clone)]
+pub enum Effect {
+    /// Run the built-in agent's loop on `job` (a new run, a resumed one, or
+    /// one recovered after a restart), detached.
+    Drive(Drive),
+    /// POST `body` to the external agent's webhook (`AGENT_WEBHOOK_URL`).
+    /// `start_of`: the run this signal starts; if the call fails, that run
+    /// ends with an error (report it with `Thread::launch_failed`).
+    Webhook { body: Value, start_of: Option<String> },
+    /// Stop this instance's built-in agents and abort their fetches.
+    StopAgents,
+    /// List the thread (or refresh it) in its owner's directory.
+    Register { owner: String, thread_id: String, title: String, at: i64 },
+    /// Remove the thread from its owner's directory.
+    Unregister { owner: String, thread_id: String },
+    /// Delete every row, document and alarm of the thread, and drop it from
+    /// memory (its streams end). Deletion and the idle TTL.
+    Wipe,
+}
+
+/// Everything the shell needs to run one agent loop.
+#[derive(Clone)]
+pub struct Drive {
+    pub job: Job,
+    pub endpoint: ModelEndpoint,
+    pub config: AgentConfig,
+    pub tools: Rc<Toolbox>,
+}
+
+impl std::fmt::Debug for Effect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Effect::Drive(d) => write!(f, "Drive({})", d.job.run_id),
+            Effect::Webhook { body, start_of } => write!(f, "Webhook({body}, start_of: {start_of:?})"),
+            Effect::StopAgents => f.write_str("StopAgents"),
+            Effect::Register { owner, thread_id, .. } => write!(f, "Register({owner}, {thread_id})"),
+            Effect::Unregister { owner, thread_id } => write!(f, "Unregister({owner}, {thread_id})"),
+            Effect::Wipe => f.write_str("Wipe"),
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The deployment's configuration, read from `wrangler.toml` vars and
+//! secrets through a lookup the shell supplies (`env.var(name)` on workerd, a
+//! map in tests). Every variable, its default and meaning is in the README's
+//! configuration table; this is the one place that reads them.
+//!
+//! Invalid values never fail the read: a variable that cannot be parsed is
+//! kept as the reason a request is refused later (503 with its own code), so
+//! a deployment with a typo answers clearly instead of failing to start.
+
+use crate::agent::tools::Toolbox;
+use crate::agent::AgentConfig;
+use crate::auth::Mode;
+use crate::confirm::Policy;
+use crate::models::Catalog;
+use crate::store::Driver;
+use crate::thread::Config;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+/// Where the built-in agent's model answers: `{base}/chat/completions`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelEndpoint {
+    pub base_url: String,
+    pub api_key: Option<String>,
+}
+
+/// Size and count limits of requests (each with its own refusal code).
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Largest chat, decision or queue body (413 `body_too_large`).
+    pub max_body_bytes: usize,
+    /// Largest chat message (413 `message_too_large`).
+    pub max_message_bytes: usize,
+    /// Largest publish body (413 `body_too_large`).
+    pub max_batch_bytes: usize,
+    /// Most events per publish batch (413 `batch_too_large`).
+    pub max_batch_events: usize,
+    /// SSE and run-stream subscribers per thread (429 beyond).
+    pub max_subscribers: usize,
+}
+
+/// Who may use `/v1/stream/*`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StreamsAuth {
+    /// `STREAMS_AUTH=none`: anyone (dev, the conformance suite).
+    Open,
+    /// Any caller the Worker's authentication accepts.
+    Authenticated,
+}
+
+#[derive(Clone)]
+pub struct Settings {
+    pub thread: Config,
+    /// Where external agents get their start and cancel signals.
+    pub webhook_url: Option<String>,
+    /// The origin publish URLs are built on.
+    pub public_url: Option<String>,
+    pub debug_routes: bool,
+    /// Keep-alive comment interval on SSE responses.
+    pub ping_ms: u64,
+    pub limits: Limits,
+    /// The built-in agent, when no webhook is set.
+    pub agent: AgentConfig,
+    /// `LLM_BASE_URL` and `LLM_API_KEY`; `None` without a base URL.
+    pub llm: Option<ModelEndpoint>,
+    /// `TOOLS`, parsed once; the error refuses built-in runs (503 `invalid_tools`).
+    pub tools: Result<Rc<Toolbox>, String>,
+    /// Alarm interval that keeps the object alive while the built-in agent runs.
+    pub heartbeat_ms: i64,
+    /// Why `APPROVAL_POLICY` could not be read: runs are refused rather than
+    /// run tools without the approvals it asks for.
+    pub policy_error: Option<String>,
+    /// `LLM_MODELS` (or the one `LLM_MODEL`); an invalid catalog refuses sends.
+    pub catalog: Result<Catalog, String>,
+    /// API keys of catalog models that name their own (`keyName`).
+    pub model_keys: BTreeMap<String, String>,
+    /// How callers are authenticated.
+    pub auth: Mode,
+    /// The key stream tokens are signed with: `STREAM_TOKEN_SECRET`, else
+    /// `AUTH_JWT_SECRET`, else (dev mode only) a fixed development key.
+    pub stream_key: Option<Vec<u8>>,
+    /// `ALLOWED_ORIGINS`: origins browsers may call from (`*` for any).
+    pub allowed_origins: Vec<String>,
+    /// Sends per actor per minute (429 with `Retry-After` beyond; 0: no limit).
+    pub runs_per_minute: i64,
+    /// Idle threads are deleted after this long (0: never).
+    pub thread_ttl_ms: i64,
+    pub streams_auth: StreamsAuth,
+    /// How long a Durable Streams long-poll waits before its 204.
+    pub streams_long_poll_ms: u64,
+}
+
+impl Settings {
+    /// Reads every variable through `var` (an unset or blank variable is `None`).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Settings {
+        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let num = |name: &str, default: i64| -> i64 {
+            var(name).and_then(|v| v.trim().parse().ok()).filter(|n: &i64| *n >= 0).unwrap_or(default)
+        };
+        let defaults = Config::default();
+        let policy = Policy::parse(var("APPROVAL_POLICY").as_deref());
+        let auth = Mode::from_config(
+            var("AUTH_MODE").as_deref(),
+            var("AUTH_JWT_SECRET").as_deref(),
+            var("AUTH_JWKS").as_deref(),
+            var("AUTH_ISSUER").as_deref(),
+            var("AUTH_AUDIENCE").as_deref(),
+        );
+        let stream_key = var("STREAM_TOKEN_SECRET")
+            .or_else(|| var("AUTH_JWT_SECRET"))
+            .map(String::into_bytes)
+            .or_else(|| matches!(auth, Mode::Dev).then(|| b"threadline-development-stream-key".to_vec()));
+        let agent_defaults = AgentConfig::default();
+        let single = var("LLM_MODEL").unwrap_or_else(|| agent_defaults.model.clone());
+        let catalog = Catalog::parse(var("LLM_MODELS").as_deref(), &single);
+        let model_keys = catalog
+            .as_ref()
+            .map(|c| c.models.iter().filter_map(|(id, m)| Some((id.clone(), var(m.key_name.as_deref()?)?))).collect())
+            .unwrap_or_default();
+        let webhook_url = var("AGENT_WEBHOOK_URL");
+        Settings {
+            thread: Config {
+                run_idle_timeout_ms: num("RUN_IDLE_TIMEOUT_MS", defaults.run_idle_timeout_ms),
+                restart_grace_ms: num("RUN_RESTART_GRACE_MS", defaults.restart_grace_ms),
+                replay_page: defaults.replay_page,
+                approval_policy: policy.clone().unwrap_or_default(),
+                max_event_bytes: num("MAX_EVENT_BYTES", defaults.max_event_bytes as i64).min(1_900_000) as usize,
+                driver: if webhook_url.is_some() { Driver::Webhook } else { Driver::Builtin },
+            },
+            policy_error: policy.err(),
+            model_keys,
+            catalog,
+            auth,
+            stream_key,
+            allowed_origins: var("ALLOWED_ORIGINS")
+                .map(|v| v.split(',').map(|o| o.trim().trim_end_matches('/').to_owned()).filter(|o| !o.is_empty()).collect())
+                .unwrap_or_default(),
+            runs_per_minute: num("RUNS_PER_MINUTE", 60),
+            thread_ttl_ms: var("THREAD_TTL_DAYS")
+                .and_then(|d| d.trim().parse::<f64>().ok())
+                .filter(|d| *d >= 0.0)
+                .map_or(90 * 86_400_000, |d| (d * 86_400_000.0) as i64),
+            streams_auth: if var("STREAMS_AUTH").is_some_and(|v| v.trim() == "none") {
+                StreamsAuth::Open
+            } else {
+                StreamsAuth::Authenticated
+            },
+            streams_long_poll_ms: num("STREAMS_LONG_POLL_MS", 20_000).max(100) as u64,
+            webhook_url,
+            public_url: var("PUBLIC_URL").map(|u| u.trim().trim_end_matches('/').to_owned()),
+            debug_routes: var("DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),
+            ping_ms: num("SSE_PING_MS", crate::sse::PING_INTERVAL_MS as i64).max(100) as u64,
+            limits: Limits {
+                max_body_bytes: num("MAX_BODY_BYTES", 256 * 1024) as usize,
+                max_message_bytes: num("MAX_MESSAGE_BYTES", 32 * 1024) as usize,
+                max_batch_bytes: num("MAX_BATCH_BYTES", 1024 * 1024) as usize,
+                max_batch_events: num("MAX_BATCH_EVENTS", 1000) as usize,
+                max_subscribers: num("MAX_SUBSCRIBERS", 1000) as usize,
+            },
+            agent: AgentConfig {
+                model: var("LLM_MODEL").unwrap_or(agent_defaults.model),
+                max_steps: num("AGENT_MAX_STEPS", agent_defaults.max_steps as i64).max(1) as u32,
+                stall_timeout_ms: num("LLM_STALL_TIMEOUT_MS", agent_defaults.stall_timeout_ms as i64).max(1) as u64,
+                system_prompt: var("AGENT_SYSTEM_PROMPT").unwrap_or(agent_defaults.system_prompt),
+                history_chars: num("AGENT_HISTORY_CHARS", agent_defaults.history_chars as i64) as usize,
+            },
+            llm: var("LLM_BASE_URL").map(|base_url| ModelEndpoint { base_url, api_key: var("LLM_API_KEY") }),
+            tools: Toolbox::parse(var("TOOLS").as_deref()).map(Rc::new),
+            heartbeat_ms: num("AGENT_HEARTBEAT_MS", 10_000).max(1_000),
+        }
+    }
+
+    /// Settings for native tests: every variable unset but `vars`.
+    pub fn from_pairs(vars: &[(&str, &str)]) -> Settings {
+        Settings::from_vars(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned()))
+    }
+
+    /// What the deployment should be told at start-up (logged once).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if matches!(self.auth, Mode::Dev) {
+            out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
+        }
+        out
+    }
+
+    /// The model endpoint and provider model name of a run that picked
+    /// catalog model `id` (the default when `None`).
+    pub fn model_for(&self, id: Option<&str>) -> (ModelEndpoint, AgentConfig) {
+        let mut cfg = self.agent.clone();
+        let mut endpoint = self.llm.clone().unwrap_or(ModelEndpoint { base_url: String::new(), api_key: None });
+        if let Ok(catalog) = &self.catalog {
+            let id = id.unwrap_or(&catalog.default);
+            if let Some(m) = catalog.models.get(id) {
+                cfg.model = m.model.clone();
+                if let Some(url) = &m.base_url {
+                    endpoint.base_url = url.clone();
+                }
+                if let Some(key) = self.model_keys.get(id) {
+                    endpoint.api_key = Some(key.clone());
+                }
+            }
+        }
+        (endpoint, cfg)
+    }
+}

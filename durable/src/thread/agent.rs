@@ -1,0 +1,178 @@
+//! What the built-in agent's loop keeps in the thread, and how a run gets
+//! (back) to its loop: the first checkpoint of a new run, the resume of a
+//! run whose confirmations are all settled, and the recovery of a run whose
+//! loop died with the previous instance of the object.
+
+use super::{Sink, Thread};
+use crate::agent::{self, BackgroundTask, Checkpoint, Job};
+use crate::confirm::ConfirmState;
+use crate::effect::{Drive, Effect};
+use crate::error::ApiError;
+use crate::event::{Event, FinishStatus, Kind};
+use crate::settings::Settings;
+use crate::store::{Driver, RunRecord, RunState, Store};
+use serde_json::{json, Value};
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Records a background task's state; an ended task leaves the list.
+    pub fn set_background(&mut self, task: BackgroundTask) {
+        self.background.retain(|t| t.task_id != task.task_id);
+        if task.status == "running" {
+            self.background.push(task);
+        }
+    }
+
+    /// Background tasks of the thread still running.
+    pub fn background_tasks(&self) -> &[BackgroundTask] {
+        &self.background
+    }
+
+    /// Publishes a background task's events: allowed while the task runs,
+    /// whether or not its run has finished.
+    pub fn publish_background(&mut self, task_id: &str, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+        if !self.background.iter().any(|t| t.task_id == task_id) {
+            return Err(ApiError::task_finished());
+        }
+        if events.iter().any(|e| e.kind == Kind::RunFinish) {
+            return Err(ApiError::invalid_event("a background task cannot finish its run"));
+        }
+        self.publish_events(events, now)
+    }
+
+    /// Adds a model's token usage to the active run's record (stored with its
+    /// `run-finish`).
+    pub fn record_usage(&mut self, run_id: &str, usage: &Value) {
+        if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
+            a.record.usage = Some(usage.to_string());
+        }
+    }
+
+    /// Stores the built-in agent's checkpoint for the active run (and the
+    /// usage it carries, on the run's record).
+    pub fn save_checkpoint(&mut self, cp: &Checkpoint) -> Result<(), ApiError> {
+        if self.active.as_ref().is_none_or(|a| a.record.run_id != cp.run_id) {
+            return Ok(());
+        }
+        let data = serde_json::to_string(cp).expect("checkpoints serialise");
+        self.store.save_checkpoint(&cp.run_id, &data).map_err(ApiError::storage)?;
+        if let Some(usage) = &cp.usage {
+            self.record_usage(&cp.run_id, usage);
+        }
+        Ok(())
+    }
+
+    /// The run's last checkpoint; an unreadable one counts as none.
+    pub fn checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, ApiError> {
+        let data = self.store.checkpoint(run_id).map_err(ApiError::storage)?;
+        Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
+    }
+
+    /// The run was found open when the thread loaded (its driver may be gone).
+    pub fn found_on_load(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.found_on_load.is_some())
+    }
+
+    /// Whether the active run has tool calls in flight (not safe to resume).
+    pub fn active_has_open_tool_calls(&self) -> bool {
+        self.live_tree.as_ref().is_some_and(|(_, t)| !t.open_tool_calls().is_empty())
+    }
+
+    /// Whether the built-in agent can run: a model is configured and `TOOLS`
+    /// parses. Refusals are 503s with their own codes.
+    pub fn builtin_ready(settings: &Settings) -> Result<std::rc::Rc<agent::tools::Toolbox>, ApiError> {
+        if settings.llm.is_none() {
+            return Err(ApiError::agent_not_configured());
+        }
+        settings.tools.clone().map_err(ApiError::invalid_tools)
+    }
+
+    /// The loop's effect for `run` from `checkpoint`.
+    fn drive(&self, run: &RunRecord, checkpoint: Checkpoint, tools: std::rc::Rc<agent::tools::Toolbox>, settings: &Settings) -> Effect {
+        let (endpoint, config) = settings.model_for(run.model.as_deref());
+        let job = Job {
+            thread_id: self.thread_id.clone(),
+            run_id: run.run_id.clone(),
+            root_agent: run.agent_id.clone(),
+            checkpoint,
+            usage: None,
+        };
+        Effect::Drive(Drive { job, endpoint, config, tools })
+    }
+
+    /// Starts the built-in agent on a new run: conversation memory, the first
+    /// checkpoint, the thread's title on its first message, then the loop.
+    pub(super) fn start_builtin(&mut self, run: &RunRecord, settings: &Settings, now: i64) -> Result<Effect, ApiError> {
+        let tools = Self::builtin_ready(settings)?;
+        let cfg = &settings.agent;
+        let history = self.history(cfg.history_chars, &run.run_id)?;
+        let first = self.store.runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
+        let checkpoint = Checkpoint {
+            run_id: run.run_id.clone(),
+            thread_id: self.thread_id.clone(),
+            step: 0,
+            messages: agent::initial_messages(cfg, history, &run.message),
+            tasks: Vec::new(),
+            usage: None,
+            suspended: None,
+        };
+        self.save_checkpoint(&checkpoint)?;
+        if first {
+            let title = json!({ "title": agent::title_from(&run.message) });
+            let ev = Event::new(Kind::ThreadTitleUpdated, &run.run_id, &run.agent_id, now, title);
+            self.publish_run(&run.run_id, vec![ev], now)?;
+        }
+        Ok(self.drive(run, checkpoint, tools, settings))
+    }
+
+    /// A suspended built-in run whose confirmations are all settled resumes:
+    /// the decisions are filled into its checkpoint's suspended step.
+    pub(super) fn resume_if_ready(&self, run_id: &str, settings: &Settings) -> Result<Option<Effect>, ApiError> {
+        let Some(run) = self.active_run().filter(|r| r.run_id == run_id).cloned() else { return Ok(None) };
+        let Some(mut cp) = self.checkpoint(run_id)? else { return Ok(None) };
+        let Some(calls) = cp.suspended.as_mut() else { return Ok(None) };
+        for call in calls.iter_mut() {
+            if let Some(rid) = &call.request_id {
+                let Some(c) = self.confirmation(rid)? else { return Ok(None) };
+                if c.state == ConfirmState::Pending {
+                    return Ok(None);
+                }
+                call.state = Some(c.state.as_str().to_owned());
+                call.decision = c.decision;
+            }
+        }
+        let tools = Self::builtin_ready(settings)?;
+        Ok(Some(self.drive(&run, cp, tools, settings)))
+    }
+
+    /// After a restart: a built-in run found open lost its loop with the old
+    /// instance. It resumes from its last checkpoint when no tool call was in
+    /// flight (re-running a step whose tools had started could repeat their
+    /// side effects); otherwise it ends `interrupted`. A suspended run waits
+    /// in storage for its decisions: nothing to recover.
+    pub fn recovery(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+        let Some(run) = self.active_run().cloned() else { return Ok(Vec::new()) };
+        if run.driver != Driver::Builtin || run.state != RunState::Running || !self.found_on_load() || self.is_suspended() {
+            return Ok(Vec::new());
+        }
+        let checkpoint = self.checkpoint(&run.run_id)?;
+        match checkpoint {
+            Some(cp) if !self.active_has_open_tool_calls() => match Self::builtin_ready(settings) {
+                Ok(tools) => {
+                    if let Some(a) = self.active.as_mut() {
+                        a.found_on_load = None;
+                        a.last_activity = now;
+                    }
+                    Ok(vec![self.drive(&run, cp, tools, settings)])
+                }
+                Err(e) => {
+                    self.end_run(&run.run_id, FinishStatus::Error, &e.message, now)?;
+                    Ok(Vec::new())
+                }
+            },
+            _ => {
+                self.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
+                Ok(Vec::new())
+            }
+        }
+    }
+}

@@ -1,0 +1,711 @@
+//! One conversation thread: what its Durable Object holds and decides.
+//!
+//! [`Thread`] owns the sequence counter, the run lock, the open text segments
+//! and the subscribers, over a synchronous [`Store`]. Every event, whoever
+//! produced it (the server, an external agent, the built-in agent), enters
+//! through [`Thread::publish_events`], the one publish path, which persists,
+//! then fans out.
+//!
+//! This file is the state machine: the struct, the run lock, the publish
+//! path, what starts next when a run ends, and the deadlines. They stay
+//! together because they call each other (a run's finish starts the next
+//! queued message in the same block; a batch stores its confirmations). The
+//! other files of the folder add methods to [`Thread`] by topic and import
+//! only from here:
+//!
+//! - `subscribe`: subscriptions, replay pages and fan-out;
+//! - `confirmations`: requests waiting for a person, their decisions and lapses;
+//! - `queue`: the message queue's operations, interrupt and regenerate;
+//! - `agent`: what the built-in agent's loop stores and how it resumes;
+//! - `views`: status, messages, history and the debug figures;
+//! - `streams`: the log and a run read as Durable Streams (read plans and
+//!   SSE turns, as the standalone stream object has them);
+//! - `service`: every route's request, parsed, admitted and answered, with
+//!   the [`Effect`](crate::effect::Effect)s the shell must carry out.
+//!
+//! Callers never hold the thread across an `.await`: every method here is
+//! synchronous, so each is one block no other request can interleave with.
+
+mod agent;
+mod confirmations;
+mod queue;
+pub mod service;
+pub mod streams;
+mod subscribe;
+mod views;
+
+use crate::agent::BackgroundTask;
+use crate::auth::{constant_time_eq, hash_token};
+use crate::coalesce::Coalescer;
+use crate::confirm;
+use crate::error::ApiError;
+use crate::event::{self, Class, Event, FinishStatus, Kind};
+use crate::ids;
+use crate::queue::{Queue, QueueItem};
+use crate::reducer::{self, TreeBuilder};
+use crate::runstream::FrameMapper;
+use crate::sse::Frame;
+use crate::store::{Driver, Record, RunRecord, RunState, Store};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::rc::Rc;
+
+pub use subscribe::Subscription;
+
+/// Where a subscriber's bytes go. The Worker's sink is a channel into an SSE
+/// response body; tests use a vector.
+pub trait Sink {
+    /// Queues `chunk`; `false` when the subscriber has gone away.
+    fn send(&mut self, chunk: Bytes) -> bool;
+    /// `true` once the receiving side is gone.
+    fn is_closed(&self) -> bool;
+}
+
+/// A sink that keeps nothing: for benchmarks and fuzzing.
+pub struct Discard;
+
+impl Sink for Discard {
+    fn send(&mut self, _: Bytes) -> bool {
+        true
+    }
+
+    fn is_closed(&self) -> bool {
+        false
+    }
+}
+
+/// Tunables of a thread.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// A run with no published event for this long ends with `timeout`.
+    pub run_idle_timeout_ms: i64,
+    /// After the object restarts, a run still open that publishes nothing for
+    /// this long is swept as `crash_interrupted`.
+    pub restart_grace_ms: i64,
+    /// Most records read per replay page.
+    pub replay_page: usize,
+    /// `APPROVAL_POLICY`: TTL and approver role per tool.
+    pub approval_policy: confirm::Policy,
+    /// Who drives the runs this thread starts from its queue.
+    pub driver: Driver,
+    /// Largest serialised payload of one published event (413 beyond); under
+    /// SQLite's 2 MB row limit.
+    pub max_event_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            run_idle_timeout_ms: 10 * 60_000,
+            restart_grace_ms: 30_000,
+            replay_page: 512,
+            approval_policy: confirm::Policy::default(),
+            driver: Driver::Webhook,
+            max_event_bytes: 1_000_000,
+        }
+    }
+}
+
+/// The root agent id of every run a thread starts.
+pub const ROOT_AGENT: &str = "orchestrator";
+
+/// What the caller supplies to start a run (ids come from its random source).
+#[derive(Clone, Debug)]
+pub struct StartRun {
+    pub run_id: String,
+    pub message_id: String,
+    pub message: String,
+    /// The run's publish token; only its hash is stored.
+    pub publish_token: String,
+    pub driver: Driver,
+    /// The model catalog id picked for this run, if any.
+    pub model: Option<String>,
+}
+
+#[derive(Debug)]
+struct Active {
+    record: RunRecord,
+    /// Last time an event was published into the run (ms).
+    last_activity: i64,
+    /// Set when the run was found open on load: the time it was found.
+    found_on_load: Option<i64>,
+    /// Confirmations of this run awaiting a person: while any is pending the
+    /// run is suspended, and neither the idle timeout nor the restart sweep
+    /// applies (the wait may last hours and costs nothing).
+    pending: usize,
+}
+
+pub struct Thread<S: Store, K: Sink> {
+    store: S,
+    thread_id: String,
+    config: Config,
+    last_seq: u64,
+    active: Option<Active>,
+    coalescer: Coalescer,
+    /// The active run folded so far: what decides where segments end.
+    live_tree: Option<(String, TreeBuilder)>,
+    subscribers: Vec<(u64, K)>,
+    /// Run-stream subscribers: frames of one run, in agora's envelope.
+    run_subscribers: Vec<RunSubscriber<K>>,
+    next_subscriber: u64,
+    /// Background sub-agents still running (they outlive their run's finish).
+    background: Vec<BackgroundTask>,
+    queue: Queue,
+    /// A message that interrupted the active run: it starts next, first.
+    interrupting: Option<QueueItem>,
+    /// Runs the thread started on its own (from its queue), for the service
+    /// to launch: signal the webhook or start the built-in agent.
+    started: Vec<Started>,
+    /// Random ids and tokens (the platform's CSPRNG in the Worker).
+    ids: Rc<dyn Fn(&str) -> String>,
+    /// When the log last grew (ms): a thread idle past its TTL is deleted.
+    last_write_at: i64,
+    /// The origin of the last request (publish URLs without `PUBLIC_URL`).
+    origin: String,
+}
+
+struct RunSubscriber<K> {
+    id: u64,
+    run_id: String,
+    mapper: FrameMapper,
+    sink: K,
+}
+
+/// A run the thread started, with its publish token, waiting to be launched.
+#[derive(Clone, Debug)]
+pub struct Started {
+    pub run: RunRecord,
+    pub publish_token: String,
+}
+
+/// An event placed in log order, durable (stored, sent with its seq) or live
+/// only (sent without an id).
+enum Staged {
+    Durable(Event),
+    Live(Event),
+}
+
+impl Staged {
+    fn event(&self) -> &Event {
+        match self {
+            Staged::Durable(e) | Staged::Live(e) => e,
+        }
+    }
+}
+
+const QUEUE_KEY: &str = "queue";
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Opens a thread over `store`. A run found still open is remembered as
+    /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
+    pub fn load(store: S, config: Config, now: i64) -> Result<Self, ApiError> {
+        let last_seq = store.last_seq().map_err(ApiError::storage)?;
+        let pending = store.pending_confirmations().map_err(ApiError::storage)?;
+        let active = store.running().map_err(ApiError::storage)?.map(|record| Active {
+            pending: pending.iter().filter(|c| c.run_id == record.run_id).count(),
+            record,
+            last_activity: now,
+            found_on_load: Some(now),
+        });
+        let mut thread = Thread {
+            store,
+            thread_id: String::new(),
+            config,
+            last_seq,
+            active,
+            coalescer: Coalescer::default(),
+            live_tree: None,
+            subscribers: Vec::new(),
+            run_subscribers: Vec::new(),
+            next_subscriber: 1,
+            background: Vec::new(),
+            queue: Queue::default(),
+            interrupting: None,
+            started: Vec::new(),
+            ids: ids::counter(),
+            last_write_at: now,
+            origin: String::new(),
+        };
+        if let Some(last) = thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first() {
+            if let Ok(ev) = serde_json::from_str::<Event>(&last.data) {
+                thread.last_write_at = ev.ts;
+            }
+        }
+        if let Some(q) = thread.store.meta(QUEUE_KEY).map_err(ApiError::storage)? {
+            thread.queue = serde_json::from_str(&q).unwrap_or_default();
+        }
+        thread.refold_live_tree()?;
+        Ok(thread)
+    }
+
+    /// Folds the active run's stored events: on load, and after a failed
+    /// commit left the in-memory fold ahead of the log.
+    fn refold_live_tree(&mut self) -> Result<(), ApiError> {
+        self.live_tree = match &self.active {
+            Some(a) => {
+                let run_id = a.record.run_id.clone();
+                let events = self.run_events(&run_id)?;
+                Some((run_id, reducer::fold(&events)))
+            }
+            None => None,
+        };
+        Ok(())
+    }
+
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The store, for fault injection in tests and for moving it out.
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    pub fn active_run(&self) -> Option<&RunRecord> {
+        self.active.as_ref().map(|a| &a.record)
+    }
+
+    /// The thread's id, as the Worker routed it (request ids embed it).
+    pub fn set_thread_id(&mut self, thread_id: &str) {
+        if self.thread_id != thread_id {
+            self.thread_id = thread_id.to_owned();
+        }
+    }
+
+    pub fn thread_id(&self) -> &str {
+        &self.thread_id
+    }
+
+    /// Replaces the id source (the Worker's is its CSPRNG).
+    pub fn set_id_source(&mut self, ids: Rc<dyn Fn(&str) -> String>) {
+        self.ids = ids;
+    }
+
+    /// Whether the active run waits for a person.
+    pub fn is_suspended(&self) -> bool {
+        self.active.as_ref().is_some_and(|a| a.pending > 0)
+    }
+
+    /// Starts a run: the compare-and-set of the thread's run lock. Refused
+    /// with 409 `run_active` while another run holds it.
+    pub fn start_run(&mut self, start: StartRun, now: i64) -> Result<RunRecord, ApiError> {
+        if let Some(a) = &self.active {
+            return Err(ApiError::run_active(&a.record.run_id, "a run is already active on this thread"));
+        }
+        let record = RunRecord {
+            run_id: start.run_id.clone(),
+            message_id: start.message_id.clone(),
+            message: start.message,
+            agent_id: ROOT_AGENT.to_owned(),
+            state: RunState::Running,
+            reason: None,
+            token_hash: hash_token(&start.publish_token),
+            created_at: now,
+            finished_at: None,
+            driver: start.driver,
+            usage: None,
+            model: start.model,
+            replaced: false,
+        };
+        let run_start = Event::new(
+            Kind::RunStart,
+            &start.run_id,
+            ROOT_AGENT,
+            now,
+            json!({ "messageId": start.message_id, "message": record.message }),
+        );
+        self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
+        self.commit(vec![run_start], Some(record.clone()))?;
+        self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None, pending: 0 });
+        Ok(record)
+    }
+
+    /// Checks a bearer publish token against `run_id`: 401 when absent, 403
+    /// when it is not that run's token, 404 for a run the thread never had.
+    pub fn authorize_publish(&self, run_id: &str, token: Option<&str>) -> Result<(), ApiError> {
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Err(ApiError::unauthorized("a bearer publish token is required"));
+        };
+        let run = match &self.active {
+            Some(a) if a.record.run_id == run_id => a.record.clone(),
+            _ => self.store.run(run_id).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?,
+        };
+        if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
+            return Err(ApiError::forbidden("this token does not publish to this run"));
+        }
+        Ok(())
+    }
+
+    /// Validates and appends a publisher's batch, in order, to `run_id`.
+    ///
+    /// All or nothing: the first invalid event refuses the batch with 400 and
+    /// its `index`, and nothing of it is stored. A finished run refuses with
+    /// 409 `run_finished`, so a cancelled agent's late events never land.
+    /// `run-start` is the server's; `run-finish` may only end a batch.
+    pub fn publish(&mut self, run_id: &str, batch: Vec<Value>, now: i64) -> Result<u64, ApiError> {
+        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+            return Err(ApiError::run_finished(run_id));
+        }
+        let n = batch.len();
+        let mut events = Vec::with_capacity(n);
+        for (index, value) in batch.into_iter().enumerate() {
+            let ev = event::parse_published(value, run_id, now).map_err(|e| ApiError::invalid_event_at(index, e))?;
+            if ev.kind == Kind::RunStart {
+                return Err(ApiError::invalid_event_at(index, "`run-start` is emitted by the server"));
+            }
+            if ev.kind.class() == Class::Coalesced {
+                return Err(ApiError::invalid_event_at(
+                    index,
+                    format!("`{}` is made by the server from deltas; publish `text-delta` / `reasoning-delta`", ev.kind.as_str()),
+                ));
+            }
+            let size = ev.payload.to_string().len();
+            if size > self.config.max_event_bytes {
+                return Err(ApiError::event_too_large(index, size, self.config.max_event_bytes));
+            }
+            if ev.kind == Kind::RunFinish && index + 1 != n {
+                return Err(ApiError::invalid_event_at(index, "`run-finish` must be the last event of a batch"));
+            }
+            events.push(ev);
+        }
+        // An external agent's confirmation requests get thread-scoped ids (the
+        // decision route finds the thread from the id); the agent's own id
+        // comes back in its webhook callback.
+        let mut confirmations = Vec::new();
+        for (index, ev) in events.iter_mut().enumerate() {
+            if ev.kind != Kind::ConfirmationRequest {
+                continue;
+            }
+            let theirs = ev.str_field("requestId").unwrap_or_default().to_owned();
+            let local = ids::id(&theirs)
+                .map_err(|_| ApiError::invalid_event_at(index, "`requestId` must be 1 to 128 of A-Z a-z 0-9 _ -"))?;
+            let (rewritten, record) =
+                self.confirmation_event(run_id, &ev.agent_id, ev.payload.clone(), &local, Some(theirs), now)?;
+            ev.payload = rewritten.payload;
+            confirmations.push(record);
+        }
+        self.publish_run(run_id, events, now)?;
+        self.store_confirmations(confirmations)?;
+        Ok(self.last_seq)
+    }
+
+    /// Publishes into the active run `run_id` (409 `run_finished` otherwise)
+    /// and marks it alive: its idle deadline moves, and a run found open on
+    /// load that publishes is not swept.
+    pub fn publish_run(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+            return Err(ApiError::run_finished(run_id));
+        }
+        self.publish_events(events, now)?;
+        if let Some(active) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
+            active.last_activity = now;
+            active.found_on_load = None;
+        }
+        Ok(())
+    }
+
+    /// The one publish path. Coalesces deltas, assigns seqs, persists the
+    /// durable facts (with the run's record when it finishes) in one commit,
+    /// and only then sends every frame to every subscriber as one chunk each.
+    pub fn publish_events(&mut self, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+        let finished = events.iter().rev().find(|e| e.kind == Kind::RunFinish).cloned();
+        let run_update = match (&finished, &self.active) {
+            (Some(f), Some(a)) if a.record.run_id == f.run_id => {
+                let status: FinishStatus = serde_json::from_value(f.payload["status"].clone())
+                    .map_err(|e| ApiError::invalid_event(e.to_string()))?;
+                let mut rec = a.record.clone();
+                rec.state = status.into();
+                rec.reason = f.str_field("reason").map(str::to_owned);
+                rec.finished_at = Some(now);
+                Some(rec)
+            }
+            _ => None,
+        };
+        self.commit(events, run_update.clone())?;
+        if run_update.is_some() {
+            self.active = None;
+            self.live_tree = None;
+            // In the same block as the run-finish: the next queued message
+            // takes the lock before any other request can, exactly once.
+            self.start_next(now)?;
+        }
+        Ok(())
+    }
+
+    fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), ApiError> {
+        let staged = self.stage(events);
+        self.persist_then_send(staged, run)
+    }
+
+    /// Puts events in log order, with the blocks of text segments where a
+    /// reader's timeline needs them.
+    ///
+    /// The active run is folded as it goes (`live_tree`), so the thread knows
+    /// what a client's reducer does: a delta joins its segment or starts one
+    /// (closing the agent's others); a durable fact first flushes its agent's
+    /// segments, and ends every segment whose agent's timeline it extends.
+    fn stage(&mut self, events: Vec<Event>) -> Vec<Staged> {
+        let mut staged = Vec::with_capacity(events.len() + 2);
+        for mut ev in events {
+            let live = self.live_tree.as_mut().filter(|(run, _)| *run == ev.run_id).map(|(_, t)| t);
+            match ev.kind.class() {
+                Class::Ephemeral => {
+                    // Distinct from every other segment of this agent: no two of
+                    // its segments open before the same durable seq.
+                    let fresh = format!("seg-{}", self.last_seq + staged.len() as u64 + 1);
+                    let closed = self.coalescer.push_delta(&mut ev, || fresh);
+                    staged.extend(closed.into_iter().map(Staged::Durable));
+                    if let Some(tree) = live {
+                        tree.apply(&ev);
+                    }
+                    staged.push(Staged::Live(ev));
+                }
+                Class::Coalesced | Class::Structural if ev.kind == Kind::RunFinish => {
+                    staged.extend(self.coalescer.close_run(&ev.run_id).into_iter().map(Staged::Durable));
+                    staged.push(Staged::Durable(ev));
+                }
+                Class::Coalesced | Class::Structural => {
+                    let mut blocks = self.coalescer.flush_agent(&ev.run_id, &ev.agent_id);
+                    if let Some(tree) = live {
+                        let agents = self.coalescer.open_agents(&ev.run_id);
+                        let before: Vec<_> = agents.iter().map(|a| tree.timeline_len(a)).collect();
+                        tree.apply(&ev);
+                        for (agent, len) in agents.iter().zip(before) {
+                            if tree.timeline_len(agent) != len {
+                                blocks.extend(self.coalescer.close_agent(&ev.run_id, agent));
+                            }
+                        }
+                    }
+                    staged.extend(blocks.into_iter().map(Staged::Durable));
+                    staged.push(Staged::Durable(ev));
+                }
+            }
+        }
+        staged
+    }
+
+    /// Assigns seqs, stores the durable facts (and `run`) in one commit, and
+    /// only then sends every frame to every subscriber, one chunk each.
+    ///
+    /// Invariant: a fact is sent only once stored (never in neither store),
+    /// and seqs stay contiguous: on a failed commit `last_seq` does not move.
+    fn persist_then_send(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), ApiError> {
+        let mut records = Vec::new();
+        let mut wire = Vec::new();
+        let mut seq = self.last_seq;
+        for s in &staged {
+            match s {
+                Staged::Durable(ev) => {
+                    seq += 1;
+                    let data = ev.to_json();
+                    Frame::data(&data).id(seq).encode(&mut wire);
+                    records.push(Record { seq, run_id: ev.run_id.clone(), kind: ev.kind, data });
+                }
+                Staged::Live(ev) => Frame::data(&ev.to_json()).encode(&mut wire),
+            }
+        }
+        let runs: Vec<RunRecord> = run.into_iter().collect();
+        if !records.is_empty() || !runs.is_empty() {
+            if let Err(e) = self.store.commit(&records, &runs) {
+                // Nothing was stored and nothing is sent. The deltas folded
+                // into open segments are dropped with them: they were never
+                // durable, and a segment must not hold text no one was sent.
+                self.coalescer = Coalescer::default();
+                self.refold_live_tree()?;
+                return Err(ApiError::storage(e));
+            }
+        }
+        self.last_seq = seq;
+        self.last_write_at = staged.iter().map(|s| s.event().ts).fold(self.last_write_at, i64::max);
+        self.fan_out(Bytes::from(wire));
+        if !self.run_subscribers.is_empty() {
+            self.fan_out_runs(&staged);
+        }
+        Ok(())
+    }
+
+    /// Cancels the active run, if any: `run-finish {cancelled, user_cancelled}`.
+    /// Idempotent: returns the cancelled run id, or `None` when nothing ran.
+    pub fn cancel(&mut self, now: i64) -> Result<Option<String>, ApiError> {
+        let Some(run_id) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+            return Ok(None);
+        };
+        self.end_run(&run_id, FinishStatus::Cancelled, "user_cancelled", now)?;
+        Ok(Some(run_id))
+    }
+
+    /// Ends `run_id` if it is the active run (`false` when it is not). An
+    /// interrupted run's open tool calls settle as `tool-interrupted` first.
+    pub fn end_run(&mut self, run_id: &str, status: FinishStatus, reason: &str, now: i64) -> Result<bool, ApiError> {
+        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+            return Ok(false);
+        }
+        // No dangling tool calls: what was in flight settles first, as
+        // cancelled or as interrupted. (The live fold holds the whole run: it
+        // is refolded from the log when the thread loads.)
+        let settle = match status {
+            FinishStatus::Cancelled => Some((Kind::ToolError, "cancelled: the run was stopped before this tool call finished")),
+            FinishStatus::Interrupted => Some((Kind::ToolInterrupted, "the run was interrupted before this tool call finished")),
+            _ => None,
+        };
+        let mut events = Vec::new();
+        if let Some((kind, error)) = settle {
+            let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
+            for (agent, call) in open {
+                events.push(Event::new(kind, run_id, &agent, now, json!({ "toolCallId": call, "error": error })));
+            }
+        }
+        events.push(Event::new(
+            Kind::RunFinish,
+            run_id,
+            ROOT_AGENT,
+            now,
+            json!({ "status": status.as_str(), "reason": reason }),
+        ));
+        // Its pending confirmations are settled: no decision applies any more.
+        self.cancel_confirmations(run_id)?;
+        self.publish_events(events, now)?;
+        Ok(true)
+    }
+
+    /// The events of one run, parsed back from the log.
+    pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, ApiError> {
+        let records = self.store.run_records(run_id).map_err(ApiError::storage)?;
+        Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
+    }
+
+    /// Stores open segments that have been quiet for the idle-flush time.
+    pub fn flush_idle(&mut self, now: i64) -> Result<(), ApiError> {
+        let blocks = self.coalescer.flush_idle(now);
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        // The segments stay open: their blocks go straight to the log.
+        self.persist_then_send(blocks.into_iter().map(Staged::Durable).collect(), None)
+    }
+
+    /// Ends the active run if one of its deadlines has passed; returns the
+    /// ended run and its reason, for the caller to tell the agent.
+    ///
+    /// The restart sweep fires only on a run that was found open when the
+    /// thread was loaded and has published nothing since, for
+    /// `restart_grace_ms`: a healthy run publishes, which clears the mark.
+    /// Its open tool calls get `tool-interrupted`, then `run-finish
+    /// {interrupted, crash_interrupted}`. A run silent for
+    /// `run_idle_timeout_ms` ends with `run-finish {error, timeout}`.
+    pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, ApiError> {
+        let Some(a) = self.active.as_ref().filter(|a| a.pending == 0) else { return Ok(None) };
+        let run_id = a.record.run_id.clone();
+        let (status, reason) = if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {
+            (FinishStatus::Interrupted, "crash_interrupted")
+        } else if now - a.last_activity >= self.config.run_idle_timeout_ms {
+            (FinishStatus::Error, "timeout")
+        } else {
+            return Ok(None);
+        };
+        self.end_run(&run_id, status, reason, now)?;
+        Ok(Some((run_id, reason)))
+    }
+
+    /// When the thread falls idle past `ttl_ms` and may be deleted: never
+    /// while a run holds it or a person's decision is awaited.
+    pub fn expiry(&self, ttl_ms: i64) -> Option<i64> {
+        (ttl_ms > 0 && self.active.is_none() && self.last_seq > 0).then_some(self.last_write_at + ttl_ms)
+    }
+
+    /// When the next idle flush is due, if any text is unstored.
+    pub fn flush_deadline(&self) -> Option<i64> {
+        self.coalescer.next_idle_deadline()
+    }
+
+    /// When [`Thread::check_run_deadlines`] next has something to decide.
+    pub fn run_deadline(&self) -> Option<i64> {
+        self.active.as_ref().filter(|a| a.pending == 0).map(|a| {
+            let idle = a.last_activity + self.config.run_idle_timeout_ms;
+            match a.found_on_load {
+                Some(t) => idle.min(t + self.config.restart_grace_ms),
+                None => idle,
+            }
+        })
+    }
+
+    /// When the storage alarm should next fire: the active run's idle or
+    /// restart deadline, a heartbeat every `heartbeat_ms` while the built-in
+    /// agent runs (an outbound fetch alone does not keep the object
+    /// resident; a suspended run needs none, it waits in storage), the next
+    /// confirmation to lapse, and the thread's TTL.
+    pub fn next_alarm(&self, now: i64, heartbeat_ms: i64, ttl_ms: i64) -> Option<i64> {
+        let running_builtin = self.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.is_suspended();
+        let run = self.run_deadline().map(|d| if running_builtin { d.min(now + heartbeat_ms) } else { d });
+        let expiry = self.next_expiry().ok().flatten();
+        [run, expiry, self.expiry(ttl_ms)].into_iter().flatten().min()
+    }
+
+    /// A new queued message (its id is also its run's, known up front).
+    fn new_item(&self, message: String, model: Option<String>, now: i64) -> QueueItem {
+        let id = ids::scoped(&self.thread_id, &(self.ids)("msg"));
+        QueueItem { message_id: id.clone(), run_id: id, message, queued_at: now, model }
+    }
+
+    /// Takes the run lock for `item`; the run waits in `started` for the
+    /// service to launch it.
+    fn start_item(&mut self, item: QueueItem, now: i64) -> Result<RunRecord, ApiError> {
+        let token = (self.ids)("tlp");
+        let run = self.start_run(
+            StartRun {
+                run_id: item.run_id,
+                message_id: item.message_id,
+                message: item.message,
+                publish_token: token.clone(),
+                driver: self.config.driver,
+                model: item.model,
+            },
+            now,
+        )?;
+        self.started.push(Started { run: run.clone(), publish_token: token });
+        Ok(run)
+    }
+
+    /// Starts the next message when no run holds the thread: an interrupting
+    /// one first, else the queue's head (unless paused).
+    fn start_next(&mut self, now: i64) -> Result<(), ApiError> {
+        if self.active.is_some() {
+            return Ok(());
+        }
+        let next = match self.interrupting.take() {
+            Some(item) => Some(item),
+            None => {
+                let mut queue = self.queue.clone();
+                let head = queue.pop_next();
+                if head.is_some() {
+                    self.save_queue(queue, now)?;
+                }
+                head
+            }
+        };
+        if let Some(item) = next {
+            self.start_item(item, now)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `queue` as the thread's queue and announces it (a durable
+    /// `queue-updated` with the whole queue, so every tab sees the same
+    /// snapshot). The queue in memory changes only once storage took it.
+    fn save_queue(&mut self, queue: Queue, now: i64) -> Result<(), ApiError> {
+        let doc = serde_json::to_string(&queue).expect("the queue serialises");
+        self.store.set_meta(QUEUE_KEY, Some(&doc)).map_err(ApiError::storage)?;
+        self.queue = queue;
+        let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
+        let ev = Event::new(Kind::QueueUpdated, &run_id, ROOT_AGENT, now, serde_json::to_value(&self.queue).expect("serialises"));
+        self.commit(vec![ev], None)
+    }
+}

@@ -1,0 +1,91 @@
+//! The message queue's operations (`docs/protocols/001-agora.md`, "Message
+//! queue"): queue, interrupt, edit, move, remove, pause, resume, and
+//! regenerate. Each stores the new queue and announces it before the queue
+//! in memory changes (`Thread::save_queue`).
+
+use super::{Sink, Thread};
+use crate::error::ApiError;
+use crate::event::FinishStatus;
+use crate::queue::{Queue, QueueItem};
+use crate::store::{RunRecord, Store};
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    pub fn queue(&self) -> &Queue {
+        &self.queue
+    }
+
+    /// `mode: "queue"`: starts the message at once when the thread is free
+    /// (and nothing waits before it), else queues it. Returns the item, its
+    /// position, and the run when it started.
+    pub fn enqueue(&mut self, message: String, model: Option<String>, now: i64) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
+        let item = self.new_item(message, model, now);
+        if self.active.is_none() && self.queue.items.is_empty() {
+            let run = self.start_item(item.clone(), now)?;
+            return Ok((item, 0, Some(run)));
+        }
+        let mut queue = self.queue.clone();
+        let position = queue.push(item.clone())?;
+        self.save_queue(queue, now)?;
+        // A paused queue on an idle thread keeps it; otherwise it may start.
+        self.start_next(now)?;
+        Ok((item, position, None))
+    }
+
+    /// `mode: "interrupt"`: cancels the active run and runs this message next.
+    /// Returns the item and the run it interrupted.
+    pub fn interrupt(&mut self, message: String, model: Option<String>, now: i64) -> Result<(QueueItem, Option<String>), ApiError> {
+        let item = self.new_item(message, model, now);
+        let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+            self.start_item(item.clone(), now)?;
+            return Ok((item, None));
+        };
+        self.interrupting = Some(item.clone());
+        if let Err(e) = self.end_run(&active, FinishStatus::Cancelled, "interrupted", now) {
+            self.interrupting = None;
+            return Err(e);
+        }
+        Ok((item, Some(active)))
+    }
+
+    /// Queue routes: edit, move, remove, pause, resume. Each stores and
+    /// announces the new queue.
+    pub fn queue_edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
+        let mut queue = self.queue.clone();
+        queue.edit(message_id, message)?;
+        self.save_queue(queue, now)
+    }
+
+    pub fn queue_move(&mut self, message_id: &str, position: usize, now: i64) -> Result<(), ApiError> {
+        let mut queue = self.queue.clone();
+        queue.move_to(message_id, position)?;
+        self.save_queue(queue, now)
+    }
+
+    pub fn queue_remove(&mut self, message_id: &str, now: i64) -> Result<(), ApiError> {
+        let mut queue = self.queue.clone();
+        queue.remove(message_id)?;
+        self.save_queue(queue, now)
+    }
+
+    pub fn queue_pause(&mut self, paused: bool, now: i64) -> Result<(), ApiError> {
+        let queue = Queue { paused, ..self.queue.clone() };
+        self.save_queue(queue, now)?;
+        self.start_next(now)
+    }
+
+    /// `regenerate: true`: answers the thread's last user message again under
+    /// a new run; the answer it replaces no longer feeds the model.
+    pub fn regenerate(&mut self, model: Option<String>, now: i64) -> Result<RunRecord, ApiError> {
+        if let Some(a) = &self.active {
+            return Err(ApiError::run_active(&a.record.run_id, "a run is active; regenerate after it settles"));
+        }
+        let (runs, _) = self.store.runs_page(0, 1).map_err(ApiError::storage)?;
+        let Some(mut last) = runs.into_iter().next() else {
+            return Err(ApiError::thread_required("regenerate needs a thread with a message"));
+        };
+        last.replaced = true;
+        self.store.commit(&[], std::slice::from_ref(&last)).map_err(ApiError::storage)?;
+        let item = self.new_item(last.message, model, now);
+        self.start_item(item, now)
+    }
+}

@@ -1,0 +1,466 @@
+//! Every route of a thread, decided here: the request's body and query are
+//! parsed (`request`), the caller admitted (`access`), the thread changed,
+//! and the answer built, with the [`Effect`]s the shell must carry out. The
+//! object shell only moves bytes in and out and runs the effects; it could
+//! be re-implemented on another runtime without re-deciding anything.
+
+use super::{Sink, StartRun, Started, Thread};
+use crate::access::{self, Caller, Facts, Grant};
+use crate::agent;
+use crate::auth;
+use crate::confirm::Confirmation;
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::event::{Event, FinishStatus, Kind};
+use crate::ids;
+use crate::reply::Reply;
+use crate::request::{self, BatchShape, Mode, Send, ToolDecision};
+use crate::route::Route;
+use crate::settings::Settings;
+use crate::store::{Driver, RunRecord, Store};
+use serde_json::{json, Value};
+
+/// Where a thread keeps the actor who created it.
+pub const OWNER_KEY: &str = "owner";
+/// Where a thread keeps its pinned model (`PATCH /agent/threads/:id`).
+pub const PIN_KEY: &str = "pinned_model";
+
+/// One request as the shell received it.
+pub struct Incoming<'a> {
+    pub route: &'a Route,
+    pub caller: &'a Caller,
+    /// The query string's pairs.
+    pub query: &'a [(String, String)],
+    /// A request header, by lower-case name.
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+    pub body: &'a [u8],
+    /// The origin the request came in at (`https://host`).
+    pub origin: &'a str,
+    /// A fresh random number (a log's generation, cursor jitter).
+    pub random: u64,
+}
+
+/// What to answer.
+#[derive(Debug)]
+pub enum Answer {
+    Reply(Reply),
+    /// The thread's events after `after`: replay, then live
+    /// (`Thread::subscribe` and `Thread::replay_page`).
+    Events { after: u64 },
+    /// A run's frames numbered above `after`, in agora's envelope
+    /// (`Thread::subscribe_run`), with these response headers.
+    RunStream { run: String, after: u64, headers: Vec<(&'static str, String)> },
+    /// A Durable Streams read that waits (`thread/streams.rs`).
+    View(super::streams::ViewPlan),
+}
+
+/// The answer, and what the shell must do.
+#[derive(Debug)]
+pub struct Outcome {
+    pub answer: Answer,
+    pub effects: Vec<Effect>,
+}
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Serves one request. Refusals are answers too: nothing here fails.
+    pub fn handle(&mut self, req: &Incoming, settings: &Settings, now: i64) -> Outcome {
+        self.set_thread_id(req.route.thread());
+        self.origin = req.origin.to_owned();
+        let mut effects = Vec::new();
+        let answer = self.serve(req, settings, now, &mut effects).unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
+        // Whatever the request did may have started a queued message.
+        effects.extend(self.launch_started(settings, now));
+        Outcome { answer, effects }
+    }
+
+    /// The actor who created the thread.
+    pub fn owner(&self) -> Result<Option<String>, ApiError> {
+        self.store.meta(OWNER_KEY).map_err(ApiError::storage)
+    }
+
+    fn admit(&self, route: &Route, caller: &Caller, request: Option<access::Request>) -> Result<Grant, ApiError> {
+        let owner = self.owner()?;
+        access::decide(route, caller, &Facts { owner: owner.as_deref(), request })
+    }
+
+    fn serve(&mut self, req: &Incoming, settings: &Settings, now: i64, effects: &mut Vec<Effect>) -> Result<Answer, ApiError> {
+        let route = req.route;
+        let json_body = |limit: usize| request::json(req.body, limit);
+        let limits = &settings.limits;
+        if route.decides() {
+            return self.decision(req, settings, now, effects).map(Answer::Reply);
+        }
+        let grant = self.admit(route, req.caller, None)?;
+        let ok = |v: Value| Ok(Answer::Reply(Reply::json(200, &v)));
+        match route {
+            Route::Chat { thread } | Route::AgentChat { thread } => {
+                let body = json_body(limits.max_body_bytes)?;
+                let sent = self.send(thread, &body, grant, req.caller, settings, now, effects)?;
+                match (sent, route) {
+                    (Sent::Run { run_id, .. }, Route::AgentChat { .. }) => Ok(self.run_stream(thread, run_id, 0)),
+                    (Sent::Run { run_id, regenerated }, _) => {
+                        let mut out = json!({ "runId": run_id });
+                        if regenerated {
+                            out["regenerated"] = true.into();
+                        }
+                        ok(out)
+                    }
+                    (Sent::Queued(body), _) => Ok(Answer::Reply(Reply::json(202, &body))),
+                }
+            }
+            Route::AgentStream { thread, run } => {
+                let after = request::run_stream_cursor(
+                    (req.header)("last-event-id").as_deref(),
+                    request::query_first(req.query, "after").as_deref(),
+                )?;
+                Ok(self.run_stream(thread, run.clone(), after))
+            }
+            Route::Events { .. } => {
+                let query = request::query_first(req.query, "lastEventId");
+                let after = request::cursor((req.header)("last-event-id").as_deref(), query.as_deref())?;
+                Ok(Answer::Events { after })
+            }
+            Route::Cancel { .. } => {
+                let cancelled = self.cancel(now)?;
+                // The built-in agent (and its sub-agents, background ones too)
+                // stop and their fetches are aborted; the run's events end
+                // with the `run-finish` just stored.
+                effects.push(Effect::StopAgents);
+                let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
+                if let Some(run_id) = cancelled {
+                    effects.extend(tell_agent(settings, json!({ "type": "cancel", "runId": run_id, "reason": "user_cancelled" })));
+                    body["runId"] = run_id.into();
+                }
+                ok(body)
+            }
+            Route::Publish { run, .. } => {
+                self.authorize_publish(run, request::bearer((req.header)("authorization").as_deref()))?;
+                let batch = request::batch(json_body(limits.max_batch_bytes)?, BatchShape::Events, limits.max_batch_events)?;
+                let accepted = batch.len();
+                let last = self.publish(run, batch, now)?;
+                ok(json!({ "ok": true, "accepted": accepted, "lastEventId": last }))
+            }
+            Route::Status { .. } => ok(self.status()),
+            Route::Messages { thread } => {
+                let (limit, page) = request::messages_page(req.query)?;
+                ok(self.messages(thread, limit, page)?)
+            }
+            Route::Stats { .. } if settings.debug_routes => ok(self.stats()),
+            Route::Stats { .. } => Err(ApiError::debug_routes_off()),
+            Route::StreamToken { thread } => {
+                let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
+                let actor = req.caller.id().unwrap_or_default();
+                let (token, expires_at) = auth::issue_stream_token(key, thread, actor, now);
+                ok(json!({ "token": token, "expiresAt": expires_at }))
+            }
+            Route::Delete { thread } => {
+                effects.push(Effect::StopAgents);
+                effects.push(Effect::Wipe);
+                if let Some(owner) = self.owner()? {
+                    effects.push(Effect::Unregister { owner, thread_id: thread.clone() });
+                }
+                ok(json!({ "ok": true, "deleted": thread }))
+            }
+            Route::QueueList { .. } => ok(json!({ "queue": self.queue })),
+            Route::QueueItem { message, delete: true, .. } => {
+                self.queue_remove(message, now)?;
+                ok(json!({ "ok": true, "queue": self.queue }))
+            }
+            Route::QueueItem { message, delete: false, .. } => {
+                let text = request::queue_edit(&json_body(limits.max_body_bytes)?, limits.max_message_bytes)?;
+                self.queue_edit(message, text, now)?;
+                ok(json!({ "ok": true, "queue": self.queue }))
+            }
+            Route::QueueMove { message, .. } => {
+                let position = request::queue_move(&json_body(limits.max_body_bytes)?)?;
+                self.queue_move(message, position, now)?;
+                ok(json!({ "ok": true, "queue": self.queue }))
+            }
+            Route::QueuePause { paused, .. } => {
+                self.queue_pause(*paused, now)?;
+                ok(json!({ "ok": true, "queue": self.queue }))
+            }
+            Route::AgentThread { thread, patch } => {
+                if *patch {
+                    let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
+                    let pin = request::pin(&json_body(limits.max_body_bytes)?, catalog)?;
+                    self.store.set_meta(PIN_KEY, pin.as_deref()).map_err(ApiError::storage)?;
+                }
+                let mut view = self.messages(thread, 200, 0)?;
+                view["model"] = self.store.meta(PIN_KEY).map_err(ApiError::storage)?.into();
+                view["status"] = self.status();
+                ok(view)
+            }
+            Route::StreamThread { thread } => self.view_read(thread, None, req.query, req.random, settings, now).map(Answer::View),
+            Route::StreamRun { thread, run, append: false } => {
+                self.view_read(thread, Some(run), req.query, req.random, settings, now).map(Answer::View)
+            }
+            Route::StreamRun { run, append: true, .. } => {
+                self.view_append(run, req.header, req.body, req.random, settings, now).map(Answer::Reply)
+            }
+            Route::Confirm { .. } | Route::ToolDecision { .. } => unreachable!("decisions are served above"),
+        }
+    }
+
+    fn run_stream(&self, thread: &str, run: String, after: u64) -> Answer {
+        let mut headers: Vec<(&'static str, String)> =
+            crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        for (k, v) in [("cache-control", "no-cache, no-transform".to_owned()), ("x-agent-run-id", run.clone()), ("x-agent-thread-id", thread.to_owned())] {
+            match headers.iter_mut().find(|(n, _)| *n == k) {
+                Some(slot) => slot.1 = v,
+                None => headers.push((k, v)),
+            }
+        }
+        Answer::RunStream { run, after, headers }
+    }
+
+    /// `POST /instance-ai/chat/:threadId` and agora's `POST /agent/chat`:
+    /// starts, queues or regenerates (`request::Send`).
+    ///
+    /// `mode`: `reject` (default: 409 `run_active` while a run holds the
+    /// thread), `queue` (202; starts at once when the thread is free, else
+    /// waits in the thread's queue) or `interrupt` (cancels the active run and
+    /// runs this message next). A send that is refused stores nothing; the
+    /// first accepted send of a thread makes its caller the owner.
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &mut self,
+        thread: &str,
+        body: &Value,
+        grant: Grant,
+        caller: &Caller,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Sent, ApiError> {
+        if let Some(e) = &settings.policy_error {
+            return Err(ApiError::invalid_approval_policy(e.clone()));
+        }
+        let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
+        if self.config.driver == Driver::Builtin {
+            Self::builtin_ready(settings)?;
+        }
+        let send = Send::parse(body, catalog, settings.limits.max_message_bytes)?;
+        let pin = self.store.meta(PIN_KEY).map_err(ApiError::storage)?;
+        let pick = |model: Option<&str>| catalog.pick(model, pin.as_deref()).map(|m| Some(m.to_owned()));
+        let claim = |t: &mut Self| -> Result<(), ApiError> {
+            match (grant, caller.id()) {
+                (Grant::Claim, Some(id)) => t.store.set_meta(OWNER_KEY, Some(id)).map_err(ApiError::storage),
+                _ => Ok(()),
+            }
+        };
+        let sent = match send {
+            Send::Regenerate { model } => {
+                let model = pick(model.as_deref())?;
+                let run = self.regenerate(model, now)?;
+                Sent::Run { run_id: run.run_id, regenerated: true }
+            }
+            Send::Message { message, mode: Mode::Reject, model } => {
+                let model = pick(model.as_deref())?;
+                let token = (self.ids)("tlp");
+                let start = StartRun {
+                    run_id: ids::scoped(thread, &(self.ids)("run")),
+                    message_id: (self.ids)("msg"),
+                    message,
+                    publish_token: token.clone(),
+                    driver: self.config.driver,
+                    model,
+                };
+                let run = self.start_run(start, now)?;
+                claim(self)?;
+                self.started.push(Started { run: run.clone(), publish_token: token });
+                Sent::Run { run_id: run.run_id, regenerated: false }
+            }
+            Send::Message { message, mode: Mode::Queue, model } => {
+                let model = pick(model.as_deref())?;
+                let (item, position, started) = self.enqueue(message, model, now)?;
+                claim(self)?;
+                Sent::Queued(self.queued_reply(thread, &item.message_id, position, started.map(|r| r.run_id)))
+            }
+            Send::Message { message, mode: Mode::Interrupt, model } => {
+                let model = pick(model.as_deref())?;
+                let (item, interrupted) = self.interrupt(message, model, now)?;
+                claim(self)?;
+                let mut body = self.queued_reply(thread, &item.message_id, 0, Some(item.run_id.clone()));
+                if let Some(old) = interrupted {
+                    effects.push(Effect::StopAgents);
+                    effects.extend(tell_agent(settings, json!({ "type": "cancel", "runId": old, "reason": "interrupted" })));
+                    body["interrupting"] = old.into();
+                }
+                Sent::Queued(body)
+            }
+        };
+        Ok(sent)
+    }
+
+    /// The 202 body of a queued send: `{queued, threadId, messageId,
+    /// position, queue: {items, paused}, runId?}`.
+    fn queued_reply(&self, thread: &str, message_id: &str, position: usize, run_id: Option<String>) -> Value {
+        let mut body = json!({ "queued": true, "threadId": thread, "messageId": message_id, "position": position, "queue": self.queue });
+        if let Some(run_id) = run_id {
+            body["runId"] = run_id.into();
+        }
+        body
+    }
+
+    /// `POST /instance-ai/confirm/:requestId` and agora's
+    /// `POST /agent/tool-call/approve|reject`: finds the request, admits the
+    /// caller for that request, records the decision, and lets its run go on.
+    fn decision(&mut self, req: &Incoming, settings: &Settings, now: i64, effects: &mut Vec<Effect>) -> Result<Reply, ApiError> {
+        // A request whose time is up settles first (its run goes on), so a
+        // late decision meets 410 and the run is not left waiting.
+        for lapsed in self.expire_due(now)? {
+            effects.extend(self.after_settled(&lapsed, settings)?);
+        }
+        let limit = settings.limits.max_body_bytes;
+        match req.route {
+            Route::Confirm { request, .. } => {
+                let found = self.confirmation(request)?;
+                self.admit(req.route, req.caller, Some(held(found.as_ref())))?;
+                let body = request::json(req.body, limit)?;
+                let c = self.decide(request, &body, now)?;
+                effects.extend(self.after_settled(&c, settings)?);
+                Ok(Reply::json(200, &json!({ "ok": true, "requestId": c.request_id, "state": c.state.as_str() })))
+            }
+            Route::ToolDecision { approve, .. } => {
+                let d = ToolDecision::parse(&request::json(req.body, limit)?, *approve)?;
+                let found = self.confirmation_for_call(&d.tool_call_id, d.run_id.as_deref())?;
+                self.admit(req.route, req.caller, Some(held(found.as_ref())))?;
+                let c = found.ok_or_else(ApiError::tool_call_not_found)?;
+                if c.input_type != "approval" {
+                    return Err(ApiError::invalid_decision(
+                        "this tool call asks for input: answer it with POST /instance-ai/confirm/:requestId",
+                    ));
+                }
+                // `via` is checked, as agora does; who decided is the caller.
+                let c = self.decide(&c.request_id, &d.as_decision(*approve), now)?;
+                effects.extend(self.after_settled(&c, settings)?);
+                let body = json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": c.state.as_str() });
+                Ok(Reply::json(200, &body))
+            }
+            _ => unreachable!("only decision routes decide"),
+        }
+    }
+
+    /// A confirmation was decided or lapsed: its run goes on. The built-in
+    /// agent resumes once every request of its step is settled; an external
+    /// agent is told through its webhook.
+    fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, ApiError> {
+        let driver = self.store.run(&c.run_id).map_err(ApiError::storage)?.map(|r| r.driver);
+        Ok(match driver {
+            Some(Driver::Builtin) => self.resume_if_ready(&c.run_id, settings)?.into_iter().collect(),
+            Some(Driver::Webhook) => tell_agent(settings, c.webhook_signal()),
+            None => Vec::new(),
+        })
+    }
+
+    /// The alarm: the thread's TTL, lapsed confirmations, idle flushes and
+    /// run deadlines, each decided here.
+    pub fn on_alarm(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+        if self.expiry(settings.thread_ttl_ms).is_some_and(|t| t <= now) {
+            // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
+            let mut effects = vec![Effect::StopAgents, Effect::Wipe];
+            if let Some(owner) = self.owner()? {
+                effects.push(Effect::Unregister { owner, thread_id: self.thread_id.clone() });
+            }
+            return Ok(effects);
+        }
+        let mut effects = Vec::new();
+        for c in self.expire_due(now)? {
+            effects.extend(self.after_settled(&c, settings)?);
+        }
+        self.flush_idle(now)?;
+        if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
+            effects.extend(tell_agent(settings, json!({ "type": "cancel", "runId": run_id, "reason": reason })));
+        }
+        effects.extend(self.launch_started(settings, now));
+        Ok(effects)
+    }
+
+    /// Launches the runs the thread started (a send, or the queue when a run
+    /// ended): lists the thread in its owner's directory, then starts the
+    /// built-in agent or signals the external one. A run whose agent cannot
+    /// start ends at once with an error rather than lock the thread.
+    pub fn launch_started(&mut self, settings: &Settings, now: i64) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        while !self.started.is_empty() {
+            for s in std::mem::take(&mut self.started) {
+                effects.extend(self.launch(s, settings, now));
+            }
+        }
+        effects
+    }
+
+    fn launch(&mut self, s: Started, settings: &Settings, now: i64) -> Vec<Effect> {
+        let run = &s.run;
+        let mut effects = Vec::new();
+        if let Ok(Some(owner)) = self.owner() {
+            let title = agent::title_from(&run.message);
+            effects.push(Effect::Register { owner, thread_id: self.thread_id.clone(), title, at: run.created_at });
+        }
+        let started = match run.driver {
+            Driver::Builtin => self.start_builtin(run, settings, now).map_err(|e| e.message),
+            Driver::Webhook => match &settings.webhook_url {
+                None => Err("no agent webhook is configured".to_owned()),
+                Some(_) => Ok(Effect::Webhook { body: self.start_signal(run, &s.publish_token, settings), start_of: Some(run.run_id.clone()) }),
+            },
+        };
+        match started {
+            Ok(effect) => effects.push(effect),
+            Err(why) => self.launch_failed(&run.run_id, &why, now),
+        }
+        effects
+    }
+
+    /// The external agent's start signal: where and how to publish.
+    fn start_signal(&self, run: &RunRecord, token: &str, settings: &Settings) -> Value {
+        let origin = settings.public_url.clone().unwrap_or_else(|| self.origin.clone());
+        json!({
+            "type": "run",
+            "threadId": self.thread_id,
+            "runId": run.run_id,
+            "messageId": run.message_id,
+            "message": run.message,
+            "agentId": run.agent_id,
+            "model": run.model,
+            "publishUrl": format!("{origin}/instance-ai/threads/{}/runs/{}/events", self.thread_id, run.run_id),
+            "publishToken": token,
+        })
+    }
+
+    /// A run's agent could not start (`why`): the run ends with an `error`
+    /// event and `run-finish {error}`; the next queued message may start.
+    pub fn launch_failed(&mut self, run_id: &str, why: &str, now: i64) {
+        let Some(run) = self.active_run().filter(|r| r.run_id == run_id).cloned() else { return };
+        let reason = if run.driver == Driver::Webhook { "agent webhook failed" } else { "agent failed to start" };
+        let err = Event::new(Kind::Error, run_id, &run.agent_id, now, json!({ "content": why }));
+        // A storage failure here leaves the run to its idle timeout.
+        if self.publish_run(run_id, vec![err], now).is_ok() {
+            let _ = self.end_run(run_id, FinishStatus::Error, reason, now);
+        }
+    }
+}
+
+/// What a send did.
+enum Sent {
+    /// A run started (or regenerated).
+    Run { run_id: String, regenerated: bool },
+    /// The 202 body of a queued (or interrupting) send.
+    Queued(Value),
+}
+
+fn held(c: Option<&Confirmation>) -> access::Request<'_> {
+    match c {
+        Some(c) => access::Request::Held { approver: c.approver.as_deref() },
+        None => access::Request::Unknown,
+    }
+}
+
+/// A signal to the external agent, when there is one.
+fn tell_agent(settings: &Settings, body: Value) -> Vec<Effect> {
+    if settings.webhook_url.is_some() {
+        vec![Effect::Webhook { body, start_of: None }]
+    } else {
+        Vec::new()
+    }
+}

@@ -1,0 +1,133 @@
+//! What a thread shows: its status, its messages with their agent trees,
+//! the conversation memory a new run starts from, and the debug figures.
+
+use super::{Sink, Thread};
+use crate::error::ApiError;
+use crate::reducer;
+use crate::store::{RunState, Store};
+use serde_json::{json, Value};
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// `GET .../status`.
+    pub fn status(&self) -> Value {
+        let mut v = json!({
+            "hasActiveRun": self.active.is_some(),
+            "isSuspended": self.is_suspended(),
+            "backgroundTasks": self.background,
+            "queue": self.queue,
+        });
+        if let Some(a) = &self.active {
+            v["runId"] = a.record.run_id.clone().into();
+        }
+        v
+    }
+
+    /// `GET .../messages`: a page of runs, newest page first (`page` 0),
+    /// messages oldest first within it, each assistant message with its agent
+    /// tree folded from the log. `nextEventId` is read in the same block, so a
+    /// client that connects from `nextEventId - 1` sees nothing twice.
+    pub fn messages(&self, thread_id: &str, limit: usize, page: usize) -> Result<Value, ApiError> {
+        let (runs, total) =
+            self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+        let mut messages = Vec::with_capacity(runs.len() * 2);
+        for run in runs.iter().rev().filter(|r| !r.replaced) {
+            messages.push(json!({
+                "id": run.message_id,
+                "runId": run.run_id,
+                "role": "user",
+                "createdAt": run.created_at,
+                "content": run.message,
+                "reasoning": "",
+                "isStreaming": false,
+            }));
+            let events = self.run_events(&run.run_id)?;
+            let tree = reducer::fold(&events);
+            let root = tree.tree();
+            messages.push(json!({
+                "id": format!("{}:assistant", run.run_id),
+                "runId": run.run_id,
+                "role": "assistant",
+                "createdAt": run.created_at,
+                "content": root.as_ref().map(|r| r.text_content.clone()).unwrap_or_default(),
+                "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
+                "isStreaming": run.state == RunState::Running,
+                "status": run.state.as_str(),
+                "usage": run.usage.as_deref().and_then(|u| serde_json::from_str::<Value>(u).ok()),
+                "agentTree": root,
+            }));
+        }
+        Ok(json!({
+            "threadId": thread_id,
+            "messages": messages,
+            "nextEventId": self.last_seq + 1,
+            "queue": self.queue,
+            "page": page,
+            "limit": limit,
+            "totalRuns": total,
+        }))
+    }
+
+    /// Rows written since the store was opened.
+    pub fn rows_written(&self) -> u64 {
+        self.store.rows_written()
+    }
+
+    /// Bytes of delta text held in memory, not yet stored.
+    pub fn buffered_bytes(&self) -> usize {
+        self.coalescer.buffered_bytes()
+    }
+
+    /// Conversation memory for a new run: earlier runs' user messages, answers
+    /// and tool results as chat messages, newest kept first within
+    /// `budget_chars`, read run by run (never the whole history at once).
+    pub fn history(&self, budget_chars: usize, exclude_run: &str) -> Result<Vec<Value>, ApiError> {
+        let mut newest_first: Vec<Vec<Value>> = Vec::new();
+        let mut used = 0;
+        let mut offset = 0;
+        'pages: loop {
+            let (runs, _) = self.store.runs_page(offset, 20).map_err(ApiError::storage)?;
+            if runs.is_empty() {
+                break;
+            }
+            offset += runs.len();
+            for run in runs.iter().filter(|r| r.run_id != exclude_run && !r.replaced) {
+                let tree = reducer::fold(&self.run_events(&run.run_id)?);
+                let mut answer = String::new();
+                if let Some(root) = tree.tree() {
+                    for tc in &root.tool_calls {
+                        let outcome = match (&tc.result, &tc.error) {
+                            (Some(r), _) => r.to_string(),
+                            (_, Some(e)) => format!("error: {e}"),
+                            _ => "no result".into(),
+                        };
+                        answer.push_str(&format!("[tool {}({}) → {}]\n", tc.tool_name, tc.args, outcome));
+                    }
+                    answer.push_str(&root.text_content);
+                }
+                let cost = run.message.len() + answer.len();
+                if used + cost > budget_chars {
+                    break 'pages;
+                }
+                used += cost;
+                let mut pair = vec![json!({ "role": "user", "content": run.message })];
+                if !answer.is_empty() {
+                    pair.push(json!({ "role": "assistant", "content": answer }));
+                }
+                newest_first.push(pair);
+            }
+        }
+        Ok(newest_first.into_iter().rev().flatten().collect())
+    }
+
+    /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
+    /// written since the store opened, subscribers, unstored delta bytes.
+    pub fn stats(&mut self) -> Value {
+        self.prune_subscribers();
+        json!({
+            "lastEventId": self.last_seq,
+            "rowsWritten": self.rows_written(),
+            "subscribers": self.subscriber_count(),
+            "bufferedBytes": self.buffered_bytes(),
+        })
+    }
+}

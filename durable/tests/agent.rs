@@ -1,0 +1,440 @@
+//! The built-in agent's loop, natively, against a fake [`Host`]: a scripted
+//! model stream, scripted HTTP tools, the thread's real publish path on a
+//! memory store. Runs start and resume through the thread's service, as on
+//! workerd, and the loop runs each [`Effect::Drive`] the service asks for.
+
+mod support;
+
+use futures_util::future::LocalBoxFuture;
+use serde_json::{json, Value};
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+use support::{actor, serve, Req, T};
+use threadline_durable::agent::cancel::CancelToken;
+use threadline_durable::agent::{self, tools::HttpTool, BackgroundTask, ByteStream, Checkpoint, End, Host, ModelFailure, Scope, Stopped};
+use threadline_durable::effect::{Drive, Effect};
+use threadline_durable::event::{Event, Kind};
+use threadline_durable::Settings;
+
+/// One scripted model answer.
+enum Answer {
+    /// These chunks, then `[DONE]`.
+    Chunks(Vec<Value>),
+    /// An HTTP status instead of a stream.
+    Status(u16),
+}
+
+struct Fake {
+    thread: RefCell<T>,
+    answers: RefCell<VecDeque<Answer>>,
+    /// The request bodies the model saw.
+    requests: RefCell<Vec<Value>>,
+    /// Tool answers by tool name.
+    tools: RefCell<Vec<(String, Result<Value, String>)>>,
+    /// Tool calls made, by name, with their body.
+    calls: RefCell<Vec<(String, Value)>>,
+    inflight: Cell<usize>,
+    max_inflight: Cell<usize>,
+    spawned: RefCell<Vec<LocalBoxFuture<'static, ()>>>,
+    ids: Cell<u64>,
+    /// Cancelled once the model has been asked this many times.
+    cancel_after: Cell<Option<(usize, CancelToken)>>,
+}
+
+#[derive(Clone)]
+struct Host1 {
+    fake: Rc<Fake>,
+    run_id: String,
+}
+
+struct Chunks(VecDeque<Vec<u8>>);
+
+impl ByteStream for Chunks {
+    async fn next(&mut self) -> Option<Result<Vec<u8>, String>> {
+        self.0.pop_front().map(Ok)
+    }
+}
+
+/// A future pending once, so concurrent calls overlap before any ends.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+impl Host for Host1 {
+    type Stream = Chunks;
+
+    async fn open_model(&self, body: String) -> Result<Chunks, ModelFailure> {
+        let f = &self.fake;
+        f.requests.borrow_mut().push(serde_json::from_str(&body).unwrap());
+        if let Some((n, token)) = f.cancel_after.take() {
+            if f.requests.borrow().len() >= n {
+                token.cancel();
+            } else {
+                f.cancel_after.set(Some((n, token)));
+            }
+        }
+        match f.answers.borrow_mut().pop_front().expect("a scripted answer") {
+            Answer::Status(status) => Err(ModelFailure::Status { status, body: "down".into() }),
+            Answer::Chunks(chunks) => {
+                let mut out: VecDeque<Vec<u8>> = chunks.iter().map(|c| format!("data: {c}\n\n").into_bytes()).collect();
+                out.push_back(b"data: [DONE]\n\n".to_vec());
+                Ok(Chunks(out))
+            }
+        }
+    }
+
+    async fn call_http_tool(&self, tool: &HttpTool, body: Value) -> Result<Value, String> {
+        let f = &self.fake;
+        f.calls.borrow_mut().push((tool.name.clone(), body));
+        f.inflight.set(f.inflight.get() + 1);
+        f.max_inflight.set(f.max_inflight.get().max(f.inflight.get()));
+        YieldOnce(false).await;
+        f.inflight.set(f.inflight.get() - 1);
+        let answer = f.tools.borrow().iter().find(|(n, _)| *n == tool.name).map(|(_, a)| a.clone());
+        answer.unwrap_or_else(|| Err(format!("no such tool {}", tool.name)))
+    }
+
+    async fn sleep(&self, _ms: u64) {
+        // Only the stall timer sleeps; the scripted streams never stall.
+        futures_util::future::pending::<()>().await
+    }
+
+    fn now(&self) -> i64 {
+        1_000
+    }
+
+    fn new_id(&self, prefix: &str) -> String {
+        self.fake.ids.set(self.fake.ids.get() + 1);
+        format!("{prefix}_{}", self.fake.ids.get())
+    }
+
+    fn publish(&self, scope: &Scope, events: Vec<Event>) -> Result<(), Stopped> {
+        let mut t = self.fake.thread.borrow_mut();
+        let result = match scope {
+            Scope::Run => t.publish_run(&self.run_id, events, 1_000),
+            Scope::Background(task) => t.publish_background(task, events, 1_000),
+        };
+        result.map_err(|_| Stopped)
+    }
+
+    fn checkpoint(&self, cp: &Checkpoint) {
+        self.fake.thread.borrow_mut().save_checkpoint(cp).unwrap();
+    }
+
+    fn spawn(&self, fut: Pin<Box<dyn Future<Output = ()>>>) {
+        self.fake.spawned.borrow_mut().push(fut);
+    }
+
+    fn background(&self, task: BackgroundTask) {
+        self.fake.thread.borrow_mut().set_background(task);
+    }
+
+    fn needs_approval(&self, tool: &str, declared: bool) -> bool {
+        self.fake.thread.borrow().needs_approval(tool, declared)
+    }
+
+    fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped> {
+        let local = self.new_id("cr");
+        self.fake.thread.borrow_mut().request_confirmation(&self.run_id, agent_id, payload, &local, None, 1_000).map_err(|_| Stopped)
+    }
+}
+
+fn tools_json() -> String {
+    json!([
+        {"name": "weather", "url": "http://tools/weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+        {"name": "time", "url": "http://tools/time"},
+        {"name": "wipe", "url": "http://tools/wipe", "approval": "required", "severity": "destructive"},
+    ])
+    .to_string()
+}
+
+fn settings(extra: &[(&str, &str)]) -> Settings {
+    let tools = tools_json();
+    // The first value of a name wins: `extra` overrides the defaults.
+    let mut vars = extra.to_vec();
+    vars.extend_from_slice(&[("LLM_BASE_URL", "http://model"), ("TOOLS", tools.as_str()), ("AGENT_MAX_STEPS", "4")]);
+    Settings::from_pairs(&vars)
+}
+
+fn fake(settings: &Settings, answers: Vec<Answer>) -> Rc<Fake> {
+    Rc::new(Fake {
+        thread: RefCell::new(support::thread(settings)),
+        answers: RefCell::new(answers.into()),
+        requests: RefCell::default(),
+        tools: RefCell::new(vec![
+            ("weather".into(), Ok(json!({"temp": 21}))),
+            ("time".into(), Ok(json!("12:00"))),
+            ("wipe".into(), Ok(json!({"wiped": true}))),
+        ]),
+        calls: RefCell::default(),
+        inflight: Cell::new(0),
+        max_inflight: Cell::new(0),
+        spawned: RefCell::default(),
+        ids: Cell::new(0),
+        cancel_after: Cell::new(None),
+    })
+}
+
+fn text(s: &str) -> Value {
+    json!({"choices": [{"delta": {"content": s}}]})
+}
+fn reasoning(s: &str) -> Value {
+    json!({"choices": [{"delta": {"reasoning_content": s}}]})
+}
+fn call(index: usize, name: &str, args: &str) -> Value {
+    json!({"choices": [{"delta": {"tool_calls": [{"index": index, "id": format!("call_{index}"), "function": {"name": name, "arguments": args}}]}}]})
+}
+fn finish(reason: &str) -> Value {
+    json!({"choices": [{"delta": {}, "finish_reason": reason}], "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}})
+}
+
+/// Sends `message` through the service and runs every loop it asks for,
+/// to the end (background tasks included). Returns the ends, in order.
+fn send(f: &Rc<Fake>, s: &Settings, message: &str) -> Vec<End> {
+    let outcome = serve(&mut f.thread.borrow_mut(), s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": message})), 1_000);
+    assert_eq!(support::status(&outcome), 200, "{:?}", outcome.answer);
+    drive_all(f, s, outcome.effects)
+}
+
+fn drive_all(f: &Rc<Fake>, s: &Settings, effects: Vec<Effect>) -> Vec<End> {
+    let mut ends = Vec::new();
+    let mut queue: VecDeque<Effect> = effects.into();
+    while let Some(e) = queue.pop_front() {
+        if let Effect::Drive(d) = e {
+            ends.push(drive(f, d, CancelToken::default()));
+            queue.extend(f.thread.borrow_mut().launch_started(s, 1_000));
+        }
+    }
+    let spawned: Vec<_> = f.spawned.borrow_mut().drain(..).collect();
+    for fut in spawned {
+        futures_executor::block_on(fut);
+    }
+    ends
+}
+
+fn drive(f: &Rc<Fake>, d: Drive, token: CancelToken) -> End {
+    let host = Host1 { fake: f.clone(), run_id: d.job.run_id.clone() };
+    futures_executor::block_on(agent::run_orchestrator(host, Rc::new(d.config), d.tools, token, d.job))
+}
+
+fn events(f: &Rc<Fake>) -> Vec<Event> {
+    support::log(&f.thread.borrow())
+}
+
+fn kinds(f: &Rc<Fake>) -> Vec<&'static str> {
+    events(f).iter().map(|e| e.kind.as_str()).collect()
+}
+
+fn finish_of(f: &Rc<Fake>) -> Value {
+    events(f).iter().rev().find(|e| e.kind == Kind::RunFinish).expect("a run-finish").payload.clone()
+}
+
+#[test]
+fn text_and_reasoning_stream_and_the_run_completes() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![Answer::Chunks(vec![reasoning("thinking"), text("Hel"), text("lo"), finish("stop")])]);
+    assert_eq!(send(&f, &s, "hi"), [End::Completed]);
+    assert_eq!(
+        kinds(&f),
+        ["run-start", "thread-title-updated", "step-start", "reasoning-block", "text-block", "step-finish", "run-finish"]
+    );
+    assert_eq!(finish_of(&f), json!({"status": "completed"}));
+    let tree = threadline_durable::reducer::fold(&events(&f)).tree().unwrap();
+    assert_eq!((tree.text_content.as_str(), tree.reasoning.as_str()), ("Hello", "thinking"));
+    // The model got the system prompt and the user's message.
+    let req = &f.requests.borrow()[0];
+    assert_eq!(req["messages"].as_array().unwrap().last().unwrap()["content"], "hi");
+    assert_eq!(req["stream"], true);
+}
+
+#[test]
+fn a_tool_call_runs_and_its_result_feeds_the_next_step() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "weather", "{\"ci"), call(0, "", "ty\":\"Oslo\"}"), finish("tool_calls")]),
+        Answer::Chunks(vec![text("21 degrees"), finish("stop")]),
+    ]);
+    assert_eq!(send(&f, &s, "weather?"), [End::Completed]);
+    let evs = events(&f);
+    let call = evs.iter().find(|e| e.kind == Kind::ToolCall).unwrap();
+    assert_eq!(call.payload["args"], json!({"city": "Oslo"}));
+    assert!(call.payload["toolCallId"].as_str().unwrap().starts_with("t1."), "call ids carry their thread");
+    assert_eq!(evs.iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload["result"], json!({"temp": 21}));
+    assert_eq!(f.calls.borrow()[0].1["args"], json!({"city": "Oslo"}));
+    let second = &f.requests.borrow()[1];
+    let tool_msg = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
+    assert_eq!(tool_msg["content"], "{\"temp\":21}");
+}
+
+#[test]
+fn a_steps_calls_run_concurrently_and_bad_arguments_are_tool_errors() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), call(1, "time", "{}"), call(2, "weather", "{\"city\":3}"), call(3, "time", "not json"), finish("tool_calls")]),
+        Answer::Chunks(vec![text("done"), finish("stop")]),
+    ]);
+    assert_eq!(send(&f, &s, "both"), [End::Completed]);
+    assert_eq!(f.max_inflight.get(), 2, "both valid calls were in flight at once");
+    let errors: Vec<_> = events(&f).into_iter().filter(|e| e.kind == Kind::ToolError).collect();
+    assert_eq!(errors.len(), 2, "schema violation and invalid JSON");
+    let results = events(&f).into_iter().filter(|e| e.kind == Kind::ToolResult).count();
+    assert_eq!(results, 2);
+}
+
+#[test]
+fn a_call_that_needs_approval_suspends_the_run_and_a_decision_resumes_it() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]),
+        Answer::Chunks(vec![text("wiped"), finish("stop")]),
+    ]);
+    assert_eq!(send(&f, &s, "wipe it"), [End::Suspended]);
+    assert!(f.thread.borrow().is_suspended());
+    assert!(f.calls.borrow().is_empty(), "nothing ran before the decision");
+    let request = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload.clone();
+    assert_eq!(request["severity"], "destructive");
+    let rid = request["requestId"].as_str().unwrap().to_owned();
+    // The decision arrives (any instance, any time later): the run resumes.
+    let path = format!("/instance-ai/confirm/{rid}");
+    let decided = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", &path, actor("alice", &[])).body(&json!({"approved": true})), 2_000);
+    assert_eq!(support::status(&decided), 200);
+    assert!(decided.effects.iter().any(|e| matches!(e, Effect::Drive(_))), "the decision resumes the loop");
+    assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
+    assert_eq!(f.calls.borrow()[0].0, "wipe");
+    assert_eq!(finish_of(&f)["status"], "completed");
+}
+
+#[test]
+fn a_denied_call_is_an_error_the_model_is_told() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]),
+        Answer::Chunks(vec![text("ok, not wiping"), finish("stop")]),
+    ]);
+    send(&f, &s, "wipe it");
+    let rid = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload["requestId"].as_str().unwrap().to_owned();
+    let path = format!("/instance-ai/confirm/{rid}");
+    let body = json!({"approved": false, "userInput": "not today"});
+    let decided = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", &path, actor("alice", &[])).body(&body), 2_000);
+    assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
+    assert!(f.calls.borrow().is_empty());
+    let err = events(&f).into_iter().find(|e| e.kind == Kind::ToolError).unwrap();
+    assert!(err.payload["error"].as_str().unwrap().contains("not today"));
+    let told = &f.requests.borrow()[1]["messages"];
+    assert!(told.to_string().contains("denied this tool call: not today"));
+}
+
+#[test]
+fn a_sub_agent_runs_with_only_its_tools_and_answers_its_parent() {
+    let s = settings(&[]);
+    let spawn = r#"{"role":"researcher","instructions":"find the weather","tools":["weather"]}"#;
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
+        Answer::Chunks(vec![text("sunny"), finish("stop")]),
+        Answer::Chunks(vec![text("the researcher says sunny"), finish("stop")]),
+    ]);
+    assert_eq!(send(&f, &s, "delegate"), [End::Completed]);
+    let evs = events(&f);
+    let spawned = evs.iter().find(|e| e.kind == Kind::AgentSpawned).unwrap();
+    assert_eq!(spawned.payload["role"], "researcher");
+    let child = spawned.agent_id.clone();
+    let done = evs.iter().find(|e| e.kind == Kind::AgentCompleted).unwrap();
+    assert_eq!((done.agent_id.as_str(), done.payload["result"].as_str()), (child.as_str(), Some("sunny")));
+    // The child saw only its own tool; the parent got the child's answer.
+    let child_tools: Vec<_> = f.requests.borrow()[1]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].clone()).collect();
+    assert_eq!(child_tools, [json!("weather")]);
+    assert!(f.requests.borrow()[2]["messages"].to_string().contains("sunny"));
+    let tree = threadline_durable::reducer::fold(&evs).tree().unwrap();
+    assert_eq!(tree.children.len(), 1);
+}
+
+#[test]
+fn a_background_sub_agent_outlives_its_run() {
+    let s = settings(&[]);
+    let spawn = r#"{"role":"watcher","instructions":"watch","tools":[],"background":true}"#;
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
+        Answer::Chunks(vec![text("started a watcher"), finish("stop")]),
+        Answer::Chunks(vec![text("watched"), finish("stop")]),
+    ]);
+    assert_eq!(send(&f, &s, "watch"), [End::Completed]);
+    let evs = events(&f);
+    let fin = evs.iter().position(|e| e.kind == Kind::RunFinish).unwrap();
+    let done = evs.iter().position(|e| e.kind == Kind::AgentCompleted).unwrap();
+    assert!(done > fin, "the background agent completed after its run finished");
+    assert!(f.thread.borrow().background_tasks().is_empty(), "and left the list");
+}
+
+#[test]
+fn cancel_stops_the_loop_and_nothing_more_is_published() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), finish("tool_calls")]),
+        Answer::Chunks(vec![text("never"), finish("stop")]),
+    ]);
+    let outcome = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "x"})), 1_000);
+    let Some(Effect::Drive(d)) = outcome.effects.into_iter().find(|e| matches!(e, Effect::Drive(_))) else { panic!("no drive") };
+    let token = CancelToken::default();
+    f.cancel_after.set(Some((2, token.clone())));
+    // A person cancels while the second step is asked for.
+    let cancelled = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1/cancel", actor("alice", &[])), 1_500);
+    assert!(cancelled.effects.iter().any(|e| matches!(e, Effect::StopAgents)));
+    assert_eq!(drive(&f, d, token), End::Stopped);
+    assert_eq!(finish_of(&f), json!({"status": "cancelled", "reason": "user_cancelled"}));
+    assert!(!kinds(&f).contains(&"text-block"), "nothing after the cancel");
+}
+
+#[test]
+fn the_step_limit_ends_the_run_with_an_error() {
+    let s = settings(&[("AGENT_MAX_STEPS", "2")]);
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![call(0, "time", "{}"), finish("tool_calls")]),
+        Answer::Chunks(vec![call(0, "time", "{}"), finish("tool_calls")]),
+    ]);
+    assert!(matches!(&send(&f, &s, "loop")[..], [End::Failed(why)] if why.contains("step limit")));
+    assert_eq!(finish_of(&f)["status"], "error");
+    assert_eq!(f.requests.borrow().len(), 2);
+}
+
+#[test]
+fn a_provider_error_ends_the_run_with_its_reason() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![Answer::Status(503)]);
+    assert_eq!(send(&f, &s, "hi"), [End::Failed(agent::PROVIDER_UNAVAILABLE.into())]);
+    let err = events(&f).into_iter().find(|e| e.kind == Kind::Error).unwrap();
+    assert_eq!(err.payload["statusCode"], 503);
+    assert_eq!(finish_of(&f), json!({"status": "error", "reason": agent::PROVIDER_UNAVAILABLE}));
+}
+
+#[test]
+fn the_next_queued_message_runs_when_a_run_ends() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![
+        Answer::Chunks(vec![text("first"), finish("stop")]),
+        Answer::Chunks(vec![text("second"), finish("stop")]),
+    ]);
+    let first = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "one"})), 1_000);
+    let queued = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "two", "mode": "queue"})), 1_000);
+    assert_eq!(support::status(&queued), 202);
+    assert!(queued.effects.is_empty(), "it waits for the run ahead");
+    assert_eq!(drive_all(&f, &s, first.effects), [End::Completed, End::Completed]);
+    let starts: Vec<_> = events(&f).into_iter().filter(|e| e.kind == Kind::RunStart).map(|e| e.payload["message"].clone()).collect();
+    assert_eq!(starts, [json!("one"), json!("two")]);
+    // The second run remembered the first.
+    assert!(f.requests.borrow()[1]["messages"].to_string().contains("first"));
+}
