@@ -46,7 +46,13 @@ impl WorkerHost {
         }
     }
 
-    async fn post(&self, url: &str, method: &str, headers: Headers, body: String) -> std::result::Result<Response, String> {
+    async fn post(
+        &self,
+        url: &str,
+        method: &str,
+        headers: Headers,
+        body: String,
+    ) -> std::result::Result<Response, String> {
         let mut init = RequestInit::new();
         let method = Method::from(method.to_ascii_uppercase());
         init.with_method(method).with_headers(headers).with_body(Some(body.into()));
@@ -66,7 +72,11 @@ impl ByteStream for BodyStream {
 
 fn excerpt(text: &str) -> String {
     let t: String = text.chars().take(300).collect();
-    if t.len() < text.len() { format!("{t}…") } else { t }
+    if t.len() < text.len() {
+        format!("{t}…")
+    } else {
+        t
+    }
 }
 
 impl Host for WorkerHost {
@@ -109,7 +119,8 @@ impl Host for WorkerHost {
         if !(200..300).contains(&status) {
             return Err(format!("HTTP {status}: {}", excerpt(&text)));
         }
-        serde_json::from_str(&text).map_err(|_| format!("HTTP {status} with a body that is not JSON: {}", excerpt(&text)))
+        serde_json::from_str(&text)
+            .map_err(|_| format!("HTTP {status} with a body that is not JSON: {}", excerpt(&text)))
     }
 
     async fn sleep(&self, ms: u64) {

@@ -94,7 +94,8 @@ impl DurableObject for Directory {
                 Response::ok("")
             }
             (Method::Post, "/unregister") => {
-                let u: Unregister = serde_json::from_slice(&req.bytes().await?).map_err(|e| Error::RustError(e.to_string()))?;
+                let u: Unregister =
+                    serde_json::from_slice(&req.bytes().await?).map_err(|e| Error::RustError(e.to_string()))?;
                 self.sql.exec("DELETE FROM threads WHERE thread_id = ?", vec![u.thread_id.into()])?;
                 Response::ok("")
             }

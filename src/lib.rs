@@ -31,8 +31,8 @@ mod stream_object;
 
 pub use directory::Directory;
 pub use object::ThreadObject;
-pub use stream_object::StreamObject;
 use std::rc::Rc;
+pub use stream_object::StreamObject;
 use threadline_durable::access::{Caller, CALLER_HEADER};
 use threadline_durable::front::{self, Dispatch};
 use threadline_durable::{request, ApiError, Reply, Settings};
@@ -81,7 +81,11 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     };
     // HEAD: the answer's status and headers, no body (an SSE route's stream
     // is dropped, which ends its subscription).
-    let resp = if head { Response::empty()?.with_status(resp.status_code()).with_headers(resp.headers().clone()) } else { resp };
+    let resp = if head {
+        Response::empty()?.with_status(resp.status_code()).with_headers(resp.headers().clone())
+    } else {
+        resp
+    };
     let headers = http::mutable_headers(&resp)?;
     for (k, v) in front::SECURITY_HEADERS {
         headers.set(k, v)?;
@@ -92,15 +96,23 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     Ok(resp.with_headers(headers))
 }
 
-async fn route(mut req: Request, env: &Env, settings: &Settings, cors_allowed: bool) -> std::result::Result<Response, ApiError> {
+async fn route(
+    mut req: Request,
+    env: &Env,
+    settings: &Settings,
+    cors_allowed: bool,
+) -> std::result::Result<Response, ApiError> {
     let url = req.url().map_err(http::internal)?;
     let path = url.path().to_owned();
     let query = request::query_pairs(url.query().unwrap_or_default());
     let token = request::query_first(&query, "token");
     let authorization = http::header(&req, "authorization");
-    let (dispatch, caller) = front::plan(req.method().as_ref(), &path, token.as_deref(), authorization.as_deref(), settings, now_ms())?;
+    let (dispatch, caller) =
+        front::plan(req.method().as_ref(), &path, token.as_deref(), authorization.as_deref(), settings, now_ms())?;
     match dispatch {
-        Dispatch::Preflight => Ok(Response::empty().map_err(http::internal)?.with_status(if cors_allowed { 204 } else { 403 })),
+        Dispatch::Preflight => {
+            Ok(Response::empty().map_err(http::internal)?.with_status(if cors_allowed { 204 } else { 403 }))
+        }
         Dispatch::Stream => streams(req, env, settings).await.map_err(http::internal),
         Dispatch::Models => {
             let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
@@ -115,7 +127,9 @@ async fn route(mut req: Request, env: &Env, settings: &Settings, cors_allowed: b
             let body = req.bytes().await.map_err(|e| ApiError::invalid_body(e.to_string()))?;
             let json = request::json(&body, settings.limits.max_body_bytes)?;
             let path = match dispatch {
-                Dispatch::AgoraChat => format!("/agent/threads/{}/chat", request::agora_chat_thread(&json, || ids::new_id("thr"))?),
+                Dispatch::AgoraChat => {
+                    format!("/agent/threads/{}/chat", request::agora_chat_thread(&json, || ids::new_id("thr"))?)
+                }
                 Dispatch::AgoraDecision { approve } => {
                     let action = if approve { "approve" } else { "reject" };
                     format!("/agent/threads/{}/tool-call/{action}", request::agora_decision_thread(&json)?)
@@ -187,7 +201,10 @@ pub(crate) async fn directory_call(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> std::result::Result<Response, ApiError> {
-    let stub = env.durable_object("DIRECTORY").and_then(|ns| ns.get_by_name(&format!("actor:{actor}"))).map_err(http::internal)?;
+    let stub = env
+        .durable_object("DIRECTORY")
+        .and_then(|ns| ns.get_by_name(&format!("actor:{actor}")))
+        .map_err(http::internal)?;
     let mut init = RequestInit::new();
     if let Some(b) = body {
         let headers = Headers::new();

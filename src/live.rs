@@ -120,7 +120,13 @@ pub fn run_body(core: Shared, head: Bytes, sub: Option<u64>, ch: Channel, ping_m
 
 /// A Durable Streams long-poll: waits for a publish that stores records
 /// (a delta wakes it but stores none) or `wait_ms`, then answers.
-pub async fn view_long_poll(core: &Shared, sub: u64, cursor: ViewCursor, mut rx: UnboundedReceiver<Bytes>, wait_ms: u64) -> Reply {
+pub async fn view_long_poll(
+    core: &Shared,
+    sub: u64,
+    cursor: ViewCursor,
+    mut rx: UnboundedReceiver<Bytes>,
+    wait_ms: u64,
+) -> Reply {
     let jitter = || threadline_durable::streams::wire::cursor_jitter(crate::ids::random_u64());
     let deadline = now_ms() + wait_ms as i64;
     let reply = loop {

@@ -97,7 +97,9 @@ impl Inner {
         }
         let store = SqlStore::open(self.storage.sql()).map_err(http::internal)?;
         let mut core = Thread::load(store, self.settings.thread.clone(), now_ms())?;
-        core.set_id_source(Rc::new(|prefix: &str| if prefix == "tlp" { ids::new_token() } else { ids::new_id(prefix) }));
+        core.set_id_source(Rc::new(
+            |prefix: &str| if prefix == "tlp" { ids::new_token() } else { ids::new_id(prefix) },
+        ));
         let effects = core.recovery(&self.settings, now_ms())?;
         *self.core.borrow_mut() = Some(core);
         Ok(effects)
@@ -112,7 +114,15 @@ impl Inner {
         let origin = url.origin().ascii_serialization();
         let header = |name: &str| http::header(&req, name);
         let mut effects = self.load()?;
-        let incoming = Incoming { route: &route, caller: &caller, query: &query, header: &header, body: &body, origin: &origin, random: ids::random_u64() };
+        let incoming = Incoming {
+            route: &route,
+            caller: &caller,
+            query: &query,
+            header: &header,
+            body: &body,
+            origin: &origin,
+            random: ids::random_u64(),
+        };
         let outcome = self.with_core(|c| c.handle(&incoming, &self.settings, now_ms()))?;
         // The stream is opened (its subscriber registered) in the same
         // synchronous block as the answer was decided; effects come after.
@@ -134,7 +144,8 @@ impl Inner {
                     c.make_room(max)?;
                     Ok::<_, ApiError>(c.subscribe(after, sink))
                 })??;
-                http::stream(live::events_body(self.core.clone(), sub, ch, ping), &http::sse_headers()).map_err(http::internal)
+                http::stream(live::events_body(self.core.clone(), sub, ch, ping), &http::sse_headers())
+                    .map_err(http::internal)
             }
             Answer::RunStream { run, after, headers } => {
                 let (sink, ch) = live::channel(ping);
@@ -148,7 +159,8 @@ impl Inner {
             Answer::View(ViewPlan::Wait(cursor)) => {
                 let (sink, ch) = live::channel(ping);
                 let sub = self.with_core(|c| c.subscribe(cursor.pos.seq, sink).id)?;
-                let reply = live::view_long_poll(&self.core, sub, cursor, ch.rx, self.settings.streams_long_poll_ms).await;
+                let reply =
+                    live::view_long_poll(&self.core, sub, cursor, ch.rx, self.settings.streams_long_poll_ms).await;
                 http::reply(reply).map_err(http::internal)
             }
             Answer::View(ViewPlan::Sse { first, cursor }) => {
@@ -217,7 +229,8 @@ impl Inner {
         wasm_bindgen_futures::spawn_local(async move {
             let end = agent::run_orchestrator(host, Rc::new(d.config), d.tools, token, d.job).await;
             // Keep the token while background sub-agents of this run go on.
-            let background = inner.with_core(|c| c.background_tasks().iter().any(|t| t.run_id == run_id)).unwrap_or(false);
+            let background =
+                inner.with_core(|c| c.background_tasks().iter().any(|t| t.run_id == run_id)).unwrap_or(false);
             if end != agent::End::Stopped && !background {
                 inner.agents.borrow_mut().retain(|(r, _, _)| *r != run_id);
             }
@@ -239,7 +252,11 @@ impl Inner {
     /// earlier, or sets it when none is pending.
     async fn arm_alarm(&self) {
         let now = now_ms();
-        let deadline = self.core.borrow().as_ref().and_then(|c| c.next_alarm(now, self.settings.heartbeat_ms, self.settings.thread_ttl_ms));
+        let deadline = self
+            .core
+            .borrow()
+            .as_ref()
+            .and_then(|c| c.next_alarm(now, self.settings.heartbeat_ms, self.settings.thread_ttl_ms));
         let Some(deadline) = deadline else { return };
         let current = self.storage.get_alarm().await.ok().flatten();
         if current.is_none_or(|t| t > deadline || t < now) {

@@ -5,11 +5,11 @@
 //! [`Store::commit`] of events plus a run update is all-or-nothing without an
 //! explicit transaction.
 
-use threadline_durable::event::Kind;
-use threadline_durable::confirm::Confirmation;
-use threadline_durable::store::{Driver, Record, RunRecord, RunState, Store, StoreError, StoreResult};
 use serde::Deserialize;
 use std::cell::Cell;
+use threadline_durable::confirm::Confirmation;
+use threadline_durable::event::Kind;
+use threadline_durable::store::{Driver, Record, RunRecord, RunState, Store, StoreError, StoreResult};
 use worker::{SqlStorage, SqlStorageValue};
 
 const SCHEMA: &str = "
@@ -240,10 +240,7 @@ impl Store for SqlStore {
     }
 
     fn run_records(&self, run_id: &str) -> StoreResult<Vec<Record>> {
-        self.events(
-            "SELECT seq, run_id, type, data FROM events WHERE run_id = ? ORDER BY seq",
-            vec![run_id.into()],
-        )
+        self.events("SELECT seq, run_id, type, data FROM events WHERE run_id = ? ORDER BY seq", vec![run_id.into()])
     }
 
     fn run_range(&self, run_id: &str, after: u64, limit: usize) -> StoreResult<Vec<Record>> {
@@ -254,9 +251,7 @@ impl Store for SqlStore {
     }
 
     fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
-        Ok(self
-            .runs(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"), vec![run_id.into()])?
-            .pop())
+        Ok(self.runs(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"), vec![run_id.into()])?.pop())
     }
 
     fn running(&self) -> StoreResult<Option<RunRecord>> {
@@ -333,7 +328,8 @@ impl Store for SqlStore {
         struct Row {
             value: String,
         }
-        let rows: Vec<Row> = self.exec("SELECT value FROM meta WHERE key = ?", vec![key.into()])?.to_array().map_err(err)?;
+        let rows: Vec<Row> =
+            self.exec("SELECT value FROM meta WHERE key = ?", vec![key.into()])?.to_array().map_err(err)?;
         Ok(rows.into_iter().next().map(|r| r.value))
     }
 
@@ -360,8 +356,10 @@ impl Store for SqlStore {
         struct Row {
             n: f64,
         }
-        let row: Row =
-            self.exec("SELECT COUNT(*) AS n FROM session_approvals WHERE tool = ?", vec![tool.into()])?.one().map_err(err)?;
+        let row: Row = self
+            .exec("SELECT COUNT(*) AS n FROM session_approvals WHERE tool = ?", vec![tool.into()])?
+            .one()
+            .map_err(err)?;
         Ok(row.n > 0.0)
     }
 }

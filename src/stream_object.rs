@@ -76,12 +76,18 @@ struct DataRow {
 impl StreamLog for SqlLog {
     fn meta(&self) -> StoreResult<Option<Meta>> {
         let rows: Vec<DataRow> = self.run("SELECT data FROM ds_meta WHERE k = 1", vec![])?.to_array().map_err(err)?;
-        rows.into_iter().next().map(|r| serde_json::from_str(&r.data).map_err(|e| StoreError(e.to_string()))).transpose()
+        rows.into_iter()
+            .next()
+            .map(|r| serde_json::from_str(&r.data).map_err(|e| StoreError(e.to_string())))
+            .transpose()
     }
 
     fn put_meta(&mut self, meta: &Meta) -> StoreResult<()> {
         let data = serde_json::to_string(meta).expect("meta serialises");
-        self.write("INSERT INTO ds_meta (k, data) VALUES (1, ?) ON CONFLICT (k) DO UPDATE SET data = excluded.data", vec![data.into()])
+        self.write(
+            "INSERT INTO ds_meta (k, data) VALUES (1, ?) ON CONFLICT (k) DO UPDATE SET data = excluded.data",
+            vec![data.into()],
+        )
     }
 
     fn append(&mut self, messages: &[Message]) -> StoreResult<()> {
@@ -95,7 +101,12 @@ impl StreamLog for SqlLog {
     }
 
     fn read(&self, after: Offset, up_to: Offset, max_bytes: usize) -> StoreResult<Vec<Message>> {
-        let (ah, al, uh, ul) = (after.hi as i64, after.lo as i64, up_to.hi.min(i64::MAX as u64) as i64, up_to.lo.min(i64::MAX as u64) as i64);
+        let (ah, al, uh, ul) = (
+            after.hi as i64,
+            after.lo as i64,
+            up_to.hi.min(i64::MAX as u64) as i64,
+            up_to.lo.min(i64::MAX as u64) as i64,
+        );
         let cursor = self.run(
             "SELECT hi, lo, data FROM ds_messages WHERE (hi, lo) > (?, ?) AND (hi, lo) <= (?, ?) ORDER BY hi, lo",
             vec![ah.into(), al.into(), uh.into(), ul.into()],
@@ -119,7 +130,8 @@ impl StreamLog for SqlLog {
     }
 
     fn producer(&self, id: &str) -> StoreResult<Option<ProducerState>> {
-        let rows: Vec<DataRow> = self.run("SELECT data FROM ds_producers WHERE id = ?", vec![id.into()])?.to_array().map_err(err)?;
+        let rows: Vec<DataRow> =
+            self.run("SELECT data FROM ds_producers WHERE id = ?", vec![id.into()])?.to_array().map_err(err)?;
         Ok(rows.into_iter().next().and_then(|r| serde_json::from_str(&r.data).ok()))
     }
 
@@ -155,7 +167,13 @@ pub struct Inner {
 impl DurableObject for StreamObject {
     fn new(state: State, env: Env) -> Self {
         let long_poll_ms = crate::settings(&env).streams_long_poll_ms;
-        let inner = Inner { env, storage: state.storage(), core: RefCell::default(), waiters: RefCell::default(), long_poll_ms };
+        let inner = Inner {
+            env,
+            storage: state.storage(),
+            core: RefCell::default(),
+            waiters: RefCell::default(),
+            long_poll_ms,
+        };
         StreamObject { inner: Rc::new(inner) }
     }
 
@@ -211,7 +229,8 @@ impl Inner {
     fn with<R>(&self, f: impl FnOnce(&mut Streams<SqlLog>) -> R) -> std::result::Result<R, Reply> {
         let mut slot = self.core.borrow_mut();
         if slot.is_none() {
-            let log = SqlLog::open(self.storage.sql()).map_err(|e| Reply::text(503, &format!("storage unavailable: {e}")))?;
+            let log =
+                SqlLog::open(self.storage.sql()).map_err(|e| Reply::text(503, &format!("storage unavailable: {e}")))?;
             *slot = Some(Streams::new(log));
         }
         Ok(f(slot.as_mut().expect("opened above")))
@@ -256,7 +275,10 @@ impl Inner {
             (Method::Post, "/_ds/fork-source") => {
                 let f: ForkRequest = req.json().await.map_err(|e| Reply::text(400, &e.to_string()))?;
                 match self.with(|s| s.fork_source(&f, now))? {
-                    Ok(src) => Reply::new(200).header("content-type", "application/json").body(serde_json::to_vec(&src).expect("serialises")).into(),
+                    Ok(src) => Reply::new(200)
+                        .header("content-type", "application/json")
+                        .body(serde_json::to_vec(&src).expect("serialises"))
+                        .into(),
                     Err(r) => r.into(),
                 }
             }

@@ -7,8 +7,18 @@ use threadline_durable::{Config, MemoryStore, StartRun, Thread};
 
 fn main() {
     let mut t: Thread<MemoryStore, Discard> = Thread::load(MemoryStore::default(), Config::default(), 0).unwrap();
-    t.start_run(StartRun { run_id: "r".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: threadline_durable::store::Driver::Webhook, model: None }, 0)
-        .unwrap();
+    t.start_run(
+        StartRun {
+            run_id: "r".into(),
+            message_id: "m".into(),
+            message: "x".into(),
+            publish_token: "k".into(),
+            driver: threadline_durable::store::Driver::Webhook,
+            model: None,
+        },
+        0,
+    )
+    .unwrap();
     let batch = |b: usize| -> Vec<serde_json::Value> {
         (0..1000)
             .map(|i| json!({"type":"tool-call","agentId":"orchestrator","payload":{"toolCallId":format!("m{b}-{i}"),"toolName":"bench","args":{}}}))

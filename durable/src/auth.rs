@@ -141,7 +141,12 @@ fn b64(s: &str) -> Result<Vec<u8>, String> {
 }
 
 impl Verifier {
-    pub fn new(secret: Option<&str>, jwks: Option<&str>, issuer: Option<&str>, audience: Option<&str>) -> Result<Verifier, String> {
+    pub fn new(
+        secret: Option<&str>,
+        jwks: Option<&str>,
+        issuer: Option<&str>,
+        audience: Option<&str>,
+    ) -> Result<Verifier, String> {
         if let Some(s) = secret {
             if s.len() < 32 {
                 return Err("AUTH_JWT_SECRET must be at least 32 bytes".into());
@@ -155,7 +160,8 @@ impl Verifier {
                     ("RSA", _) => {
                         let n = rsa::BigUint::from_bytes_be(&b64(k.n.as_deref().unwrap_or_default())?);
                         let e = rsa::BigUint::from_bytes_be(&b64(k.e.as_deref().unwrap_or_default())?);
-                        let public = rsa::RsaPublicKey::new(n, e).map_err(|e| format!("AUTH_JWKS: bad RSA key: {e}"))?;
+                        let public =
+                            rsa::RsaPublicKey::new(n, e).map_err(|e| format!("AUTH_JWKS: bad RSA key: {e}"))?;
                         Key::Rsa(Box::new(rsa::pkcs1v15::VerifyingKey::<Sha256>::new(public)))
                     }
                     ("EC", Some("P-256")) => {
@@ -164,7 +170,11 @@ impl Verifier {
                         if x.len() != 32 || y.len() != 32 {
                             return Err("AUTH_JWKS: a P-256 key has 32-byte x and y".into());
                         }
-                        let point = p256::EncodedPoint::from_affine_coordinates(x.as_slice().into(), y.as_slice().into(), false);
+                        let point = p256::EncodedPoint::from_affine_coordinates(
+                            x.as_slice().into(),
+                            y.as_slice().into(),
+                            false,
+                        );
                         let key = p256::ecdsa::VerifyingKey::from_encoded_point(&point)
                             .map_err(|e| format!("AUTH_JWKS: bad P-256 key: {e}"))?;
                         Key::Ec(key)
@@ -201,20 +211,24 @@ impl Verifier {
                 mac.update(signed);
                 mac.verify_slice(&sig).is_ok()
             }
-            Some("RS256") => self.keys.iter().filter(|(k, _)| kid.is_none() || k.as_deref() == kid).any(|(_, key)| match key {
-                Key::Rsa(v) => {
-                    use rsa::signature::Verifier as _;
-                    rsa::pkcs1v15::Signature::try_from(sig.as_slice()).is_ok_and(|s| v.verify(signed, &s).is_ok())
-                }
-                Key::Ec(_) => false,
-            }),
-            Some("ES256") => self.keys.iter().filter(|(k, _)| kid.is_none() || k.as_deref() == kid).any(|(_, key)| match key {
-                Key::Ec(v) => {
-                    use p256::ecdsa::signature::Verifier as _;
-                    p256::ecdsa::Signature::from_slice(&sig).is_ok_and(|s| v.verify(signed, &s).is_ok())
-                }
-                Key::Rsa(_) => false,
-            }),
+            Some("RS256") => {
+                self.keys.iter().filter(|(k, _)| kid.is_none() || k.as_deref() == kid).any(|(_, key)| match key {
+                    Key::Rsa(v) => {
+                        use rsa::signature::Verifier as _;
+                        rsa::pkcs1v15::Signature::try_from(sig.as_slice()).is_ok_and(|s| v.verify(signed, &s).is_ok())
+                    }
+                    Key::Ec(_) => false,
+                })
+            }
+            Some("ES256") => {
+                self.keys.iter().filter(|(k, _)| kid.is_none() || k.as_deref() == kid).any(|(_, key)| match key {
+                    Key::Ec(v) => {
+                        use p256::ecdsa::signature::Verifier as _;
+                        p256::ecdsa::Signature::from_slice(&sig).is_ok_and(|s| v.verify(signed, &s).is_ok())
+                    }
+                    Key::Rsa(_) => false,
+                })
+            }
             _ => return Err(unauthorized("the token's alg is not HS256, RS256 or ES256")),
         };
         if !ok {
@@ -226,7 +240,12 @@ impl Verifier {
 
 /// `exp`, `nbf` (with [`SKEW_MS`]), `iss` and `aud` when configured; `sub`
 /// is the actor and `roles` (an array of strings) its roles.
-pub fn check_claims(claims: &Value, issuer: Option<&str>, audience: Option<&str>, now_ms: i64) -> Result<Actor, ApiError> {
+pub fn check_claims(
+    claims: &Value,
+    issuer: Option<&str>,
+    audience: Option<&str>,
+    now_ms: i64,
+) -> Result<Actor, ApiError> {
     let secs = |k: &str| claims.get(k).and_then(Value::as_f64).map(|s| (s * 1000.0) as i64);
     match secs("exp") {
         Some(exp) if now_ms > exp + SKEW_MS => return Err(unauthorized("the token has expired")),
@@ -377,7 +396,9 @@ mod tests {
         let sig: p256::ecdsa::Signature = sk.sign(format!("{h}.{p}").as_bytes());
         let token = format!("{h}.{p}.{}", B64.encode(sig.to_bytes()));
         assert_eq!(v.verify(&token, now).unwrap().id, "bob");
-        assert!(v.verify(&token.replace(&p, &B64.encode(json!({"sub":"eve","exp":(now/1000)+60}).to_string())), now).is_err());
+        assert!(v
+            .verify(&token.replace(&p, &B64.encode(json!({"sub":"eve","exp":(now/1000)+60}).to_string())), now)
+            .is_err());
         // HS256 is refused when only keys are configured.
         assert!(v.verify(&hs256(&json!({"sub":"x","exp":(now/1000)+60})), now).is_err());
         assert!(Verifier::new(None, Some(r#"{"keys":[{"kty":"OKP"}]}"#), None, None).is_err());
@@ -392,7 +413,9 @@ mod tests {
         assert!(verify_stream_token(b"k", &t, "thread-2", 2000).is_err(), "one thread only");
         assert!(verify_stream_token(b"other", &t, "thread-1", 2000).is_err());
         assert!(verify_stream_token(b"k", &t, "thread-1", exp + 1).is_err(), "short-lived");
-        assert!(verify_stream_token(b"k", &t.replace(&B64.encode("alice"), &B64.encode("bob")), "thread-1", 2000).is_err());
+        assert!(
+            verify_stream_token(b"k", &t.replace(&B64.encode("alice"), &B64.encode("bob")), "thread-1", 2000).is_err()
+        );
         assert!(looks_like_jwt(&hs256(&json!({"sub":"x"}))));
         assert!(!looks_like_jwt(&t));
     }
@@ -400,9 +423,15 @@ mod tests {
     #[test]
     fn modes() {
         assert!(matches!(Mode::from_config(None, None, None, None, None), Mode::Unconfigured));
-        assert_eq!(Mode::from_config(None, None, None, None, None).authenticate(None, 0).unwrap_err().code, "auth_not_configured");
+        assert_eq!(
+            Mode::from_config(None, None, None, None, None).authenticate(None, 0).unwrap_err().code,
+            "auth_not_configured"
+        );
         assert_eq!(Mode::from_config(Some("dev"), None, None, None, None).authenticate(None, 0).unwrap().id, "dev");
-        assert_eq!(Mode::from_config(Some("none"), None, None, None, None).authenticate(None, 0).unwrap().id, "anonymous");
+        assert_eq!(
+            Mode::from_config(Some("none"), None, None, None, None).authenticate(None, 0).unwrap().id,
+            "anonymous"
+        );
         assert!(matches!(Mode::from_config(Some("maybe"), None, None, None, None), Mode::Invalid(_)));
         let jwt = Mode::from_config(None, Some(SECRET), None, None, None);
         assert_eq!(jwt.authenticate(None, 0).unwrap_err().status, 401);

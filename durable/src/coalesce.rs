@@ -143,12 +143,9 @@ impl Coalescer {
         let text = ev.str_field("text").unwrap_or_default();
         let same_segment = |s: &Segment| s.kind == kind && s.response_id == ev.response_id;
         // Another open segment of this agent ends where this delta begins.
-        let closed =
-            self.close_where(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && !same_segment(s));
-        let found = self
-            .open
-            .iter()
-            .position(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && same_segment(s));
+        let closed = self.close_where(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && !same_segment(s));
+        let found =
+            self.open.iter().position(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && same_segment(s));
         let idx = found.unwrap_or_else(|| {
             self.open.push(Segment {
                 run_id: ev.run_id.clone(),
@@ -225,11 +222,7 @@ impl Coalescer {
 
     /// When the next idle flush is due, if any segment is dirty.
     pub fn next_idle_deadline(&self) -> Option<i64> {
-        self.open
-            .iter()
-            .filter(|s| s.dirty())
-            .map(|s| s.last_delta_ts + IDLE_FLUSH_MS)
-            .min()
+        self.open.iter().filter(|s| s.dirty()).map(|s| s.last_delta_ts + IDLE_FLUSH_MS).min()
     }
 
     /// For a joining subscriber: one id-less delta per open segment with text

@@ -232,7 +232,10 @@ pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, ApiError>
                 }
                 let mut entry = Map::new();
                 entry.insert("questionId".into(), qid.unwrap_or_default().into());
-                entry.insert("selectedOptions".into(), a.get("selectedOptions").cloned().unwrap_or(Value::Array(vec![])));
+                entry.insert(
+                    "selectedOptions".into(),
+                    a.get("selectedOptions").cloned().unwrap_or(Value::Array(vec![])),
+                );
                 if let Some(Value::String(t)) = custom {
                     entry.insert("customText".into(), t.clone().into());
                 }

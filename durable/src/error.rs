@@ -193,7 +193,8 @@ impl ApiError {
     }
 
     pub fn too_many_subscribers(max: usize) -> ApiError {
-        ApiError::new(429, "too_many_subscribers", format!("a thread serves at most {max} streams at once")).with("retryAfter", 5)
+        ApiError::new(429, "too_many_subscribers", format!("a thread serves at most {max} streams at once"))
+            .with("retryAfter", 5)
     }
 
     pub fn rate_limited(per_minute: i64, retry_after: i64) -> ApiError {

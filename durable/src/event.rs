@@ -82,8 +82,7 @@ impl Serialize for Kind {
 impl<'de> Deserialize<'de> for Kind {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
-        Kind::parse(&name)
-            .ok_or_else(|| serde::de::Error::custom(format!("unknown event type `{name}`")))
+        Kind::parse(&name).ok_or_else(|| serde::de::Error::custom(format!("unknown event type `{name}`")))
     }
 }
 
@@ -106,14 +105,7 @@ pub struct Event {
 
 impl Event {
     pub fn new(kind: Kind, run_id: &str, agent_id: &str, ts: i64, payload: Value) -> Event {
-        Event {
-            kind,
-            run_id: run_id.to_owned(),
-            agent_id: agent_id.to_owned(),
-            response_id: None,
-            ts,
-            payload,
-        }
+        Event { kind, run_id: run_id.to_owned(), agent_id: agent_id.to_owned(), response_id: None, ts, payload }
     }
 
     pub fn to_json(&self) -> String {
@@ -159,8 +151,7 @@ pub fn parse_published(value: Value, run_id: &str, ts: i64) -> Result<Event, Sch
     if !value.is_object() {
         return err("an event must be a JSON object");
     }
-    let incoming: Incoming =
-        serde_json::from_value(value).map_err(|e| SchemaError(e.to_string()))?;
+    let incoming: Incoming = serde_json::from_value(value).map_err(|e| SchemaError(e.to_string()))?;
     let Some(kind) = Kind::parse(&incoming.kind) else {
         return err(format!("unknown event type `{}`", incoming.kind));
     };
@@ -221,9 +212,7 @@ pub fn canonical_payload(kind: Kind, payload: Value) -> Result<Value, SchemaErro
     match kind {
         Kind::RunStart => reshape::<RunStart>(payload),
         Kind::RunFinish => reshape::<RunFinish>(payload),
-        Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => {
-            reshape::<Text>(payload)
-        }
+        Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => reshape::<Text>(payload),
         Kind::ToolInputStart => reshape::<ToolInputStart>(payload),
         Kind::ToolCall => reshape::<ToolCall>(payload),
         Kind::ToolResult => reshape::<ToolResult>(payload),
@@ -254,8 +243,8 @@ fn tasks_update(payload: Value) -> Result<Value, SchemaError> {
         Value::Object(o) => o.get("tasks").cloned().unwrap_or(Value::Null),
         _ => Value::Null,
     };
-    let mut list: Vec<schema::Task> = serde_json::from_value(list)
-        .map_err(|e| SchemaError(format!("`tasks.tasks`: {e}")))?;
+    let mut list: Vec<schema::Task> =
+        serde_json::from_value(list).map_err(|e| SchemaError(format!("`tasks.tasks`: {e}")))?;
     for t in &mut list {
         t.status = match t.status.as_str() {
             "completed" => "done".into(),
@@ -276,7 +265,6 @@ pub mod schema {
     use serde_json::Value;
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct RunStart {
@@ -290,7 +278,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
     #[serde(rename_all = "lowercase")]
     pub enum FinishStatus {
@@ -312,7 +299,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct RunFinish {
@@ -347,7 +333,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct ToolInputStart {
@@ -356,7 +341,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct ToolCall {
@@ -367,7 +351,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct ToolResult {
@@ -386,7 +369,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct AgentSpawned {
@@ -407,7 +389,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
     #[serde(rename_all = "lowercase")]
     pub enum AgentEnd {
@@ -417,7 +398,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct AgentCompleted {
@@ -431,7 +411,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum Severity {
@@ -441,7 +420,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "kebab-case")]
     pub enum InputType {
@@ -452,7 +430,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum QuestionType {
@@ -462,7 +439,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     pub struct Question {
         pub id: String,
@@ -474,7 +450,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     pub struct DomainAccess {
         pub url: String,
@@ -482,7 +457,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "lowercase")]
     pub enum CredentialStage {
@@ -491,14 +465,12 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     pub struct CredentialFlow {
         pub stage: CredentialStage,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct ConfirmationRequest {
@@ -532,7 +504,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     pub struct Task {
         pub id: String,
@@ -541,7 +512,6 @@ pub mod schema {
         pub detail: Option<String>,
         pub status: String,
     }
-
 
     /// `tasks-update` in its stored form.
     #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -563,7 +533,6 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct ErrorMsg {
@@ -583,7 +552,6 @@ pub mod schema {
     pub struct StepStart {}
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct StepFinish {
@@ -594,14 +562,12 @@ pub mod schema {
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     pub struct Title {
         pub title: String,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
-
     #[derive(Serialize, Deserialize)]
     #[serde(rename_all = "camelCase")]
     pub struct FilesystemRequest {

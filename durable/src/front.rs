@@ -104,14 +104,20 @@ pub fn plan(
 /// `?token=`: short lived, for one thread, read-only. A full JWT in a URL is
 /// refused: URLs end up in logs, browser history and `Referer` headers,
 /// where a long-lived credential must never be.
-pub fn identify(route: Option<&Route>, query_token: Option<&str>, authorization: Option<&str>, settings: &Settings, now: i64) -> Result<Caller, ApiError> {
+pub fn identify(
+    route: Option<&Route>,
+    query_token: Option<&str>,
+    authorization: Option<&str>,
+    settings: &Settings,
+    now: i64,
+) -> Result<Caller, ApiError> {
     if let Some(token) = query_token {
         if auth::looks_like_jwt(token) {
             return Err(ApiError::token_in_url());
         }
-        let route = route
-            .filter(|r| r.reads_stream())
-            .ok_or_else(|| ApiError::unauthorized("stream tokens are accepted on the events and run-stream routes only"))?;
+        let route = route.filter(|r| r.reads_stream()).ok_or_else(|| {
+            ApiError::unauthorized("stream tokens are accepted on the events and run-stream routes only")
+        })?;
         let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
         let actor = auth::verify_stream_token(key, token, route.thread(), now)?;
         return Ok(Caller::StreamToken { id: actor.id, expires_at: i64::MAX });

@@ -68,8 +68,10 @@ impl Catalog {
     pub fn check(&self, id: &str) -> Result<&ModelEntry, ApiError> {
         match self.models.get(id) {
             Some(m) if m.available => Ok(m),
-            Some(m) => Err(ApiError::model_not_allowed(format!("`{id}` is not available{}", m.unavailable_reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()),
-            )),
+            Some(m) => Err(ApiError::model_not_allowed(format!(
+                "`{id}` is not available{}",
+                m.unavailable_reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+            ))),
             None => Err(ApiError::model_not_allowed(format!("`{id}` is not in the model catalog"))),
         }
     }
@@ -111,8 +113,10 @@ mod tests {
     #[test]
     fn catalog_rules() {
         let c = Catalog::parse(
-            Some(r#"{"default":"fast","models":{"fast":{"model":"m1","label":"Fast"},"big":{"model":"m2","label":"Big"},
-                "locked":{"model":"m3","available":false,"unavailableReason":"over budget"}}}"#),
+            Some(
+                r#"{"default":"fast","models":{"fast":{"model":"m1","label":"Fast"},"big":{"model":"m2","label":"Big"},
+                "locked":{"model":"m3","available":false,"unavailableReason":"over budget"}}}"#,
+            ),
             "x",
         )
         .unwrap();

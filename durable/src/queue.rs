@@ -31,10 +31,7 @@ pub struct Queue {
 
 impl Queue {
     fn index(&self, message_id: &str) -> Result<usize, ApiError> {
-        self.items
-            .iter()
-            .position(|i| i.message_id == message_id)
-            .ok_or_else(ApiError::queued_message_not_found)
+        self.items.iter().position(|i| i.message_id == message_id).ok_or_else(ApiError::queued_message_not_found)
     }
 
     /// Appends; returns the 0-based position (0 runs next).

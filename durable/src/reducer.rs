@@ -266,9 +266,7 @@ impl TreeBuilder {
                 let mut node = AgentNode::new(&ev.agent_id, &s("role"));
                 node.tools = p.get("tools").and_then(|t| serde_json::from_value(t.clone()).ok());
                 self.push(node, Some(parent));
-                self.nodes[parent]
-                    .timeline
-                    .push(TimelineEntry::Child { agent_id: ev.agent_id.clone() });
+                self.nodes[parent].timeline.push(TimelineEntry::Child { agent_id: ev.agent_id.clone() });
             }
             Kind::AgentCompleted => {
                 if let Some(i) = self.find(&ev.agent_id) {
@@ -324,7 +322,11 @@ impl TreeBuilder {
                 }
                 self.nodes[r].status_message = None;
             }
-            Kind::ThreadTitleUpdated | Kind::FilesystemRequest | Kind::QueueUpdated | Kind::StepStart | Kind::StepFinish => {}
+            Kind::ThreadTitleUpdated
+            | Kind::FilesystemRequest
+            | Kind::QueueUpdated
+            | Kind::StepStart
+            | Kind::StepFinish => {}
         }
     }
 
@@ -395,9 +397,7 @@ fn apply_text(node: &mut AgentNode, slot: TextSlot, rid: Option<&str>, text: &st
     // The last timeline entry of this kind, if it is the last entry overall.
     let last = timeline.last_mut().and_then(|e| match (e, slot) {
         (TimelineEntry::Text { content, response_id }, TextSlot::Text)
-        | (TimelineEntry::Reasoning { content, response_id }, TextSlot::Reasoning) => {
-            Some((content, response_id))
-        }
+        | (TimelineEntry::Reasoning { content, response_id }, TextSlot::Reasoning) => Some((content, response_id)),
         _ => None,
     });
     match last {

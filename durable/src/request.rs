@@ -51,8 +51,14 @@ pub enum Mode {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Send {
     /// `regenerate: true`: answer the last user message again.
-    Regenerate { model: Option<String> },
-    Message { message: String, mode: Mode, model: Option<String> },
+    Regenerate {
+        model: Option<String>,
+    },
+    Message {
+        message: String,
+        mode: Mode,
+        model: Option<String>,
+    },
 }
 
 impl Send {
@@ -70,7 +76,9 @@ impl Send {
         }
         let message = match body.get("message") {
             Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
-            Some(Value::String(_)) | None => return Err(ApiError::message_required("`message` must be a non-empty string")),
+            Some(Value::String(_)) | None => {
+                return Err(ApiError::message_required("`message` must be a non-empty string"))
+            }
             Some(_) => return Err(ApiError::message_required("`message` must be a string")),
         };
         if message.len() > max_message_bytes {
@@ -103,7 +111,9 @@ pub struct ToolDecision {
 impl ToolDecision {
     pub fn parse(body: &Value, approve: bool) -> Result<ToolDecision, ApiError> {
         let bad = |m: &str| ApiError::invalid_decision(m.to_owned());
-        let Some(call) = body.get("toolCallId").and_then(Value::as_str) else { return Err(bad("`toolCallId` is required")) };
+        let Some(call) = body.get("toolCallId").and_then(Value::as_str) else {
+            return Err(bad("`toolCallId` is required"));
+        };
         let run_id = match body.get("runId") {
             None | Some(Value::Null) => None,
             Some(Value::String(r)) => Some(r.clone()),
@@ -226,7 +236,9 @@ pub fn batch(body: Value, shape: BatchShape, max_events: usize) -> Result<Vec<Va
         (_, BatchShape::Events) => {
             return Err(ApiError::invalid_batch("the body must be a JSON array of events (or {\"events\": [...]})"))
         }
-        (_, BatchShape::Stream) => return Err(ApiError::invalid_batch("the body must be a JSON event or an array of events")),
+        (_, BatchShape::Stream) => {
+            return Err(ApiError::invalid_batch("the body must be a JSON event or an array of events"))
+        }
     };
     if items.len() > max_events {
         return Err(ApiError::batch_too_large(max_events));

@@ -91,7 +91,10 @@ impl Route {
     pub fn reads_stream(&self) -> bool {
         matches!(
             self,
-            Route::Events { .. } | Route::AgentStream { .. } | Route::StreamThread { .. } | Route::StreamRun { append: false, .. }
+            Route::Events { .. }
+                | Route::AgentStream { .. }
+                | Route::StreamThread { .. }
+                | Route::StreamRun { append: false, .. }
         )
     }
 
@@ -181,7 +184,10 @@ impl Route {
             ["v1", "runs", r] => {
                 run_id(r)?;
                 let thread = thread_of(r).ok_or_else(ApiError::run_not_found)?;
-                (Route::StreamRun { thread: thread.to_owned(), run: (*r).to_owned(), append: method == "POST" }, &["GET", "POST"])
+                (
+                    Route::StreamRun { thread: thread.to_owned(), run: (*r).to_owned(), append: method == "POST" },
+                    &["GET", "POST"],
+                )
             }
             _ => return Err(ApiError::not_found_route(format!("no route for {path}"))),
         };
@@ -228,5 +234,4 @@ mod tests {
         assert_eq!(Route::parse("GET", "/v1/runs/a.b.c").unwrap_err().code, "invalid_id");
         assert_eq!(Route::parse("DELETE", "/v1/threads/t1").unwrap_err().code, "method_not_allowed");
     }
-
 }

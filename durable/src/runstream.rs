@@ -83,9 +83,11 @@ impl FrameMapper {
         match ev.kind {
             Kind::TextDelta | Kind::ReasoningDelta if p.get("snapshot").and_then(Value::as_bool) != Some(true) => {
                 let reasoning = ev.kind == Kind::ReasoningDelta;
-                let same = self.tail.as_ref().is_some_and(|t| t.reasoning == reasoning && t.response_id == ev.response_id);
+                let same =
+                    self.tail.as_ref().is_some_and(|t| t.reasoning == reasoning && t.response_id == ev.response_id);
                 if !same {
-                    self.tail = Some(Tail { reasoning, response_id: ev.response_id.clone(), text: String::new(), parts: 0 });
+                    self.tail =
+                        Some(Tail { reasoning, response_id: ev.response_id.clone(), text: String::new(), parts: 0 });
                 }
                 let tail = self.tail.as_mut().expect("set above");
                 tail.text.push_str(text("text"));
@@ -103,7 +105,11 @@ impl FrameMapper {
                     .filter(|v: &Vec<usize>| v.iter().sum::<usize>() == full.len())
                     .unwrap_or_else(|| vec![full.len()]);
                 let sent = match &self.tail {
-                    Some(t) if t.reasoning == reasoning && t.response_id == ev.response_id && full.starts_with(&t.text) => t.parts,
+                    Some(t)
+                        if t.reasoning == reasoning && t.response_id == ev.response_id && full.starts_with(&t.text) =>
+                    {
+                        t.parts
+                    }
                     _ => 0,
                 };
                 let mut frames = Vec::new();
@@ -115,7 +121,12 @@ impl FrameMapper {
                     }
                     at += len;
                 }
-                self.tail = Some(Tail { reasoning, response_id: ev.response_id.clone(), text: full.to_owned(), parts: parts.len() });
+                self.tail = Some(Tail {
+                    reasoning,
+                    response_id: ev.response_id.clone(),
+                    text: full.to_owned(),
+                    parts: parts.len(),
+                });
                 frames
             }
             Kind::ToolInputStart => {
@@ -128,7 +139,9 @@ impl FrameMapper {
                 if self.calls.insert(text("toolCallId").to_owned()) {
                     self.tail = None;
                 }
-                vec![json!({ "kind": "tool-input-available", "id": text("toolCallId"), "name": text("toolName"), "input": p["args"] })]
+                vec![
+                    json!({ "kind": "tool-input-available", "id": text("toolCallId"), "name": text("toolName"), "input": p["args"] }),
+                ]
             }
             Kind::ToolResult => vec![json!({ "kind": "tool-output", "id": text("toolCallId"), "output": p["result"] })],
             Kind::ToolError | Kind::ToolInterrupted => {
@@ -187,8 +200,13 @@ pub fn terminal(run_finish: &Value, out: &mut Vec<u8>) {
     let reason = run_finish["reason"].as_str().unwrap_or_default();
     let (name, data) = match status {
         "completed" => ("done", json!({})),
-        "cancelled" => ("error", json!({ "code": "run_cancelled", "message": format!("the run was cancelled ({reason})") })),
-        _ => ("error", json!({ "code": "run_failed", "message": if reason.is_empty() { status.to_owned() } else { reason.to_owned() } })),
+        "cancelled" => {
+            ("error", json!({ "code": "run_cancelled", "message": format!("the run was cancelled ({reason})") }))
+        }
+        _ => (
+            "error",
+            json!({ "code": "run_failed", "message": if reason.is_empty() { status.to_owned() } else { reason.to_owned() } }),
+        ),
     };
     Frame::data(&data.to_string()).event(name).expect("fixed names").encode(out);
 }
@@ -224,7 +242,10 @@ mod tests {
         let mut b = FrameMapper::new("o");
         let fb: Vec<_> = replay.iter().flat_map(|e| b.map(e)).collect();
         assert_eq!(fa, fb);
-        assert_eq!(texts(&fa), vec![(1, "step-start".into()), (2, "He".into()), (3, "llo".into()), (4, "tool-input-available".into())]);
+        assert_eq!(
+            texts(&fa),
+            vec![(1, "step-start".into()), (2, "He".into()), (3, "llo".into()), (4, "tool-input-available".into())]
+        );
     }
 
     #[test]

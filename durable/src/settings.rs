@@ -133,7 +133,9 @@ impl Settings {
             auth,
             stream_key,
             allowed_origins: var("ALLOWED_ORIGINS")
-                .map(|v| v.split(',').map(|o| o.trim().trim_end_matches('/').to_owned()).filter(|o| !o.is_empty()).collect())
+                .map(|v| {
+                    v.split(',').map(|o| o.trim().trim_end_matches('/').to_owned()).filter(|o| !o.is_empty()).collect()
+                })
                 .unwrap_or_default(),
             runs_per_minute: num("RUNS_PER_MINUTE", 60),
             thread_ttl_ms: var("THREAD_TTL_DAYS")

@@ -137,18 +137,12 @@ mod tests {
 
     #[test]
     fn named_event_comes_first() {
-        assert_eq!(
-            enc(Frame::data("{}").event("meta").unwrap().id(1)),
-            "event: meta\nid: 1\ndata: {}\n\n"
-        );
+        assert_eq!(enc(Frame::data("{}").event("meta").unwrap().id(1)), "event: meta\nid: 1\ndata: {}\n\n");
     }
 
     #[test]
     fn multiline_data_cannot_forge_fields() {
-        assert_eq!(
-            enc(Frame::data("a\nid: 9\r\nb\rc")),
-            "data: a\ndata: id: 9\ndata: b\ndata: c\n\n"
-        );
+        assert_eq!(enc(Frame::data("a\nid: 9\r\nb\rc")), "data: a\ndata: id: 9\ndata: b\ndata: c\n\n");
         assert_eq!(enc(Frame::data("")), "data: \n\n");
         assert_eq!(enc(Frame::data("end\n")), "data: end\ndata: \n\n");
     }

@@ -83,7 +83,11 @@ impl Driver {
     }
 
     pub fn parse(s: &str) -> Driver {
-        if s == "builtin" { Driver::Builtin } else { Driver::Webhook }
+        if s == "builtin" {
+            Driver::Builtin
+        } else {
+            Driver::Webhook
+        }
     }
 }
 
@@ -228,13 +232,7 @@ impl Store for MemoryStore {
     }
 
     fn read_range(&self, after: u64, up_to: u64, limit: usize) -> StoreResult<Vec<Record>> {
-        Ok(self
-            .records
-            .iter()
-            .filter(|r| r.seq > after && r.seq <= up_to)
-            .take(limit)
-            .cloned()
-            .collect())
+        Ok(self.records.iter().filter(|r| r.seq > after && r.seq <= up_to).take(limit).cloned().collect())
     }
 
     fn run_records(&self, run_id: &str) -> StoreResult<Vec<Record>> {

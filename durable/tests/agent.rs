@@ -15,7 +15,9 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 use support::{actor, serve, Req, T};
 use threadline_durable::agent::cancel::CancelToken;
-use threadline_durable::agent::{self, tools::HttpTool, BackgroundTask, ByteStream, Checkpoint, End, Host, ModelFailure, Scope, Stopped};
+use threadline_durable::agent::{
+    self, tools::HttpTool, BackgroundTask, ByteStream, Checkpoint, End, Host, ModelFailure, Scope, Stopped,
+};
 use threadline_durable::effect::{Drive, Effect};
 use threadline_durable::event::{Event, Kind};
 use threadline_durable::Settings;
@@ -150,7 +152,11 @@ impl Host for Host1 {
 
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped> {
         let local = self.new_id("cr");
-        self.fake.thread.borrow_mut().request_confirmation(&self.run_id, agent_id, payload, &local, None, 1_000).map_err(|_| Stopped)
+        self.fake
+            .thread
+            .borrow_mut()
+            .request_confirmation(&self.run_id, agent_id, payload, &local, None, 1_000)
+            .map_err(|_| Stopped)
     }
 }
 
@@ -206,7 +212,12 @@ fn finish(reason: &str) -> Value {
 /// Sends `message` through the service and runs every loop it asks for,
 /// to the end (background tasks included). Returns the ends, in order.
 fn send(f: &Rc<Fake>, s: &Settings, message: &str) -> Vec<End> {
-    let outcome = serve(&mut f.thread.borrow_mut(), s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": message})), 1_000);
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": message})),
+        1_000,
+    );
     assert_eq!(support::status(&outcome), 200, "{:?}", outcome.answer);
     drive_all(f, s, outcome.effects)
 }
@@ -251,7 +262,15 @@ fn text_and_reasoning_stream_and_the_run_completes() {
     assert_eq!(send(&f, &s, "hi"), [End::Completed]);
     assert_eq!(
         kinds(&f),
-        ["run-start", "thread-title-updated", "step-start", "reasoning-block", "text-block", "step-finish", "run-finish"]
+        [
+            "run-start",
+            "thread-title-updated",
+            "step-start",
+            "reasoning-block",
+            "text-block",
+            "step-finish",
+            "run-finish"
+        ]
     );
     assert_eq!(finish_of(&f), json!({"status": "completed"}));
     let tree = threadline_durable::reducer::fold(&events(&f)).tree().unwrap();
@@ -265,10 +284,13 @@ fn text_and_reasoning_stream_and_the_run_completes() {
 #[test]
 fn a_tool_call_runs_and_its_result_feeds_the_next_step() {
     let s = settings(&[]);
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "weather", "{\"ci"), call(0, "", "ty\":\"Oslo\"}"), finish("tool_calls")]),
-        Answer::Chunks(vec![text("21 degrees"), finish("stop")]),
-    ]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "weather", "{\"ci"), call(0, "", "ty\":\"Oslo\"}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("21 degrees"), finish("stop")]),
+        ],
+    );
     assert_eq!(send(&f, &s, "weather?"), [End::Completed]);
     let evs = events(&f);
     let call = evs.iter().find(|e| e.kind == Kind::ToolCall).unwrap();
@@ -284,10 +306,19 @@ fn a_tool_call_runs_and_its_result_feeds_the_next_step() {
 #[test]
 fn a_steps_calls_run_concurrently_and_bad_arguments_are_tool_errors() {
     let s = settings(&[]);
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), call(1, "time", "{}"), call(2, "weather", "{\"city\":3}"), call(3, "time", "not json"), finish("tool_calls")]),
-        Answer::Chunks(vec![text("done"), finish("stop")]),
-    ]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![
+                call(0, "weather", "{\"city\":\"A\"}"),
+                call(1, "time", "{}"),
+                call(2, "weather", "{\"city\":3}"),
+                call(3, "time", "not json"),
+                finish("tool_calls"),
+            ]),
+            Answer::Chunks(vec![text("done"), finish("stop")]),
+        ],
+    );
     assert_eq!(send(&f, &s, "both"), [End::Completed]);
     assert_eq!(f.max_inflight.get(), 2, "both valid calls were in flight at once");
     let errors: Vec<_> = events(&f).into_iter().filter(|e| e.kind == Kind::ToolError).collect();
@@ -299,10 +330,13 @@ fn a_steps_calls_run_concurrently_and_bad_arguments_are_tool_errors() {
 #[test]
 fn a_call_that_needs_approval_suspends_the_run_and_a_decision_resumes_it() {
     let s = settings(&[]);
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]),
-        Answer::Chunks(vec![text("wiped"), finish("stop")]),
-    ]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("wiped"), finish("stop")]),
+        ],
+    );
     assert_eq!(send(&f, &s, "wipe it"), [End::Suspended]);
     assert!(f.thread.borrow().is_suspended());
     assert!(f.calls.borrow().is_empty(), "nothing ran before the decision");
@@ -311,7 +345,12 @@ fn a_call_that_needs_approval_suspends_the_run_and_a_decision_resumes_it() {
     let rid = request["requestId"].as_str().unwrap().to_owned();
     // The decision arrives (any instance, any time later): the run resumes.
     let path = format!("/instance-ai/confirm/{rid}");
-    let decided = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", &path, actor("alice", &[])).body(&json!({"approved": true})), 2_000);
+    let decided = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", &path, actor("alice", &[])).body(&json!({"approved": true})),
+        2_000,
+    );
     assert_eq!(support::status(&decided), 200);
     assert!(decided.effects.iter().any(|e| matches!(e, Effect::Drive(_))), "the decision resumes the loop");
     assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
@@ -322,15 +361,22 @@ fn a_call_that_needs_approval_suspends_the_run_and_a_decision_resumes_it() {
 #[test]
 fn a_denied_call_is_an_error_the_model_is_told() {
     let s = settings(&[]);
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]),
-        Answer::Chunks(vec![text("ok, not wiping"), finish("stop")]),
-    ]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("ok, not wiping"), finish("stop")]),
+        ],
+    );
     send(&f, &s, "wipe it");
-    let rid = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload["requestId"].as_str().unwrap().to_owned();
+    let rid = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload["requestId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let path = format!("/instance-ai/confirm/{rid}");
     let body = json!({"approved": false, "userInput": "not today"});
-    let decided = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", &path, actor("alice", &[])).body(&body), 2_000);
+    let decided =
+        serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", &path, actor("alice", &[])).body(&body), 2_000);
     assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
     assert!(f.calls.borrow().is_empty());
     let err = events(&f).into_iter().find(|e| e.kind == Kind::ToolError).unwrap();
@@ -343,11 +389,14 @@ fn a_denied_call_is_an_error_the_model_is_told() {
 fn a_sub_agent_runs_with_only_its_tools_and_answers_its_parent() {
     let s = settings(&[]);
     let spawn = r#"{"role":"researcher","instructions":"find the weather","tools":["weather"]}"#;
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
-        Answer::Chunks(vec![text("sunny"), finish("stop")]),
-        Answer::Chunks(vec![text("the researcher says sunny"), finish("stop")]),
-    ]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
+            Answer::Chunks(vec![text("sunny"), finish("stop")]),
+            Answer::Chunks(vec![text("the researcher says sunny"), finish("stop")]),
+        ],
+    );
     assert_eq!(send(&f, &s, "delegate"), [End::Completed]);
     let evs = events(&f);
     let spawned = evs.iter().find(|e| e.kind == Kind::AgentSpawned).unwrap();
@@ -356,7 +405,8 @@ fn a_sub_agent_runs_with_only_its_tools_and_answers_its_parent() {
     let done = evs.iter().find(|e| e.kind == Kind::AgentCompleted).unwrap();
     assert_eq!((done.agent_id.as_str(), done.payload["result"].as_str()), (child.as_str(), Some("sunny")));
     // The child saw only its own tool; the parent got the child's answer.
-    let child_tools: Vec<_> = f.requests.borrow()[1]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].clone()).collect();
+    let child_tools: Vec<_> =
+        f.requests.borrow()[1]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].clone()).collect();
     assert_eq!(child_tools, [json!("weather")]);
     assert!(f.requests.borrow()[2]["messages"].to_string().contains("sunny"));
     let tree = threadline_durable::reducer::fold(&evs).tree().unwrap();
@@ -367,11 +417,14 @@ fn a_sub_agent_runs_with_only_its_tools_and_answers_its_parent() {
 fn a_background_sub_agent_outlives_its_run() {
     let s = settings(&[]);
     let spawn = r#"{"role":"watcher","instructions":"watch","tools":[],"background":true}"#;
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
-        Answer::Chunks(vec![text("started a watcher"), finish("stop")]),
-        Answer::Chunks(vec![text("watched"), finish("stop")]),
-    ]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
+            Answer::Chunks(vec![text("started a watcher"), finish("stop")]),
+            Answer::Chunks(vec![text("watched"), finish("stop")]),
+        ],
+    );
     assert_eq!(send(&f, &s, "watch"), [End::Completed]);
     let evs = events(&f);
     let fin = evs.iter().position(|e| e.kind == Kind::RunFinish).unwrap();
@@ -383,16 +436,31 @@ fn a_background_sub_agent_outlives_its_run() {
 #[test]
 fn cancel_stops_the_loop_and_nothing_more_is_published() {
     let s = settings(&[]);
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), finish("tool_calls")]),
-        Answer::Chunks(vec![text("never"), finish("stop")]),
-    ]);
-    let outcome = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "x"})), 1_000);
-    let Some(Effect::Drive(d)) = outcome.effects.into_iter().find(|e| matches!(e, Effect::Drive(_))) else { panic!("no drive") };
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("never"), finish("stop")]),
+        ],
+    );
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "x"})),
+        1_000,
+    );
+    let Some(Effect::Drive(d)) = outcome.effects.into_iter().find(|e| matches!(e, Effect::Drive(_))) else {
+        panic!("no drive")
+    };
     let token = CancelToken::default();
     f.cancel_after.set(Some((2, token.clone())));
     // A person cancels while the second step is asked for.
-    let cancelled = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1/cancel", actor("alice", &[])), 1_500);
+    let cancelled = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1/cancel", actor("alice", &[])),
+        1_500,
+    );
     assert!(cancelled.effects.iter().any(|e| matches!(e, Effect::StopAgents)));
     assert_eq!(drive(&f, d, token), End::Stopped);
     assert_eq!(finish_of(&f), json!({"status": "cancelled", "reason": "user_cancelled"}));
@@ -402,10 +470,13 @@ fn cancel_stops_the_loop_and_nothing_more_is_published() {
 #[test]
 fn the_step_limit_ends_the_run_with_an_error() {
     let s = settings(&[("AGENT_MAX_STEPS", "2")]);
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![call(0, "time", "{}"), finish("tool_calls")]),
-        Answer::Chunks(vec![call(0, "time", "{}"), finish("tool_calls")]),
-    ]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "time", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![call(0, "time", "{}"), finish("tool_calls")]),
+        ],
+    );
     assert!(matches!(&send(&f, &s, "loop")[..], [End::Failed(why)] if why.contains("step limit")));
     assert_eq!(finish_of(&f)["status"], "error");
     assert_eq!(f.requests.borrow().len(), 2);
@@ -424,16 +495,27 @@ fn a_provider_error_ends_the_run_with_its_reason() {
 #[test]
 fn the_next_queued_message_runs_when_a_run_ends() {
     let s = settings(&[]);
-    let f = fake(&s, vec![
-        Answer::Chunks(vec![text("first"), finish("stop")]),
-        Answer::Chunks(vec![text("second"), finish("stop")]),
-    ]);
-    let first = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "one"})), 1_000);
-    let queued = serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "two", "mode": "queue"})), 1_000);
+    let f = fake(
+        &s,
+        vec![Answer::Chunks(vec![text("first"), finish("stop")]), Answer::Chunks(vec![text("second"), finish("stop")])],
+    );
+    let first = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "one"})),
+        1_000,
+    );
+    let queued = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "two", "mode": "queue"})),
+        1_000,
+    );
     assert_eq!(support::status(&queued), 202);
     assert!(queued.effects.is_empty(), "it waits for the run ahead");
     assert_eq!(drive_all(&f, &s, first.effects), [End::Completed, End::Completed]);
-    let starts: Vec<_> = events(&f).into_iter().filter(|e| e.kind == Kind::RunStart).map(|e| e.payload["message"].clone()).collect();
+    let starts: Vec<_> =
+        events(&f).into_iter().filter(|e| e.kind == Kind::RunStart).map(|e| e.payload["message"].clone()).collect();
     assert_eq!(starts, [json!("one"), json!("two")]);
     // The second run remembered the first.
     assert!(f.requests.borrow()[1]["messages"].to_string().contains("first"));

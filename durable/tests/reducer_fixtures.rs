@@ -17,8 +17,8 @@ fn fixture_logs_fold_to_their_recorded_trees() {
     paths.sort();
     for path in paths.iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
         let mut fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        let events: Vec<Event> = serde_json::from_value(fixture["events"].clone())
-            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let events: Vec<Event> =
+            serde_json::from_value(fixture["events"].clone()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let tree = serde_json::to_value(reducer::fold(&events).tree()).unwrap();
         if bless {
             fixture["tree"] = tree;

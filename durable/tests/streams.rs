@@ -21,7 +21,11 @@ fn create(s: &mut Streams<MemoryLog>, ct: &str, body: &str, now: i64) -> Reply {
 }
 
 fn append(s: &mut Streams<MemoryLog>, ct: &str, body: &str, now: i64) -> Reply {
-    s.append(AppendRequest { content_type: Some(ct.into()), body: body.as_bytes().to_vec(), ..AppendRequest::default() }, now).0
+    s.append(
+        AppendRequest { content_type: Some(ct.into()), body: body.as_bytes().to_vec(), ..AppendRequest::default() },
+        now,
+    )
+    .0
 }
 
 fn read(s: &mut Streams<MemoryLog>, offset: &str, live: Option<&str>, now: i64) -> ReadPlan {
@@ -61,7 +65,12 @@ fn create_append_read_and_resume() {
     assert!(rest.get("stream-next-offset").unwrap() > first.as_str());
     // ETag: the same read again is 304.
     let tag = rest.get("etag").unwrap().to_owned();
-    let req = ReadRequest { path: "/v1/stream/a".into(), offsets: vec![first.clone()], if_none_match: Some(tag), ..ReadRequest::default() };
+    let req = ReadRequest {
+        path: "/v1/stream/a".into(),
+        offsets: vec![first.clone()],
+        if_none_match: Some(tag),
+        ..ReadRequest::default()
+    };
     assert_eq!(reply(s.read(&req, 4)).status, 304);
     assert_eq!(reply(read(&mut s, "junk", None, 3)).status, 400);
 }
@@ -138,7 +147,12 @@ fn sse_turns_pair_data_with_control_and_end_when_closed() {
 #[test]
 fn ttl_is_enforced_lazily_and_slides_on_access() {
     let mut s = Streams::new(MemoryLog::default());
-    let req = CreateRequest { path: "/v1/stream/a".into(), content_type: Some("text/plain".into()), ttl: Some("2".into()), ..CreateRequest::default() };
+    let req = CreateRequest {
+        path: "/v1/stream/a".into(),
+        content_type: Some("text/plain".into()),
+        ttl: Some("2".into()),
+        ..CreateRequest::default()
+    };
     let p = s.prepare_create(req, 0).unwrap();
     assert_eq!(s.finish_create(p, None, 0).status, 201);
     assert_eq!(s.deadline(), Some(2000));

@@ -131,7 +131,14 @@ fn run_lock_is_a_compare_and_set() {
     start(&mut t, "r1", 0);
     let err = t
         .start_run(
-            StartRun { run_id: "r2".into(), message_id: "m".into(), message: "x".into(), publish_token: "k".into(), driver: Driver::Webhook, model: None },
+            StartRun {
+                run_id: "r2".into(),
+                message_id: "m".into(),
+                message: "x".into(),
+                publish_token: "k".into(),
+                driver: Driver::Webhook,
+                model: None,
+            },
             1,
         )
         .unwrap_err();
@@ -187,13 +194,21 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
     let c = Conn::open(&mut t, 0);
     t.store_mut().fail_commits = 1;
     let e = t
-        .publish("r1", vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t","toolName":"n","args":{}}})], 1)
+        .publish(
+            "r1",
+            vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t","toolName":"n","args":{}}})],
+            1,
+        )
         .unwrap_err();
     assert_eq!((e.status, e.code), (503, "storage_unavailable"));
     assert_eq!(t.last_seq(), 1);
     assert!(c.sink.buf.borrow().is_empty(), "nothing sent that was not stored");
-    t.publish("r1", vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t2","toolName":"n","args":{}}})], 2)
-        .unwrap();
+    t.publish(
+        "r1",
+        vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t2","toolName":"n","args":{}}})],
+        2,
+    )
+    .unwrap();
     let seqs: Vec<u64> = t.store().records.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, vec![1, 2]);
     assert_eq!(parse(&c.sink.buf.borrow())[0].0, Some(2));
@@ -261,7 +276,8 @@ fn clone_store(s: &MemoryStore) -> MemoryStore {
 
 #[test]
 fn idle_timeout_ends_a_silent_run() {
-    let mut t: T = Thread::load(MemoryStore::default(), Config { run_idle_timeout_ms: 100, ..Config::default() }, 0).unwrap();
+    let mut t: T =
+        Thread::load(MemoryStore::default(), Config { run_idle_timeout_ms: 100, ..Config::default() }, 0).unwrap();
     start(&mut t, "r1", 0);
     t.publish("r1", vec![json!({"type":"status","agentId":"orchestrator","payload":{"message":"x"}})], 50).unwrap();
     assert_eq!(t.run_deadline(), Some(150));
@@ -318,7 +334,11 @@ enum Tmpl {
 }
 
 fn agent_name(a: u8) -> String {
-    if a == 0 { "orchestrator".into() } else { format!("sub{a}") }
+    if a == 0 {
+        "orchestrator".into()
+    } else {
+        format!("sub{a}")
+    }
 }
 
 fn render(t: &Tmpl) -> Value {
@@ -443,4 +463,3 @@ proptest! {
         }
     }
 }
-

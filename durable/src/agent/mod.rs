@@ -14,6 +14,7 @@ pub mod openai;
 pub mod tools;
 
 use crate::event::{Event, Kind};
+use builtin::{add_usage, apply_tasks, confirmation_payload, excerpt};
 use cancel::CancelToken;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use openai::{ChunkParser, ModelEvent, SseDecoder};
@@ -22,7 +23,6 @@ use serde_json::{json, Value};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use builtin::{add_usage, apply_tasks, confirmation_payload, excerpt};
 use tools::{ToolKind, Toolbox};
 
 /// A response body, chunk by chunk.
@@ -298,7 +298,10 @@ impl<H: Host> Agent<H> {
         let mut usage = cp.usage.clone();
         loop {
             if cp.step >= self.cfg.max_steps {
-                return Err(Halt::Failed(format!("step limit reached ({} steps, AGENT_MAX_STEPS)", self.cfg.max_steps)));
+                return Err(Halt::Failed(format!(
+                    "step limit reached ({} steps, AGENT_MAX_STEPS)",
+                    self.cfg.max_steps
+                )));
             }
             let step = self.stream_step(&cp.messages).await?;
             if let Some(u) = &step.usage {
@@ -335,7 +338,8 @@ impl<H: Host> Agent<H> {
                 return Err(Halt::Suspended);
             }
             for r in results {
-                cp.messages.push(json!({ "role": "tool", "tool_call_id": r.id, "content": r.result.unwrap_or_default() }));
+                cp.messages
+                    .push(json!({ "role": "tool", "tool_call_id": r.id, "content": r.result.unwrap_or_default() }));
             }
             cp.step += 1;
             cp.usage = usage.clone();
@@ -362,7 +366,9 @@ impl<H: Host> Agent<H> {
         let mut stream = match opened {
             Ok(s) => s,
             Err(ModelFailure::Unreachable(why)) => {
-                return Err(self.provider_failed(json!({ "content": format!("Could not reach the model provider: {why}") })));
+                return Err(
+                    self.provider_failed(json!({ "content": format!("Could not reach the model provider: {why}") }))
+                );
             }
             Err(ModelFailure::Status { status, body }) => {
                 return Err(self.provider_failed(json!({
@@ -458,7 +464,9 @@ impl<H: Host> Agent<H> {
                 ModelEvent::Usage(u) => step.usage = Some(u),
                 ModelEvent::Error(msg) => {
                     self.publish(out)?;
-                    return Err(self.provider_failed(json!({ "content": format!("The model provider reported an error: {msg}") })));
+                    return Err(self.provider_failed(
+                        json!({ "content": format!("The model provider reported an error: {msg}") }),
+                    ));
                 }
                 ModelEvent::Done => step.done = true,
             }
@@ -487,21 +495,31 @@ impl<H: Host> Agent<H> {
         let mut waiting: Vec<Option<(String, Value)>> = vec![None; calls.len()];
         let mut runnable = Vec::new();
         for (i, call) in calls.iter().enumerate() {
-            let args: Value = match serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments }) {
-                Ok(v @ Value::Object(_)) => v,
-                Ok(_) | Err(_) => {
-                    let msg = format!("the arguments are not a JSON object: {}", excerpt(&call.arguments, 200));
-                    self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
-                    results[i] = Some(format!("Error: {msg}"));
-                    continue;
-                }
-            };
-            self.publish(vec![self.event(Kind::ToolCall, json!({ "toolCallId": call.id, "toolName": call.name, "args": args }))])?;
+            let args: Value =
+                match serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments }) {
+                    Ok(v @ Value::Object(_)) => v,
+                    Ok(_) | Err(_) => {
+                        let msg = format!("the arguments are not a JSON object: {}", excerpt(&call.arguments, 200));
+                        self.publish(
+                            vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))],
+                        )?;
+                        results[i] = Some(format!("Error: {msg}"));
+                        continue;
+                    }
+                };
+            self.publish(vec![
+                self.event(Kind::ToolCall, json!({ "toolCallId": call.id, "toolName": call.name, "args": args }))
+            ])?;
             match self.tools.resolve(&call.name, &args, self.allowed.as_deref(), self.orchestrator) {
                 Ok(kind) if self.asks_first(&kind) => {
                     if !self.orchestrator {
-                        let msg = format!("`{}` needs a person's approval, which only the orchestrator can ask for", call.name);
-                        self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
+                        let msg = format!(
+                            "`{}` needs a person's approval, which only the orchestrator can ask for",
+                            call.name
+                        );
+                        self.publish(
+                            vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))],
+                        )?;
                         results[i] = Some(format!("Error: {msg}"));
                         continue;
                     }
@@ -523,7 +541,9 @@ impl<H: Host> Agent<H> {
                 ToolKind::CreateTasks | ToolKind::UpdateTasks => {
                     let out = apply_tasks(tasks, &args, matches!(kind, ToolKind::CreateTasks));
                     self.publish(vec![self.event(Kind::TasksUpdate, json!({ "tasks": { "tasks": tasks.clone() } }))])?;
-                    self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": calls[i].id, "result": out }))])?;
+                    self.publish(vec![
+                        self.event(Kind::ToolResult, json!({ "toolCallId": calls[i].id, "result": out }))
+                    ])?;
                     results[i] = Some(out.to_string());
                 }
                 _ => concurrent.push((i, kind, args)),
@@ -531,7 +551,9 @@ impl<H: Host> Agent<H> {
         }
         if !concurrent.is_empty() {
             let names: Vec<&str> = concurrent.iter().map(|(i, _, _)| calls[*i].name.as_str()).collect();
-            self.publish(vec![self.event(Kind::Status, json!({ "message": format!("Running {}…", names.join(", ")) }))])?;
+            self.publish(vec![
+                self.event(Kind::Status, json!({ "message": format!("Running {}…", names.join(", ")) }))
+            ])?;
             let mut running: FuturesUnordered<_> = concurrent
                 .into_iter()
                 .map(|(i, kind, args)| {
@@ -599,7 +621,9 @@ impl<H: Host> Agent<H> {
             Some("approved") => match self.tools.resolve(&call.name, &call.args, None, true) {
                 Ok(ToolKind::AskUser) => Ok(call.decision.clone().unwrap_or(Value::Null)),
                 Ok(ToolKind::Http(tool)) => {
-                    self.publish(vec![self.event(Kind::Status, json!({ "message": format!("Running {}…", tool.name) }))])?;
+                    self.publish(vec![
+                        self.event(Kind::Status, json!({ "message": format!("Running {}…", tool.name) }))
+                    ])?;
                     let body = json!({ "args": call.args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
                     let out = self.cancel.run(self.host.call_http_tool(tool, body)).await.ok_or(Halt::Stopped)?;
                     self.publish(vec![self.event(Kind::Status, json!({ "message": "" }))])?;
@@ -615,7 +639,9 @@ impl<H: Host> Agent<H> {
                     None => "The user denied this tool call.".to_owned(),
                 })
             }
-            Some("expired") => Err("The approval request expired before anyone decided; the tool did not run.".to_owned()),
+            Some("expired") => {
+                Err("The approval request expired before anyone decided; the tool did not run.".to_owned())
+            }
             _ => return Err(Halt::Stopped),
         };
         self.settle(&call.id, outcome)
@@ -640,10 +666,16 @@ impl<H: Host> Agent<H> {
     }
 
     /// One tool call: `Ok(Ok(result))`, `Ok(Err(tool error))`, or a halt.
-    async fn run_tool(&self, kind: ToolKind<'_>, call: &openai::ToolCallParts, args: Value) -> Result<Result<Value, String>, Halt> {
+    async fn run_tool(
+        &self,
+        kind: ToolKind<'_>,
+        call: &openai::ToolCallParts,
+        args: Value,
+    ) -> Result<Result<Value, String>, Halt> {
         match kind {
             ToolKind::Http(tool) => {
-                let body = json!({ "args": args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
+                let body =
+                    json!({ "args": args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
                 Ok(self.host.call_http_tool(tool, body).await)
             }
             ToolKind::SpawnAgent => self.spawn_agent(args).await,
@@ -688,7 +720,10 @@ impl<H: Host> Agent<H> {
         // orchestrator's tool result.
         self.publish(vec![sub.event(Kind::AgentSpawned, spawned)])?;
         let messages = vec![
-            openai::message("system", &format!("You are a sub-agent with the role \"{role}\". {}", self.cfg.system_prompt)),
+            openai::message(
+                "system",
+                &format!("You are a sub-agent with the role \"{role}\". {}", self.cfg.system_prompt),
+            ),
             openai::message("user", &instructions),
         ];
         let cp = Checkpoint {

@@ -60,7 +60,11 @@ pub enum ModelEvent {
     Text(String),
     Reasoning(String),
     /// A tool call's name is known (its arguments may follow).
-    ToolStart { index: usize, id: String, name: String },
+    ToolStart {
+        index: usize,
+        id: String,
+        name: String,
+    },
     Finish(String),
     Usage(Value),
     /// The provider reported an error inside the stream.
@@ -115,7 +119,12 @@ impl ChunkParser {
                 let pos = match self.calls.iter().position(|c| c.index == index) {
                     Some(p) => p,
                     None => {
-                        self.calls.push(ToolCallParts { index, id: String::new(), name: String::new(), arguments: String::new() });
+                        self.calls.push(ToolCallParts {
+                            index,
+                            id: String::new(),
+                            name: String::new(),
+                            arguments: String::new(),
+                        });
                         self.calls.len() - 1
                     }
                 };
@@ -216,7 +225,10 @@ mod tests {
         assert_eq!(ev, vec![ModelEvent::Reasoning("hm".into()), ModelEvent::Text("Hi".into())]);
         let ev = p.push(r#"{"choices":[{"delta":{"reasoning":"r"},"finish_reason":"length"}]}"#).unwrap();
         assert_eq!(ev, vec![ModelEvent::Reasoning("r".into()), ModelEvent::Finish("length".into())]);
-        assert_eq!(p.push(r#"{"error":{"message":"overloaded"}}"#).unwrap(), vec![ModelEvent::Error("overloaded".into())]);
+        assert_eq!(
+            p.push(r#"{"error":{"message":"overloaded"}}"#).unwrap(),
+            vec![ModelEvent::Error("overloaded".into())]
+        );
         assert!(p.push("not json").is_err());
     }
 }

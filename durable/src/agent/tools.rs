@@ -135,7 +135,8 @@ fn builtin_definitions() -> Vec<Value> {
 }
 
 fn compile(name: &str, schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::validator_for(schema).map_err(|e| format!("tool `{name}`: `parameters` is not a valid JSON Schema: {e}"))
+    jsonschema::validator_for(schema)
+        .map_err(|e| format!("tool `{name}`: `parameters` is not a valid JSON Schema: {e}"))
 }
 
 impl Toolbox {
@@ -164,7 +165,8 @@ impl Toolbox {
         let builtin = builtin_definitions()
             .into_iter()
             .map(|d| {
-                let v = compile(d["name"].as_str().unwrap_or_default(), &d["parameters"]).expect("built-in schemas are valid");
+                let v = compile(d["name"].as_str().unwrap_or_default(), &d["parameters"])
+                    .expect("built-in schemas are valid");
                 (d, v)
             })
             .collect();
@@ -194,7 +196,13 @@ impl Toolbox {
 
     /// Resolves `name` for an agent allowed `allowed` tools (all when `None`;
     /// built-ins only for the orchestrator), validating `args`.
-    pub fn resolve(&self, name: &str, args: &Value, allowed: Option<&[String]>, builtins: bool) -> Result<ToolKind<'_>, String> {
+    pub fn resolve(
+        &self,
+        name: &str,
+        args: &Value,
+        allowed: Option<&[String]>,
+        builtins: bool,
+    ) -> Result<ToolKind<'_>, String> {
         if builtins {
             if let Some((_, v)) = self.builtin.iter().find(|(d, _)| d["name"] == name) {
                 validate(v, args)?;
@@ -216,10 +224,18 @@ impl Toolbox {
 }
 
 fn validate(v: &jsonschema::Validator, args: &Value) -> Result<(), String> {
-    let errors: Vec<String> = v.iter_errors(args).take(5).map(|e| {
-        let path = e.instance_path().to_string();
-        if path.is_empty() { e.to_string() } else { format!("{path}: {e}") }
-    }).collect();
+    let errors: Vec<String> = v
+        .iter_errors(args)
+        .take(5)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("{path}: {e}")
+            }
+        })
+        .collect();
     if errors.is_empty() {
         Ok(())
     } else {
@@ -247,7 +263,10 @@ mod tests {
             tb.resolve(SPAWN_AGENT, &json!({"role":"r","instructions":"i"}), None, true),
             Ok(ToolKind::SpawnAgent)
         ));
-        assert!(tb.resolve(SPAWN_AGENT, &json!({"role":"r","instructions":"i"}), None, false).is_err(), "sub-agents cannot spawn");
+        assert!(
+            tb.resolve(SPAWN_AGENT, &json!({"role":"r","instructions":"i"}), None, false).is_err(),
+            "sub-agents cannot spawn"
+        );
         assert_eq!(tb.definitions(None, true).len(), 5);
         assert_eq!(tb.definitions(Some(&[]), false).len(), 0);
     }

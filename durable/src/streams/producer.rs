@@ -30,17 +30,28 @@ const MAX_SAFE: u64 = (1 << 53) - 1;
 impl Producer {
     /// All three headers or none: `Ok(None)` without them, `Err(message)`
     /// for a partial set, an empty id, or a non-integer epoch or seq.
-    pub fn from_headers(id: Option<&str>, epoch: Option<&str>, seq: Option<&str>) -> Result<Option<Producer>, &'static str> {
+    pub fn from_headers(
+        id: Option<&str>,
+        epoch: Option<&str>,
+        seq: Option<&str>,
+    ) -> Result<Option<Producer>, &'static str> {
         let (id, epoch, seq) = match (id, epoch, seq) {
             (None, None, None) => return Ok(None),
             (Some(i), Some(e), Some(s)) => (i, e, s),
-            _ => return Err("All producer headers (Producer-Id, Producer-Epoch, Producer-Seq) must be provided together"),
+            _ => {
+                return Err(
+                    "All producer headers (Producer-Id, Producer-Epoch, Producer-Seq) must be provided together",
+                )
+            }
         };
         if id.is_empty() {
             return Err("Invalid Producer-Id: must not be empty");
         }
         let int = |v: &str| -> Option<u64> {
-            (!v.is_empty() && v.len() <= 16 && v.bytes().all(|b| b.is_ascii_digit())).then(|| v.parse().ok()).flatten().filter(|n| *n <= MAX_SAFE)
+            (!v.is_empty() && v.len() <= 16 && v.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| v.parse().ok())
+                .flatten()
+                .filter(|n| *n <= MAX_SAFE)
         };
         let epoch = int(epoch).ok_or("Invalid Producer-Epoch: must be a non-negative integer")?;
         let seq = int(seq).ok_or("Invalid Producer-Seq: must be a non-negative integer")?;
@@ -73,7 +84,11 @@ pub fn check(state: Option<&ProducerState>, p: &Producer, now: i64) -> Verdict {
         None => Verdict::Gap { expected: 0, received: p.seq },
         Some(s) if p.epoch < s.epoch => Verdict::StaleEpoch { current: s.epoch },
         Some(s) if p.epoch > s.epoch => {
-            if p.seq == 0 { accept(0) } else { Verdict::EpochSeqNotZero }
+            if p.seq == 0 {
+                accept(0)
+            } else {
+                Verdict::EpochSeqNotZero
+            }
         }
         Some(s) if p.seq <= s.last_seq => Verdict::Duplicate { last_seq: s.last_seq },
         Some(s) if p.seq == s.last_seq + 1 => accept(p.seq),
@@ -113,6 +128,9 @@ mod tests {
         assert!(Producer::from_headers(Some("a"), Some("-1"), Some("0")).is_err());
         assert!(Producer::from_headers(Some("a"), Some("0"), Some("1.5")).is_err());
         assert!(Producer::from_headers(Some("a"), Some("9007199254740992"), Some("0")).is_err());
-        assert_eq!(Producer::from_headers(Some("a"), Some("1"), Some("2")), Ok(Some(Producer { id: "a".into(), epoch: 1, seq: 2 })));
+        assert_eq!(
+            Producer::from_headers(Some("a"), Some("1"), Some("2")),
+            Ok(Some(Producer { id: "a".into(), epoch: 1, seq: 2 }))
+        );
     }
 }

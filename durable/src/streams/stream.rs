@@ -16,7 +16,7 @@
 use super::log::{ClosedBy, Message, Meta, StreamLog};
 use super::offset::{Offset, Start};
 use super::producer::{self, Producer, Verdict};
-use super::wire::{self, Reply, JsonError};
+use super::wire::{self, JsonError, Reply};
 use crate::store::StoreError;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
@@ -119,7 +119,9 @@ pub enum ReadPlan {
     Reply(Reply),
     /// Long-poll: nothing after `after` yet; wait, then call
     /// [`Streams::long_poll_result`].
-    Wait { after: Offset },
+    Wait {
+        after: Offset,
+    },
     /// Open an SSE body and drive it with [`Streams::sse_step`].
     Sse(SseState),
 }
@@ -143,12 +145,14 @@ pub struct SseTurn {
 }
 
 fn is_expired(m: &Meta, now: i64) -> bool {
-    m.expires_at_ms.is_some_and(|t| now >= t) || m.ttl_seconds.is_some_and(|ttl| now >= m.accessed_ms + ttl as i64 * 1000)
+    m.expires_at_ms.is_some_and(|t| now >= t)
+        || m.ttl_seconds.is_some_and(|ttl| now >= m.accessed_ms + ttl as i64 * 1000)
 }
 
 /// `^(0|[1-9]\d*)$`: no sign, leading zero, decimal point or exponent.
 fn strict_uint(v: &str) -> Option<u64> {
-    let ok = v == "0" || (!v.is_empty() && !v.starts_with('0') && v.len() <= 15 && v.bytes().all(|b| b.is_ascii_digit()));
+    let ok =
+        v == "0" || (!v.is_empty() && !v.starts_with('0') && v.len() <= 15 && v.bytes().all(|b| b.is_ascii_digit()));
     ok.then(|| v.parse().ok()).flatten()
 }
 
@@ -220,7 +224,9 @@ impl<L: StreamLog> Streams<L> {
         };
         let expires_at_ms = match req.expires_at.as_deref() {
             None => None,
-            Some(v) => Some(wire::parse_rfc3339(v).ok_or_else(|| Reply::text(400, "Invalid Stream-Expires-At timestamp"))?),
+            Some(v) => {
+                Some(wire::parse_rfc3339(v).ok_or_else(|| Reply::text(400, "Invalid Stream-Expires-At timestamp"))?)
+            }
         };
         let fork_offset = match req.fork_offset.as_deref() {
             None => None,
@@ -243,7 +249,8 @@ impl<L: StreamLog> Streams<L> {
                     "stream was deleted but still has active forks — path cannot be reused until all forks are removed",
                 ));
             }
-            let ct = |c: Option<&str>| c.map(wire::media_type).filter(|c| !c.is_empty()).unwrap_or_else(|| OCTET.into());
+            let ct =
+                |c: Option<&str>| c.map(wire::media_type).filter(|c| !c.is_empty()).unwrap_or_else(|| OCTET.into());
             let same = (req.forked_from.is_some() && req.content_type.is_none()
                 || ct(req.content_type.as_deref()) == ct(Some(&existing.content_type)))
                 && ttl_seconds == existing.ttl_seconds
@@ -255,7 +262,9 @@ impl<L: StreamLog> Streams<L> {
             if !same {
                 return Err(Reply::text(409, "Stream already exists with different configuration"));
             }
-            let mut r = Reply::new(200).header("content-type", existing.content_type.clone()).header(wire::NEXT_OFFSET, existing.tail.to_string());
+            let mut r = Reply::new(200)
+                .header("content-type", existing.content_type.clone())
+                .header(wire::NEXT_OFFSET, existing.tail.to_string());
             if existing.closed {
                 r.set(wire::CLOSED, "true");
             }
@@ -361,7 +370,8 @@ impl<L: StreamLog> Streams<L> {
         }
         let prefix = if f.sub_offset > 0 {
             let next = self.log.read(offset, Offset::new(u64::MAX, u64::MAX), 1).map_err(unavailable)?;
-            let first = next.first().ok_or_else(|| Reply::text(400, "Invalid fork sub-offset: no data past forkOffset"))?;
+            let first =
+                next.first().ok_or_else(|| Reply::text(400, "Invalid fork sub-offset: no data past forkOffset"))?;
             let data = if wire::is_json(&m.content_type) {
                 let values: Vec<serde_json::Value> = serde_json::from_slice(&wire::json_array([first.data.as_slice()]))
                     .map_err(|_| Reply::text(400, "Invalid fork sub-offset"))?;
@@ -480,8 +490,12 @@ impl<L: StreamLog> Streams<L> {
     }
 
     fn append_inner(&mut self, req: AppendRequest, now: i64) -> Result<(Reply, bool), Reply> {
-        let producer = Producer::from_headers(req.producer_id.as_deref(), req.producer_epoch.as_deref(), req.producer_seq.as_deref())
-            .map_err(|m| Reply::text(400, m))?;
+        let producer = Producer::from_headers(
+            req.producer_id.as_deref(),
+            req.producer_epoch.as_deref(),
+            req.producer_seq.as_deref(),
+        )
+        .map_err(|m| Reply::text(400, m))?;
         if req.body.len() > MAX_BODY {
             return Err(Reply::text(413, &format!("the body is over {MAX_BODY} bytes")));
         }
@@ -502,20 +516,28 @@ impl<L: StreamLog> Streams<L> {
             }
         }
         let closed_reply = |m: &Meta| {
-            Reply::text(409, "Stream is closed").header(wire::CLOSED, "true").header(wire::NEXT_OFFSET, m.tail.to_string())
+            Reply::text(409, "Stream is closed")
+                .header(wire::CLOSED, "true")
+                .header(wire::NEXT_OFFSET, m.tail.to_string())
         };
         if m.closed {
             // A producer retrying the append that closed the stream gets
             // its duplicate answer; anyone else learns it is closed.
             if let (Some(p), Some(by)) = (&producer, &m.closed_by) {
                 if by.id == p.id && by.epoch == p.epoch && by.seq == p.seq {
-                    return Ok((producer_headers(Reply::new(204), p.epoch, p.seq)
-                        .header(wire::NEXT_OFFSET, m.tail.to_string())
-                        .header(wire::CLOSED, "true"), false));
+                    return Ok((
+                        producer_headers(Reply::new(204), p.epoch, p.seq)
+                            .header(wire::NEXT_OFFSET, m.tail.to_string())
+                            .header(wire::CLOSED, "true"),
+                        false,
+                    ));
                 }
             }
             if closing_only && producer.is_none() {
-                return Ok((Reply::new(204).header(wire::NEXT_OFFSET, m.tail.to_string()).header(wire::CLOSED, "true"), false));
+                return Ok((
+                    Reply::new(204).header(wire::NEXT_OFFSET, m.tail.to_string()).header(wire::CLOSED, "true"),
+                    false,
+                ));
             }
             return Err(closed_reply(&m));
         }
@@ -528,7 +550,9 @@ impl<L: StreamLog> Streams<L> {
                     return Ok((producer_headers(Reply::new(204), p.epoch, last_seq), false));
                 }
                 Verdict::StaleEpoch { current } => {
-                    return Err(Reply::text(403, "Stale producer epoch").header(wire::PRODUCER_EPOCH, current.to_string()));
+                    return Err(
+                        Reply::text(403, "Stale producer epoch").header(wire::PRODUCER_EPOCH, current.to_string())
+                    );
                 }
                 Verdict::EpochSeqNotZero => return Err(Reply::text(400, "New epoch must start with sequence 0")),
                 Verdict::Gap { expected, received } => {

@@ -119,12 +119,9 @@ pub fn sse_batch(records: &[Record], pos: Position, cursor: &str, out: &mut Vec<
 pub fn tail_param(raw: Option<&str>) -> Result<Option<usize>, ApiError> {
     match raw {
         None => Ok(None),
-        Some(v) => v
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=10_000).contains(n))
-            .map(Some)
-            .ok_or_else(ApiError::invalid_tail),
+        Some(v) => {
+            v.parse::<usize>().ok().filter(|n| (1..=10_000).contains(n)).map(Some).ok_or_else(ApiError::invalid_tail)
+        }
     }
 }
 
@@ -195,7 +192,10 @@ pub fn check_producer(
         Verdict::EpochSeqNotZero => Err(Box::new((ApiError::producer_epoch_seq(), vec![]))),
         Verdict::Gap { expected, received } => Err(Box::new((
             ApiError::producer_seq_gap(expected, received),
-            vec![(wire::PRODUCER_EXPECTED_SEQ, expected.to_string()), (wire::PRODUCER_RECEIVED_SEQ, received.to_string())],
+            vec![
+                (wire::PRODUCER_EXPECTED_SEQ, expected.to_string()),
+                (wire::PRODUCER_RECEIVED_SEQ, received.to_string()),
+            ],
         ))),
     }
 }
@@ -259,14 +259,19 @@ mod tests {
     #[test]
     fn producers_on_runs() {
         let p = Producer { id: "agent".into(), epoch: 0, seq: 0 };
-        let Ok(RunAppend::Publish(Some((key, state)))) = check_producer("t.run_1", Some(&p), None, 1, 0, 5) else { panic!() };
+        let Ok(RunAppend::Publish(Some((key, state)))) = check_producer("t.run_1", Some(&p), None, 1, 0, 5) else {
+            panic!()
+        };
         assert_eq!(key, "ds_producer:t.run_1:agent");
         match check_producer("t.run_1", Some(&p), Some(&state), 1, 4, 6) {
             Ok(RunAppend::Duplicate(r)) => assert_eq!((r.status, r.get("producer-seq")), (204, Some("0"))),
             other => panic!("{other:?}"),
         }
         let gap = Producer { seq: 5, ..p.clone() };
-        assert_eq!(check_producer("t.run_1", Some(&gap), Some(&state), 1, 4, 6).unwrap_err().0.code, "producer_seq_gap");
+        assert_eq!(
+            check_producer("t.run_1", Some(&gap), Some(&state), 1, 4, 6).unwrap_err().0.code,
+            "producer_seq_gap"
+        );
         assert_eq!(check_producer("t.run_1", None, None, 1, 0, 5), Ok(RunAppend::Publish(None)));
     }
 }

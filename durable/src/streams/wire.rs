@@ -188,7 +188,13 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
         }
         std::str::from_utf8(part).ok()?.parse().ok()
     };
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' || b[16] != b':' {
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
         return None;
     }
     let (y, mo, d, h, mi, sec) = (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
@@ -216,7 +222,11 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
             let mm = num(i + 4..i + 6)?;
             let _ = (h1, h2, m1, m2);
             let minutes = hh * 60 + mm;
-            if *sign == b'+' { minutes } else { -minutes }
+            if *sign == b'+' {
+                minutes
+            } else {
+                -minutes
+            }
         }
         _ => return None,
     };

@@ -87,7 +87,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The loop's effect for `run` from `checkpoint`.
-    fn drive(&self, run: &RunRecord, checkpoint: Checkpoint, tools: std::rc::Rc<agent::tools::Toolbox>, settings: &Settings) -> Effect {
+    fn drive(
+        &self,
+        run: &RunRecord,
+        checkpoint: Checkpoint,
+        tools: std::rc::Rc<agent::tools::Toolbox>,
+        settings: &Settings,
+    ) -> Effect {
         let (endpoint, config) = settings.model_for(run.model.as_deref());
         let job = Job {
             thread_id: self.thread_id.clone(),
@@ -151,7 +157,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// in storage for its decisions: nothing to recover.
     pub fn recovery(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
         let Some(run) = self.active_run().cloned() else { return Ok(Vec::new()) };
-        if run.driver != Driver::Builtin || run.state != RunState::Running || !self.found_on_load() || self.is_suspended() {
+        if run.driver != Driver::Builtin
+            || run.state != RunState::Running
+            || !self.found_on_load()
+            || self.is_suspended()
+        {
             return Ok(Vec::new());
         }
         let checkpoint = self.checkpoint(&run.run_id)?;

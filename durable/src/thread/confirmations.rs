@@ -44,12 +44,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<(Event, Confirmation), ApiError> {
         let request_id = confirm::request_id(&self.thread_id, local_id);
         payload["requestId"] = request_id.clone().into();
-        let payload = event::canonical_payload(Kind::ConfirmationRequest, payload).map_err(|e| ApiError::invalid_event(e.0))?;
+        let payload =
+            event::canonical_payload(Kind::ConfirmationRequest, payload).map_err(|e| ApiError::invalid_event(e.0))?;
         if self.store.confirmation(&request_id).map_err(ApiError::storage)?.is_some() {
             return Err(ApiError::duplicate_request());
         }
-        let record =
-            Confirmation::pending(request_id, run_id, agent_id, &payload, &self.config.approval_policy, agent_request_id, now);
+        let record = Confirmation::pending(
+            request_id,
+            run_id,
+            agent_id,
+            &payload,
+            &self.config.approval_policy,
+            agent_request_id,
+            now,
+        );
         Ok((Event::new(Kind::ConfirmationRequest, run_id, agent_id, now, payload), record))
     }
 
@@ -137,7 +145,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The confirmation of tool call `tool_call_id` (of `run_id`, if given):
     /// agora's approve/reject routes name the call, not the request.
-    pub fn confirmation_for_call(&self, tool_call_id: &str, run_id: Option<&str>) -> Result<Option<Confirmation>, ApiError> {
+    pub fn confirmation_for_call(
+        &self,
+        tool_call_id: &str,
+        run_id: Option<&str>,
+    ) -> Result<Option<Confirmation>, ApiError> {
         let found = self.store.confirmation_by_call(tool_call_id).map_err(ApiError::storage)?;
         Ok(found.filter(|c| run_id.is_none_or(|r| r == c.run_id)))
     }

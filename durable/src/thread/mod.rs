@@ -226,7 +226,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             last_write_at: now,
             origin: String::new(),
         };
-        if let Some(last) = thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first() {
+        if let Some(last) =
+            thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first()
+        {
             if let Ok(ev) = serde_json::from_str::<Event>(&last.data) {
                 thread.last_write_at = ev.ts;
             }
@@ -364,7 +366,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
             if ev.kind.class() == Class::Coalesced {
                 return Err(ApiError::invalid_event_at(
                     index,
-                    format!("`{}` is made by the server from deltas; publish `text-delta` / `reasoning-delta`", ev.kind.as_str()),
+                    format!(
+                        "`{}` is made by the server from deltas; publish `text-delta` / `reasoning-delta`",
+                        ev.kind.as_str()
+                    ),
                 ));
             }
             let size = ev.payload.to_string().len();
@@ -552,8 +557,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // cancelled or as interrupted. (The live fold holds the whole run: it
         // is refolded from the log when the thread loads.)
         let settle = match status {
-            FinishStatus::Cancelled => Some((Kind::ToolError, "cancelled: the run was stopped before this tool call finished")),
-            FinishStatus::Interrupted => Some((Kind::ToolInterrupted, "the run was interrupted before this tool call finished")),
+            FinishStatus::Cancelled => {
+                Some((Kind::ToolError, "cancelled: the run was stopped before this tool call finished"))
+            }
+            FinishStatus::Interrupted => {
+                Some((Kind::ToolInterrupted, "the run was interrupted before this tool call finished"))
+            }
             _ => None,
         };
         let mut events = Vec::new();
@@ -705,7 +714,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.store.set_meta(QUEUE_KEY, Some(&doc)).map_err(ApiError::storage)?;
         self.queue = queue;
         let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
-        let ev = Event::new(Kind::QueueUpdated, &run_id, ROOT_AGENT, now, serde_json::to_value(&self.queue).expect("serialises"));
+        let ev = Event::new(
+            Kind::QueueUpdated,
+            &run_id,
+            ROOT_AGENT,
+            now,
+            serde_json::to_value(&self.queue).expect("serialises"),
+        );
         self.commit(vec![ev], None)
     }
 }

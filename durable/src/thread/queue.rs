@@ -17,7 +17,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `mode: "queue"`: starts the message at once when the thread is free
     /// (and nothing waits before it), else queues it. Returns the item, its
     /// position, and the run when it started.
-    pub fn enqueue(&mut self, message: String, model: Option<String>, now: i64) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
+    pub fn enqueue(
+        &mut self,
+        message: String,
+        model: Option<String>,
+        now: i64,
+    ) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
         let item = self.new_item(message, model, now);
         if self.active.is_none() && self.queue.items.is_empty() {
             let run = self.start_item(item.clone(), now)?;
@@ -33,7 +38,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// `mode: "interrupt"`: cancels the active run and runs this message next.
     /// Returns the item and the run it interrupted.
-    pub fn interrupt(&mut self, message: String, model: Option<String>, now: i64) -> Result<(QueueItem, Option<String>), ApiError> {
+    pub fn interrupt(
+        &mut self,
+        message: String,
+        model: Option<String>,
+        now: i64,
+    ) -> Result<(QueueItem, Option<String>), ApiError> {
         let item = self.new_item(message, model, now);
         let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
             self.start_item(item.clone(), now)?;

@@ -46,10 +46,16 @@ pub enum Answer {
     Reply(Reply),
     /// The thread's events after `after`: replay, then live
     /// (`Thread::subscribe` and `Thread::replay_page`).
-    Events { after: u64 },
+    Events {
+        after: u64,
+    },
     /// A run's frames numbered above `after`, in agora's envelope
     /// (`Thread::subscribe_run`), with these response headers.
-    RunStream { run: String, after: u64, headers: Vec<(&'static str, String)> },
+    RunStream {
+        run: String,
+        after: u64,
+        headers: Vec<(&'static str, String)>,
+    },
     /// A Durable Streams read that waits (`thread/streams.rs`).
     View(super::streams::ViewPlan),
 }
@@ -83,7 +89,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         access::decide(route, caller, &Facts { owner: owner.as_deref(), request })
     }
 
-    fn serve(&mut self, req: &Incoming, settings: &Settings, now: i64, effects: &mut Vec<Effect>) -> Result<Answer, ApiError> {
+    fn serve(
+        &mut self,
+        req: &Incoming,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Answer, ApiError> {
         let route = req.route;
         let json_body = |limit: usize| request::json(req.body, limit);
         let limits = &settings.limits;
@@ -128,14 +140,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 effects.push(Effect::StopAgents);
                 let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
                 if let Some(run_id) = cancelled {
-                    effects.extend(tell_agent(settings, json!({ "type": "cancel", "runId": run_id, "reason": "user_cancelled" })));
+                    effects.extend(tell_agent(
+                        settings,
+                        json!({ "type": "cancel", "runId": run_id, "reason": "user_cancelled" }),
+                    ));
                     body["runId"] = run_id.into();
                 }
                 ok(body)
             }
             Route::Publish { run, .. } => {
                 self.authorize_publish(run, request::bearer((req.header)("authorization").as_deref()))?;
-                let batch = request::batch(json_body(limits.max_batch_bytes)?, BatchShape::Events, limits.max_batch_events)?;
+                let batch =
+                    request::batch(json_body(limits.max_batch_bytes)?, BatchShape::Events, limits.max_batch_events)?;
                 let accepted = batch.len();
                 let last = self.publish(run, batch, now)?;
                 ok(json!({ "ok": true, "accepted": accepted, "lastEventId": last }))
@@ -191,7 +207,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 view["status"] = self.status();
                 ok(view)
             }
-            Route::StreamThread { thread } => self.view_read(thread, None, req.query, req.random, settings, now).map(Answer::View),
+            Route::StreamThread { thread } => {
+                self.view_read(thread, None, req.query, req.random, settings, now).map(Answer::View)
+            }
             Route::StreamRun { thread, run, append: false } => {
                 self.view_read(thread, Some(run), req.query, req.random, settings, now).map(Answer::View)
             }
@@ -205,7 +223,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn run_stream(&self, thread: &str, run: String, after: u64) -> Answer {
         let mut headers: Vec<(&'static str, String)> =
             crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        for (k, v) in [("cache-control", "no-cache, no-transform".to_owned()), ("x-agent-run-id", run.clone()), ("x-agent-thread-id", thread.to_owned())] {
+        for (k, v) in [
+            ("cache-control", "no-cache, no-transform".to_owned()),
+            ("x-agent-run-id", run.clone()),
+            ("x-agent-thread-id", thread.to_owned()),
+        ] {
             match headers.iter_mut().find(|(n, _)| *n == k) {
                 Some(slot) => slot.1 = v,
                 None => headers.push((k, v)),
@@ -284,7 +306,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 let mut body = self.queued_reply(thread, &item.message_id, 0, Some(item.run_id.clone()));
                 if let Some(old) = interrupted {
                     effects.push(Effect::StopAgents);
-                    effects.extend(tell_agent(settings, json!({ "type": "cancel", "runId": old, "reason": "interrupted" })));
+                    effects.extend(tell_agent(
+                        settings,
+                        json!({ "type": "cancel", "runId": old, "reason": "interrupted" }),
+                    ));
                     body["interrupting"] = old.into();
                 }
                 Sent::Queued(body)
@@ -306,7 +331,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `POST /instance-ai/confirm/:requestId` and agora's
     /// `POST /agent/tool-call/approve|reject`: finds the request, admits the
     /// caller for that request, records the decision, and lets its run go on.
-    fn decision(&mut self, req: &Incoming, settings: &Settings, now: i64, effects: &mut Vec<Effect>) -> Result<Reply, ApiError> {
+    fn decision(
+        &mut self,
+        req: &Incoming,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Reply, ApiError> {
         // A request whose time is up settles first (its run goes on), so a
         // late decision meets 410 and the run is not left waiting.
         for lapsed in self.expire_due(now)? {
@@ -335,7 +366,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 // `via` is checked, as agora does; who decided is the caller.
                 let c = self.decide(&c.request_id, &d.as_decision(*approve), now)?;
                 effects.extend(self.after_settled(&c, settings)?);
-                let body = json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": c.state.as_str() });
+                let body =
+                    json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": c.state.as_str() });
                 Ok(Reply::json(200, &body))
             }
             _ => unreachable!("only decision routes decide"),
@@ -402,7 +434,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Driver::Builtin => self.start_builtin(run, settings, now).map_err(|e| e.message),
             Driver::Webhook => match &settings.webhook_url {
                 None => Err("no agent webhook is configured".to_owned()),
-                Some(_) => Ok(Effect::Webhook { body: self.start_signal(run, &s.publish_token, settings), start_of: Some(run.run_id.clone()) }),
+                Some(_) => Ok(Effect::Webhook {
+                    body: self.start_signal(run, &s.publish_token, settings),
+                    start_of: Some(run.run_id.clone()),
+                }),
             },
         };
         match started {

@@ -14,8 +14,8 @@
 
 use super::{Sink, Thread};
 use crate::error::ApiError;
-use crate::request::{self, BatchShape};
 use crate::reply::Reply;
+use crate::request::{self, BatchShape};
 use crate::settings::Settings;
 use crate::store::{Record, RunState, Store};
 use crate::streams::producer::{Producer, ProducerState};
@@ -67,7 +67,13 @@ pub struct ViewTurn {
 
 impl<S: Store, K: Sink> Thread<S, K> {
     /// The records after `after` and the position they leave the reader at.
-    fn view_batch(&self, scope: &Scope, gen: u64, after: u64, tail: Option<usize>) -> Result<(Vec<Record>, Position), ApiError> {
+    fn view_batch(
+        &self,
+        scope: &Scope,
+        gen: u64,
+        after: u64,
+        tail: Option<usize>,
+    ) -> Result<(Vec<Record>, Position), ApiError> {
         let last = self.last_seq;
         match scope {
             Scope::Thread => {
@@ -81,8 +87,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 // every other read pages through the run's index after `after`.
                 let (records, up_to_date) = match tail {
                     Some(n) => {
-                        let mut all: Vec<Record> =
-                            self.store.run_records(run).map_err(ApiError::storage)?.into_iter().filter(|r| r.seq > after).collect();
+                        let mut all: Vec<Record> = self
+                            .store
+                            .run_records(run)
+                            .map_err(ApiError::storage)?
+                            .into_iter()
+                            .filter(|r| r.seq > after)
+                            .collect();
                         (all.split_off(all.len().saturating_sub(n)), true)
                     }
                     None => {
@@ -125,7 +136,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let live = match q("live").as_deref() {
             None => None,
             Some(l @ ("long-poll" | "sse")) if !offsets.is_empty() => Some(l.to_owned()),
-            Some("long-poll" | "sse") => return Err(ApiError::offset_required("a live read resumes after an offset: pass ?offset=")),
+            Some("long-poll" | "sse") => {
+                return Err(ApiError::offset_required("a live read resumes after an offset: pass ?offset="))
+            }
             Some(_) => return Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
         };
         if which == View::History && live.is_some() {
@@ -138,7 +151,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if which == View::History {
             let mut body = self.messages(thread, 1000, 0)?;
             body["offset"] = view::offset(gen, last).into();
-            let reply = Reply::json(200, &body).header(wire::NEXT_OFFSET, view::offset(gen, last)).header(wire::UP_TO_DATE, "true");
+            let reply = Reply::json(200, &body)
+                .header(wire::NEXT_OFFSET, view::offset(gen, last))
+                .header(wire::UP_TO_DATE, "true");
             return Ok(ViewPlan::Reply(reply));
         }
         let (records, pos) = self.view_batch(&scope, gen, after, tail)?;
@@ -225,7 +240,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         .map_err(ApiError::invalid_producer)?;
         self.authorize_publish(run, request::bearer(header("authorization").as_deref()))?;
         let limits = &settings.limits;
-        let batch = request::batch(request::json(body, limits.max_batch_bytes)?, BatchShape::Stream, limits.max_batch_events)?;
+        let batch =
+            request::batch(request::json(body, limits.max_batch_bytes)?, BatchShape::Stream, limits.max_batch_events)?;
         let gen = view::generation(&mut self.store, || random)?;
         let state: Option<ProducerState> = match &producer {
             Some(p) => self
@@ -252,9 +268,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     self.store.set_meta(&key, Some(&json)).map_err(ApiError::storage)?;
                 }
                 let closed = self.store.run(run).ok().flatten().is_some_and(|r| r.state != RunState::Running);
-                let mut reply = Reply::new(if producer.is_some() { 200 } else { 204 }).header(wire::NEXT_OFFSET, view::offset(gen, last));
+                let mut reply = Reply::new(if producer.is_some() { 200 } else { 204 })
+                    .header(wire::NEXT_OFFSET, view::offset(gen, last));
                 if let Some(p) = &producer {
-                    reply = reply.header(wire::PRODUCER_EPOCH, p.epoch.to_string()).header(wire::PRODUCER_SEQ, p.seq.to_string());
+                    reply = reply
+                        .header(wire::PRODUCER_EPOCH, p.epoch.to_string())
+                        .header(wire::PRODUCER_SEQ, p.seq.to_string());
                 }
                 if closed {
                     reply.set(wire::CLOSED, "true");

@@ -27,8 +27,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// tree folded from the log. `nextEventId` is read in the same block, so a
     /// client that connects from `nextEventId - 1` sees nothing twice.
     pub fn messages(&self, thread_id: &str, limit: usize, page: usize) -> Result<Value, ApiError> {
-        let (runs, total) =
-            self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+        let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
         for run in runs.iter().rev().filter(|r| !r.replaced) {
             messages.push(json!({
