@@ -1,6 +1,6 @@
 # threadline: the README's commands. Each target installs what it needs first
 # (local/setup.sh), and is quick when it already is.
-.PHONY: setup build dev test test-core test-client test-workerd test-conformance bench soak clean
+.PHONY: setup build dev lint test test-core test-client test-workerd test-conformance bench soak clean
 
 export WRANGLER_SEND_METRICS := false
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -16,7 +16,15 @@ build: setup
 dev: setup
 	@bash local/dev.sh
 
-test: build test-core test-client test-workerd test-conformance
+test: lint build test-core test-client test-workerd test-conformance
+
+# rustfmt, clippy with warnings as errors (the core natively, the Worker for
+# wasm), and the TypeScript of the client and the page type-checked.
+lint: setup
+	cargo fmt --check
+	cargo clippy -p threadline-durable --all-targets --quiet -- -D warnings
+	cargo clippy -p threadline --target wasm32-unknown-unknown --quiet -- -D warnings
+	node_modules/.bin/tsc -p client --noEmit
 
 # The pure core, natively.
 test-core: setup

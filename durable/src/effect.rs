@@ -14,7 +14,7 @@ use std::rc::Rc;
 pub enum Effect {
     /// Run the built-in agent's loop on `job` (a new run, a resumed one, or
     /// one recovered after a restart), detached.
-    Drive(Drive),
+    Drive(Box<Drive>),
     /// POST `body` to the external agent's webhook (`AGENT_WEBHOOK_URL`).
     /// `start_of`: the run this signal starts; if the call fails, that run
     /// ends with an error (report it with `Thread::launch_failed`).

@@ -238,7 +238,7 @@ fn drive_all(f: &Rc<Fake>, s: &Settings, effects: Vec<Effect>) -> Vec<End> {
     ends
 }
 
-fn drive(f: &Rc<Fake>, d: Drive, token: CancelToken) -> End {
+fn drive(f: &Rc<Fake>, d: Box<Drive>, token: CancelToken) -> End {
     let host = Host1 { fake: f.clone(), run_id: d.job.run_id.clone() };
     futures_executor::block_on(agent::run_orchestrator(host, Rc::new(d.config), d.tools, token, d.job))
 }
