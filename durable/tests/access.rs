@@ -1,0 +1,312 @@
+//! Who may do what on a thread, natively, as a matrix: every kind of caller
+//! (owner, stranger, approver-role holder, stream-token holder, publish-token
+//! holder, nobody) × every route × every kind of confirmation request (naming
+//! the caller's role, naming another role, naming none, unknown). Each cell
+//! runs on a fresh thread through the thread's service, as the object shell
+//! hands requests over, and a refusal must leave the log byte-identical.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::{actor, serve, Req, T};
+use threadline_durable::access::Caller;
+use threadline_durable::effect::Effect;
+use threadline_durable::thread::service::Answer;
+use threadline_durable::Settings;
+
+fn settings() -> Settings {
+    Settings::from_pairs(&[
+        ("AGENT_WEBHOOK_URL", "http://hook"),
+        ("DEBUG_ROUTES", "1"),
+        ("STREAM_TOKEN_SECRET", "0123456789abcdef0123456789abcdef"),
+        ("APPROVAL_POLICY", r#"{"pay":{"approver":"finance"},"sue":{"approver":"legal"}}"#),
+    ])
+}
+
+/// A thread owned by alice: a run held by an external agent, three pending
+/// confirmations (naming `finance`, naming `legal`, naming no role), and one
+/// queued message. Returns the thread, the run id, its publish token and the
+/// queued message's id.
+fn fixture(s: &Settings) -> (T, String, String, String) {
+    let mut t = support::thread(s);
+    let sent = serve(
+        &mut t,
+        s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "hello"})),
+        1,
+    );
+    let run = support::json(&sent)["runId"].as_str().unwrap().to_owned();
+    let token = sent
+        .effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Webhook { body, .. } => body["publishToken"].as_str().map(str::to_owned),
+            _ => None,
+        })
+        .expect("the start signal carries the publish token");
+    let request = |id: &str, tool: &str| {
+        json!({"type": "confirmation-request", "agentId": "orchestrator", "payload": {
+            "requestId": id, "toolCallId": format!("c-{tool}"), "toolName": tool, "args": {}, "severity": "warning", "message": "ok?"
+        }})
+    };
+    let batch = json!([request("r-pay", "pay"), request("r-sue", "sue"), request("r-wipe", "wipe")]);
+    let path = format!("/instance-ai/threads/t1/runs/{run}/events");
+    let published = serve(
+        &mut t,
+        s,
+        Req::new("POST", &path, Caller::Nobody).body(&batch).header("authorization", &format!("Bearer {token}")),
+        2,
+    );
+    assert_eq!(support::status(&published), 200, "{:?}", published.answer);
+    let queued = serve(
+        &mut t,
+        s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[]))
+            .body(&json!({"message": "later", "mode": "queue"})),
+        3,
+    );
+    let queued_id = support::json(&queued)["messageId"].as_str().unwrap().to_owned();
+    (t, run, token, queued_id)
+}
+
+/// What a caller gets: allowed (a 2xx, or a stream), or a refusal's status
+/// and code.
+#[derive(Debug, PartialEq, Clone)]
+enum Got {
+    Ok,
+    No(u16, String),
+}
+
+fn got(o: &threadline_durable::thread::service::Outcome) -> Got {
+    match support::status(o) {
+        200..=299 => Got::Ok,
+        s => Got::No(s, support::code(o)),
+    }
+}
+
+fn no(status: u16, code: &str) -> Got {
+    Got::No(status, code.into())
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Who {
+    Owner,
+    Stranger,
+    Approver,
+    StreamToken,
+    Publisher,
+    Nobody,
+}
+
+const EVERYONE: [Who; 6] = [Who::Owner, Who::Stranger, Who::Approver, Who::StreamToken, Who::Publisher, Who::Nobody];
+
+/// How a route treats callers.
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    /// The owner's only (the thread's not-found code for everyone else).
+    Owner(&'static str),
+    /// Also a stream-token holder's (it reads the thread's streams).
+    Reader(&'static str),
+    /// Publishing: the run's token decides (401 without one).
+    Publish,
+    /// A decision on a request naming `finance` (`Some("finance")`), another
+    /// role, no role, or an unknown request.
+    Decide { approver: Option<&'static str>, known: bool, not_found: &'static str },
+}
+
+fn expected(kind: Kind, who: Who) -> Got {
+    match kind {
+        Kind::Owner(nf) => match who {
+            Who::Owner => Got::Ok,
+            _ => no(404, nf),
+        },
+        Kind::Reader(nf) => match who {
+            Who::Owner | Who::StreamToken => Got::Ok,
+            _ => no(404, nf),
+        },
+        Kind::Publish => match who {
+            Who::Publisher => Got::Ok,
+            _ => no(401, "unauthorized"),
+        },
+        Kind::Decide { approver, known, not_found } => match (who, approver, known) {
+            (_, _, false) => no(404, not_found),
+            (Who::Owner, None, true) => Got::Ok,
+            (Who::Owner, Some(_), true) => no(403, "approver_required"),
+            (Who::Approver, Some("finance"), true) => Got::Ok,
+            _ => no(404, not_found),
+        },
+    }
+}
+
+fn caller(who: Who, token: &str) -> (Caller, Option<String>) {
+    match who {
+        Who::Owner => (actor("alice", &[]), None),
+        Who::Stranger => (actor("bob", &[]), None),
+        Who::Approver => (actor("carol", &["finance"]), None),
+        Who::StreamToken => (Caller::StreamToken { id: "alice".into(), expires_at: i64::MAX }, None),
+        Who::Publisher => (Caller::Nobody, Some(format!("Bearer {token}"))),
+        Who::Nobody => (Caller::Nobody, None),
+    }
+}
+
+#[test]
+fn every_caller_on_every_route() {
+    let s = settings();
+    let probe = fixture(&s);
+    let (run, queued) = (probe.1.clone(), probe.3.clone());
+    let delta = json!([{"type": "text-delta", "agentId": "orchestrator", "payload": {"text": "x"}}]);
+    let send = json!({"message": "more", "mode": "queue"});
+    let approve = json!({"approved": true});
+    let decide_call = |call: &str| json!({"toolCallId": call, "runId": run});
+    let q = |suffix: &str| format!("/instance-ai/threads/t1/queue/{queued}{suffix}");
+    let decisions =
+        [("pay", Some("finance"), true), ("sue", Some("legal"), true), ("wipe", None, true), ("nope", None, false)];
+    let mut routes: Vec<(&str, String, Value, Kind)> = vec![
+        ("POST", "/instance-ai/chat/t1".into(), send.clone(), Kind::Owner("thread_not_found")),
+        ("POST", "/agent/threads/t1/chat".into(), send.clone(), Kind::Owner("thread_not_found")),
+        ("POST", "/instance-ai/chat/t1/cancel".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("GET", "/instance-ai/events/t1".into(), Value::Null, Kind::Reader("thread_not_found")),
+        ("GET", format!("/agent/chat/{run}/stream"), Value::Null, Kind::Reader("nothing_to_resume")),
+        ("GET", "/v1/threads/t1?offset=-1".into(), Value::Null, Kind::Reader("thread_not_found")),
+        ("GET", format!("/v1/runs/{run}?offset=-1"), Value::Null, Kind::Reader("thread_not_found")),
+        ("POST", format!("/instance-ai/threads/t1/runs/{run}/events"), json!([]), Kind::Publish),
+        ("POST", format!("/v1/runs/{run}"), delta, Kind::Publish),
+        ("GET", "/instance-ai/threads/t1/status".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("GET", "/instance-ai/threads/t1/messages".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("GET", "/instance-ai/threads/t1/debug/stats".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("POST", "/instance-ai/threads/t1/stream-token".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("DELETE", "/instance-ai/threads/t1".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("GET", "/instance-ai/threads/t1/queue".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("PATCH", q(""), json!({"message": "edited"}), Kind::Owner("thread_not_found")),
+        ("DELETE", q(""), Value::Null, Kind::Owner("thread_not_found")),
+        ("POST", q("/move"), json!({"position": 0}), Kind::Owner("thread_not_found")),
+        ("POST", "/instance-ai/threads/t1/queue/pause".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("POST", "/instance-ai/threads/t1/queue/resume".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("GET", "/agent/threads/t1".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("PATCH", "/agent/threads/t1".into(), json!({"model": null}), Kind::Owner("thread_not_found")),
+    ];
+    for (tool, approver, known) in decisions {
+        let kind = |not_found| Kind::Decide { approver, known, not_found };
+        routes.push((
+            "POST",
+            format!("/instance-ai/confirm/t1.r-{tool}"),
+            approve.clone(),
+            kind("confirmation_not_found"),
+        ));
+        routes.push((
+            "POST",
+            "/agent/threads/t1/tool-call/approve".into(),
+            decide_call(&format!("c-{tool}")),
+            kind("tool_call_not_found"),
+        ));
+    }
+    let mut cells = 0;
+    for (method, path, body, kind) in &routes {
+        for who in EVERYONE {
+            let (mut t, _, token, _) = fixture(&s);
+            let before = t.store().records.clone();
+            let (c, authorization) = caller(who, &token);
+            let mut req = Req::new(method, path, c);
+            if !body.is_null() {
+                req = req.body(body);
+            }
+            if let Some(a) = &authorization {
+                req = req.header("authorization", a);
+            }
+            let outcome = serve(&mut t, &s, req, 10);
+            let want = expected(*kind, who);
+            assert_eq!(got(&outcome), want, "{who:?} {method} {path}");
+            if want != Got::Ok {
+                assert_eq!(t.store().records, before, "{who:?} {method} {path}: a refusal stores nothing");
+                assert!(outcome.effects.is_empty(), "{who:?} {method} {path}: a refusal does nothing");
+            }
+            cells += 1;
+        }
+    }
+    assert_eq!(cells, routes.len() * EVERYONE.len());
+}
+
+#[test]
+fn a_refusal_is_the_answer_an_unknown_id_gets() {
+    let s = settings();
+    let (mut t, run, _, _) = fixture(&s);
+    let mut unknown = support::thread(&s);
+    for (method, path) in [
+        ("GET", "/instance-ai/threads/t1/status".to_owned()),
+        ("GET", format!("/agent/chat/{run}/stream")),
+        ("POST", "/instance-ai/confirm/t1.r-wipe".to_owned()),
+    ] {
+        let theirs =
+            serve(&mut t, &s, Req::new(method, &path, actor("bob", &["finance"])).body(&json!({"approved": true})), 10);
+        let none = serve(
+            &mut unknown,
+            &s,
+            Req::new(method, &path, actor("bob", &["finance"])).body(&json!({"approved": true})),
+            10,
+        );
+        assert_eq!(support::json(&theirs), support::json(&none), "{method} {path}");
+    }
+}
+
+#[test]
+fn an_approver_decides_only_requests_naming_a_role_they_hold_and_cannot_widen_it() {
+    let s = settings();
+    let (mut t, _, _, _) = fixture(&s);
+    let carol = || actor("carol", &["finance"]);
+    // `scope: "session"` on a request naming no role would approve the tool
+    // for the rest of the thread: refused like an unknown id.
+    let wipe = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/instance-ai/confirm/t1.r-wipe", carol())
+            .body(&json!({"approved": true, "scope": "session"})),
+        10,
+    );
+    assert_eq!(got(&wipe), no(404, "confirmation_not_found"));
+    assert!(!t.session_approved("wipe").unwrap());
+    let pay = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/instance-ai/confirm/t1.r-pay", carol()).body(&json!({"approved": true})),
+        10,
+    );
+    assert_eq!(support::json(&pay)["state"], "approved");
+    // The owner still decides the one carol could not.
+    let mine = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/instance-ai/confirm/t1.r-wipe", actor("alice", &[])).body(&json!({"approved": false})),
+        11,
+    );
+    assert_eq!(support::json(&mine)["state"], "denied");
+}
+
+#[test]
+fn only_an_accepted_send_claims_a_thread() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    for body in [
+        json!({}),
+        json!({"message": ""}),
+        json!({"message": "x", "mode": "later"}),
+        json!({"message": "x", "model": "nope"}),
+    ] {
+        let refused = serve(&mut t, &s, Req::new("POST", "/instance-ai/chat/t1", actor("mallory", &[])).body(&body), 1);
+        assert_eq!(support::status(&refused) / 100, 4, "{body}");
+        assert_eq!(t.owner().unwrap(), None, "{body}: a refused send claims nothing");
+    }
+    let status = serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/status", actor("mallory", &[])), 1);
+    assert_eq!(got(&status), no(404, "thread_not_found"));
+    let ok = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("bob", &[])).body(&json!({"message": "mine"})),
+        2,
+    );
+    assert_eq!(support::status(&ok), 200);
+    assert_eq!(t.owner().unwrap().as_deref(), Some("bob"));
+    assert!(matches!(
+        serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/status", actor("mallory", &[])), 3).answer,
+        Answer::Reply(ref r) if r.status == 404
+    ));
+}

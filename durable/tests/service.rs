@@ -1,0 +1,285 @@
+//! The queue's and the confirmations' rules, natively, through the thread's
+//! service as the object shell hands requests over (no workerd needed):
+//! busy-thread modes, queue edits, the next message starting in the same
+//! block as the run-finish ahead of it, interrupt, regenerate, reloads; and a
+//! request's life from pending to decided, lapsed or cancelled.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::{actor, serve, Req, T};
+use threadline_durable::access::Caller;
+use threadline_durable::effect::Effect;
+use threadline_durable::event::Kind;
+use threadline_durable::{MemoryStore, Settings, Thread};
+
+fn settings() -> Settings {
+    Settings::from_pairs(&[("AGENT_WEBHOOK_URL", "http://hook"), ("APPROVAL_POLICY", r#"{"slow":{"ttlMs":1000}}"#)])
+}
+
+fn alice() -> Caller {
+    actor("alice", &[])
+}
+
+fn send(t: &mut T, s: &Settings, body: Value, now: i64) -> (u16, Value, Vec<Effect>) {
+    let o = serve(t, s, Req::new("POST", "/instance-ai/chat/t1", alice()).body(&body), now);
+    (support::status(&o), support::json(&o), o.effects)
+}
+
+/// The publish token in a run's start signal.
+fn token_of(effects: &[Effect], run: &str) -> String {
+    effects
+        .iter()
+        .find_map(|e| match e {
+            Effect::Webhook { body, start_of: Some(r) } if r == run => body["publishToken"].as_str().map(str::to_owned),
+            _ => None,
+        })
+        .expect("a start signal for the run")
+}
+
+fn finish(t: &mut T, s: &Settings, run: &str, token: &str, now: i64) -> Vec<Effect> {
+    let path = format!("/instance-ai/threads/t1/runs/{run}/events");
+    let body = json!([{"type": "run-finish", "agentId": "orchestrator", "payload": {"status": "completed"}}]);
+    let o = serve(
+        t,
+        s,
+        Req::new("POST", &path, Caller::Nobody).body(&body).header("authorization", &format!("Bearer {token}")),
+        now,
+    );
+    assert_eq!(support::status(&o), 200, "{:?}", o.answer);
+    o.effects
+}
+
+fn queue_ids(t: &T) -> Vec<String> {
+    t.queue().items.iter().map(|i| i.message.clone()).collect()
+}
+
+#[test]
+fn busy_threads_reject_queue_or_interrupt() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    let (status, first, effects) = send(&mut t, &s, json!({"message": "one"}), 1);
+    assert_eq!(status, 200);
+    let run = first["runId"].as_str().unwrap().to_owned();
+    let token = token_of(&effects, &run);
+    let (status, busy, _) = send(&mut t, &s, json!({"message": "two"}), 2);
+    assert_eq!(
+        (status, busy["error"]["code"].as_str(), busy["error"]["runId"].as_str()),
+        (409, Some("run_active"), Some(run.as_str()))
+    );
+    let (status, queued, effects) = send(&mut t, &s, json!({"message": "two", "mode": "queue"}), 3);
+    assert_eq!((status, queued["position"].as_u64()), (202, Some(0)));
+    assert!(queued.get("runId").is_none(), "it waits");
+    assert!(effects.is_empty());
+    let (_, third, _) = send(&mut t, &s, json!({"message": "three", "mode": "queue"}), 4);
+    assert_eq!(third["position"], 1);
+    // The run's finish starts the head of the queue in the same block.
+    let effects = finish(&mut t, &s, &run, &token, 5);
+    let next = t.active_run().expect("the next message holds the lock").clone();
+    assert_eq!((next.message.as_str(), next.run_id.as_str()), ("two", queued["messageId"].as_str().unwrap()));
+    assert!(effects.iter().any(|e| matches!(e, Effect::Webhook { start_of: Some(r), .. } if *r == next.run_id)));
+    assert_eq!(queue_ids(&t), ["three"]);
+    // Interrupt: the active run is cancelled and this message runs next, first.
+    let (status, body, effects) = send(&mut t, &s, json!({"message": "now!", "mode": "interrupt"}), 6);
+    assert_eq!((status, body["interrupting"].as_str()), (202, Some(next.run_id.as_str())));
+    assert!(effects.iter().any(|e| matches!(e, Effect::StopAgents)));
+    assert!(effects.iter().any(
+        |e| matches!(e, Effect::Webhook { body, .. } if body["type"] == "cancel" && body["reason"] == "interrupted")
+    ));
+    assert_eq!(t.active_run().unwrap().message, "now!");
+    assert_eq!(queue_ids(&t), ["three"], "the interrupting message did not join the queue");
+    let fins: Vec<_> = support::log(&t).into_iter().filter(|e| e.kind == Kind::RunFinish).map(|e| e.payload).collect();
+    assert_eq!(fins.last().unwrap(), &json!({"status": "cancelled", "reason": "interrupted"}));
+}
+
+#[test]
+fn queue_edits_are_stored_and_announced_and_survive_a_reload() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    send(&mut t, &s, json!({"message": "running"}), 1);
+    let ids: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|m| {
+            send(&mut t, &s, json!({"message": m, "mode": "queue"}), 2).1["messageId"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let call = |t: &mut T, method: &str, path: String, body: Value| {
+        let o = serve(t, &s, Req::new(method, &path, alice()).body(&body), 3);
+        (support::status(&o), support::json(&o))
+    };
+    let q = |id: &str, suffix: &str| format!("/instance-ai/threads/t1/queue/{id}{suffix}");
+    assert_eq!(call(&mut t, "PATCH", q(&ids[1], ""), json!({"message": "B"})).0, 200);
+    assert_eq!(call(&mut t, "POST", q(&ids[2], "/move"), json!({"position": 0})).0, 200);
+    assert_eq!(call(&mut t, "DELETE", q(&ids[0], ""), Value::Null).0, 200);
+    assert_eq!(queue_ids(&t), ["c", "B"]);
+    let (status, missing) = call(&mut t, "DELETE", q(&ids[0], ""), Value::Null);
+    assert_eq!((status, missing["error"]["code"].as_str()), (404, Some("queued_message_not_found")));
+    let (status, bad) = call(&mut t, "POST", q(&ids[1], "/move"), json!({"position": -1}));
+    assert_eq!((status, bad["error"]["code"].as_str()), (400, Some("invalid_position")));
+    assert_eq!(
+        call(&mut t, "POST", "/instance-ai/threads/t1/queue/pause".into(), Value::Null).1["queue"]["paused"],
+        true
+    );
+    // Every change is a durable queue-updated carrying the whole queue.
+    let last = support::log(&t).into_iter().rfind(|e| e.kind == Kind::QueueUpdated).unwrap();
+    assert_eq!(last.payload["paused"], true);
+    assert_eq!(last.payload["items"].as_array().unwrap().len(), 2);
+    // A reload (a new instance over the same storage) has the same queue.
+    let store = std::mem::take(t.store_mut());
+    let reloaded: T = Thread::load(store, s.thread.clone(), 4).unwrap();
+    assert_eq!(reloaded.queue(), t.queue());
+}
+
+#[test]
+fn a_paused_queue_waits_and_resuming_starts_its_head() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    let (_, first, effects) = send(&mut t, &s, json!({"message": "one"}), 1);
+    let run = first["runId"].as_str().unwrap().to_owned();
+    let token = token_of(&effects, &run);
+    send(&mut t, &s, json!({"message": "two", "mode": "queue"}), 2);
+    serve(&mut t, &s, Req::new("POST", "/instance-ai/threads/t1/queue/pause", alice()), 3);
+    finish(&mut t, &s, &run, &token, 4);
+    assert!(t.active_run().is_none(), "a paused queue keeps its messages");
+    let resumed = serve(&mut t, &s, Req::new("POST", "/instance-ai/threads/t1/queue/resume", alice()), 5);
+    assert_eq!(t.active_run().unwrap().message, "two");
+    assert!(resumed.effects.iter().any(|e| matches!(e, Effect::Webhook { start_of: Some(_), .. })));
+}
+
+#[test]
+fn regenerate_answers_the_last_message_again_and_drops_the_old_answer() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    let (status, body, _) = send(&mut t, &s, json!({"regenerate": true}), 1);
+    assert_eq!((status, body["error"]["code"].as_str()), (400, Some("thread_required")));
+    let (_, first, effects) = send(&mut t, &s, json!({"message": "question"}), 2);
+    let run = first["runId"].as_str().unwrap().to_owned();
+    let (status, _, _) = send(&mut t, &s, json!({"regenerate": true}), 3);
+    assert_eq!(status, 409, "not while a run is active");
+    finish(&mut t, &s, &run, &token_of(&effects, &run), 4);
+    let (status, again, _) = send(&mut t, &s, json!({"regenerate": true}), 5);
+    assert_eq!((status, again["regenerated"].as_bool()), (200, Some(true)));
+    let active = t.active_run().unwrap();
+    assert_eq!((active.message.as_str(), active.run_id != run), ("question", true));
+    let messages = t.messages("t1", 50, 0).unwrap();
+    let runs: Vec<_> = messages["messages"].as_array().unwrap().iter().map(|m| m["runId"].clone()).collect();
+    assert!(!runs.contains(&json!(run)), "the replaced answer leaves the messages view");
+}
+
+/// A thread whose external agent's run waits on two confirmations: `once`
+/// (no TTL) and `slow` (lapses after 1 s, by the policy).
+fn suspended(s: &Settings) -> (T, String, String) {
+    let mut t = support::thread(s);
+    let (_, first, effects) = send(&mut t, s, json!({"message": "careful"}), 1);
+    let run = first["runId"].as_str().unwrap().to_owned();
+    let token = token_of(&effects, &run);
+    let req = |id: &str, tool: &str, input: &str| {
+        json!({"type": "confirmation-request", "agentId": "orchestrator", "payload": {
+            "requestId": id, "toolCallId": format!("c-{id}"), "toolName": tool, "args": {}, "severity": "warning",
+            "message": "ok?", "inputType": input, "questions": [{"id": "q1", "question": "which?", "type": "single", "options": ["a", "b"]}]
+        }})
+    };
+    let path = format!("/instance-ai/threads/t1/runs/{run}/events");
+    let batch =
+        json!([req("once", "drop", "approval"), req("slow", "slow", "approval"), req("ask", "ask-user", "questions")]);
+    serve(
+        &mut t,
+        s,
+        Req::new("POST", &path, Caller::Nobody).body(&batch).header("authorization", &format!("Bearer {token}")),
+        2,
+    );
+    assert!(t.is_suspended());
+    (t, run, token)
+}
+
+fn decide(t: &mut T, s: &Settings, id: &str, body: Value, now: i64) -> (u16, Value, Vec<Effect>) {
+    let path = format!("/instance-ai/confirm/t1.{id}");
+    let o = serve(t, s, Req::new("POST", &path, alice()).body(&body), now);
+    (support::status(&o), support::json(&o), o.effects)
+}
+
+#[test]
+fn a_request_is_decided_once_and_the_agent_is_told() {
+    let s = settings();
+    let (mut t, run, _) = suspended(&s);
+    for body in [json!({}), json!({"approved": "yes"}), json!({"approved": true, "scope": "forever"}), json!([1])] {
+        assert_eq!(decide(&mut t, &s, "once", body.clone(), 3).0, 400, "{body}");
+    }
+    let (status, body, effects) = decide(&mut t, &s, "once", json!({"approved": true, "scope": "session"}), 3);
+    assert_eq!((status, body["state"].as_str()), (200, Some("approved")));
+    let told = effects.iter().find_map(|e| match e {
+        Effect::Webhook { body, .. } => Some(body.clone()),
+        _ => None,
+    });
+    let told = told.expect("the external agent is told");
+    assert_eq!(
+        (told["type"].as_str(), told["requestId"].as_str(), told["runId"].as_str()),
+        (Some("confirmation"), Some("once"), Some(run.as_str()))
+    );
+    assert_eq!(told["decision"], json!({"approved": true, "scope": "session", "state": "approved"}));
+    assert!(!t.needs_approval("drop", true), "a session approval covers later calls");
+    let (status, again, _) = decide(&mut t, &s, "once", json!({"approved": false}), 4);
+    assert_eq!((status, again["error"]["state"].as_str()), (409, Some("approved")));
+    // Questions need answers; then they are recorded.
+    assert_eq!(decide(&mut t, &s, "ask", json!({"approved": true}), 5).0, 400);
+    let answers = json!({"answers": [{"questionId": "q1", "selectedOptions": ["b"]}]});
+    assert_eq!(decide(&mut t, &s, "ask", answers, 5).0, 200);
+    assert_eq!(
+        t.confirmation("t1.ask").unwrap().unwrap().decision.unwrap()["answers"][0]["selectedOptions"],
+        json!(["b"])
+    );
+    assert!(t.is_suspended(), "still waiting for `slow`");
+}
+
+#[test]
+fn a_request_lapses_at_its_ttl_and_a_late_decision_is_410() {
+    let s = settings();
+    let (mut t, _, _) = suspended(&s);
+    assert_eq!(t.next_alarm(2, 10_000, 0), Some(1_002), "the alarm waits for the first lapse");
+    let effects = t.on_alarm(&s, 1_002).unwrap();
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, Effect::Webhook { body, .. } if body["decision"]["state"] == "expired")));
+    let (status, body, _) = decide(&mut t, &s, "slow", json!({"approved": true}), 1_003);
+    assert_eq!((status, body["error"]["code"].as_str()), (410, Some("confirmation_expired")));
+}
+
+#[test]
+fn a_decision_that_arrives_after_the_ttl_but_before_the_alarm_settles_it_and_lets_the_run_go_on() {
+    let s = settings();
+    let (mut t, _, _) = suspended(&s);
+    let (status, _, effects) = decide(&mut t, &s, "slow", json!({"approved": true}), 5_000);
+    assert_eq!(status, 410);
+    assert!(
+        effects.iter().any(|e| matches!(e, Effect::Webhook { body, .. } if body["decision"]["state"] == "expired")),
+        "the agent learns it lapsed"
+    );
+}
+
+#[test]
+fn cancel_while_suspended_settles_every_request() {
+    let s = settings();
+    let (mut t, _, _) = suspended(&s);
+    let cancelled = serve(&mut t, &s, Req::new("POST", "/instance-ai/chat/t1/cancel", alice()), 3);
+    assert_eq!(support::json(&cancelled)["cancelled"], true);
+    for id in ["once", "slow", "ask"] {
+        let (status, body, _) = decide(&mut t, &s, id, json!({"approved": true}), 4);
+        assert_eq!((status, body["error"]["state"].as_str()), (409, Some("cancelled")), "{id}");
+    }
+    assert!(!t.is_suspended());
+    let fin = support::log(&t).into_iter().rev().find(|e| e.kind == Kind::RunFinish).unwrap();
+    assert_eq!(fin.payload, json!({"status": "cancelled", "reason": "user_cancelled"}));
+}
+
+#[test]
+fn a_suspended_run_waits_through_a_reload() {
+    let s = settings();
+    let (mut t, run, _) = suspended(&s);
+    let store: MemoryStore = std::mem::take(t.store_mut());
+    let mut reloaded: T = Thread::load(store, s.thread.clone(), 10_000_000).unwrap();
+    assert!(reloaded.is_suspended(), "its pending requests are in storage");
+    assert_eq!(reloaded.check_run_deadlines(20_000_000).unwrap(), None, "no sweep or timeout while a person decides");
+    let (status, _, _) = decide(&mut reloaded, &s, "once", json!({"approved": true}), 20_000_001);
+    assert_eq!(status, 200);
+    assert_eq!(reloaded.active_run().unwrap().run_id, run);
+}
