@@ -6,23 +6,15 @@
 
 use serde::Deserialize;
 use serde_json::json;
+use threadline_durable::directory::{self, WINDOW_MS};
 use worker::*;
-
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS threads (
-  thread_id  TEXT PRIMARY KEY,
-  title      TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  updated_at INTEGER NOT NULL,
-  runs       INTEGER NOT NULL DEFAULT 1
-);
-CREATE TABLE IF NOT EXISTS sends (at INTEGER NOT NULL);";
-
-/// The window of the per-minute send limit.
-const WINDOW_MS: i64 = 60_000;
 
 #[durable_object]
 pub struct Directory {
     sql: SqlStorage,
+    /// Storage brought to the current layout, or why not (every request is
+    /// then refused with it).
+    opened: std::result::Result<(), threadline_durable::ApiError>,
 }
 
 #[derive(Deserialize)]
@@ -57,13 +49,14 @@ struct Row {
 impl DurableObject for Directory {
     fn new(state: State, _env: Env) -> Self {
         let sql = state.storage().sql();
-        if let Err(e) = sql.exec(SCHEMA, None) {
-            console_error!("directory schema: {e}");
-        }
-        Directory { sql }
+        let opened = crate::store::open(&sql, &threadline_durable::schema::DIRECTORY).map_err(Into::into);
+        Directory { sql, opened }
     }
 
     async fn fetch(&self, mut req: Request) -> Result<Response> {
+        if let Err(e) = &self.opened {
+            return crate::http::error(e);
+        }
         match (req.method(), req.path().as_str()) {
             (Method::Post, "/register") => {
                 let r: Register = req.json().await?;
@@ -85,10 +78,8 @@ impl DurableObject for Directory {
                     oldest: Option<f64>,
                 }
                 let w: Window = self.sql.exec("SELECT COUNT(*) AS n, MIN(at) AS oldest FROM sends", None)?.one()?;
-                if w.n as i64 >= a.limit {
-                    let retry_ms = w.oldest.map_or(WINDOW_MS, |o| o as i64 + WINDOW_MS - now).max(1_000);
-                    let body = json!({ "retryAfter": (retry_ms + 999) / 1000 });
-                    return Ok(Response::from_json(&body)?.with_status(429));
+                if let Err(retry) = directory::admit(w.n as i64, w.oldest.map(|o| o as i64), a.limit, now) {
+                    return Ok(Response::from_json(&json!({ "retryAfter": retry }))?.with_status(429));
                 }
                 self.sql.exec("INSERT INTO sends (at) VALUES (?)", vec![now.into()])?;
                 Response::ok("")

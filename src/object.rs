@@ -95,7 +95,7 @@ impl Inner {
         if self.core.borrow().is_some() {
             return Ok(Vec::new());
         }
-        let store = SqlStore::open(self.storage.sql()).map_err(http::internal)?;
+        let store = SqlStore::open(self.storage.sql())?;
         let mut core = Thread::load(store, self.settings.thread.clone(), now_ms())?;
         core.set_id_source(Rc::new(
             |prefix: &str| if prefix == "tlp" { ids::new_token() } else { ids::new_id(prefix) },

@@ -1,4 +1,6 @@
-//! The thread's [`Store`] on Durable Object SQLite.
+//! The thread's [`Store`] on Durable Object SQLite, and the [`Sql`] the
+//! core's migrations run on (every object class opens its storage through
+//! [`open`], which brings it to the current layout first).
 //!
 //! Durable Object SQLite is synchronous and commits every write made in one
 //! synchronous block (no `await` between them) atomically, so a
@@ -9,52 +11,46 @@ use serde::Deserialize;
 use std::cell::Cell;
 use threadline_durable::confirm::Confirmation;
 use threadline_durable::event::Kind;
+use threadline_durable::schema::{self, OpenError, Schema, Sql};
 use threadline_durable::store::{Driver, Record, RunRecord, RunState, Store, StoreError, StoreResult};
 use worker::{SqlStorage, SqlStorageValue};
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS events (
-  seq    INTEGER PRIMARY KEY,
-  run_id TEXT NOT NULL,
-  type   TEXT NOT NULL,
-  data   TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
-CREATE TABLE IF NOT EXISTS runs (
-  run_id      TEXT PRIMARY KEY,
-  message_id  TEXT NOT NULL,
-  message     TEXT NOT NULL,
-  agent_id    TEXT NOT NULL,
-  state       TEXT NOT NULL,
-  reason      TEXT,
-  token_hash  TEXT NOT NULL,
-  created_at  INTEGER NOT NULL,
-  finished_at INTEGER,
-  driver      TEXT NOT NULL DEFAULT 'webhook',
-  usage       TEXT,
-  model       TEXT,
-  replaced    INTEGER NOT NULL DEFAULT 0
-);
--- Small named documents: the queue, the pinned model.
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
--- Confirmation requests (human in the loop), pending and settled.
-CREATE TABLE IF NOT EXISTS confirmations (
-  request_id TEXT PRIMARY KEY,
-  run_id     TEXT NOT NULL,
-  state      TEXT NOT NULL,
-  data       TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS pending_confirmations ON confirmations (state) WHERE state = 'pending';
--- Tools approved with session scope: approved for the rest of the thread.
-CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY);
--- The built-in agent's progress, one row per run, replaced each step.
-CREATE TABLE IF NOT EXISTS checkpoints (
-  run_id TEXT PRIMARY KEY,
-  data   TEXT NOT NULL
-);
--- The run lock, enforced by the database as well: one running run at most.
-CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running';
-";
+/// Brings `sql` to `schema`'s current layout (see `threadline_durable::schema`).
+pub fn open(sql: &SqlStorage, schema: &Schema) -> Result<(), OpenError> {
+    schema::migrate(&mut Db(sql), schema).map(|_| ())
+}
+
+/// Durable Object SQLite as the migrations see it.
+struct Db<'a>(&'a SqlStorage);
+
+impl Sql for Db<'_> {
+    fn exec(&mut self, sql: &str) -> StoreResult<()> {
+        let cursor = self.0.exec(sql, None).map_err(err)?;
+        for _ in cursor {}
+        Ok(())
+    }
+
+    fn query_int(&self, sql: &str) -> StoreResult<Option<i64>> {
+        let cursor = self.0.exec(sql, None).map_err(err)?;
+        let row = cursor.raw().next().transpose().map_err(err)?;
+        Ok(row.and_then(|r| match r.first() {
+            Some(SqlStorageValue::Integer(i)) => Some(*i),
+            Some(SqlStorageValue::Float(f)) => Some(*f as i64),
+            _ => None,
+        }))
+    }
+
+    fn columns(&self, table: &str) -> StoreResult<Vec<String>> {
+        #[derive(Deserialize)]
+        struct Col {
+            name: String,
+        }
+        // Table names come from the core's migrations, never from a request.
+        let cols: Vec<Col> =
+            self.0.exec(&format!("PRAGMA table_info({table})"), None).map_err(err)?.to_array().map_err(err)?;
+        Ok(cols.into_iter().map(|c| c.name).collect())
+    }
+}
 
 /// Largest JSON text bound to one insert (SQLite strings stop at 2 MB here).
 const MAX_BOUND_BYTES: usize = 1_500_000;
@@ -124,9 +120,9 @@ const RUN_COLUMNS: &str =
     "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage, model, replaced";
 
 impl SqlStore {
-    /// Opens the store, creating the schema on first use.
-    pub fn open(sql: SqlStorage) -> worker::Result<SqlStore> {
-        sql.exec(SCHEMA, None)?;
+    /// Opens the store, bringing storage to the current layout first.
+    pub fn open(sql: SqlStorage) -> Result<SqlStore, OpenError> {
+        open(&sql, &schema::THREAD)?;
         Ok(SqlStore { sql, rows_written: Cell::new(0) })
     }
 

@@ -26,12 +26,6 @@ use threadline_durable::streams::stream::{
 use threadline_durable::streams::wire::{self, Reply};
 use worker::*;
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS ds_meta (k INTEGER PRIMARY KEY CHECK (k = 1), data TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ds_messages (hi INTEGER NOT NULL, lo INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (hi, lo));
-CREATE TABLE IF NOT EXISTS ds_producers (id TEXT PRIMARY KEY, data TEXT NOT NULL);
-";
-
 /// A stream's [`StreamLog`] on Durable Object SQLite.
 pub struct SqlLog {
     sql: SqlStorage,
@@ -42,8 +36,9 @@ fn err(e: worker::Error) -> StoreError {
 }
 
 impl SqlLog {
-    pub fn open(sql: SqlStorage) -> worker::Result<SqlLog> {
-        sql.exec(SCHEMA, None)?;
+    /// Opens the log, bringing storage to the current layout first.
+    pub fn open(sql: SqlStorage) -> Result<SqlLog, threadline_durable::schema::OpenError> {
+        crate::store::open(&sql, &threadline_durable::schema::STREAM)?;
         Ok(SqlLog { sql })
     }
 
@@ -229,8 +224,10 @@ impl Inner {
     fn with<R>(&self, f: impl FnOnce(&mut Streams<SqlLog>) -> R) -> std::result::Result<R, Reply> {
         let mut slot = self.core.borrow_mut();
         if slot.is_none() {
-            let log =
-                SqlLog::open(self.storage.sql()).map_err(|e| Reply::text(503, &format!("storage unavailable: {e}")))?;
+            let log = SqlLog::open(self.storage.sql()).map_err(|e| {
+                let e = threadline_durable::ApiError::from(e);
+                Reply::text(503, &format!("{}: {}", e.code, e.message))
+            })?;
             *slot = Some(Streams::new(log));
         }
         Ok(f(slot.as_mut().expect("opened above")))

@@ -234,6 +234,19 @@ impl ApiError {
         ApiError::new(503, "storage_unavailable", format!("storage failed, nothing was stored: {err}"))
     }
 
+    /// The object's storage was written by a newer release than this code:
+    /// refused, never misread (a rolling deploy; the new code will serve it).
+    pub fn storage_too_new(class: &str, stored: u32, current: u32) -> ApiError {
+        ApiError::new(
+            503,
+            "storage_too_new",
+            format!("this {class}'s storage is at layout version {stored}, newer than this code reads ({current}); retry once the deploy completes"),
+        )
+        .with("storedVersion", stored)
+        .with("codeVersion", current)
+        .with("retryAfter", 5)
+    }
+
     /// The platform failed (a binding, a subrequest the shell needed).
     pub fn unavailable(err: impl std::fmt::Display) -> ApiError {
         ApiError::new(503, "unavailable", format!("the thread is unavailable: {err}"))

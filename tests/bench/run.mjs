@@ -1,5 +1,6 @@
-// `make bench`: figures for the Thread stream issue, on this machine, with the
-// Worker served by Miniflare directly (no wrangler proxy).
+// `make bench`: figures on this machine, with the Worker served by Miniflare
+// directly (no wrangler proxy), today's build beside the release it replaces.
+// `BENCH_ONLY=latency,reconnect make bench` runs some of them.
 //
 //   1. publish-to-delivery latency p50/p99 with 1, 10 and 100 subscribers
 //   2. durable appends per second on one thread, with 0 and 10 subscribers
@@ -14,6 +15,7 @@
 import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
+import { execFileSync } from "node:child_process";
 import { startWorker, startWebhook, client, newThread, sleep } from "../support/harness.mjs";
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
@@ -226,51 +228,79 @@ async function streamReconnect(api, hook, size, trials = 15) {
   return { events, sseFirstByte: pct(sse, 50), catchUp100: pct(catchUp, 50) };
 }
 
+// Every figure is measured on today's build and on the release it would
+// replace (local/RELEASE, built once by local/baseline.sh), alternately in
+// the same run: this machine is too noisy for figures from different runs.
+const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",")) : null;
+const want = (name) => !only || only.has(name);
+const release = execFileSync("sh", ["local/baseline.sh"], { encoding: "utf8" }).trim();
 const hook = await startWebhook();
-const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url, MAX_BATCH_EVENTS: "1000", MAX_BATCH_BYTES: "4194304" } });
-const api = { ...client(worker.url), base: worker.url };
-const results = { machine: `${(await import("node:os")).cpus().length} cores`, at: new Date().toISOString() };
+const vars = { AGENT_WEBHOOK_URL: hook.url, MAX_BATCH_EVENTS: "1000", MAX_BATCH_BYTES: "4194304" };
+const builds = [
+  { name: "release", worker: await startWorker({ vars, script: release }) },
+  { name: "current", worker: await startWorker({ vars }) },
+];
+for (const b of builds) b.api = { ...client(b.worker.url), base: b.worker.url };
+const results = { machine: `${(await import("node:os")).cpus().length} cores`, at: new Date().toISOString(), release: path.basename(path.dirname(release)) };
+const ratio = (cur, rel) => `${(cur / rel).toFixed(2)}×`;
+/** Runs `fn` on the release, then on today's build; returns both. */
+async function both(fn) {
+  const out = {};
+  for (const b of builds) out[b.name] = await fn(b.api);
+  return out;
+}
 try {
-  console.log("threadline bench (Miniflare, one workerd, loopback)\n");
-  results.latency = [];
-  for (const n of [1, 10, 100]) {
-    const r = await latency(api, hook, n);
-    results.latency.push(r);
-    console.log(`publish→delivery, ${String(n).padStart(3)} subscribers: p50 ${ms(r.p50)}  p99 ${ms(r.p99)}  (${r.deliveries}/${r.expected} delivered)`);
+  console.log(`threadline bench (Miniflare, one workerd per build, loopback): release ${results.release.slice(0, 7)} vs current\n`);
+  if (want("latency")) {
+    results.latency = [];
+    for (const n of [1, 10, 100]) {
+      const r = await both((api) => latency(api, hook, n));
+      results.latency.push({ subscribers: n, ...r });
+      const line = (x) => `p50 ${ms(x.p50)} p99 ${ms(x.p99)} (${x.deliveries}/${x.expected})`;
+      console.log(`publish→delivery, ${String(n).padStart(3)} subscribers: release ${line(r.release)} | current ${line(r.current)} | p99 ${ratio(r.current.p99, r.release.p99)}`);
+    }
   }
-  results.appends = [];
-  for (const n of [0, 10]) {
-    const r = await appendRate(api, hook, n);
-    results.appends.push(r);
-    console.log(
-      `appends, ${String(n).padStart(2)} subscribers: ${r.perSecond.toLocaleString("en")} events/s` +
-        (n ? ` (all delivered to every reader at ${r.allDeliveredPerSecond.toLocaleString("en")}/s; ${r.delivered}/${r.events} each)` : ""),
-    );
+  if (want("appends")) {
+    results.appends = [];
+    for (const n of [0, 10]) {
+      const r = await both((api) => appendRate(api, hook, n));
+      results.appends.push({ subscribers: n, ...r });
+      console.log(
+        `appends, ${String(n).padStart(2)} subscribers: release ${r.release.perSecond.toLocaleString("en")}/s | current ${r.current.perSecond.toLocaleString("en")}/s | ${ratio(r.current.perSecond, r.release.perSecond)}` +
+          (n ? ` (current: every reader had all at ${r.current.allDeliveredPerSecond.toLocaleString("en")}/s, ${r.current.delivered}/${r.current.events} each)` : ""),
+      );
+    }
   }
-  results.rowsPer1000Deltas = await rowsPerThousandDeltas(api, hook);
-  console.log(`SQLite rows written per 1,000 text-deltas: ${results.rowsPer1000Deltas} (block + run-finish + run record)`);
-  results.reconnect = [];
-  for (const size of [1_000, 100_000]) {
-    const r = await reconnect(api, hook, size);
-    results.reconnect.push(r);
-    console.log(`reconnect after 100 missed on a ${r.events.toLocaleString("en")}-event thread: first ${ms(r.first)}, 100th ${ms(r.hundredth)}`);
+  if (want("rows")) {
+    results.rowsPer1000Deltas = await both((api) => rowsPerThousandDeltas(api, hook));
+    console.log(`SQLite rows written per 1,000 text-deltas: release ${results.rowsPer1000Deltas.release} | current ${results.rowsPer1000Deltas.current}`);
   }
-  const [small, big] = results.reconnect;
-  console.log(`  100k / 1k ratio: first ${(big.first / small.first).toFixed(2)}×, 100th ${(big.hundredth / small.hundredth).toFixed(2)}×`);
-  results.streamReconnect = [];
-  for (const size of [1_000, 100_000]) {
-    const r = await streamReconnect(api, hook, size);
-    results.streamReconnect.push(r);
-    console.log(
-      `Durable Streams reconnect after 100 missed on a ${r.events.toLocaleString("en")}-event thread: SSE first data byte ${ms(r.sseFirstByte)}, catch-up of the 100 ${ms(r.catchUp100)}`,
-    );
+  if (want("reconnect")) {
+    results.reconnect = [];
+    for (const size of [1_000, 100_000]) {
+      const r = await both((api) => reconnect(api, hook, size));
+      results.reconnect.push({ size, ...r });
+      console.log(`reconnect after 100 missed on a ${r.current.events.toLocaleString("en")}-event thread: first event release ${ms(r.release.first)} | current ${ms(r.current.first)}; 100th release ${ms(r.release.hundredth)} | current ${ms(r.current.hundredth)}`);
+    }
+    const [small, big] = results.reconnect;
+    console.log(`  100k / 1k ratio (current): first ${ratio(big.current.first, small.current.first)}, 100th ${ratio(big.current.hundredth, small.current.hundredth)}`);
   }
-  const [dsSmall, dsBig] = results.streamReconnect;
-  console.log(`  100k / 1k ratio: SSE first byte ${(dsBig.sseFirstByte / dsSmall.sseFirstByte).toFixed(2)}×, catch-up ${(dsBig.catchUp100 / dsSmall.catchUp100).toFixed(2)}×`);
+  if (want("streams")) {
+    results.streamReconnect = [];
+    for (const size of [1_000, 100_000]) {
+      const r = await both((api) => streamReconnect(api, hook, size));
+      results.streamReconnect.push({ size, ...r });
+      console.log(
+        `Durable Streams reconnect after 100 missed on a ${r.current.events.toLocaleString("en")}-event thread: SSE first data byte release ${ms(r.release.sseFirstByte)} | current ${ms(r.current.sseFirstByte)}; catch-up release ${ms(r.release.catchUp100)} | current ${ms(r.current.catchUp100)}`,
+      );
+    }
+    const [dsSmall, dsBig] = results.streamReconnect;
+    console.log(`  100k / 1k ratio (current): SSE first byte ${ratio(dsBig.current.sseFirstByte, dsSmall.current.sseFirstByte)}, catch-up ${ratio(dsBig.current.catchUp100, dsSmall.current.catchUp100)}`);
+  }
   fs.mkdirSync("test-artifacts", { recursive: true });
   fs.writeFileSync(path.join("test-artifacts", "bench.json"), JSON.stringify(results, null, 2));
 } finally {
-  await worker.stop();
+  for (const b of builds) await b.worker.stop();
   await hook.close();
   agent.destroy();
 }

@@ -1,7 +1,7 @@
 // Serves the built Worker with Miniflare directly: one workerd, no proxy
 // (wrangler dev's proxy distorts SSE bursts and runs out of descriptors).
 //
-//   node tests/support/serve.mjs --port 0 --persist DIR [--var NAME=VALUE ...]
+//   node tests/support/serve.mjs --port 0 --persist DIR [--script build/index.js] [--var NAME=VALUE ...]
 //
 // Prints one line `{"url": "http://127.0.0.1:PORT"}` once ready, then serves
 // until killed. Bindings mirror wrangler.toml.
@@ -16,6 +16,8 @@ const { values } = parseArgs({
   options: {
     port: { type: "string", default: "0" },
     persist: { type: "string" },
+    // Another build of the Worker (a previous release: local/baseline.sh).
+    script: { type: "string" },
     var: { type: "string", multiple: true, default: [] },
   },
 });
@@ -34,7 +36,7 @@ for (const kv of values.var) {
 }
 
 const mf = new Miniflare({
-  scriptPath: path.join(root, "build/index.js"),
+  scriptPath: path.resolve(root, values.script ?? "build/index.js"),
   modules: true,
   modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
   compatibilityDate: toml.match(/compatibility_date\s*=\s*"([^"]+)"/)[1],

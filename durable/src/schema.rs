@@ -1,0 +1,240 @@
+//! Stored data outlives the code: every object class records the version of
+//! its storage's layout, and when it wakes brings old storage up to the
+//! current layout, in one step, before it serves anything.
+//!
+//! A layout's history is a list of [`Migration`]s, plain ordered steps in
+//! SQL; the shell only executes them ([`Sql`]), here and natively in tests.
+//! Version 1 is the layout of the first release (commit `2369c0a`, recorded
+//! in `local/RELEASE`), which had no version table: its migration is that
+//! layout's own `CREATE ... IF NOT EXISTS` statements, so it finds old
+//! storage already there and creates it on new storage.
+//!
+//! Invariants enforced here:
+//! - Every step can run twice: on storage interrupted half-way through an
+//!   earlier attempt, a migration runs again from its first step and ends
+//!   in the same layout (statements are `IF NOT EXISTS`, inserts `OR
+//!   IGNORE`, updates idempotent, columns added only when missing).
+//! - The version is written after a migration's last step, so a version
+//!   never names a layout its storage does not have.
+//! - Storage written by newer code is refused (503 `storage_too_new`, both
+//!   versions in the message), never read: a rolling deploy can wake an
+//!   object under older code for a while, and misreading would corrupt it.
+
+use crate::error::ApiError;
+use crate::store::StoreError;
+
+/// One statement of a migration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// SQL that may run again on storage that already has it (idempotent).
+    Sql(&'static str),
+    /// `ALTER TABLE table ADD COLUMN column decl`, when the column is missing
+    /// (SQLite has no `ADD COLUMN IF NOT EXISTS`).
+    AddColumn { table: &'static str, column: &'static str, decl: &'static str },
+}
+
+/// The steps that take storage from `version - 1` to `version`.
+#[derive(Clone, Copy, Debug)]
+pub struct Migration {
+    pub version: u32,
+    /// What changed, for people (the README's upgrade notes list these).
+    pub note: &'static str,
+    pub steps: &'static [Step],
+}
+
+/// One object class's layout history.
+#[derive(Clone, Copy, Debug)]
+pub struct Schema {
+    pub class: &'static str,
+    pub migrations: &'static [Migration],
+}
+
+impl Schema {
+    /// The layout this code reads and writes.
+    pub fn current(&self) -> u32 {
+        self.migrations.last().map_or(0, |m| m.version)
+    }
+}
+
+/// What storage a migration runs on: Durable Object SQLite in the Worker,
+/// an in-memory SQLite in native tests.
+pub trait Sql {
+    /// Runs one statement that returns no rows.
+    fn exec(&mut self, sql: &str) -> Result<(), StoreError>;
+    /// The first column of the first row of `sql` as an integer (`None`
+    /// when there is no row, or it is NULL).
+    fn query_int(&self, sql: &str) -> Result<Option<i64>, StoreError>;
+    /// The column names of `table` (empty when it does not exist).
+    fn columns(&self, table: &str) -> Result<Vec<String>, StoreError>;
+}
+
+/// Why storage could not be opened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpenError {
+    /// Written by a newer release than this code.
+    TooNew {
+        class: &'static str,
+        stored: u32,
+        current: u32,
+    },
+    Store(StoreError),
+}
+
+impl From<StoreError> for OpenError {
+    fn from(e: StoreError) -> OpenError {
+        OpenError::Store(e)
+    }
+}
+
+impl From<OpenError> for ApiError {
+    fn from(e: OpenError) -> ApiError {
+        match e {
+            OpenError::TooNew { class, stored, current } => ApiError::storage_too_new(class, stored, current),
+            OpenError::Store(e) => ApiError::storage(e),
+        }
+    }
+}
+
+const VERSION_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL)";
+
+/// The version storage records (0: none recorded, a new object or one
+/// written by the first release).
+pub fn stored_version(db: &mut impl Sql) -> Result<u32, StoreError> {
+    db.exec(VERSION_TABLE)?;
+    Ok(db.query_int("SELECT version FROM schema_version WHERE id = 1")?.unwrap_or(0) as u32)
+}
+
+/// Brings storage to `schema`'s current layout; returns the version it
+/// found. Runs nothing when storage is current (one read).
+pub fn migrate(db: &mut impl Sql, schema: &Schema) -> Result<u32, OpenError> {
+    let stored = stored_version(db)?;
+    let current = schema.current();
+    if stored > current {
+        return Err(OpenError::TooNew { class: schema.class, stored, current });
+    }
+    for m in schema.migrations.iter().filter(|m| m.version > stored) {
+        run(db, m)?;
+        db.exec(&format!(
+            "INSERT INTO schema_version (id, version) VALUES (1, {0}) ON CONFLICT (id) DO UPDATE SET version = {0}",
+            m.version
+        ))?;
+    }
+    Ok(stored)
+}
+
+/// Runs a migration's steps (not its version write).
+pub fn run(db: &mut impl Sql, m: &Migration) -> Result<(), StoreError> {
+    for step in m.steps {
+        run_step(db, step)?;
+    }
+    Ok(())
+}
+
+pub fn run_step(db: &mut impl Sql, step: &Step) -> Result<(), StoreError> {
+    match *step {
+        Step::Sql(sql) => db.exec(sql),
+        Step::AddColumn { table, column, decl } => {
+            if db.columns(table)?.iter().any(|c| c == column) {
+                Ok(())
+            } else {
+                db.exec(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))
+            }
+        }
+    }
+}
+
+/// A thread's storage (`ThreadObject`).
+pub const THREAD: Schema = Schema {
+    class: "thread",
+    migrations: &[Migration {
+        version: 1,
+        note: "the first release's layout: events, runs, meta, confirmations, session approvals, checkpoints",
+        steps: &[
+            Step::Sql(
+                "CREATE TABLE IF NOT EXISTS events (
+                  seq    INTEGER PRIMARY KEY,
+                  run_id TEXT NOT NULL,
+                  type   TEXT NOT NULL,
+                  data   TEXT NOT NULL
+                )",
+            ),
+            Step::Sql("CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq)"),
+            Step::Sql(
+                "CREATE TABLE IF NOT EXISTS runs (
+                  run_id      TEXT PRIMARY KEY,
+                  message_id  TEXT NOT NULL,
+                  message     TEXT NOT NULL,
+                  agent_id    TEXT NOT NULL,
+                  state       TEXT NOT NULL,
+                  reason      TEXT,
+                  token_hash  TEXT NOT NULL,
+                  created_at  INTEGER NOT NULL,
+                  finished_at INTEGER,
+                  driver      TEXT NOT NULL DEFAULT 'webhook',
+                  usage       TEXT,
+                  model       TEXT,
+                  replaced    INTEGER NOT NULL DEFAULT 0
+                )",
+            ),
+            // Small named documents: the queue, the owner, the pinned model,
+            // the stream generation, producers' states.
+            Step::Sql("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+            // Confirmation requests (human in the loop), pending and settled.
+            Step::Sql(
+                "CREATE TABLE IF NOT EXISTS confirmations (
+                  request_id TEXT PRIMARY KEY,
+                  run_id     TEXT NOT NULL,
+                  state      TEXT NOT NULL,
+                  data       TEXT NOT NULL
+                )",
+            ),
+            Step::Sql(
+                "CREATE INDEX IF NOT EXISTS pending_confirmations ON confirmations (state) WHERE state = 'pending'",
+            ),
+            // Tools approved with session scope: approved for the rest of the thread.
+            Step::Sql("CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY)"),
+            // The built-in agent's progress, one row per run, replaced each step.
+            Step::Sql("CREATE TABLE IF NOT EXISTS checkpoints (run_id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
+            // The run lock, enforced by the database as well: one running run at most.
+            Step::Sql("CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running'"),
+        ],
+    }],
+};
+
+/// An actor's directory (`Directory`).
+pub const DIRECTORY: Schema = Schema {
+    class: "directory",
+    migrations: &[Migration {
+        version: 1,
+        note: "the first release's layout: the actor's threads, and their sends of the last minute",
+        steps: &[
+            Step::Sql(
+                "CREATE TABLE IF NOT EXISTS threads (
+                  thread_id  TEXT PRIMARY KEY,
+                  title      TEXT NOT NULL,
+                  created_at INTEGER NOT NULL,
+                  updated_at INTEGER NOT NULL,
+                  runs       INTEGER NOT NULL DEFAULT 1
+                )",
+            ),
+            Step::Sql("CREATE TABLE IF NOT EXISTS sends (at INTEGER NOT NULL)"),
+        ],
+    }],
+};
+
+/// A standalone Durable Stream (`StreamObject`).
+pub const STREAM: Schema = Schema {
+    class: "stream",
+    migrations: &[Migration {
+        version: 1,
+        note: "the first release's layout: the stream's meta, its messages, its producers",
+        steps: &[
+            Step::Sql("CREATE TABLE IF NOT EXISTS ds_meta (k INTEGER PRIMARY KEY CHECK (k = 1), data TEXT NOT NULL)"),
+            Step::Sql(
+                "CREATE TABLE IF NOT EXISTS ds_messages (hi INTEGER NOT NULL, lo INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (hi, lo))",
+            ),
+            Step::Sql("CREATE TABLE IF NOT EXISTS ds_producers (id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
+        ],
+    }],
+};

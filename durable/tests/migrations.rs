@@ -1,0 +1,173 @@
+//! Every object class's storage migrations, natively, on an in-memory
+//! SQLite (the engine Durable Objects run): from nothing, from the first
+//! release's layout with its data, after an attempt interrupted at every
+//! step, and refusing storage written by newer code.
+
+use rusqlite::{Connection, OptionalExtension};
+use threadline_durable::schema::{self, OpenError, Schema, Sql};
+use threadline_durable::store::StoreError;
+use threadline_durable::ApiError;
+
+struct Lite(Connection);
+
+fn err(e: rusqlite::Error) -> StoreError {
+    StoreError(e.to_string())
+}
+
+impl Sql for Lite {
+    fn exec(&mut self, sql: &str) -> Result<(), StoreError> {
+        self.0.execute_batch(sql).map_err(err)
+    }
+
+    fn query_int(&self, sql: &str) -> Result<Option<i64>, StoreError> {
+        self.0.query_row(sql, [], |r| r.get::<_, Option<i64>>(0)).optional().map(Option::flatten).map_err(err)
+    }
+
+    fn columns(&self, table: &str) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self.0.prepare(&format!("PRAGMA table_info({table})")).map_err(err)?;
+        let cols = stmt.query_map([], |r| r.get::<_, String>(1)).map_err(err)?;
+        cols.collect::<Result<_, _>>().map_err(err)
+    }
+}
+
+fn lite() -> Lite {
+    Lite(Connection::open_in_memory().unwrap())
+}
+
+/// The layout as SQLite records it (tables, indexes, their SQL with its
+/// whitespace normalised: how a statement was indented is not layout).
+fn layout(db: &Lite) -> Vec<(String, String, Option<String>)> {
+    let mut stmt =
+        db.0.prepare("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").unwrap();
+    let norm = |sql: Option<String>| {
+        sql.map(|s| s.split_whitespace().collect::<Vec<_>>().join(" ").replace("( ", "(").replace(" )", ")"))
+    };
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, norm(r.get(2)?)))).unwrap().map(Result::unwrap).collect()
+}
+
+const SCHEMAS: [Schema; 3] = [schema::THREAD, schema::DIRECTORY, schema::STREAM];
+
+/// The thread schema exactly as the first release (2369c0a) created it, in
+/// one script, with no version table.
+const RELEASE_1_THREAD: &str = "
+CREATE TABLE IF NOT EXISTS events (
+  seq    INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  type   TEXT NOT NULL,
+  data   TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
+CREATE TABLE IF NOT EXISTS runs (
+  run_id      TEXT PRIMARY KEY,
+  message_id  TEXT NOT NULL,
+  message     TEXT NOT NULL,
+  agent_id    TEXT NOT NULL,
+  state       TEXT NOT NULL,
+  reason      TEXT,
+  token_hash  TEXT NOT NULL,
+  created_at  INTEGER NOT NULL,
+  finished_at INTEGER,
+  driver      TEXT NOT NULL DEFAULT 'webhook',
+  usage       TEXT,
+  model       TEXT,
+  replaced    INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS confirmations (
+  request_id TEXT PRIMARY KEY,
+  run_id     TEXT NOT NULL,
+  state      TEXT NOT NULL,
+  data       TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS pending_confirmations ON confirmations (state) WHERE state = 'pending';
+CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS checkpoints (
+  run_id TEXT PRIMARY KEY,
+  data   TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running';
+INSERT INTO events VALUES (1, 't.r1', 'run-start', '{\"type\":\"run-start\"}');
+INSERT INTO runs (run_id, message_id, message, agent_id, state, token_hash, created_at, driver)
+  VALUES ('t.r1', 'm1', 'hi', 'orchestrator', 'running', 'h', 1, 'builtin');
+INSERT INTO meta VALUES ('owner', 'alice');
+";
+
+#[test]
+fn new_storage_gets_the_current_layout_and_its_version() {
+    for s in SCHEMAS {
+        let mut db = lite();
+        assert_eq!(schema::migrate(&mut db, &s).unwrap(), 0, "{}: nothing was stored", s.class);
+        assert_eq!(schema::stored_version(&mut db).unwrap(), s.current());
+        let once = layout(&db);
+        assert_eq!(schema::migrate(&mut db, &s).unwrap(), s.current(), "{}: a second open finds it current", s.class);
+        assert_eq!(layout(&db), once, "{}: and changes nothing", s.class);
+    }
+}
+
+#[test]
+fn storage_of_the_first_release_is_brought_up_with_its_data() {
+    let mut db = lite();
+    db.exec(RELEASE_1_THREAD).unwrap();
+    assert_eq!(schema::migrate(&mut db, &schema::THREAD).unwrap(), 0, "the first release recorded no version");
+    assert_eq!(schema::stored_version(&mut db).unwrap(), schema::THREAD.current());
+    assert_eq!(db.query_int("SELECT COUNT(*) FROM events").unwrap(), Some(1));
+    assert_eq!(db.query_int("SELECT COUNT(*) FROM runs WHERE state = 'running'").unwrap(), Some(1));
+    let mut fresh = lite();
+    schema::migrate(&mut fresh, &schema::THREAD).unwrap();
+    assert_eq!(layout(&db), layout(&fresh), "the same layout as new storage");
+}
+
+#[test]
+fn every_migration_survives_an_attempt_interrupted_at_any_step() {
+    for s in SCHEMAS {
+        let mut clean = lite();
+        schema::migrate(&mut clean, &s).unwrap();
+        let want = layout(&clean);
+        for (i, m) in s.migrations.iter().enumerate() {
+            for k in 0..=m.steps.len() {
+                let mut db = lite();
+                for earlier in &s.migrations[..i] {
+                    let partial = Schema { class: s.class, migrations: std::slice::from_ref(earlier) };
+                    schema::migrate(&mut db, &partial).unwrap();
+                }
+                // The attempt stops after k of its steps, before its version.
+                for step in &m.steps[..k] {
+                    schema::run_step(&mut db, step).unwrap();
+                }
+                schema::migrate(&mut db, &s).unwrap();
+                assert_eq!(layout(&db), want, "{} v{}: interrupted after {k} steps", s.class, m.version);
+                assert_eq!(schema::stored_version(&mut db).unwrap(), s.current());
+            }
+        }
+    }
+}
+
+#[test]
+fn storage_written_by_newer_code_is_refused_not_misread() {
+    for s in SCHEMAS {
+        let mut db = lite();
+        schema::migrate(&mut db, &s).unwrap();
+        let newer = s.current() + 1;
+        db.exec(&format!("UPDATE schema_version SET version = {newer}")).unwrap();
+        let before = layout(&db);
+        let e = schema::migrate(&mut db, &s).unwrap_err();
+        assert_eq!(e, OpenError::TooNew { class: s.class, stored: newer, current: s.current() });
+        let api = ApiError::from(e);
+        assert_eq!((api.status, api.code), (503, "storage_too_new"));
+        assert!(
+            api.message.contains(&newer.to_string()) && api.message.contains(&s.current().to_string()),
+            "{}",
+            api.message
+        );
+        assert_eq!(layout(&db), before, "nothing touched");
+    }
+}
+
+#[test]
+fn versions_are_numbered_one_by_one() {
+    for s in SCHEMAS {
+        let versions: Vec<u32> = s.migrations.iter().map(|m| m.version).collect();
+        assert_eq!(versions, (1..=s.current()).collect::<Vec<_>>(), "{}", s.class);
+        assert!(s.migrations.iter().all(|m| !m.note.is_empty() && !m.steps.is_empty()));
+    }
+}

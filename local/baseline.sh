@@ -1,0 +1,35 @@
+#!/bin/sh
+# Builds the Worker as it was at a given commit, once, into
+# target/baseline/<commit>/build (index.js + wasm), for the upgrade test (the
+# previous release writes the state the current one must read) and for
+# `make bench` (today's code against the release in the same run).
+#
+#   sh local/baseline.sh [commit]     # default: the release in local/RELEASE
+#
+# Prints the build directory. Cached: a second call returns at once. The
+# commit's sources come from `git archive` (any clone that has the commit
+# works); its Cargo.lock pins the same toolchain, and it shares one cargo
+# target directory with every other baseline so rebuilds are incremental.
+set -eu
+cd "$(dirname "$0")/.."
+root=$PWD
+commit=${1:-$(cat local/RELEASE)}
+full=$(git rev-parse --verify "$commit^{commit}")
+out="$root/target/baseline/$full"
+if [ -f "$out/build/index.js" ]; then
+  echo "$out/build"
+  exit 0
+fi
+export PATH="$HOME/.cargo/bin:$PATH"
+src="$out/src"
+rm -rf "$src"
+mkdir -p "$src"
+git archive "$full" | tar -x -C "$src"
+export CARGO_TARGET_DIR="$root/target/baseline/cargo"
+export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
+export ESBUILD_BIN="${ESBUILD_BIN:-$root/node_modules/.bin/esbuild}"
+export WASM_OPT_BIN="${WASM_OPT_BIN:-$root/node_modules/.bin/wasm-opt}"
+(cd "$src" && worker-build --release) >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; }
+rm -rf "$out/build"
+mv "$src/build" "$out/build"
+echo "$out/build"

@@ -1,0 +1,225 @@
+// Upgrades that lose nothing: the previous release (local/RELEASE, built once
+// by local/baseline.sh) writes every kind of state to a persisted folder;
+// today's build then wakes the same objects and must answer every route as
+// the release did, continue ids and offsets, decide the pending
+// confirmation, and run the queue in order.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { startWorker, startWebhook, client, newThread, tempDir, until, startExternalRun, sleep } from "./support/harness.mjs";
+import { startFakeLlm } from "../local/fake-llm.mjs";
+import { startDemoTools } from "../local/demo-tools.mjs";
+
+let release, dir, llm, tools, hook;
+
+before(async () => {
+  release = execFileSync("sh", ["local/baseline.sh"], { encoding: "utf8" }).trim();
+  dir = tempDir("threadline-upgrade-");
+  llm = await startFakeLlm({ port: 0, delayMs: 1 });
+  tools = await startDemoTools();
+  hook = await startWebhook();
+});
+after(async () => {
+  await llm?.close();
+  await tools?.close();
+  await hook?.close();
+});
+
+const common = () => ({
+  AUTH_MODE: "dev",
+  STREAMS_AUTH: "none",
+  LLM_BASE_URL: llm.url,
+  LLM_API_KEY: "k",
+  TOOLS: JSON.stringify(tools.declarations),
+  APPROVAL_POLICY: JSON.stringify({ "delete-note": { ttlMs: 3_600_000 } }),
+});
+/** The built-in agent drives new runs. */
+const builtin = () => common();
+/** An external agent drives new runs (built-in runs already stored keep theirs). */
+const external = () => ({ ...common(), AGENT_WEBHOOK_URL: hook.url });
+
+/** The raw SSE bytes of a thread's log from id 0 up to its last id. */
+async function replay(api, base, thread) {
+  const last = (await api.stats(thread)).json.lastEventId;
+  const sse = api.events(thread);
+  await sse.ready;
+  await until(() => sse.durable().at(-1)?.id === last, { timeoutMs: 5000, what: `replay of ${thread} to ${last}` });
+  sse.close();
+  const end = sse.raw.lastIndexOf("\n\n");
+  return sse.raw
+    .slice(0, end + 2)
+    .split("\n\n")
+    .filter((f) => f.includes("id: "))
+    .join("\n\n");
+}
+
+/** Every field the release answered is answered the same (newer code may add fields). */
+function assertKept(now, then, where) {
+  if (then === null || typeof then !== "object") return assert.deepEqual(now, then, where);
+  assert.equal(typeof now, "object", where);
+  if (Array.isArray(then)) {
+    assert.ok(Array.isArray(now), where);
+    assert.equal(now.length, then.length, `${where}: length`);
+    then.forEach((v, i) => assertKept(now[i], v, `${where}[${i}]`));
+    return;
+  }
+  for (const [k, v] of Object.entries(then)) assertKept(now[k], v, `${where}.${k}`);
+}
+
+const streamRead = async (base, name, offset = "-1") => {
+  const r = await fetch(`${base}/v1/stream/${name}?offset=${offset}`);
+  return { status: r.status, body: await r.text(), next: r.headers.get("stream-next-offset"), closed: r.headers.get("stream-closed") };
+};
+
+test("state written by the previous release reads the same, and everything goes on", async () => {
+  const t = {
+    done: newThread("up-done"),
+    suspended: newThread("up-susp"),
+    session: newThread("up-sess"),
+    queued: newThread("up-queue"),
+    running: newThread("up-run"),
+  };
+  // 1. The release, built-in agent: finished, suspended (a pending
+  //    confirmation with a TTL and the run's checkpoint), session approval.
+  let w = await startWorker({ script: release, persist: dir, vars: builtin() });
+  let api = client(w.url);
+  try {
+    assert.equal((await api.chat(t.done, "hello [[reason]]")).status, 200);
+    await until(async () => (await api.status(t.done)).json.hasActiveRun === false, { what: "the first run to finish" });
+    assert.equal((await api.chat(t.suspended, 'remove it [[tool:delete-note:{"id":"n1"}]]')).status, 200);
+    await until(async () => (await api.status(t.suspended)).json.isSuspended, { what: "the run to wait for a person" });
+    assert.equal((await api.chat(t.session, 'remove [[tool:delete-note:{"id":"s1"}]]')).status, 200);
+    await until(async () => (await api.status(t.session)).json.isSuspended, { what: "the session run to wait" });
+    const msgs = (await api.messages(t.session)).json.messages;
+    const request = msgs[1].agentTree.toolCalls[0].confirmation.requestId;
+    assert.equal((await api.call("POST", `/instance-ai/confirm/${request}`, { approved: true, scope: "session" })).status, 200);
+    await until(async () => (await api.status(t.session)).json.hasActiveRun === false, { what: "the approved run to finish" });
+  } finally {
+    await w.stop();
+  }
+  // 2. The release, external agent: a paused queue behind a running run, a
+  //    run left running, Durable Streams with a producer and a fork.
+  w = await startWorker({ script: release, persist: dir, vars: external() });
+  api = client(w.url);
+  let queuedRun, running, streamsBefore;
+  const before = {};
+  let threadsBefore;
+  try {
+    queuedRun = await startExternalRun(api, hook, t.queued, "first");
+    for (const m of ["second", "third"]) assert.equal((await api.chat(t.queued, m, { mode: "queue" })).status, 202);
+    assert.equal((await api.call("POST", `/instance-ai/threads/${t.queued}/queue/pause`)).status, 200);
+    running = await startExternalRun(api, hook, t.running, "keep going");
+    const r = await api.publish(t.running, running.runId, running.token, [
+      { type: "text-delta", agentId: "orchestrator", responseId: "s1", payload: { text: "partial answer" } },
+      { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: "tc1", toolName: "x", args: {} } },
+    ]);
+    assert.equal(r.status, 200);
+    const put = await fetch(`${w.url}/v1/stream/up-${process.pid}`, { method: "PUT", headers: { "content-type": "text/plain" } });
+    assert.equal(put.status, 201);
+    const offsets = [];
+    for (const [seq, text] of [[0, "one|"], [1, "two|"]]) {
+      const a = await fetch(`${w.url}/v1/stream/up-${process.pid}`, {
+        method: "POST",
+        headers: { "content-type": "text/plain", "producer-id": "p1", "producer-epoch": "0", "producer-seq": String(seq) },
+        body: text,
+      });
+      assert.ok(a.ok, `append ${seq}: ${a.status}`);
+      offsets.push(a.headers.get("stream-next-offset"));
+    }
+    const mid = offsets[0];
+    const fork = await fetch(`${w.url}/v1/stream/upf-${process.pid}`, {
+      method: "PUT",
+      headers: { "content-type": "text/plain", "stream-forked-from": `/v1/stream/up-${process.pid}`, "stream-fork-offset": mid },
+    });
+    assert.equal(fork.status, 201);
+    streamsBefore = { source: await streamRead(w.url, `up-${process.pid}`), fork: await streamRead(w.url, `upf-${process.pid}`), mid };
+    // Every read the release answers, to compare with today's build.
+    for (const [k, thread] of Object.entries(t)) {
+      before[k] = {
+        messages: (await api.messages(thread)).json,
+        status: (await api.status(thread)).json,
+        queue: (await api.call("GET", `/instance-ai/threads/${thread}/queue`)).json,
+        detail: (await api.call("GET", `/agent/threads/${thread}`)).json,
+        replay: await replay(api, w.url, thread),
+        log: (await api.call("GET", `/v1/threads/${thread}?offset=-1`)).json,
+        lastEventId: (await api.stats(thread)).json.lastEventId,
+      };
+    }
+    threadsBefore = (await api.call("GET", "/agent/threads")).json;
+  } finally {
+    await w.stop();
+  }
+
+  // 3. Today's build on the same folder.
+  w = await startWorker({ persist: dir, vars: external() });
+  api = client(w.url);
+  try {
+    for (const [k, thread] of Object.entries(t)) {
+      const was = before[k];
+      assertKept((await api.messages(thread)).json, was.messages, `${k} messages`);
+      assertKept((await api.status(thread)).json, was.status, `${k} status`);
+      assertKept((await api.call("GET", `/instance-ai/threads/${thread}/queue`)).json, was.queue, `${k} queue`);
+      assertKept((await api.call("GET", `/agent/threads/${thread}`)).json, was.detail, `${k} detail`);
+      assert.equal(await replay(api, w.url, thread), was.replay, `${k}: the replay, byte for byte`);
+      assertKept((await api.call("GET", `/v1/threads/${thread}?offset=-1`)).json, was.log, `${k} log as a stream`);
+    }
+    assertKept((await api.call("GET", "/agent/threads")).json, threadsBefore, "the directory");
+    const source = await streamRead(w.url, `up-${process.pid}`);
+    assert.deepEqual(source, streamsBefore.source, "a stream reads the same");
+    assert.deepEqual(await streamRead(w.url, `upf-${process.pid}`), streamsBefore.fork, "its fork reads the same");
+    assert.equal((await streamRead(w.url, `up-${process.pid}`, streamsBefore.mid)).body, "two|", "an old offset is still a position");
+
+    // Ids continue on the running run, and it finishes.
+    const more = await api.publish(t.running, running.runId, running.token, [
+      { type: "tool-result", agentId: "orchestrator", payload: { toolCallId: "tc1", result: 1 } },
+      { type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } },
+    ]);
+    assert.equal(more.status, 200, more.text);
+    assert.ok(more.json.lastEventId > before.running.lastEventId, "ids continue");
+    const durable = (await (async () => {
+      const sse = api.events(t.running);
+      await sse.ready;
+      await sse.waitFor((e) => e.type === "run-finish");
+      sse.close();
+      return sse.durable();
+    })()).map((e) => e.id);
+    assert.deepEqual(durable, durable.map((_, i) => i + 1), "no gap, no duplicate");
+
+    // The pending confirmation is still decidable, and its run resumes
+    // from the release's checkpoint.
+    const msgs = (await api.messages(t.suspended)).json.messages;
+    const rid = msgs[1].agentTree.toolCalls[0].confirmation.requestId;
+    const ok = await api.call("POST", `/instance-ai/confirm/${rid}`, { approved: true });
+    assert.equal(ok.status, 200, ok.text);
+    await until(async () => (await api.status(t.suspended)).json.hasActiveRun === false, { timeoutMs: 8000, what: "the resumed run to finish" });
+    const after = (await api.messages(t.suspended)).json.messages[1];
+    assert.equal(after.status, "completed");
+    assert.ok(after.agentTree.toolCalls[0].result, "the approved tool ran");
+
+    // The queue resumes and runs in order.
+    assert.equal((await api.call("POST", `/instance-ai/threads/${t.queued}/queue/resume`)).status, 200);
+    const fin = await api.publish(t.queued, queuedRun.runId, queuedRun.token, [
+      { type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } },
+    ]);
+    assert.equal(fin.status, 200);
+    const second = await hook.next((m) => m.type === "run" && m.threadId === t.queued && m.message === "second");
+    assert.equal(
+      (await api.publish(t.queued, second.runId, second.publishToken, [{ type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } }])).status,
+      200,
+    );
+    await hook.next((m) => m.type === "run" && m.threadId === t.queued && m.message === "third");
+
+    // The producer goes on where it was; a retry of an old batch is a duplicate.
+    const append = (seq, body) =>
+      fetch(`${w.url}/v1/stream/up-${process.pid}`, {
+        method: "POST",
+        headers: { "content-type": "text/plain", "producer-id": "p1", "producer-epoch": "0", "producer-seq": String(seq) },
+        body,
+      });
+    assert.equal((await append(1, "two|")).status, 204, "a retried batch lands once");
+    assert.ok((await append(2, "three|")).ok);
+    assert.equal((await streamRead(w.url, `up-${process.pid}`)).body, "one|two|three|");
+  } finally {
+    await w.stop();
+  }
+});
