@@ -15,7 +15,7 @@ $bin/tsc -p client
 $bin/esbuild client/src/index.ts --bundle --format=esm --target=es2022 --sourcemap --log-level=warning --outfile=client/dist/index.js
 mkdir -p web/dist
 $bin/esbuild web/src/app.ts --bundle --format=esm --target=es2020 --minify --sourcemap --log-level=warning --outfile=web/dist/app.js
-cp web/index.html web/style.css web/dist/
+cp web/index.html web/style.css web/_headers web/dist/
 
 if [ -f build/index.js ] && [ -z "$(find src durable/src Cargo.toml Cargo.lock durable/Cargo.toml wrangler.toml -newer build/index.js -print -quit)" ]; then
   echo "build/: up to date"

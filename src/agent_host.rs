@@ -12,7 +12,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
-use threadline_durable::agent::{self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped};
+use threadline_durable::agent::{
+    self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped, ToolAnswer,
+};
 use threadline_durable::settings::ModelEndpoint;
 use threadline_durable::Event;
 use worker::*;
@@ -70,6 +72,23 @@ impl ByteStream for BodyStream {
     }
 }
 
+/// Reads at most `limit` bytes of a body: the bytes, and whether more followed
+/// (the rest is not read).
+async fn read_capped(resp: &mut Response, limit: usize) -> std::result::Result<(Vec<u8>, bool), String> {
+    let mut stream = resp.stream().map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| e.to_string())?;
+        let room = limit - out.len();
+        if chunk.len() > room {
+            out.extend_from_slice(&chunk[..room]);
+            return Ok((out, true));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok((out, false))
+}
+
 fn excerpt(text: &str) -> String {
     let t: String = text.chars().take(300).collect();
     if t.len() < text.len() {
@@ -99,28 +118,30 @@ impl Host for WorkerHost {
         resp.stream().map(BodyStream).map_err(|e| ModelFailure::Unreachable(e.to_string()))
     }
 
-    async fn call_http_tool(&self, tool: &agent::tools::HttpTool, body: Value) -> std::result::Result<Value, String> {
+    async fn call_http_tool(
+        &self,
+        tool: &agent::tools::HttpTool,
+        body: Value,
+        limit: usize,
+    ) -> std::result::Result<ToolAnswer, String> {
         let headers = Headers::new();
         let _ = headers.set("content-type", "application/json");
         for (k, v) in &tool.headers {
             headers.set(k, v).map_err(|e| format!("header `{k}`: {e}"))?;
         }
-        let call = self.post(&tool.url, &tool.method, headers, body.to_string());
-        let timeout = Delay::from(Duration::from_millis(tool.timeout_ms));
-        let mut resp = {
-            use futures_util::future::{select, Either};
-            match select(std::pin::pin!(call), timeout).await {
-                Either::Left((r, _)) => r?,
-                Either::Right(_) => return Err(format!("the tool did not answer within {} ms", tool.timeout_ms)),
-            }
+        // The timeout covers the whole answer, its body included.
+        let call = async {
+            let mut resp = self.post(&tool.url, &tool.method, headers, body.to_string()).await?;
+            let status = resp.status_code();
+            let (body, truncated) = read_capped(&mut resp, limit).await?;
+            Ok(ToolAnswer { status, body: String::from_utf8_lossy(&body).into_owned(), truncated })
         };
-        let status = resp.status_code();
-        let text = resp.text().await.map_err(|e| e.to_string())?;
-        if !(200..300).contains(&status) {
-            return Err(format!("HTTP {status}: {}", excerpt(&text)));
+        let timeout = Delay::from(Duration::from_millis(tool.timeout_ms));
+        use futures_util::future::{select, Either};
+        match select(std::pin::pin!(call), timeout).await {
+            Either::Left((r, _)) => r,
+            Either::Right(_) => Err(format!("the tool did not answer within {} ms", tool.timeout_ms)),
         }
-        serde_json::from_str(&text)
-            .map_err(|_| format!("HTTP {status} with a body that is not JSON: {}", excerpt(&text)))
     }
 
     async fn sleep(&self, ms: u64) {
@@ -138,11 +159,7 @@ impl Host for WorkerHost {
     fn publish(&self, scope: &Scope, events: Vec<Event>) -> std::result::Result<(), Stopped> {
         let mut slot = self.core.borrow_mut();
         let Some(core) = slot.as_mut() else { return Err(Stopped) };
-        let result = match scope {
-            Scope::Run => core.publish_run(&self.run_id, events, now_ms()),
-            Scope::Background(task) => core.publish_background(task, events, now_ms()),
-        };
-        result.map_err(|e| {
+        core.publish_agent(&self.run_id, scope, events, now_ms()).map_err(|e| {
             if e.status != 409 {
                 console_error!("agent publish: {e}");
             }

@@ -47,13 +47,45 @@ pub fn header(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()
 }
 
-/// The request's whole body (bodies are capped by the route before they
-/// are read).
-pub async fn body(req: &mut Request) -> std::result::Result<Vec<u8>, ApiError> {
-    match req.method() {
-        worker::Method::Get | worker::Method::Head | worker::Method::Delete | worker::Method::Options => Ok(Vec::new()),
-        _ => req.bytes().await.map_err(|e| ApiError::invalid_body(e.to_string())),
+/// Why a body was not read.
+pub enum BodyError {
+    /// Over the route's limit (declared, or found while reading).
+    TooLarge,
+    Unreadable(String),
+}
+
+impl BodyError {
+    pub fn api(self, limit: usize) -> ApiError {
+        match self {
+            BodyError::TooLarge => ApiError::body_too_large(limit),
+            BodyError::Unreadable(e) => ApiError::invalid_body(e),
+        }
     }
+}
+
+/// A request's body, never holding more than `limit` bytes: a declared
+/// `Content-Length` over it is refused before anything is read, and a
+/// chunked body is read with a running count and dropped at the limit.
+/// Methods without a body read nothing.
+pub async fn body(req: &mut Request, limit: usize) -> std::result::Result<Vec<u8>, BodyError> {
+    use worker::Method::{Delete, Get, Head, Options};
+    if matches!(req.method(), Get | Head | Delete | Options) {
+        return Ok(Vec::new());
+    }
+    let declared = header(req, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let Ok(mut stream) = req.stream() else { return Ok(Vec::new()) };
+    let mut out = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| BodyError::Unreadable(e.to_string()))?;
+        if out.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
 }
 
 /// A response's headers as a mutable copy: a response forwarded from an

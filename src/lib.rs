@@ -124,8 +124,9 @@ async fn route(
             http::reply(Reply::json(200, &body)).map_err(http::internal)
         }
         Dispatch::AgoraChat | Dispatch::AgoraDecision { .. } => {
-            let body = req.bytes().await.map_err(|e| ApiError::invalid_body(e.to_string()))?;
-            let json = request::json(&body, settings.limits.max_body_bytes)?;
+            let limit = settings.limits.max_body_bytes;
+            let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
+            let json = request::json(&body, limit)?;
             let path = match dispatch {
                 Dispatch::AgoraChat => {
                     format!("/agent/threads/{}/chat", request::agora_chat_thread(&json, || ids::new_id("thr"))?)
@@ -143,7 +144,8 @@ async fn route(
             if let Some(reply) = front::head_reply(req.method().as_ref(), &route) {
                 return http::reply(reply).map_err(http::internal);
             }
-            let body = http::body(&mut req).await?;
+            let limit = route.body_limit(&settings.limits);
+            let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
             to_thread(&req, &route, &path, &caller, Some(body), env, settings).await
         }
     }
@@ -162,7 +164,8 @@ async fn to_thread(
     settings: &Settings,
 ) -> std::result::Result<Response, ApiError> {
     if route.sends() && settings.runs_per_minute > 0 {
-        admit(env, settings, caller.id().unwrap_or_default()).await?;
+        let key = front::rate_key(caller, http::header(req, "cf-connecting-ip").as_deref(), settings);
+        admit(env, settings, &key).await?;
     }
     let headers = Headers::new();
     for (k, v) in req.headers().entries() {
@@ -228,12 +231,17 @@ async fn streams(req: Request, env: &Env, settings: &Settings) -> Result<Respons
         }
         Ok(resp.with_headers(headers))
     };
+    let authorization = http::header(&req, "authorization");
+    if let Err(e) = front::stream_access(req.method().as_ref(), authorization.as_deref(), settings, now_ms()) {
+        return finish(http::error(&e)?);
+    }
     if req.method() == Method::Options {
         return finish(Response::empty()?.with_status(204));
     }
-    let authorization = http::header(&req, "authorization");
-    if let Err(e) = front::stream_caller(authorization.as_deref(), settings, now_ms()) {
-        return finish(http::error(&e)?);
+    let limit = threadline_durable::streams::stream::MAX_BODY;
+    if http::header(&req, "content-length").and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > limit as u64)
+    {
+        return finish(http::reply(Reply::text(413, &format!("the body is over {limit} bytes")))?);
     }
     let path = req.path();
     if path.len() <= "/v1/stream/".len() {

@@ -73,13 +73,20 @@ pub fn channel(ping_ms: u64) -> (ChannelSink, Channel) {
 
 /// The live part of an SSE body: what the thread sends the subscriber, with
 /// a keep-alive comment whenever it is quiet for `ping_ms`. Ends when the
-/// thread drops the subscriber (a run stream after its terminal frame).
-fn live_body(rx: UnboundedReceiver<Bytes>, ping_ms: u64) -> impl Stream<Item = Bytes> {
+/// thread drops the subscriber (a run stream after its terminal frame), or
+/// at `until` (the stream token that opened it expires).
+fn live_body(rx: UnboundedReceiver<Bytes>, ping_ms: u64, until: Option<i64>) -> impl Stream<Item = Bytes> {
     stream::unfold(rx, move |mut rx| async move {
+        let left = until.map_or(i64::MAX, |t| t - now_ms());
+        if left <= 0 {
+            return None;
+        }
         let next = std::pin::pin!(rx.next());
-        match select(next, Delay::from(Duration::from_millis(ping_ms))).await {
+        let wait = (ping_ms as i64).min(left) as u64;
+        match select(next, Delay::from(Duration::from_millis(wait))).await {
             Either::Left((Some(chunk), _)) => Some((chunk, rx)),
             Either::Left((None, _)) => None,
+            Either::Right(_) if until.is_some_and(|t| now_ms() >= t) => None,
             Either::Right(_) => Some((Bytes::from_static(PING), rx)),
         }
     })
@@ -88,7 +95,7 @@ fn live_body(rx: UnboundedReceiver<Bytes>, ping_ms: u64) -> impl Stream<Item = B
 /// The events route: replay pages (read lazily: rows at or below `high`
 /// never change, and everything above it is already queued on the channel),
 /// then the open segments' snapshot, then live.
-pub fn events_body(core: Shared, sub: Subscription, ch: Channel, ping_ms: u64) -> Body {
+pub fn events_body(core: Shared, sub: Subscription, ch: Channel, ping_ms: u64, until: Option<i64>) -> Body {
     let pages = stream::unfold((core.clone(), sub.after, sub.high), |(core, after, high)| async move {
         if after >= high {
             return None;
@@ -104,16 +111,16 @@ pub fn events_body(core: Shared, sub: Subscription, ch: Channel, ping_ms: u64) -
         }
     });
     let snapshot = stream::iter((!sub.snapshot.is_empty()).then_some(sub.snapshot));
-    let body = pages.chain(snapshot).chain(live_body(ch.rx, ping_ms));
+    let body = pages.chain(snapshot).chain(live_body(ch.rx, ping_ms, until));
     unsubscribing(core, sub.id, ch.pulled_at, Box::pin(body))
 }
 
 /// A run stream: its first bytes (`meta`, the frames so far), then live
 /// frames until the terminal one, or just the first bytes of a finished run.
-pub fn run_body(core: Shared, head: Bytes, sub: Option<u64>, ch: Channel, ping_ms: u64) -> Body {
+pub fn run_body(core: Shared, head: Bytes, sub: Option<u64>, ch: Channel, ping_ms: u64, until: Option<i64>) -> Body {
     let first = stream::iter([head]);
     match sub {
-        Some(id) => unsubscribing(core, id, ch.pulled_at, Box::pin(first.chain(live_body(ch.rx, ping_ms)))),
+        Some(id) => unsubscribing(core, id, ch.pulled_at, Box::pin(first.chain(live_body(ch.rx, ping_ms, until)))),
         None => Box::pin(first),
     }
 }
@@ -158,7 +165,15 @@ pub async fn view_long_poll(
 
 /// A Durable Streams SSE view: the first turn, then turns of the core after
 /// each wake (a publish) or keep-alive interval.
-pub fn view_sse_body(core: Shared, sub: u64, first: ViewTurn, cursor: ViewCursor, ch: Channel, ping_ms: u64) -> Body {
+pub fn view_sse_body(
+    core: Shared,
+    sub: u64,
+    first: ViewTurn,
+    cursor: ViewCursor,
+    ch: Channel,
+    ping_ms: u64,
+    until: Option<i64>,
+) -> Body {
     struct St {
         core: Shared,
         cursor: ViewCursor,
@@ -170,12 +185,13 @@ pub fn view_sse_body(core: Shared, sub: u64, first: ViewTurn, cursor: ViewCursor
     let st = St { core: core.clone(), cursor, rx: ch.rx, wait: first.wait, done: first.done };
     let turns = stream::unfold(st, move |mut st| async move {
         loop {
-            if st.done {
+            let left = until.map_or(i64::MAX, |t| t - now_ms());
+            if st.done || left <= 0 {
                 return None;
             }
             let woke = if st.wait {
                 let next = std::pin::pin!(st.rx.next());
-                match select(next, Delay::from(Duration::from_millis(ping_ms))).await {
+                match select(next, Delay::from(Duration::from_millis((ping_ms as i64).min(left) as u64))).await {
                     Either::Left((Some(_), _)) => {
                         while st.rx.try_recv().is_ok() {}
                         true

@@ -108,7 +108,8 @@ impl Inner {
     async fn handle(self: &Rc<Self>, mut req: Request) -> std::result::Result<Response, ApiError> {
         let route = Route::parse(req.method().as_ref(), &req.path())?;
         let caller = Caller::from_header(http::header(&req, CALLER_HEADER).as_deref());
-        let body = http::body(&mut req).await?;
+        let limit = route.body_limit(&self.settings.limits);
+        let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
         let url = req.url().map_err(http::internal)?;
         let query = request::query_pairs(url.query().unwrap_or_default());
         let origin = url.origin().ascii_serialization();
@@ -138,35 +139,36 @@ impl Inner {
         let max = self.settings.limits.max_subscribers;
         match answer {
             Answer::Reply(r) => http::reply(r).map_err(http::internal),
-            Answer::Events { after } => {
+            Answer::Events { after, until } => {
                 let (sink, ch) = live::channel(ping);
                 let sub = self.with_core(|c| {
                     c.make_room(max)?;
                     Ok::<_, ApiError>(c.subscribe(after, sink))
                 })??;
-                http::stream(live::events_body(self.core.clone(), sub, ch, ping), &http::sse_headers())
+                http::stream(live::events_body(self.core.clone(), sub, ch, ping, until), &http::sse_headers())
                     .map_err(http::internal)
             }
-            Answer::RunStream { run, after, headers } => {
+            Answer::RunStream { run, after, headers, until } => {
                 let (sink, ch) = live::channel(ping);
                 let (head, sub) = self.with_core(|c| {
                     c.make_room(max)?;
                     c.subscribe_run(&run, after, sink)
                 })??;
-                http::stream(live::run_body(self.core.clone(), head, sub, ch, ping), &headers).map_err(http::internal)
+                http::stream(live::run_body(self.core.clone(), head, sub, ch, ping, until), &headers)
+                    .map_err(http::internal)
             }
-            Answer::View(ViewPlan::Reply(r)) => http::reply(r).map_err(http::internal),
-            Answer::View(ViewPlan::Wait(cursor)) => {
+            Answer::View(ViewPlan::Reply(r), _) => http::reply(r).map_err(http::internal),
+            Answer::View(ViewPlan::Wait(cursor), _) => {
                 let (sink, ch) = live::channel(ping);
                 let sub = self.with_core(|c| c.subscribe(cursor.pos.seq, sink).id)?;
                 let reply =
                     live::view_long_poll(&self.core, sub, cursor, ch.rx, self.settings.streams_long_poll_ms).await;
                 http::reply(reply).map_err(http::internal)
             }
-            Answer::View(ViewPlan::Sse { first, cursor }) => {
+            Answer::View(ViewPlan::Sse { first, cursor }, until) => {
                 let (sink, ch) = live::channel(ping);
                 let sub = self.with_core(|c| c.subscribe(cursor.pos.seq, sink).id)?;
-                let body = live::view_sse_body(self.core.clone(), sub, first, cursor, ch, ping);
+                let body = live::view_sse_body(self.core.clone(), sub, first, cursor, ch, ping, until);
                 http::stream(body, &http::sse_headers()).map_err(http::internal)
             }
         }
@@ -182,7 +184,7 @@ impl Inner {
                 Effect::StopAgents => self.stop_agents(),
                 Effect::Webhook { body, start_of } => {
                     let Some(hook) = &self.settings.webhook_url else { continue };
-                    if let Err(why) = post_json(hook, &body).await {
+                    if let Err(why) = post_json(hook, &body, self.settings.webhook_timeout_ms).await {
                         console_warn!("webhook: {why}");
                         if let Some(run) = start_of {
                             let now = now_ms();
@@ -295,19 +297,33 @@ fn arm_flush_timer(core: Shared, timer: Rc<Cell<Option<i64>>>) {
     });
 }
 
-/// POSTs JSON; an error unless the answer is 2xx.
-async fn post_json(url: &str, body: &Value) -> std::result::Result<(), String> {
+/// POSTs JSON; an error unless a 2xx answer arrives within `timeout_ms`
+/// (the fetch is aborted then).
+async fn post_json(url: &str, body: &Value, timeout_ms: u64) -> std::result::Result<(), String> {
     let headers = Headers::new();
     let _ = headers.set("content-type", "application/json");
     let mut init = RequestInit::new();
     init.with_method(Method::Post).with_headers(headers).with_body(Some(body.to_string().into()));
     let req = Request::new_with_init(url, &init).map_err(|e| e.to_string())?;
-    let mut resp = Fetch::Request(req).send().await.map_err(|e| e.to_string())?;
-    let status = resp.status_code();
-    if (200..300).contains(&status) {
-        Ok(())
-    } else {
-        let text = resp.text().await.unwrap_or_default();
-        Err(format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()))
-    }
+    let abort = AbortController::default();
+    let signal = abort.signal();
+    let call = async {
+        let mut resp = Fetch::Request(req).send_with_signal(&signal).await.map_err(|e| e.to_string())?;
+        let status = resp.status_code();
+        if (200..300).contains(&status) {
+            Ok(())
+        } else {
+            let text = resp.text().await.unwrap_or_default();
+            Err(format!("HTTP {status}: {}", text.chars().take(200).collect::<String>()))
+        }
+    };
+    use futures_util::future::{select, Either};
+    let out = match select(std::pin::pin!(call), Delay::from(Duration::from_millis(timeout_ms))).await {
+        Either::Left((r, _)) => r,
+        Either::Right(_) => {
+            abort.abort();
+            Err(format!("no answer within {timeout_ms} ms (AGENT_WEBHOOK_TIMEOUT_MS)"))
+        }
+    };
+    out
 }

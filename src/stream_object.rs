@@ -289,7 +289,7 @@ impl Inner {
             }
             (Method::Put, _) => self.create(&mut req, path, now).await.into(),
             (Method::Post, _) => {
-                let body = req.bytes().await.map_err(|e| Reply::text(400, &e.to_string()))?;
+                let body = read_body(&mut req).await?;
                 let a = AppendRequest {
                     content_type: header(&req, "content-type"),
                     seq: header(&req, wire::SEQ),
@@ -320,9 +320,9 @@ impl Inner {
 
     async fn create(self: &Rc<Self>, req: &mut Request, path: String, now: i64) -> Reply {
         let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
-        let body = match req.bytes().await {
+        let body = match read_body(req).await {
             Ok(b) => b,
-            Err(e) => return Reply::text(400, &e.to_string()),
+            Err(r) => return r,
         };
         let c = CreateRequest {
             path,
@@ -343,32 +343,70 @@ impl Inner {
         let Some(fork) = prepared.fork.clone() else {
             return self.with(|s| s.finish_create(prepared, None, now)).unwrap_or_else(|r| r);
         };
-        let body = serde_json::to_value(&fork).expect("serialises");
-        let mut resp = match call(&self.env, &fork.source, "/_ds/fork-source", Some(body)).await {
-            Ok(r) => r,
-            Err(e) => return Reply::text(503, &format!("the source stream is unavailable: {e}")),
+        let mut ask = fork.clone();
+        let release = || call(&self.env, &fork.source, "/_ds/release", None);
+        let mut page = match self.fork_page(&ask).await {
+            Ok(p) => p,
+            Err(r) => {
+                if r.status == 502 {
+                    // It answered (and took the fork's reference), unreadably.
+                    let _ = release().await;
+                }
+                return r;
+            }
         };
+        let reply = if page.more {
+            // A long inheritance comes in pages: the path is held from the
+            // first page, so no other create can take it meanwhile.
+            if let Err(r) = self.with(|s| s.prepare_create(c, now).and_then(|_| s.begin_fork_copy())).and_then(|r| r) {
+                let _ = release().await;
+                return r;
+            }
+            while page.more {
+                if let Err(r) = self.with(|s| s.copy_fork_page(&page)).and_then(|r| r) {
+                    let _ = release().await;
+                    return r;
+                }
+                ask.after = page.messages.last().map(|(o, _)| *o);
+                page = match self.fork_page(&ask).await {
+                    Ok(p) => p,
+                    Err(r) => {
+                        let _ = self.with(|s| s.abandon_fork_copy());
+                        let _ = release().await;
+                        return r;
+                    }
+                };
+            }
+            self.with(|s| s.finish_create(prepared, Some(page), now)).unwrap_or_else(|r| r)
+        } else {
+            // The source was fetched across an await: check again that no
+            // other create took the path meanwhile.
+            let result = self.with(|s| match s.prepare_create(c, now) {
+                Ok(p) => s.finish_create(p, Some(page), now),
+                Err(r) => r,
+            });
+            result.unwrap_or_else(|r| r)
+        };
+        if reply.status != 201 {
+            let _ = release().await;
+        }
+        reply
+    }
+
+    /// One page of a fork's inheritance, from its source's object.
+    async fn fork_page(&self, ask: &ForkRequest) -> std::result::Result<ForkSource, Reply> {
+        let body = serde_json::to_value(ask).expect("serialises");
+        let mut resp = call(&self.env, &ask.source, "/_ds/fork-source", Some(body))
+            .await
+            .map_err(|e| Reply::text(503, &format!("the source stream is unavailable: {e}")))?;
         let status = resp.status_code();
         let bytes = resp.bytes().await.unwrap_or_default();
         if status != 200 {
             let ct = resp.headers().get("content-type").ok().flatten().unwrap_or_else(|| "text/plain".into());
-            return Reply::new(status).header("content-type", ct).body(bytes);
+            return Err(Reply::new(status).header("content-type", ct).body(bytes));
         }
-        let Ok(source) = serde_json::from_slice::<ForkSource>(&bytes) else {
-            let _ = call(&self.env, &fork.source, "/_ds/release", None).await;
-            return Reply::text(502, "the source stream answered unreadably");
-        };
-        // The source was fetched across an await: check again that no
-        // other create took the path meanwhile.
-        let result = self.with(|s| match s.prepare_create(c, now) {
-            Ok(p) => s.finish_create(p, Some(source), now),
-            Err(r) => r,
-        });
-        let reply = result.unwrap_or_else(|r| r);
-        if reply.status != 201 {
-            let _ = call(&self.env, &fork.source, "/_ds/release", None).await;
-        }
-        reply
+        serde_json::from_slice::<ForkSource>(&bytes)
+            .map_err(|_| Reply::text(502, "the source stream answered unreadably"))
     }
 
     async fn read(self: &Rc<Self>, req: &Request, url: &Url, path: String) -> std::result::Result<Answer, Answer> {
@@ -401,6 +439,15 @@ impl Inner {
             }
         }
     }
+}
+
+/// A body, never more than the protocol's limit held (413 past it).
+async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Reply> {
+    let limit = threadline_durable::streams::stream::MAX_BODY;
+    crate::http::body(req, limit).await.map_err(|e| match e {
+        crate::http::BodyError::TooLarge => Reply::text(413, &format!("the body is over {limit} bytes")),
+        crate::http::BodyError::Unreadable(e) => Reply::text(400, &e),
+    })
 }
 
 fn jitter() -> u64 {

@@ -283,8 +283,16 @@ describe("a run as a Durable Stream", () => {
 });
 
 describe("the /v1/stream/* server", () => {
-  test("needs a caller unless STREAMS_AUTH=none", async () => {
-    const closed = await startWorker({ vars: { AUTH_MODE: "jwt", AUTH_JWT_SECRET: "s3cret-s3cret-s3cret-s3cret-s3cret" } });
+  test("is off unless STREAMS_AUTH says who may use it; with jwt it needs a caller", async () => {
+    const off = await startWorker({ vars: { AUTH_MODE: "jwt", AUTH_JWT_SECRET: "s3cret-s3cret-s3cret-s3cret-s3cret" } });
+    try {
+      const r = await fetch(`${off.url}/v1/stream/x`, { method: "PUT", headers: { "content-type": "text/plain" } });
+      assert.equal(r.status, 404);
+      assert.equal((await r.json()).error.code, "not_found");
+    } finally {
+      await off.stop();
+    }
+    const closed = await startWorker({ vars: { AUTH_MODE: "jwt", AUTH_JWT_SECRET: "s3cret-s3cret-s3cret-s3cret-s3cret", STREAMS_AUTH: "jwt" } });
     try {
       const r = await fetch(`${closed.url}/v1/stream/x`, { method: "PUT", headers: { "content-type": "text/plain" } });
       assert.equal(r.status, 401);

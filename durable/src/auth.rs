@@ -240,19 +240,27 @@ impl Verifier {
 
 /// `exp`, `nbf` (with [`SKEW_MS`]), `iss` and `aud` when configured; `sub`
 /// is the actor and `roles` (an array of strings) its roles.
+///
+/// Claims that cannot name an actor safely are refused (401
+/// `invalid_claims`): a `sub` with edge whitespace (headers and many stores
+/// trim, so `" alice"` would become `"alice"`) or control characters, and
+/// roles that are not strings, are empty, or hold a comma or a control
+/// character (a role list is often joined with commas).
 pub fn check_claims(
     claims: &Value,
     issuer: Option<&str>,
     audience: Option<&str>,
     now_ms: i64,
 ) -> Result<Actor, ApiError> {
-    let secs = |k: &str| claims.get(k).and_then(Value::as_f64).map(|s| (s * 1000.0) as i64);
-    match secs("exp") {
-        Some(exp) if now_ms > exp + SKEW_MS => return Err(unauthorized("the token has expired")),
+    // Seconds as milliseconds, saturating: a far-future `exp` is a token
+    // that does not expire, not an overflow.
+    let ms = |k: &str| claims.get(k).and_then(Value::as_f64).map(|s| (s * 1000.0) as i64);
+    match ms("exp") {
+        Some(exp) if now_ms > exp.saturating_add(SKEW_MS) => return Err(unauthorized("the token has expired")),
         Some(_) => {}
         None => return Err(unauthorized("the token has no `exp`")),
     }
-    if secs("nbf").is_some_and(|nbf| now_ms + SKEW_MS < nbf) {
+    if ms("nbf").is_some_and(|nbf| now_ms.saturating_add(SKEW_MS) < nbf) {
         return Err(unauthorized("the token is not valid yet"));
     }
     if let Some(iss) = issuer {
@@ -273,19 +281,41 @@ pub fn check_claims(
     let id = claims
         .get("sub")
         .and_then(Value::as_str)
-        .filter(|s| !s.is_empty() && s.len() <= 256)
-        .ok_or_else(|| unauthorized("the token has no `sub`"))?
-        .to_owned();
-    let roles = claims
-        .get("roles")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-        .unwrap_or_default();
-    Ok(Actor { id, roles })
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| unauthorized("the token has no `sub`"))?;
+    if id.len() > 256 || id.trim() != id || id.chars().any(char::is_control) {
+        return Err(ApiError::invalid_claims(
+            "`sub` must be 1 to 256 characters, with no control characters and no leading or trailing whitespace",
+        ));
+    }
+    let roles = match claims.get("roles") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => {
+            let mut roles = Vec::with_capacity(items.len());
+            for item in items {
+                let ok = item.as_str().filter(|r| {
+                    !r.is_empty()
+                        && r.len() <= 128
+                        && r.trim() == *r
+                        && !r.contains(',')
+                        && !r.chars().any(char::is_control)
+                });
+                let Some(role) = ok else {
+                    return Err(ApiError::invalid_claims(
+                        "each of `roles` must be a string of 1 to 128 characters, with no comma, control characters or edge whitespace",
+                    ));
+                };
+                roles.push(role.to_owned());
+            }
+            roles
+        }
+        Some(_) => return Err(ApiError::invalid_claims("`roles` must be an array of strings")),
+    };
+    Ok(Actor { id: id.to_owned(), roles })
 }
 
 /// Stream tokens: `<threadId>.<actor b64>.<exp ms>.<hmac>`, read-only, for one
-/// thread, valid [`STREAM_TOKEN_TTL_MS`].
+/// thread, valid `STREAM_TOKEN_TTL_MS` (by default this long).
 pub const STREAM_TOKEN_TTL_MS: i64 = 5 * 60_000;
 
 /// Separates stream-token MACs from any other use of the same key.
@@ -298,16 +328,18 @@ fn stream_mac(key: &[u8], payload: &str) -> String {
     B64.encode(mac.finalize().into_bytes())
 }
 
-/// Issues a stream token for `actor` on `thread`; returns it and its expiry.
-pub fn issue_stream_token(key: &[u8], thread: &str, actor: &str, now_ms: i64) -> (String, i64) {
-    let exp = now_ms + STREAM_TOKEN_TTL_MS;
+/// Issues a stream token for `actor` on `thread`, valid `ttl_ms`; returns it
+/// and its expiry.
+pub fn issue_stream_token(key: &[u8], thread: &str, actor: &str, now_ms: i64, ttl_ms: i64) -> (String, i64) {
+    let exp = now_ms + ttl_ms;
     let payload = format!("{thread}.{}.{exp}", B64.encode(actor));
     let mac = stream_mac(key, &payload);
     (format!("st1.{payload}.{mac}"), exp)
 }
 
-/// Checks a stream token for `thread`; returns the actor it was issued to.
-pub fn verify_stream_token(key: &[u8], token: &str, thread: &str, now_ms: i64) -> Result<Actor, ApiError> {
+/// Checks a stream token for `thread`; returns the actor it was issued to
+/// and when it expires (a stream it opens ends then).
+pub fn verify_stream_token(key: &[u8], token: &str, thread: &str, now_ms: i64) -> Result<(Actor, i64), ApiError> {
     let bad = || unauthorized("the stream token is not valid for this thread");
     let rest = token.strip_prefix("st1.").ok_or_else(bad)?;
     let (payload, mac) = rest.rsplit_once('.').ok_or_else(bad)?;
@@ -327,7 +359,7 @@ pub fn verify_stream_token(key: &[u8], token: &str, thread: &str, now_ms: i64) -
         return Err(unauthorized("the stream token has expired; ask for a new one"));
     }
     let id = String::from_utf8(B64.decode(actor).map_err(|_| bad())?).map_err(|_| bad())?;
-    Ok(Actor { id, roles: Vec::new() })
+    Ok((Actor { id, roles: Vec::new() }, exp))
 }
 
 /// A `?token=` that looks like a JWT: refused, because a URL ends up in
@@ -407,9 +439,12 @@ mod tests {
 
     #[test]
     fn stream_tokens() {
-        let (t, exp) = issue_stream_token(b"k", "thread-1", "alice", 1000);
+        let (t, exp) = issue_stream_token(b"k", "thread-1", "alice", 1000, STREAM_TOKEN_TTL_MS);
         assert_eq!(exp, 1000 + STREAM_TOKEN_TTL_MS);
-        assert_eq!(verify_stream_token(b"k", &t, "thread-1", 2000).unwrap().id, "alice");
+        assert_eq!(
+            verify_stream_token(b"k", &t, "thread-1", 2000).unwrap(),
+            (Actor { id: "alice".into(), roles: vec![] }, exp)
+        );
         assert!(verify_stream_token(b"k", &t, "thread-2", 2000).is_err(), "one thread only");
         assert!(verify_stream_token(b"other", &t, "thread-1", 2000).is_err());
         assert!(verify_stream_token(b"k", &t, "thread-1", exp + 1).is_err(), "short-lived");
@@ -418,6 +453,27 @@ mod tests {
         );
         assert!(looks_like_jwt(&hs256(&json!({"sub":"x"}))));
         assert!(!looks_like_jwt(&t));
+    }
+
+    #[test]
+    fn claims_that_cannot_name_an_actor_safely_are_refused() {
+        let now = 1_000_000_000_000;
+        let check = |claims: Value| check_claims(&claims, None, None, now);
+        let exp = (now / 1000) + 60;
+        for sub in [" alice", "alice ", "al\u{7}ice", "a\nb"] {
+            assert_eq!(check(json!({"sub": sub, "exp": exp})).unwrap_err().code, "invalid_claims", "{sub:?}");
+        }
+        for roles in [json!(["a,b"]), json!([""]), json!([" a"]), json!([1]), json!("admin")] {
+            assert_eq!(
+                check(json!({"sub": "a", "exp": exp, "roles": roles})).unwrap_err().code,
+                "invalid_claims",
+                "{roles}"
+            );
+        }
+        assert_eq!(check(json!({"sub": "用户 Zoë", "exp": exp, "roles": ["x-y"]})).unwrap().id, "用户 Zoë");
+        // A far-future exp does not overflow into "expired".
+        assert!(check(json!({"sub": "a", "exp": 1e20})).is_ok());
+        assert!(check(json!({"sub": "a", "exp": exp, "nbf": -1e20})).is_ok());
     }
 
     #[test]

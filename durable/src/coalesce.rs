@@ -18,6 +18,14 @@
 //! - after [`IDLE_FLUSH_MS`] without deltas.
 //!
 //! Every segment of a run ends on its `run-finish`.
+//!
+//! Invariant (no row over SQLite's 2 MB): a block's stored size stays under
+//! [`MAX_BLOCK_BYTES`]. A segment whose next delta would take its block past
+//! that is cut: the block so far is stored as is, and the segment goes on
+//! as a continuation with its own `responseId` (`<id>~1`, `<id>~2`, ...),
+//! which the deltas after the cut carry live too. To every reader (live,
+//! replayed, folded) the long answer is consecutive text entries holding
+//! every character once.
 
 use crate::event::{Event, Kind};
 use serde_json::Value;
@@ -34,6 +42,21 @@ fn text_payload(text: &str, parts: &[usize], snapshot: bool) -> Value {
 
 /// Trailing deltas are persisted after this much quiet.
 pub const IDLE_FLUSH_MS: i64 = 3_000;
+
+/// The most a block's text and parts take as JSON, well under SQLite's 2 MB
+/// row (a block row also holds its envelope).
+pub const MAX_BLOCK_BYTES: usize = 512 * 1024;
+
+/// How many bytes `s` takes inside a JSON string (escapes counted).
+fn json_len(s: &str) -> usize {
+    s.chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8(),
+        })
+        .sum()
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TextKind {
@@ -70,7 +93,15 @@ struct Segment {
     run_id: String,
     agent_id: String,
     kind: TextKind,
+    /// The `responseId` the deltas are published with.
+    published_id: Option<String>,
+    /// The `responseId` the segment's blocks and live deltas carry: the
+    /// published one, or a continuation's (`<id>~n`) after a cut.
     response_id: Option<String>,
+    /// Continuations so far (0 until the first cut).
+    cuts: u32,
+    /// What the block would take as JSON: the text escaped, and the parts.
+    encoded: usize,
     text: String,
     /// Byte length of each delta, in order: a block carries them as `parts`,
     /// so per-delta frames (the run streams) can be rebuilt from the log.
@@ -133,15 +164,15 @@ impl Coalescer {
                 .iter()
                 .find(|s| s.auto && s.kind == kind && s.run_id == ev.run_id && s.agent_id == ev.agent_id);
             ev.response_id = Some(match open {
-                Some(s) => s.response_id.clone().expect("auto segments have an id"),
+                Some(s) => s.published_id.clone().expect("auto segments have an id"),
                 None => {
                     auto = true;
                     fresh()
                 }
             });
         }
-        let text = ev.str_field("text").unwrap_or_default();
-        let same_segment = |s: &Segment| s.kind == kind && s.response_id == ev.response_id;
+        let text = ev.str_field("text").unwrap_or_default().to_owned();
+        let same_segment = |s: &Segment| s.kind == kind && s.published_id == ev.response_id;
         // Another open segment of this agent ends where this delta begins.
         let closed = self.close_where(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && !same_segment(s));
         let found =
@@ -151,7 +182,10 @@ impl Coalescer {
                 run_id: ev.run_id.clone(),
                 agent_id: ev.agent_id.clone(),
                 kind,
+                published_id: ev.response_id.clone(),
                 response_id: ev.response_id.clone(),
+                cuts: 0,
+                encoded: 0,
                 text: String::new(),
                 parts: Vec::new(),
                 stored_len: 0,
@@ -160,9 +194,24 @@ impl Coalescer {
             });
             self.open.len() - 1
         });
+        let mut closed = closed;
         let seg = &mut self.open[idx];
-        seg.text.push_str(text);
+        let cost = json_len(&text) + 8;
+        if !seg.text.is_empty() && seg.encoded + cost > MAX_BLOCK_BYTES {
+            // Cut: store what the segment holds, go on as a continuation.
+            closed.extend(seg.take_block());
+            seg.cuts += 1;
+            let base = seg.published_id.clone().unwrap_or_default();
+            seg.response_id = Some(format!("{base}~{}", seg.cuts));
+            seg.text.clear();
+            seg.parts.clear();
+            seg.stored_len = 0;
+            seg.encoded = 0;
+        }
+        ev.response_id = seg.response_id.clone();
+        seg.text.push_str(&text);
         seg.parts.push(text.len());
+        seg.encoded += cost;
         seg.last_delta_ts = ev.ts;
         closed
     }
@@ -328,5 +377,32 @@ mod tests {
         let mut d = delta(Kind::TextDelta, "a", None, "z", 2);
         c.push_delta(&mut d, &mut fresh);
         assert_eq!(d.response_id.as_deref(), Some("auto-2"), "a new segment after close");
+    }
+
+    #[test]
+    fn a_long_segment_is_cut_into_continuations_under_the_row_limit() {
+        let mut c = Coalescer::default();
+        let piece = "\u{1}".repeat(20_000); // 120 KB as JSON
+        let mut stored = Vec::new();
+        let mut live_ids = Vec::new();
+        for i in 0..30 {
+            let mut ev = delta(Kind::TextDelta, "o", Some("r"), &piece, i);
+            stored.extend(c.push_delta(&mut ev, || unreachable!()));
+            live_ids.push(ev.response_id.clone().unwrap());
+        }
+        stored.extend(c.close_run("r1"));
+        assert!(stored.len() > 1, "cut at least once");
+        for b in &stored {
+            assert!(b.to_json().len() < MAX_BLOCK_BYTES + 1_000, "{} bytes", b.to_json().len());
+        }
+        let text: String = stored.iter().map(|b| b.str_field("text").unwrap()).collect();
+        assert_eq!(text, piece.repeat(30), "every character once");
+        // Live deltas carry the id of the block that stores them.
+        let ids: Vec<_> = stored.iter().map(|b| b.response_id.clone().unwrap()).collect();
+        assert_eq!(ids[0], "r");
+        assert_eq!(ids[1], "r~1");
+        let mut seen = live_ids.clone();
+        seen.dedup();
+        assert_eq!(seen, ids);
     }
 }

@@ -192,6 +192,12 @@ impl ApiError {
         ApiError::new(429, "queue_full", message)
     }
 
+    /// The queue, stored whole as one row, would pass `limit` bytes.
+    pub fn queue_too_large(size: usize, limit: usize) -> ApiError {
+        ApiError::new(413, "queue_too_large", format!("the queue would be {size} bytes, over its {limit}-byte limit (MAX_QUEUE_BYTES); remove or shorten queued messages"))
+            .with("limit", limit)
+    }
+
     pub fn too_many_subscribers(max: usize) -> ApiError {
         ApiError::new(429, "too_many_subscribers", format!("a thread serves at most {max} streams at once"))
             .with("retryAfter", 5)
@@ -219,6 +225,18 @@ impl ApiError {
 
     pub fn forbidden(message: impl Into<String>) -> ApiError {
         ApiError::new(403, "forbidden", message)
+    }
+
+    /// A JWT whose claims cannot name an actor safely: a `sub` with edge
+    /// spaces or control characters, a role with a comma or control
+    /// characters.
+    pub fn invalid_claims(message: impl Into<String>) -> ApiError {
+        ApiError::new(401, "invalid_claims", message)
+    }
+
+    /// A caller without the role a route needs (`STREAMS_ROLE`).
+    pub fn role_required(role: &str) -> ApiError {
+        ApiError::new(403, "role_required", format!("this route needs the `{role}` role"))
     }
 
     pub fn approver_required(role: &str) -> ApiError {
@@ -286,6 +304,10 @@ impl ApiError {
 
     pub fn invalid_approval_policy(message: impl Into<String>) -> ApiError {
         ApiError::new(503, "invalid_approval_policy", message)
+    }
+
+    pub fn misconfigured(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "misconfigured", message)
     }
 }
 

@@ -119,17 +119,49 @@ pub fn identify(
             ApiError::unauthorized("stream tokens are accepted on the events and run-stream routes only")
         })?;
         let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
-        let actor = auth::verify_stream_token(key, token, route.thread(), now)?;
-        return Ok(Caller::StreamToken { id: actor.id, expires_at: i64::MAX });
+        let (actor, expires_at) = auth::verify_stream_token(key, token, route.thread(), now)?;
+        return Ok(Caller::StreamToken { id: actor.id, expires_at });
     }
     settings.auth.authenticate(authorization, now).map(Caller::actor)
 }
 
-/// The caller of a `/v1/stream/*` request, or its refusal.
-pub fn stream_caller(authorization: Option<&str>, settings: &Settings, now: i64) -> Result<Caller, ApiError> {
-    match settings.streams_auth {
+/// Who may use `/v1/stream/*` (`STREAMS_AUTH`): nobody when it is unset
+/// (404, as for any route that does not exist), anyone with `none`, and with
+/// `jwt` authenticated callers holding `STREAMS_ROLE` (401 without a valid
+/// token, 403 `role_required` without the role). A CORS preflight carries
+/// no credentials: it is answered wherever the route is on.
+pub fn stream_access(
+    method: &str,
+    authorization: Option<&str>,
+    settings: &Settings,
+    now: i64,
+) -> Result<Caller, ApiError> {
+    match &settings.streams_auth {
+        StreamsAuth::Off => Err(ApiError::not_found_route(
+            "no route for /v1/stream/*: the Durable Streams server is off (STREAMS_AUTH)",
+        )),
+        StreamsAuth::Invalid(e) => Err(ApiError::misconfigured(e.clone())),
+        _ if method == "OPTIONS" => Ok(Caller::Nobody),
         StreamsAuth::Open => Ok(Caller::Nobody),
-        StreamsAuth::Authenticated => settings.auth.authenticate(authorization, now).map(Caller::actor),
+        StreamsAuth::Role(role) => {
+            let actor = settings.auth.authenticate(authorization, now)?;
+            if actor.roles.iter().any(|r| r == role) {
+                Ok(Caller::actor(actor))
+            } else {
+                Err(ApiError::role_required(role))
+            }
+        }
+    }
+}
+
+/// Whose per-minute send budget a send counts against: the actor's, or,
+/// when every caller is the same anonymous actor (`AUTH_MODE=none`), the
+/// client address's (`CF-Connecting-IP`, which Cloudflare sets and clients
+/// cannot).
+pub fn rate_key(caller: &Caller, client_ip: Option<&str>, settings: &Settings) -> String {
+    match (&settings.auth, caller.id()) {
+        (crate::auth::Mode::None, _) | (_, None) => format!("ip:{}", client_ip.unwrap_or("unknown")),
+        (_, Some(id)) => id.to_owned(),
     }
 }
 
@@ -193,10 +225,40 @@ mod tests {
         let s = Settings::from_pairs(&[("AUTH_MODE", "dev")]);
         let events = Route::parse("GET", "/instance-ai/events/t").unwrap();
         let status = Route::parse("GET", "/instance-ai/threads/t/status").unwrap();
-        let (token, _) = auth::issue_stream_token(s.stream_key.as_deref().unwrap(), "t", "dev", 0);
+        let (token, _) = auth::issue_stream_token(s.stream_key.as_deref().unwrap(), "t", "dev", 0, 1_000);
         assert!(matches!(identify(Some(&events), Some(&token), None, &s, 1).unwrap(), Caller::StreamToken { .. }));
         assert_eq!(identify(Some(&status), Some(&token), None, &s, 1).unwrap_err().code, "unauthorized");
         assert_eq!(identify(Some(&events), Some("eyJa.b.c"), None, &s, 1).unwrap_err().code, "token_in_url");
+    }
+
+    #[test]
+    fn streams_are_off_unless_configured() {
+        let off = Settings::from_pairs(&[("AUTH_MODE", "dev")]);
+        assert_eq!(stream_access("GET", None, &off, 0).unwrap_err().status, 404);
+        assert_eq!(stream_access("OPTIONS", None, &off, 0).unwrap_err().status, 404);
+        let open = Settings::from_pairs(&[("STREAMS_AUTH", "none")]);
+        assert_eq!(stream_access("PUT", None, &open, 0), Ok(Caller::Nobody));
+        let jwt = Settings::from_pairs(&[("STREAMS_AUTH", "jwt"), ("AUTH_MODE", "dev")]);
+        assert_eq!(
+            stream_access("GET", None, &jwt, 0).unwrap_err().code,
+            "role_required",
+            "dev's actor lacks `streams`"
+        );
+        let custom = Settings::from_pairs(&[("STREAMS_AUTH", "jwt"), ("STREAMS_ROLE", "dev"), ("AUTH_MODE", "dev")]);
+        assert!(stream_access("GET", None, &custom, 0).is_ok());
+        assert_eq!(
+            stream_access("GET", None, &Settings::from_pairs(&[("STREAMS_AUTH", "yes")]), 0).unwrap_err().status,
+            503
+        );
+    }
+
+    #[test]
+    fn anonymous_callers_are_counted_by_address() {
+        let none = Settings::from_pairs(&[("AUTH_MODE", "none")]);
+        let anon = Caller::Actor { id: "anonymous".into(), roles: vec![] };
+        assert_eq!(rate_key(&anon, Some("1.1.1.1"), &none), "ip:1.1.1.1");
+        let dev = Settings::from_pairs(&[("AUTH_MODE", "dev")]);
+        assert_eq!(rate_key(&Caller::Actor { id: "dev".into(), roles: vec![] }, Some("1.1.1.1"), &dev), "dev");
     }
 
     #[test]

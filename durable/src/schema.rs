@@ -39,6 +39,9 @@ pub struct Migration {
     pub version: u32,
     /// What changed, for people (the README's upgrade notes list these).
     pub note: &'static str,
+    /// Empty for an additive change (a new meta key, a new optional JSON
+    /// field): nothing to convert, but older code must not read storage
+    /// that has it.
     pub steps: &'static [Step],
 }
 
@@ -147,21 +150,22 @@ pub fn run_step(db: &mut impl Sql, step: &Step) -> Result<(), StoreError> {
 /// A thread's storage (`ThreadObject`).
 pub const THREAD: Schema = Schema {
     class: "thread",
-    migrations: &[Migration {
-        version: 1,
-        note: "the first release's layout: events, runs, meta, confirmations, session approvals, checkpoints",
-        steps: &[
-            Step::Sql(
-                "CREATE TABLE IF NOT EXISTS events (
+    migrations: &[
+        Migration {
+            version: 1,
+            note: "the first release's layout: events, runs, meta, confirmations, session approvals, checkpoints",
+            steps: &[
+                Step::Sql(
+                    "CREATE TABLE IF NOT EXISTS events (
                   seq    INTEGER PRIMARY KEY,
                   run_id TEXT NOT NULL,
                   type   TEXT NOT NULL,
                   data   TEXT NOT NULL
                 )",
-            ),
-            Step::Sql("CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq)"),
-            Step::Sql(
-                "CREATE TABLE IF NOT EXISTS runs (
+                ),
+                Step::Sql("CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq)"),
+                Step::Sql(
+                    "CREATE TABLE IF NOT EXISTS runs (
                   run_id      TEXT PRIMARY KEY,
                   message_id  TEXT NOT NULL,
                   message     TEXT NOT NULL,
@@ -176,30 +180,37 @@ pub const THREAD: Schema = Schema {
                   model       TEXT,
                   replaced    INTEGER NOT NULL DEFAULT 0
                 )",
-            ),
-            // Small named documents: the queue, the owner, the pinned model,
-            // the stream generation, producers' states.
-            Step::Sql("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
-            // Confirmation requests (human in the loop), pending and settled.
-            Step::Sql(
-                "CREATE TABLE IF NOT EXISTS confirmations (
+                ),
+                // Small named documents: the queue, the owner, the pinned model,
+                // the stream generation, producers' states.
+                Step::Sql("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+                // Confirmation requests (human in the loop), pending and settled.
+                Step::Sql(
+                    "CREATE TABLE IF NOT EXISTS confirmations (
                   request_id TEXT PRIMARY KEY,
                   run_id     TEXT NOT NULL,
                   state      TEXT NOT NULL,
                   data       TEXT NOT NULL
                 )",
-            ),
-            Step::Sql(
-                "CREATE INDEX IF NOT EXISTS pending_confirmations ON confirmations (state) WHERE state = 'pending'",
-            ),
-            // Tools approved with session scope: approved for the rest of the thread.
-            Step::Sql("CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY)"),
-            // The built-in agent's progress, one row per run, replaced each step.
-            Step::Sql("CREATE TABLE IF NOT EXISTS checkpoints (run_id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
-            // The run lock, enforced by the database as well: one running run at most.
-            Step::Sql("CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running'"),
-        ],
-    }],
+                ),
+                Step::Sql(
+                    "CREATE INDEX IF NOT EXISTS pending_confirmations ON confirmations (state) WHERE state = 'pending'",
+                ),
+                // Tools approved with session scope: approved for the rest of the thread.
+                Step::Sql("CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY)"),
+                // The built-in agent's progress, one row per run, replaced each step.
+                Step::Sql("CREATE TABLE IF NOT EXISTS checkpoints (run_id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
+                // The run lock, enforced by the database as well: one running run at most.
+                Step::Sql("CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running'"),
+            ],
+        },
+        Migration {
+            version: 2,
+            note: "meta key `send_origin`: the origin of the last accepted send, for publish URLs without PUBLIC_URL \
+               (additive: older storage simply has none yet)",
+            steps: &[],
+        },
+    ],
 };
 
 /// An actor's directory (`Directory`).

@@ -39,13 +39,20 @@ pub struct Limits {
     pub max_subscribers: usize,
 }
 
-/// Who may use `/v1/stream/*`.
+/// Who may use `/v1/stream/*` (`STREAMS_AUTH`). Streams have no owner, so
+/// the route is off unless the deployment says who its callers are.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StreamsAuth {
-    /// `STREAMS_AUTH=none`: anyone (dev, the conformance suite).
+    /// Unset: the route does not exist (404).
+    Off,
+    /// `none`: anyone, no token (a server of public streams, the
+    /// conformance suite).
     Open,
-    /// Any caller the Worker's authentication accepts.
-    Authenticated,
+    /// `jwt`: callers the Worker's authentication accepts that hold this
+    /// role (`STREAMS_ROLE`, default `streams`): trusted services.
+    Role(String),
+    /// Any other value: every request is refused (503), never opened.
+    Invalid(String),
 }
 
 #[derive(Clone)]
@@ -88,6 +95,10 @@ pub struct Settings {
     pub streams_auth: StreamsAuth,
     /// How long a Durable Streams long-poll waits before its 204.
     pub streams_long_poll_ms: u64,
+    /// How long a stream token is valid; a stream it opened ends with it.
+    pub stream_token_ttl_ms: i64,
+    /// How long the external agent's webhook may take to answer.
+    pub webhook_timeout_ms: u64,
 }
 
 impl Settings {
@@ -126,6 +137,8 @@ impl Settings {
                 approval_policy: policy.clone().unwrap_or_default(),
                 max_event_bytes: num("MAX_EVENT_BYTES", defaults.max_event_bytes as i64).min(1_900_000) as usize,
                 driver: if webhook_url.is_some() { Driver::Webhook } else { Driver::Builtin },
+                max_queue_bytes: num("MAX_QUEUE_BYTES", defaults.max_queue_bytes as i64).clamp(1_000, 1_500_000)
+                    as usize,
             },
             policy_error: policy.err(),
             model_keys,
@@ -142,11 +155,14 @@ impl Settings {
                 .and_then(|d| d.trim().parse::<f64>().ok())
                 .filter(|d| *d >= 0.0)
                 .map_or(90 * 86_400_000, |d| (d * 86_400_000.0) as i64),
-            streams_auth: if var("STREAMS_AUTH").is_some_and(|v| v.trim() == "none") {
-                StreamsAuth::Open
-            } else {
-                StreamsAuth::Authenticated
+            streams_auth: match var("STREAMS_AUTH").as_deref().map(str::trim) {
+                None => StreamsAuth::Off,
+                Some("none") => StreamsAuth::Open,
+                Some("jwt") => StreamsAuth::Role(var("STREAMS_ROLE").map_or("streams".into(), |r| r.trim().to_owned())),
+                Some(other) => StreamsAuth::Invalid(format!("STREAMS_AUTH `{other}` is not one of none, jwt")),
             },
+            stream_token_ttl_ms: num("STREAM_TOKEN_TTL_MS", crate::auth::STREAM_TOKEN_TTL_MS).max(1_000),
+            webhook_timeout_ms: num("AGENT_WEBHOOK_TIMEOUT_MS", 10_000).max(100) as u64,
             streams_long_poll_ms: num("STREAMS_LONG_POLL_MS", 20_000).max(100) as u64,
             webhook_url,
             public_url: var("PUBLIC_URL").map(|u| u.trim().trim_end_matches('/').to_owned()),
@@ -165,6 +181,9 @@ impl Settings {
                 stall_timeout_ms: num("LLM_STALL_TIMEOUT_MS", agent_defaults.stall_timeout_ms as i64).max(1) as u64,
                 system_prompt: var("AGENT_SYSTEM_PROMPT").unwrap_or(agent_defaults.system_prompt),
                 history_chars: num("AGENT_HISTORY_CHARS", agent_defaults.history_chars as i64) as usize,
+                max_tool_result_bytes: num("MAX_TOOL_RESULT_BYTES", agent_defaults.max_tool_result_bytes as i64)
+                    .clamp(1_000, 900_000) as usize,
+                max_model_bytes: num("MAX_MODEL_BYTES", agent_defaults.max_model_bytes as i64).max(10_000) as usize,
             },
             llm: var("LLM_BASE_URL").map(|base_url| ModelEndpoint { base_url, api_key: var("LLM_API_KEY") }),
             tools: Toolbox::parse(var("TOOLS").as_deref()).map(Rc::new),
@@ -182,6 +201,11 @@ impl Settings {
         let mut out = Vec::new();
         if matches!(self.auth, Mode::Dev) {
             out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
+        }
+        if self.webhook_url.is_some() && self.public_url.is_none() {
+            out.push(
+                "AGENT_WEBHOOK_URL is set without PUBLIC_URL: publish URLs use the origin of the send that started each run; set PUBLIC_URL to the origin agents should publish to".to_owned(),
+            );
         }
         out
     }

@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use support::{actor, serve, Req, T};
 use threadline_durable::agent::cancel::CancelToken;
 use threadline_durable::agent::{
-    self, tools::HttpTool, BackgroundTask, ByteStream, Checkpoint, End, Host, ModelFailure, Scope, Stopped,
+    self, tools::HttpTool, BackgroundTask, ByteStream, Checkpoint, End, Host, ModelFailure, Scope, Stopped, ToolAnswer,
 };
 use threadline_durable::effect::{Drive, Effect};
 use threadline_durable::event::{Event, Kind};
@@ -100,7 +100,7 @@ impl Host for Host1 {
         }
     }
 
-    async fn call_http_tool(&self, tool: &HttpTool, body: Value) -> Result<Value, String> {
+    async fn call_http_tool(&self, tool: &HttpTool, body: Value, limit: usize) -> Result<ToolAnswer, String> {
         let f = &self.fake;
         f.calls.borrow_mut().push((tool.name.clone(), body));
         f.inflight.set(f.inflight.get() + 1);
@@ -108,7 +108,11 @@ impl Host for Host1 {
         YieldOnce(false).await;
         f.inflight.set(f.inflight.get() - 1);
         let answer = f.tools.borrow().iter().find(|(n, _)| *n == tool.name).map(|(_, a)| a.clone());
-        answer.unwrap_or_else(|| Err(format!("no such tool {}", tool.name)))
+        let value = answer.unwrap_or_else(|| Err(format!("no such tool {}", tool.name)))?;
+        let body = value.to_string();
+        let truncated = body.len() > limit;
+        let body = if truncated { body[..limit].to_owned() } else { body };
+        Ok(ToolAnswer { status: 200, body, truncated })
     }
 
     async fn sleep(&self, _ms: u64) {
@@ -126,12 +130,7 @@ impl Host for Host1 {
     }
 
     fn publish(&self, scope: &Scope, events: Vec<Event>) -> Result<(), Stopped> {
-        let mut t = self.fake.thread.borrow_mut();
-        let result = match scope {
-            Scope::Run => t.publish_run(&self.run_id, events, 1_000),
-            Scope::Background(task) => t.publish_background(task, events, 1_000),
-        };
-        result.map_err(|_| Stopped)
+        self.fake.thread.borrow_mut().publish_agent(&self.run_id, scope, events, 1_000).map_err(|_| Stopped)
     }
 
     fn checkpoint(&self, cp: &Checkpoint) {
@@ -490,6 +489,54 @@ fn a_provider_error_ends_the_run_with_its_reason() {
     let err = events(&f).into_iter().find(|e| e.kind == Kind::Error).unwrap();
     assert_eq!(err.payload["statusCode"], 503);
     assert_eq!(finish_of(&f), json!({"status": "error", "reason": agent::PROVIDER_UNAVAILABLE}));
+}
+
+#[test]
+fn a_huge_tool_answer_is_cut_with_a_marker_the_model_sees() {
+    let s = settings(&[("MAX_TOOL_RESULT_BYTES", "10000")]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "time", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("ok"), finish("stop")]),
+        ],
+    );
+    f.tools.borrow_mut()[1].1 = Ok(json!({"data": "y".repeat(3_000_000)}));
+    assert_eq!(send(&f, &s, "big"), [End::Completed]);
+    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap();
+    assert!(result.payload.to_string().len() <= 10_100, "{} bytes", result.payload.to_string().len());
+    assert!(result.payload["result"].as_str().unwrap().contains("[truncated by threadline"));
+    let told = f.requests.borrow()[1]["messages"].to_string();
+    assert!(told.contains("truncated by threadline"), "the model sees the marker");
+}
+
+#[test]
+fn a_model_answer_past_its_limit_ends_the_run() {
+    let s = settings(&[("MAX_MODEL_BYTES", "20000")]);
+    let f = fake(&s, vec![Answer::Chunks((0..100).map(|_| text(&"w".repeat(500))).collect())]);
+    assert_eq!(send(&f, &s, "ramble"), [End::Failed(agent::PROVIDER_UNAVAILABLE.into())]);
+    let err = events(&f).into_iter().find(|e| e.kind == Kind::Error).unwrap();
+    assert!(err.payload["content"].as_str().unwrap().contains("MAX_MODEL_BYTES"));
+}
+
+#[test]
+fn a_refused_publish_ends_the_built_in_run() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![Answer::Chunks(vec![text("hi"), finish("stop")])]);
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "x"})),
+        1_000,
+    );
+    let Some(Effect::Drive(d)) = outcome.effects.into_iter().find(|e| matches!(e, Effect::Drive(_))) else {
+        panic!("no drive")
+    };
+    // Storage refuses the loop's next write; the run must not hold the lock.
+    f.thread.borrow_mut().store_mut().fail_commits = 1;
+    assert_eq!(drive(&f, d, CancelToken::default()), End::Stopped);
+    assert!(f.thread.borrow().active_run().is_none());
+    assert_eq!(finish_of(&f), json!({"status": "error", "reason": "storage refused the run's events"}));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use support::{actor, serve, Req, T};
 use threadline_durable::access::Caller;
 use threadline_durable::effect::Effect;
 use threadline_durable::event::Kind;
-use threadline_durable::{MemoryStore, Settings, Thread};
+use threadline_durable::{MemoryStore, Settings, Store, Thread};
 
 fn settings() -> Settings {
     Settings::from_pairs(&[("AGENT_WEBHOOK_URL", "http://hook"), ("APPROVAL_POLICY", r#"{"slow":{"ttlMs":1000}}"#)])
@@ -282,4 +282,38 @@ fn a_suspended_run_waits_through_a_reload() {
     let (status, _, _) = decide(&mut reloaded, &s, "once", json!({"approved": true}), 20_000_001);
     assert_eq!(status, 200);
     assert_eq!(reloaded.active_run().unwrap().run_id, run);
+}
+
+#[test]
+fn the_stored_queue_stays_under_its_byte_limit_and_a_refusal_changes_nothing() {
+    let s = Settings::from_pairs(&[("AGENT_WEBHOOK_URL", "http://hook"), ("MAX_QUEUE_BYTES", "200000")]);
+    let mut t = support::thread(&s);
+    send(&mut t, &s, json!({"message": "running"}), 1);
+    // Escape-heavy text: 5,000 characters take 30,000 bytes as JSON.
+    let heavy = "\u{1}".repeat(5_000);
+    let mut accepted = 0;
+    let refusal = loop {
+        let (status, body, _) = send(&mut t, &s, json!({"message": heavy, "mode": "queue"}), 2);
+        if status != 202 {
+            break (status, body);
+        }
+        accepted += 1;
+    };
+    assert_eq!(refusal.0, 413);
+    assert_eq!(
+        (refusal.1["error"]["code"].as_str(), refusal.1["error"]["limit"].as_u64()),
+        (Some("queue_too_large"), Some(200_000))
+    );
+    assert_eq!(accepted, 6, "six fit in 200 KB");
+    assert_eq!(t.queue().items.len(), accepted, "memory holds what storage holds");
+    let stored: threadline_durable::queue::Queue =
+        serde_json::from_str(&t.store().meta("queue").unwrap().unwrap()).unwrap();
+    assert_eq!(&stored, t.queue());
+    // The queue goes on working: a small message fits, and an edit that
+    // shrinks an item is always allowed.
+    assert_eq!(send(&mut t, &s, json!({"message": "small", "mode": "queue"}), 3).0, 202);
+    let first = t.queue().items[0].message_id.clone();
+    let path = format!("/instance-ai/threads/t1/queue/{first}");
+    let edited = serve(&mut t, &s, Req::new("PATCH", &path, alice()).body(&json!({"message": "short now"})), 4);
+    assert_eq!(support::status(&edited), 200);
 }

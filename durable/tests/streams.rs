@@ -193,3 +193,57 @@ fn forks_copy_their_prefix_and_hold_their_source() {
     src.release().unwrap();
     assert_eq!(reply(read(&mut src, "-1", None, 7)).status, 404, "gone with its last fork");
 }
+
+#[test]
+fn a_long_source_is_forked_page_by_page_and_reads_the_same() {
+    use threadline_durable::streams::stream::FORK_PAGE_BYTES;
+    let mut src = Streams::new(MemoryLog::default());
+    create(&mut src, "text/plain", "", 0);
+    let chunk = "x".repeat(300_000);
+    for _ in 0..10 {
+        append(&mut src, "text/plain", &chunk, 1);
+    }
+    let fork_req = CreateRequest {
+        path: "/v1/stream/f".into(),
+        forked_from: Some("/v1/stream/a".into()),
+        ..CreateRequest::default()
+    };
+    let mut fork = Streams::new(MemoryLog::default());
+    let prepared = fork.prepare_create(fork_req.clone(), 2).unwrap();
+    let mut ask = prepared.fork.clone().unwrap();
+    let mut page = src.fork_source(&ask, 2).unwrap();
+    let mut pages = 1;
+    fork.begin_fork_copy().unwrap();
+    while page.more {
+        let bytes: usize = page.messages.iter().map(|(_, d)| d.len() * 3 / 4).sum();
+        assert!(bytes <= FORK_PAGE_BYTES + 300_000, "a page holds about one page: {bytes}");
+        fork.copy_fork_page(&page).unwrap();
+        // Meanwhile the path is taken.
+        assert_eq!(fork.prepare_create(fork_req.clone(), 2).unwrap_err().status, 409);
+        ask.after = page.messages.last().map(|(o, _)| *o);
+        page = src.fork_source(&ask, 2).unwrap();
+        pages += 1;
+    }
+    assert!(pages > 3, "{pages} pages");
+    assert_eq!(fork.finish_create(prepared, Some(page), 2).status, 201);
+    assert_eq!(read_all(&mut fork, "/v1/stream/f"), read_all(&mut src, "/v1/stream/a"), "the fork reads as its source");
+    assert_eq!(read_all(&mut fork, "/v1/stream/f").len(), 3_000_000, "every byte, once");
+    // One reference was taken, by the first page.
+    assert_eq!(src.delete(4).status, 204);
+    assert_eq!(reply(read(&mut src, "-1", None, 5)).status, 410, "soft-deleted while its fork lives");
+}
+
+/// A whole stream, read catch-up page by catch-up page.
+fn read_all(s: &mut Streams<MemoryLog>, path: &str) -> Vec<u8> {
+    let mut body = Vec::new();
+    let mut offset = "-1".to_owned();
+    loop {
+        let req = ReadRequest { path: path.into(), offsets: vec![offset.clone()], ..ReadRequest::default() };
+        let r = reply(s.read(&req, 3));
+        body.extend_from_slice(&r.body);
+        offset = r.get("stream-next-offset").unwrap().to_owned();
+        if r.get("stream-up-to-date") == Some("true") {
+            return body;
+        }
+    }
+}

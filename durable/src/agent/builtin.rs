@@ -77,6 +77,56 @@ pub(super) fn add_usage(acc: Option<&Value>, u: &Value) -> Value {
     out
 }
 
+/// `text` cut so that, as a JSON string, it takes at most `limit` bytes
+/// with a marker that says so; `total`: the whole answer's size when known.
+pub(super) fn truncated(text: &str, limit: usize, total: Option<usize>) -> String {
+    let budget = limit.saturating_sub(200);
+    let mut used = 0;
+    let mut end = 0;
+    for (i, c) in text.char_indices() {
+        used += json_len(c);
+        if used > budget {
+            break;
+        }
+        end = i + c.len_utf8();
+    }
+    let size = total.map_or_else(|| format!("more than {limit} bytes"), |n| format!("{n} bytes"));
+    format!("{}\n[truncated by threadline: the answer was {size}; only the first {end} bytes are kept]", &text[..end])
+}
+
+/// Bytes `c` takes inside a JSON string.
+fn json_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+        c if (c as u32) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// A tool result that takes at most `limit` bytes as JSON.
+pub(super) fn cap_result(v: Value, limit: usize) -> Value {
+    let json = serde_json::to_string(&v).unwrap_or_default();
+    if json.len() <= limit {
+        return v;
+    }
+    let text = match v {
+        Value::String(s) => s,
+        _ => json,
+    };
+    let n = text.len();
+    Value::String(truncated(&text, limit, Some(n)))
+}
+
+/// An error text that takes at most `limit` bytes as JSON.
+pub(super) fn cap_text(e: String, limit: usize) -> String {
+    if serde_json::to_string(&e).map_or(0, |j| j.len()) <= limit {
+        e
+    } else {
+        let n = e.len();
+        truncated(&e, limit, Some(n))
+    }
+}
+
 pub(super) fn excerpt(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_owned()
@@ -88,6 +138,18 @@ pub(super) fn excerpt(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn results_past_the_limit_are_cut_with_a_marker() {
+        let small = json!({"ok": true});
+        assert_eq!(cap_result(small.clone(), 1000), small);
+        let big = json!({"data": "\u{1}".repeat(100_000)});
+        let capped = cap_result(big, 10_000);
+        let text = capped.as_str().unwrap();
+        assert!(serde_json::to_string(&capped).unwrap().len() <= 10_000, "escapes counted");
+        assert!(text.contains("[truncated by threadline"), "{}", &text[text.len() - 120..]);
+        assert!(truncated("ééé", 203, None).starts_with("é\n"), "cut at a character boundary");
+    }
 
     #[test]
     fn tasks_create_and_update() {

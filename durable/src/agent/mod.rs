@@ -59,9 +59,11 @@ pub trait Host: Clone + 'static {
     type Stream: ByteStream;
     /// `POST {LLM_BASE_URL}/chat/completions` with `body`, streaming.
     async fn open_model(&self, body: String) -> Result<Self::Stream, ModelFailure>;
-    /// Calls an HTTP tool with `{args, toolCallId, threadId, runId}`: the 2xx
-    /// JSON body, or why not.
-    async fn call_http_tool(&self, tool: &tools::HttpTool, body: Value) -> Result<Value, String>;
+    /// Calls an HTTP tool with `{args, toolCallId, threadId, runId}`, within
+    /// the tool's `timeoutMs` for the whole answer, reading at most `limit`
+    /// bytes of its body: the answer (the loop decides what it means), or
+    /// why there is none (unreachable, timed out).
+    async fn call_http_tool(&self, tool: &tools::HttpTool, body: Value, limit: usize) -> Result<ToolAnswer, String>;
     async fn sleep(&self, ms: u64);
     fn now(&self) -> i64;
     fn new_id(&self, prefix: &str) -> String;
@@ -80,6 +82,33 @@ pub trait Host: Clone + 'static {
     /// Publishes a `confirmation-request` (its payload without `requestId`)
     /// and records it pending; returns the request id.
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped>;
+}
+
+/// An HTTP tool's answer as it arrived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolAnswer {
+    pub status: u16,
+    /// The body as text, at most the limit the call was made with.
+    pub body: String,
+    /// The body went on past the limit (only its first bytes are here).
+    pub truncated: bool,
+}
+
+impl ToolAnswer {
+    /// What the answer means for the model: a 2xx JSON body is the result;
+    /// a body past the limit is cut, with a marker the model sees; anything
+    /// else is a tool error with the status and an excerpt.
+    pub fn outcome(self, limit: usize) -> Result<Value, String> {
+        if !(200..300).contains(&self.status) {
+            return Err(format!("HTTP {}: {}", self.status, builtin::excerpt(&self.body, 300)));
+        }
+        if self.truncated {
+            return Ok(Value::String(builtin::truncated(&self.body, limit, None)));
+        }
+        serde_json::from_str(&self.body).map_err(|_| {
+            format!("HTTP {} with a body that is not JSON: {}", self.status, builtin::excerpt(&self.body, 300))
+        })
+    }
 }
 
 /// An entry of `status.backgroundTasks`.
@@ -104,6 +133,11 @@ pub struct AgentConfig {
     pub system_prompt: String,
     /// Characters of earlier conversation sent with each run.
     pub history_chars: usize,
+    /// Largest tool result kept (JSON bytes): a longer one is cut, with a
+    /// marker the model sees (`MAX_TOOL_RESULT_BYTES`).
+    pub max_tool_result_bytes: usize,
+    /// Most bytes one model step may stream (`MAX_MODEL_BYTES`).
+    pub max_model_bytes: usize,
 }
 
 impl Default for AgentConfig {
@@ -114,6 +148,8 @@ impl Default for AgentConfig {
             stall_timeout_ms: 30_000,
             system_prompt: "You are a helpful assistant. Use tools when they help; plan multi-step work with create-tasks; delegate focused work with spawn-agent.".into(),
             history_chars: 24_000,
+            max_tool_result_bytes: 256 * 1024,
+            max_model_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -382,6 +418,7 @@ impl<H: Host> Agent<H> {
         let mut decoder = SseDecoder::default();
         let mut parser = ChunkParser::default();
         let mut step = Step::default();
+        let mut read = 0usize;
         loop {
             let next = {
                 use futures_util::future::{select, Either};
@@ -409,6 +446,13 @@ impl<H: Host> Agent<H> {
                 }
                 Some(Some(Ok(bytes))) => bytes,
             };
+            read += chunk.len();
+            if read > self.cfg.max_model_bytes {
+                let limit = self.cfg.max_model_bytes;
+                return Err(self.provider_failed(json!({
+                    "content": format!("The model's answer passed {limit} bytes in one step (MAX_MODEL_BYTES); it was cut off."),
+                })));
+            }
             for data in decoder.push(&chunk) {
                 if self.apply(&mut parser, &mut step, &data, &response_id)? {
                     break;
@@ -625,7 +669,10 @@ impl<H: Host> Agent<H> {
                         self.event(Kind::Status, json!({ "message": format!("Running {}…", tool.name) }))
                     ])?;
                     let body = json!({ "args": call.args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
-                    let out = self.cancel.run(self.host.call_http_tool(tool, body)).await.ok_or(Halt::Stopped)?;
+                    let limit = self.cfg.max_tool_result_bytes;
+                    let answer =
+                        self.cancel.run(self.host.call_http_tool(tool, body, limit)).await.ok_or(Halt::Stopped)?;
+                    let out = answer.and_then(|a| a.outcome(limit));
                     self.publish(vec![self.event(Kind::Status, json!({ "message": "" }))])?;
                     out
                 }
@@ -649,7 +696,13 @@ impl<H: Host> Agent<H> {
 
     /// Publishes a call's `tool-result` or `tool-error`; returns what the
     /// model is told.
+    ///
+    /// Invariant: a stored result stays under `max_tool_result_bytes` as
+    /// JSON (a larger one is cut, with a marker the model sees), so no tool
+    /// can make a row SQLite refuses.
     fn settle(&self, tool_call_id: &str, outcome: Result<Value, String>) -> Result<String, Halt> {
+        let limit = self.cfg.max_tool_result_bytes;
+        let outcome = outcome.map(|v| builtin::cap_result(v, limit)).map_err(|e| builtin::cap_text(e, limit));
         match outcome {
             Ok(v) => {
                 self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": tool_call_id, "result": v }))])?;
@@ -676,7 +729,8 @@ impl<H: Host> Agent<H> {
             ToolKind::Http(tool) => {
                 let body =
                     json!({ "args": args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
-                Ok(self.host.call_http_tool(tool, body).await)
+                let limit = self.cfg.max_tool_result_bytes;
+                Ok(self.host.call_http_tool(tool, body, limit).await.and_then(|a| a.outcome(limit)))
             }
             ToolKind::SpawnAgent => self.spawn_agent(args).await,
             ToolKind::CreateTasks | ToolKind::UpdateTasks | ToolKind::AskUser => {

@@ -35,7 +35,14 @@ pub struct Streams<L: StreamLog> {
     /// A source stream this one no longer reads (it was deleted or expired):
     /// the shell tells that source to drop one fork reference.
     release: Option<String>,
+    /// A fork's inheritance is being copied, page by page: the stream does
+    /// not exist yet, and another create of its path waits its turn (409).
+    copying: bool,
 }
+
+/// Most message bytes one page of a fork's inheritance carries: a fork
+/// never holds more of its source in memory than this.
+pub const FORK_PAGE_BYTES: usize = 512 * 1024;
 
 /// Maps a storage failure to a 503: nothing was stored.
 fn unavailable(e: StoreError) -> Reply {
@@ -74,6 +81,14 @@ pub struct ForkRequest {
     pub source: String,
     pub offset: Option<Offset>,
     pub sub_offset: u64,
+    /// Pages of at most [`FORK_PAGE_BYTES`] (a fork of an older release
+    /// asks for everything at once).
+    #[serde(default)]
+    pub paged: bool,
+    /// The next page: the messages after this offset. `None`: the first
+    /// page, which also takes the fork's reference on the source.
+    #[serde(default)]
+    pub after: Option<Offset>,
 }
 
 /// What a source gives a new fork: its settings, the messages up to the fork
@@ -88,7 +103,11 @@ pub struct ForkSource {
     pub offset: Offset,
     /// `[offset, base64 data]` pairs.
     pub messages: Vec<(Offset, String)>,
+    /// Sent with the last page only.
     pub prefix: Option<String>,
+    /// More pages follow (ask again `after` this page's last offset).
+    #[serde(default)]
+    pub more: bool,
 }
 
 /// An append's request headers and body.
@@ -163,7 +182,7 @@ fn etag(path: &str, start: &str, end: Offset, closed: bool) -> String {
 
 impl<L: StreamLog> Streams<L> {
     pub fn new(log: L) -> Streams<L> {
-        Streams { log, release: None }
+        Streams { log, release: None, copying: false }
     }
 
     pub fn log(&self) -> &L {
@@ -270,12 +289,30 @@ impl<L: StreamLog> Streams<L> {
             }
             return Err(r);
         }
-        let fork = req.forked_from.clone().map(|source| ForkRequest { source, offset: fork_offset, sub_offset });
+        if self.copying {
+            return Err(Reply::text(409, "this stream is being created (a fork is copying its source)"));
+        }
+        let fork = req.forked_from.clone().map(|source| ForkRequest {
+            source,
+            offset: fork_offset,
+            sub_offset,
+            paged: true,
+            after: None,
+        });
         Ok(PreparedCreate { req, ttl_seconds, expires_at_ms, fork })
     }
 
     /// Creates the stream (with `source` for a fork) and answers 201.
+    /// A fork whose inheritance came in pages has its earlier pages stored
+    /// already ([`Self::copy_fork_page`]); `source` is its last page. A new
+    /// stream starts from clean rows: what a crashed earlier create left
+    /// under this path (it never got its meta) is cleared first.
     pub fn finish_create(&mut self, p: PreparedCreate, source: Option<ForkSource>, now: i64) -> Reply {
+        if !std::mem::replace(&mut self.copying, false) {
+            if let Err(e) = self.log.clear() {
+                return unavailable(e);
+            }
+        }
         let req = p.req;
         let given = req.content_type.as_deref().filter(|c| valid_media_type(c));
         let mut meta = Meta {
@@ -312,11 +349,9 @@ impl<L: StreamLog> Streams<L> {
             meta.forked_from = p.fork.as_ref().map(|f| f.source.clone());
             meta.fork_offset = Some(src.offset);
             meta.tail = src.offset;
-            for (offset, data) in &src.messages {
-                let Ok(data) = base64::engine::general_purpose::STANDARD.decode(data) else {
-                    return Reply::text(502, "the source stream sent an unreadable message");
-                };
-                messages.push(Message { offset: *offset, data });
+            match decode_messages(&src.messages) {
+                Ok(decoded) => messages.extend(decoded),
+                Err(r) => return r,
             }
             if let Some(prefix) = &src.prefix {
                 let Ok(data) = base64::engine::general_purpose::STANDARD.decode(prefix) else {
@@ -358,51 +393,29 @@ impl<L: StreamLog> Streams<L> {
 
     /// The source side of a fork: checks the offset, counts one more fork
     /// (so this stream is only soft-deleted while the fork lives) and hands
-    /// over what the fork inherits.
+    /// over what the fork inherits, page by page when the fork asks so
+    /// (later pages only read: below the fork offset a stream never changes).
     pub fn fork_source(&mut self, f: &ForkRequest, now: i64) -> Result<ForkSource, Reply> {
         let Some(mut m) = self.live_meta(now)? else { return Err(Reply::text(404, "Source stream not found")) };
-        if m.soft_deleted {
-            return Err(Reply::text(409, "source stream was deleted but still has active forks"));
-        }
         let offset = f.offset.unwrap_or(m.tail);
-        if offset > m.tail {
-            return Err(Reply::text(400, "Fork offset beyond source stream length"));
+        let page = if f.paged { FORK_PAGE_BYTES } else { usize::MAX };
+        if f.after.is_none() {
+            if m.soft_deleted {
+                return Err(Reply::text(409, "source stream was deleted but still has active forks"));
+            }
+            if offset > m.tail {
+                return Err(Reply::text(400, "Fork offset beyond source stream length"));
+            }
         }
-        let prefix = if f.sub_offset > 0 {
-            let next = self.log.read(offset, Offset::new(u64::MAX, u64::MAX), 1).map_err(unavailable)?;
-            let first =
-                next.first().ok_or_else(|| Reply::text(400, "Invalid fork sub-offset: no data past forkOffset"))?;
-            let data = if wire::is_json(&m.content_type) {
-                let values: Vec<serde_json::Value> = serde_json::from_slice(&wire::json_array([first.data.as_slice()]))
-                    .map_err(|_| Reply::text(400, "Invalid fork sub-offset"))?;
-                if f.sub_offset as usize > values.len() {
-                    return Err(Reply::text(400, "Invalid fork sub-offset: overshoots source message count"));
-                }
-                let mut out = Vec::new();
-                for v in &values[..f.sub_offset as usize] {
-                    out.extend_from_slice(v.to_string().as_bytes());
-                    out.push(b',');
-                }
-                out
-            } else {
-                if f.sub_offset as usize > first.data.len() {
-                    return Err(Reply::text(400, "Invalid fork sub-offset: overshoots source message length"));
-                }
-                first.data[..f.sub_offset as usize].to_vec()
-            };
-            Some(wire::base64(&data))
-        } else {
-            None
-        };
-        let messages = self
-            .log
-            .read(Offset::ZERO, offset, usize::MAX)
-            .map_err(unavailable)?
-            .into_iter()
-            .map(|m| (m.offset, wire::base64(&m.data)))
-            .collect();
-        m.ref_count += 1;
-        self.log.put_meta(&m).map_err(unavailable)?;
+        let after = f.after.unwrap_or(Offset::ZERO);
+        let read = self.log.read(after, offset, page).map_err(unavailable)?;
+        let more = read.last().is_some_and(|last| last.offset < offset) && f.paged;
+        let prefix = if more { None } else { self.fork_prefix(&m, offset, f.sub_offset)? };
+        let messages = read.into_iter().map(|m| (m.offset, wire::base64(&m.data))).collect();
+        if f.after.is_none() {
+            m.ref_count += 1;
+            self.log.put_meta(&m).map_err(unavailable)?;
+        }
         Ok(ForkSource {
             content_type: m.content_type,
             ttl_seconds: m.ttl_seconds,
@@ -411,7 +424,61 @@ impl<L: StreamLog> Streams<L> {
             offset,
             messages,
             prefix,
+            more,
         })
+    }
+
+    /// The inherited start of the message at the fork offset, for a fork
+    /// at a sub-offset (the reference server's semantics).
+    fn fork_prefix(&self, m: &Meta, offset: Offset, sub_offset: u64) -> Result<Option<String>, Reply> {
+        if sub_offset == 0 {
+            return Ok(None);
+        }
+        let next = self.log.read(offset, Offset::new(u64::MAX, u64::MAX), 1).map_err(unavailable)?;
+        let first = next.first().ok_or_else(|| Reply::text(400, "Invalid fork sub-offset: no data past forkOffset"))?;
+        let data = if wire::is_json(&m.content_type) {
+            let values: Vec<serde_json::Value> = serde_json::from_slice(&wire::json_array([first.data.as_slice()]))
+                .map_err(|_| Reply::text(400, "Invalid fork sub-offset"))?;
+            if sub_offset as usize > values.len() {
+                return Err(Reply::text(400, "Invalid fork sub-offset: overshoots source message count"));
+            }
+            let mut out = Vec::new();
+            for v in &values[..sub_offset as usize] {
+                out.extend_from_slice(v.to_string().as_bytes());
+                out.push(b',');
+            }
+            out
+        } else {
+            if sub_offset as usize > first.data.len() {
+                return Err(Reply::text(400, "Invalid fork sub-offset: overshoots source message length"));
+            }
+            first.data[..sub_offset as usize].to_vec()
+        };
+        Ok(Some(wire::base64(&data)))
+    }
+
+    /// A fork's copy begins: what a crashed earlier attempt left is cleared,
+    /// and other creates of this path wait (409) until it ends.
+    pub fn begin_fork_copy(&mut self) -> Result<(), Reply> {
+        self.log.clear().map_err(unavailable)?;
+        self.copying = true;
+        Ok(())
+    }
+
+    /// Appends one page of a fork's inheritance (not its last: that comes
+    /// with the stream's meta, in [`Self::finish_create`]).
+    pub fn copy_fork_page(&mut self, page: &ForkSource) -> Result<(), Reply> {
+        let messages = decode_messages(&page.messages)?;
+        self.log.append(&messages).map_err(|e| {
+            self.copying = false;
+            unavailable(e)
+        })
+    }
+
+    /// A fork's copy failed: the path is free again (its rows are cleared at
+    /// the next attempt).
+    pub fn abandon_fork_copy(&mut self) {
+        self.copying = false;
     }
 
     /// A fork of this stream went away: one reference fewer. A soft-deleted
@@ -771,6 +838,19 @@ impl<L: StreamLog> Streams<L> {
         }
         SseTurn { bytes: out, wait: at_tail && !closed, done: closed }
     }
+}
+
+/// A fork page's messages, decoded.
+fn decode_messages(messages: &[(Offset, String)]) -> Result<Vec<Message>, Reply> {
+    messages
+        .iter()
+        .map(|(offset, data)| {
+            base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map(|data| Message { offset: *offset, data })
+                .map_err(|_| Reply::text(502, "the source stream sent an unreadable message"))
+        })
+        .collect()
 }
 
 fn producer_headers(r: Reply, epoch: u64, seq: u64) -> Reply {

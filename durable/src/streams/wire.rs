@@ -37,6 +37,10 @@ pub const COMMON_HEADERS: &[(&str, &str)] = &[
     ),
     ("x-content-type-options", "nosniff"),
     ("cross-origin-resource-policy", "cross-origin"),
+    // Stored content is never an active document on the app's origin: a
+    // stream created as `text/html` opened in a browser runs no script, in
+    // a sandbox with no origin, and loads nothing.
+    ("content-security-policy", "sandbox; default-src 'none'"),
 ];
 
 pub use crate::reply::Reply;

@@ -4,7 +4,7 @@
 //! loop died with the previous instance of the object.
 
 use super::{Sink, Thread};
-use crate::agent::{self, BackgroundTask, Checkpoint, Job};
+use crate::agent::{self, BackgroundTask, Checkpoint, Job, Scope};
 use crate::confirm::ConfirmState;
 use crate::effect::{Drive, Effect};
 use crate::error::ApiError;
@@ -37,6 +37,24 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Err(ApiError::invalid_event("a background task cannot finish its run"));
         }
         self.publish_events(events, now)
+    }
+
+    /// The built-in agent's publish path (its `Host::publish`): into the run,
+    /// or into a background task that outlives it. When storage refuses the
+    /// events, the loop stops where it is, and nothing else would end the
+    /// run: it ends here (`run-finish {error}`), rather than hold the lock
+    /// until the idle timeout.
+    pub fn publish_agent(&mut self, run_id: &str, scope: &Scope, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+        let result = match scope {
+            Scope::Run => self.publish_run(run_id, events, now),
+            Scope::Background(task) => self.publish_background(task, events, now),
+        };
+        if let Err(e) = &result {
+            if e.code == "storage_unavailable" {
+                let _ = self.end_run(run_id, FinishStatus::Error, "storage refused the run's events", now);
+            }
+        }
+        result
     }
 
     /// Adds a model's token usage to the active run's record (stored with its

@@ -99,10 +99,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         let decision = c.check(body)?;
         let mut decided = c.clone();
-        if let Some(tool) = decided.apply(decision) {
+        let session = decided.apply(decision);
+        self.store.put_confirmation(&decided).map_err(ApiError::storage)?;
+        if let Some(tool) = session {
             self.store.approve_for_session(&tool).map_err(ApiError::storage)?;
         }
-        self.store.put_confirmation(&decided).map_err(ApiError::storage)?;
         self.settled(&decided.run_id, now);
         Ok(decided)
     }

@@ -91,6 +91,8 @@ pub struct Config {
     /// Largest serialised payload of one published event (413 beyond); under
     /// SQLite's 2 MB row limit.
     pub max_event_bytes: usize,
+    /// Largest stored queue, as JSON (`MAX_QUEUE_BYTES`).
+    pub max_queue_bytes: usize,
 }
 
 impl Default for Config {
@@ -102,6 +104,7 @@ impl Default for Config {
             approval_policy: confirm::Policy::default(),
             driver: Driver::Webhook,
             max_event_bytes: 1_000_000,
+            max_queue_bytes: 1_000_000,
         }
     }
 }
@@ -160,8 +163,9 @@ pub struct Thread<S: Store, K: Sink> {
     ids: Rc<dyn Fn(&str) -> String>,
     /// When the log last grew (ms): a thread idle past its TTL is deleted.
     last_write_at: i64,
-    /// The origin of the last request (publish URLs without `PUBLIC_URL`).
-    origin: String,
+    /// The origin of the last accepted send (publish URLs without
+    /// `PUBLIC_URL`), as stored under `send_origin`: loaded on first use.
+    send_origin: Option<Option<String>>,
 }
 
 struct RunSubscriber<K> {
@@ -224,7 +228,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             started: Vec::new(),
             ids: ids::counter(),
             last_write_at: now,
-            origin: String::new(),
+            send_origin: None,
         };
         if let Some(last) =
             thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first()
@@ -405,6 +409,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Publishes into the active run `run_id` (409 `run_finished` otherwise)
     /// and marks it alive: its idle deadline moves, and a run found open on
     /// load that publishes is not swept.
+    ///
+    /// A refused publish (a storage error: 503) leaves the run as it was: an
+    /// external agent told 503 may retry; a built-in agent's refused publish
+    /// ends its run (`Thread::publish_agent`).
     pub fn publish_run(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
         if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
             return Err(ApiError::run_finished(run_id));
@@ -579,9 +587,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             now,
             json!({ "status": status.as_str(), "reason": reason }),
         ));
+        self.publish_events(events, now)?;
         // Its pending confirmations are settled: no decision applies any more.
         self.cancel_confirmations(run_id)?;
-        self.publish_events(events, now)?;
         Ok(true)
     }
 
@@ -709,8 +717,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Stores `queue` as the thread's queue and announces it (a durable
     /// `queue-updated` with the whole queue, so every tab sees the same
     /// snapshot). The queue in memory changes only once storage took it.
+    ///
+    /// Invariant: the stored queue, one row and one event, stays under
+    /// `max_queue_bytes` (413 `queue_too_large`, nothing changed).
     fn save_queue(&mut self, queue: Queue, now: i64) -> Result<(), ApiError> {
         let doc = serde_json::to_string(&queue).expect("the queue serialises");
+        if doc.len() > self.config.max_queue_bytes
+            && doc.len() > serde_json::to_string(&self.queue).map_or(0, |d| d.len())
+        {
+            return Err(ApiError::queue_too_large(doc.len(), self.config.max_queue_bytes));
+        }
         self.store.set_meta(QUEUE_KEY, Some(&doc)).map_err(ApiError::storage)?;
         self.queue = queue;
         let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());

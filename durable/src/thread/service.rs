@@ -24,6 +24,8 @@ use serde_json::{json, Value};
 pub const OWNER_KEY: &str = "owner";
 /// Where a thread keeps its pinned model (`PATCH /agent/threads/:id`).
 pub const PIN_KEY: &str = "pinned_model";
+/// Where a thread keeps the origin of its last accepted send.
+pub const SEND_ORIGIN_KEY: &str = "send_origin";
 
 /// One request as the shell received it.
 pub struct Incoming<'a> {
@@ -40,7 +42,9 @@ pub struct Incoming<'a> {
     pub random: u64,
 }
 
-/// What to answer.
+/// What to answer. Streams carry `until`: when the credential that opened
+/// them expires (a stream token), the stream ends (the client reconnects
+/// with a fresh one).
 #[derive(Debug)]
 pub enum Answer {
     Reply(Reply),
@@ -48,6 +52,7 @@ pub enum Answer {
     /// (`Thread::subscribe` and `Thread::replay_page`).
     Events {
         after: u64,
+        until: Option<i64>,
     },
     /// A run's frames numbered above `after`, in agora's envelope
     /// (`Thread::subscribe_run`), with these response headers.
@@ -55,9 +60,18 @@ pub enum Answer {
         run: String,
         after: u64,
         headers: Vec<(&'static str, String)>,
+        until: Option<i64>,
     },
     /// A Durable Streams read that waits (`thread/streams.rs`).
-    View(super::streams::ViewPlan),
+    View(super::streams::ViewPlan, Option<i64>),
+}
+
+/// When a stream opened by `caller` must end.
+fn until(caller: &Caller) -> Option<i64> {
+    match caller {
+        Caller::StreamToken { expires_at, .. } => Some(*expires_at),
+        _ => None,
+    }
 }
 
 /// The answer, and what the shell must do.
@@ -71,7 +85,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Serves one request. Refusals are answers too: nothing here fails.
     pub fn handle(&mut self, req: &Incoming, settings: &Settings, now: i64) -> Outcome {
         self.set_thread_id(req.route.thread());
-        self.origin = req.origin.to_owned();
         let mut effects = Vec::new();
         let answer = self.serve(req, settings, now, &mut effects).unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
         // Whatever the request did may have started a queued message.
@@ -108,9 +121,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         match route {
             Route::Chat { thread } | Route::AgentChat { thread } => {
                 let body = json_body(limits.max_body_bytes)?;
-                let sent = self.send(thread, &body, grant, req.caller, settings, now, effects)?;
+                let sent = self.send(thread, &body, (grant, req.caller, req.origin), settings, now, effects)?;
                 match (sent, route) {
-                    (Sent::Run { run_id, .. }, Route::AgentChat { .. }) => Ok(self.run_stream(thread, run_id, 0)),
+                    (Sent::Run { run_id, .. }, Route::AgentChat { .. }) => Ok(self.run_stream(thread, run_id, 0, None)),
                     (Sent::Run { run_id, regenerated }, _) => {
                         let mut out = json!({ "runId": run_id });
                         if regenerated {
@@ -126,12 +139,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     (req.header)("last-event-id").as_deref(),
                     request::query_first(req.query, "after").as_deref(),
                 )?;
-                Ok(self.run_stream(thread, run.clone(), after))
+                Ok(self.run_stream(thread, run.clone(), after, until(req.caller)))
             }
             Route::Events { .. } => {
                 let query = request::query_first(req.query, "lastEventId");
                 let after = request::cursor((req.header)("last-event-id").as_deref(), query.as_deref())?;
-                Ok(Answer::Events { after })
+                Ok(Answer::Events { after, until: until(req.caller) })
             }
             Route::Cancel { .. } => {
                 let cancelled = self.cancel(now)?;
@@ -167,7 +180,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Route::StreamToken { thread } => {
                 let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
                 let actor = req.caller.id().unwrap_or_default();
-                let (token, expires_at) = auth::issue_stream_token(key, thread, actor, now);
+                let (token, expires_at) =
+                    auth::issue_stream_token(key, thread, actor, now, settings.stream_token_ttl_ms);
                 ok(json!({ "token": token, "expiresAt": expires_at }))
             }
             Route::Delete { thread } => {
@@ -209,10 +223,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 ok(view)
             }
             Route::StreamThread { thread } => {
-                self.view_read(thread, None, req.query, req.random, settings, now).map(Answer::View)
+                let plan = self.view_read(thread, None, req.query, req.random, settings, now)?;
+                Ok(Answer::View(plan, until(req.caller)))
             }
             Route::StreamRun { thread, run, append: false } => {
-                self.view_read(thread, Some(run), req.query, req.random, settings, now).map(Answer::View)
+                let plan = self.view_read(thread, Some(run), req.query, req.random, settings, now)?;
+                Ok(Answer::View(plan, until(req.caller)))
             }
             Route::StreamRun { run, append: true, .. } => {
                 self.view_append(run, req.header, req.body, req.random, settings, now).map(Answer::Reply)
@@ -221,7 +237,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
     }
 
-    fn run_stream(&self, thread: &str, run: String, after: u64) -> Answer {
+    fn run_stream(&self, thread: &str, run: String, after: u64, until: Option<i64>) -> Answer {
         let mut headers: Vec<(&'static str, String)> =
             crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
         for (k, v) in [
@@ -234,7 +250,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 None => headers.push((k, v)),
             }
         }
-        Answer::RunStream { run, after, headers }
+        Answer::RunStream { run, after, headers, until }
     }
 
     /// `POST /instance-ai/chat/:threadId` and agora's `POST /agent/chat`:
@@ -250,8 +266,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &mut self,
         thread: &str,
         body: &Value,
-        grant: Grant,
-        caller: &Caller,
+        (grant, caller, origin): (Grant, &Caller, &str),
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
@@ -266,16 +281,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let send = Send::parse(body, catalog, settings.limits.max_message_bytes)?;
         let pin = self.store.meta(PIN_KEY).map_err(ApiError::storage)?;
         let pick = |model: Option<&str>| catalog.pick(model, pin.as_deref()).map(|m| Some(m.to_owned()));
+        // An accepted send claims a thread nobody owns, and its origin is
+        // where the runs it starts tell their agent to publish (unless
+        // PUBLIC_URL says): never another request's Host.
         let claim = |t: &mut Self| -> Result<(), ApiError> {
-            match (grant, caller.id()) {
-                (Grant::Claim, Some(id)) => t.store.set_meta(OWNER_KEY, Some(id)).map_err(ApiError::storage),
-                _ => Ok(()),
+            if let (Grant::Claim, Some(id)) = (grant, caller.id()) {
+                t.store.set_meta(OWNER_KEY, Some(id)).map_err(ApiError::storage)?;
             }
+            t.record_send_origin(origin)
         };
         let sent = match send {
             Send::Regenerate { model } => {
                 let model = pick(model.as_deref())?;
                 let run = self.regenerate(model, now)?;
+                claim(self)?;
                 Sent::Run { run_id: run.run_id, regenerated: true }
             }
             Send::Message { message, mode: Mode::Reject, model } => {
@@ -448,9 +467,28 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects
     }
 
-    /// The external agent's start signal: where and how to publish.
-    fn start_signal(&self, run: &RunRecord, token: &str, settings: &Settings) -> Value {
-        let origin = settings.public_url.clone().unwrap_or_else(|| self.origin.clone());
+    /// The origin of the last accepted send, stored (meta `send_origin`)
+    /// when it changes.
+    fn record_send_origin(&mut self, origin: &str) -> Result<(), ApiError> {
+        if self.send_origin()?.as_deref() == Some(origin) || origin.is_empty() {
+            return Ok(());
+        }
+        self.store.set_meta(SEND_ORIGIN_KEY, Some(origin)).map_err(ApiError::storage)?;
+        self.send_origin = Some(Some(origin.to_owned()));
+        Ok(())
+    }
+
+    fn send_origin(&mut self) -> Result<Option<String>, ApiError> {
+        if self.send_origin.is_none() {
+            self.send_origin = Some(self.store.meta(SEND_ORIGIN_KEY).map_err(ApiError::storage)?);
+        }
+        Ok(self.send_origin.clone().flatten())
+    }
+
+    /// The external agent's start signal: where and how to publish
+    /// (`PUBLIC_URL`, else the origin of the send that started the run).
+    fn start_signal(&mut self, run: &RunRecord, token: &str, settings: &Settings) -> Value {
+        let origin = settings.public_url.clone().or_else(|| self.send_origin().ok().flatten()).unwrap_or_default();
         json!({
             "type": "run",
             "threadId": self.thread_id,
