@@ -1,8 +1,6 @@
 //! Moving bytes between the runtime and the core: a decided [`Reply`] as a
-//! response, an SSE body as a streaming response, a request's body and
-//! headers as the core reads them.
+//! response, a request's body and headers as the core reads them.
 
-use crate::live::Body;
 use futures_util::StreamExt;
 use threadline_durable::{ApiError, Reply};
 use worker::{Headers, Request, Response, Result};
@@ -22,29 +20,25 @@ pub fn error(e: &ApiError) -> Result<Response> {
     reply(Reply::error(e))
 }
 
-/// An SSE body with its headers as a streaming response.
-pub fn stream(body: Body, headers: &[(&str, String)]) -> Result<Response> {
-    let h = Headers::new();
-    for (k, v) in headers {
-        h.set(k, v)?;
-    }
-    Ok(Response::from_stream(body.map(Ok::<_, worker::Error>))?.with_headers(h))
-}
-
-/// The SSE header set of the core, as owned pairs.
-pub fn sse_headers() -> Vec<(&'static str, String)> {
-    threadline_durable::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
-}
-
 /// Maps a platform error to a JSON 503: the only path to a 5xx is storage or
 /// the platform failing, never bad input.
 pub fn internal(e: worker::Error) -> ApiError {
     ApiError::unavailable(e)
 }
 
+/// Maps an answer of our own objects that does not parse to a 503.
+pub fn internal_json(e: serde_json::Error) -> ApiError {
+    ApiError::unavailable(e)
+}
+
 /// A request header by name.
 pub fn header(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()
+}
+
+/// A response header by name.
+pub fn header_of(resp: &Response, name: &str) -> Option<String> {
+    resp.headers().get(name).ok().flatten()
 }
 
 /// Why a body was not read.
@@ -86,6 +80,26 @@ pub async fn body(req: &mut Request, limit: usize) -> std::result::Result<Vec<u8
         out.extend_from_slice(&chunk);
     }
     Ok(out)
+}
+
+/// Most declared bytes of a refused request's body read and discarded
+/// ([`discard_body`]).
+const DISCARD_MAX: u64 = 4 * 1024 * 1024;
+
+/// Reads and discards a request's body that was refused without being
+/// read, when it declares a `Content-Length` of at most [`DISCARD_MAX`]:
+/// a client still writing it would otherwise find the connection closed
+/// under it, and one that reuses the connection sees its next request
+/// reset. A larger or undeclared body is left unread (the refusal is sent
+/// at once, and the runtime closes the connection, as HTTP allows).
+pub async fn discard_body(raw: web_sys::Request) {
+    let declared = raw.headers().get("content-length").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
+    if raw.body_used() || raw.body().is_none() || declared.is_none_or(|n| n > DISCARD_MAX) {
+        return;
+    }
+    let mut req = Request::from(raw);
+    let Ok(mut stream) = req.stream() else { return };
+    while let Some(Ok(_)) = stream.next().await {}
 }
 
 /// A response's headers as a mutable copy: a response forwarded from an

@@ -14,6 +14,12 @@ pub fn random_u64() -> u64 {
     u64::from_le_bytes(b)
 }
 
+/// A subscriber's id: 53 random bits, so it round-trips through a socket's
+/// attachment (a JavaScript number) exactly.
+pub fn subscriber_id() -> u64 {
+    random_u64() & ((1 << 53) - 1)
+}
+
 /// `prefix_` + 96 random bits, e.g. `run_3f2a…`.
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}_{}", random_hex(12))

@@ -26,6 +26,7 @@ mod http;
 mod ids;
 mod live;
 mod object;
+mod relay;
 mod store;
 mod stream_object;
 
@@ -34,7 +35,10 @@ pub use object::ThreadObject;
 use std::rc::Rc;
 pub use stream_object::StreamObject;
 use threadline_durable::access::{Caller, CALLER_HEADER};
+use threadline_durable::feed::Plan;
 use threadline_durable::front::{self, Dispatch};
+use threadline_durable::route::Route;
+use threadline_durable::streams::live as stream_live;
 use threadline_durable::{request, ApiError, Reply, Settings};
 use worker::*;
 
@@ -75,10 +79,12 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     }
     let cors = front::cors(http::header(&req, "origin").as_deref(), &settings);
     let head = req.method() == Method::Head;
+    let raw = Clone::clone(req.inner());
     let resp = match route(req, &env, &settings, cors.is_some()).await {
         Ok(resp) => resp,
         Err(e) => http::error(&e)?,
     };
+    http::discard_body(raw).await;
     // HEAD: the answer's status and headers, no body (an SSE route's stream
     // is dropped, which ends its subscription).
     let resp = if head {
@@ -137,18 +143,64 @@ async fn route(
                 }
                 _ => unreachable!(),
             };
-            let route = threadline_durable::route::Route::parse("POST", &path)?;
-            to_thread(&req, &route, &path, &caller, Some(body), env, settings).await
+            let route = Route::parse("POST", &path)?;
+            let resp = to_thread(&req, &route, &path, &caller, Forward::Body(body), env, settings).await?;
+            follow_send(&req, &route, &caller, resp, env, settings).await
         }
         Dispatch::Thread(route) => {
             if let Some(reply) = front::head_reply(req.method().as_ref(), &route) {
                 return http::reply(reply).map_err(http::internal);
             }
+            let last_event_id = http::header(&req, "last-event-id");
+            if let Some(plan) = Plan::of(&route, &query, last_event_id.as_deref(), &caller, now_ms())? {
+                let resp = to_thread(&req, &route, &path, &caller, Forward::Socket, env, settings).await?;
+                return relay::serve(
+                    resp,
+                    plan,
+                    &req.inner().signal(),
+                    settings.ping_ms,
+                    settings.streams_long_poll_ms,
+                )
+                .await;
+            }
             let limit = route.body_limit(&settings.limits);
             let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
-            to_thread(&req, &route, &path, &caller, Some(body), env, settings).await
+            to_thread(&req, &route, &path, &caller, Forward::Body(body), env, settings).await
         }
     }
+}
+
+/// agora's send answers with the run it started, as a stream: the Worker
+/// follows the thread's answer with that run's stream (`Plan::after_send`).
+async fn follow_send(
+    req: &Request,
+    route: &Route,
+    caller: &Caller,
+    mut resp: Response,
+    env: &Env,
+    settings: &Settings,
+) -> std::result::Result<Response, ApiError> {
+    if resp.status_code() != 200 || !matches!(route, Route::AgentChat { .. }) {
+        return Ok(resp);
+    }
+    let body = resp.bytes().await.map_err(http::internal)?;
+    let reply = Reply::new(200).body(body);
+    let Some(plan) = Plan::after_send(route, &reply) else { return http::reply(reply).map_err(http::internal) };
+    let run = serde_json::from_slice::<serde_json::Value>(&reply.body).map_err(http::internal_json)?["runId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let path = format!("/agent/chat/{run}/stream");
+    let stream = Route::parse("GET", &path)?;
+    let socket = to_thread(req, &stream, &path, caller, Forward::Socket, env, settings).await?;
+    relay::serve(socket, plan, &req.inner().signal(), settings.ping_ms, settings.streams_long_poll_ms).await
+}
+
+/// What a forwarded request carries: its (capped) body, or a request for a
+/// subscriber socket.
+enum Forward {
+    Body(Vec<u8>),
+    Socket,
 }
 
 /// Forwards a request to its thread's object with the caller attached
@@ -159,7 +211,7 @@ async fn to_thread(
     route: &threadline_durable::route::Route,
     path: &str,
     caller: &Caller,
-    body: Option<Vec<u8>>,
+    body: Forward,
     env: &Env,
     settings: &Settings,
 ) -> std::result::Result<Response, ApiError> {
@@ -177,9 +229,17 @@ async fn to_thread(
     let mut url = req.url().map_err(http::internal)?;
     url.set_path(path);
     let mut init = RequestInit::new();
-    init.with_method(req.method()).with_headers(headers);
-    if let Some(b) = body.filter(|b| !b.is_empty()) {
-        init.with_body(Some(js_sys::Uint8Array::from(b.as_slice()).into()));
+    match body {
+        Forward::Body(b) => {
+            init.with_method(req.method()).with_headers(headers);
+            if !b.is_empty() {
+                init.with_body(Some(js_sys::Uint8Array::from(b.as_slice()).into()));
+            }
+        }
+        Forward::Socket => {
+            let _ = headers.set("upgrade", "websocket");
+            init.with_method(Method::Get).with_headers(headers);
+        }
     }
     let forwarded = Request::new_with_init(url.as_str(), &init).map_err(http::internal)?;
     let stub = env.durable_object("THREAD").and_then(|ns| ns.get_by_name(route.thread())).map_err(http::internal)?;
@@ -223,6 +283,13 @@ pub(crate) async fn directory_call(
 /// clients read streams cross-origin; nothing here rides on cookies) and
 /// every answer carries the protocol's security headers.
 async fn streams(req: Request, env: &Env, settings: &Settings) -> Result<Response> {
+    let raw = Clone::clone(req.inner());
+    let resp = streams_inner(req, env, settings).await;
+    http::discard_body(raw).await;
+    resp
+}
+
+async fn streams_inner(req: Request, env: &Env, settings: &Settings) -> Result<Response> {
     use threadline_durable::streams::wire::COMMON_HEADERS;
     let finish = |resp: Response| -> Result<Response> {
         let headers = http::mutable_headers(&resp)?;
@@ -248,5 +315,29 @@ async fn streams(req: Request, env: &Env, settings: &Settings) -> Result<Respons
         return finish(http::error(&ApiError::not_found_route("a stream path is /v1/stream/<name>"))?);
     }
     let stub = env.durable_object("STREAM")?.get_by_name(&path)?;
-    finish(stub.fetch_with_request(req).await?)
+    let url = req.url()?;
+    let query = request::query_pairs(url.query().unwrap_or_default());
+    let if_none_match = http::header(&req, "if-none-match");
+    let long_poll_ms = settings.streams_long_poll_ms;
+    let Some(plan) = stream_live::plan(req.method().as_ref(), &path, &query, if_none_match.as_deref(), long_poll_ms)
+    else {
+        return finish(stub.fetch_with_request(req).await?);
+    };
+    // A live read: the object answers with a reader's socket (or refuses),
+    // and this Worker relays it, so the object can sleep meanwhile.
+    let headers = Headers::new();
+    for (k, v) in req.headers().entries() {
+        if !k.starts_with("x-threadline-") {
+            headers.set(&k, &v)?;
+        }
+    }
+    headers.set("upgrade", "websocket")?;
+    let mut init = RequestInit::new();
+    init.with_method(Method::Get).with_headers(headers);
+    let socket = stub.fetch_with_request(Request::new_with_init(url.as_str(), &init)?).await?;
+    let resp = relay::serve(socket, plan, &req.inner().signal(), settings.ping_ms, long_poll_ms).await;
+    finish(match resp {
+        Ok(r) => r,
+        Err(e) => http::error(&e)?,
+    })
 }

@@ -1,9 +1,14 @@
 //! The `#[durable_object]` shell of a thread. It loads the core [`Thread`]
 //! over SQLite, hands it each request as bytes, and carries out what the
-//! core answers: a reply, a stream to open, and [`Effect`]s (drive the
-//! built-in agent, call the webhook, update the directory, wipe). It keeps
-//! the timers (the storage alarm, the idle-flush timer) at the deadlines the
-//! core names. It decides nothing.
+//! core answers: a reply, a subscriber socket to accept, and [`Effect`]s
+//! (drive the built-in agent, call the webhook, update the directory,
+//! wipe). It keeps the timers (the storage alarm, the idle-flush timer) at
+//! the deadlines the core names. It decides nothing.
+//!
+//! It holds no stream: subscribers are hibernatable sockets the stateless
+//! Worker relays to its clients (`live`, `relay`), so with no run and no
+//! unflushed text the object sleeps, and wakes for a publish (or a page a
+//! relay asks for) for as long as that takes.
 
 use crate::agent_host::WorkerHost;
 use crate::http;
@@ -20,8 +25,7 @@ use threadline_durable::agent::{self, cancel::CancelToken};
 use threadline_durable::effect::{Drive, Effect};
 use threadline_durable::request;
 use threadline_durable::route::Route;
-use threadline_durable::thread::service::{Answer, Incoming};
-use threadline_durable::thread::streams::ViewPlan;
+use threadline_durable::thread::service::{Answer, Incoming, Instance};
 use threadline_durable::{ApiError, Settings, Thread};
 use worker::*;
 
@@ -34,6 +38,7 @@ pub struct ThreadObject {
 /// idle-flush timer), which outlive the request that started them.
 pub struct Inner {
     env: Env,
+    state: State,
     storage: Storage,
     settings: Rc<Settings>,
     core: Shared,
@@ -42,30 +47,85 @@ pub struct Inner {
     /// Built-in agent runs driven by this instance: their cancel tokens and
     /// hosts (whose abort controller stops their fetches).
     agents: Rc<RefCell<Vec<(String, CancelToken, WorkerHost)>>>,
+    /// This instance, as the debug stats report it.
+    instance: String,
+    inflight: Cell<u32>,
+    handled: Cell<u64>,
 }
+
+/// One event in progress on the object (a request, a socket event, an
+/// alarm): counted while it runs.
+struct Event<'a>(&'a Inner);
+
+impl Drop for Event<'_> {
+    fn drop(&mut self) {
+        self.0.inflight.set(self.0.inflight.get() - 1);
+    }
+}
+
+/// Stored count of the events every instance handled (`DEBUG_WAKES`).
+const HANDLED_KEY: &str = "debug:handled";
 
 impl DurableObject for ThreadObject {
     fn new(state: State, env: Env) -> Self {
         let settings = crate::settings(&env);
+        // The Worker's keep-alive on a subscriber socket is answered by the
+        // runtime, without waking the object.
+        if let Ok(pair) = WebSocketRequestResponsePair::new(live::PING, live::PONG) {
+            state.set_websocket_auto_response(&pair);
+        }
         let inner = Inner {
             env,
             storage: state.storage(),
+            state,
             settings,
             core: Rc::default(),
             flush_timer: Rc::default(),
             agents: Rc::default(),
+            instance: format!("{:x}", ids::random_u64()),
+            inflight: Cell::new(0),
+            handled: Cell::new(0),
         };
         ThreadObject { inner: Rc::new(inner) }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
+        let _event = self.inner.event().await;
         match self.inner.handle(req).await {
             Ok(resp) => Ok(resp),
             Err(e) => http::error(&e),
         }
     }
 
+    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        let WebSocketIncomingMessage::String(text) = message else { return Ok(()) };
+        let _event = self.inner.event().await;
+        match self.inner.load() {
+            Ok(effects) => {
+                if let Err(e) = self.inner.on_socket_message(&ws, &text) {
+                    console_error!("page: {e}");
+                }
+                self.inner.run(effects).await;
+            }
+            Err(e) => console_error!("load: {e}"),
+        }
+        Ok(())
+    }
+
+    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
+        let _event = self.inner.event().await;
+        self.inner.socket_gone(&ws);
+        Ok(())
+    }
+
+    async fn websocket_error(&self, ws: WebSocket, _error: Error) -> Result<()> {
+        let _event = self.inner.event().await;
+        self.inner.socket_gone(&ws);
+        Ok(())
+    }
+
     async fn alarm(&self) -> Result<Response> {
+        let _event = self.inner.event().await;
         let inner = &self.inner;
         let effects = inner.load().and_then(|mut effects| {
             effects.extend(inner.with_core(|c| c.on_alarm(&inner.settings, now_ms()))??);
@@ -80,6 +140,35 @@ impl DurableObject for ThreadObject {
 }
 
 impl Inner {
+    /// Counts an event for the debug stats; with `DEBUG_WAKES`, in storage
+    /// too (the input gate holds other events while it is written).
+    async fn event(&self) -> Event<'_> {
+        self.inflight.set(self.inflight.get() + 1);
+        self.handled.set(self.handled.get() + 1);
+        if self.settings.debug_wakes {
+            let n: u64 = self.storage.get(HANDLED_KEY).await.ok().flatten().unwrap_or(0);
+            let _ = self.storage.put(HANDLED_KEY, n + 1).await;
+        }
+        Event(self)
+    }
+
+    /// The instance's facts, for the debug stats (the asking event excluded
+    /// from those in progress).
+    async fn instance(&self) -> Instance {
+        let handled_ever = match self.settings.debug_wakes {
+            true => self.storage.get(HANDLED_KEY).await.ok().flatten(),
+            false => None,
+        };
+        let timer = u32::from(self.flush_timer.get().is_some());
+        Instance {
+            id: self.instance.clone(),
+            inflight: self.inflight.get().saturating_sub(1),
+            handled: self.handled.get(),
+            handled_ever,
+            tasks: timer + self.agents.borrow().len() as u32,
+        }
+    }
+
     /// Runs `f` on the loaded core. The borrow ends when `f` returns.
     fn with_core<R>(&self, f: impl FnOnce(&mut Core) -> R) -> std::result::Result<R, ApiError> {
         let mut slot = self.core.borrow_mut();
@@ -100,6 +189,15 @@ impl Inner {
         core.set_id_source(Rc::new(
             |prefix: &str| if prefix == "tlp" { ids::new_token() } else { ids::new_id(prefix) },
         ));
+        // Subscribers whose sockets outlived the last instance: the object
+        // slept, it did not restart.
+        let sockets = live::sockets(&self.state);
+        if !sockets.is_empty() {
+            core.woke(now_ms());
+        }
+        for (a, sink) in sockets {
+            core.resubscribe(a.id, a.follow, sink);
+        }
         let effects = core.recovery(&self.settings, now_ms())?;
         *self.core.borrow_mut() = Some(core);
         Ok(effects)
@@ -114,6 +212,7 @@ impl Inner {
         let query = request::query_pairs(url.query().unwrap_or_default());
         let origin = url.origin().ascii_serialization();
         let header = |name: &str| http::header(&req, name);
+        let instance = self.instance().await;
         let mut effects = self.load()?;
         let incoming = Incoming {
             route: &route,
@@ -123,55 +222,51 @@ impl Inner {
             body: &body,
             origin: &origin,
             random: ids::random_u64(),
+            instance: &instance,
         };
+        let upgrade = http::header(&req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
         let outcome = self.with_core(|c| c.handle(&incoming, &self.settings, now_ms()))?;
-        // The stream is opened (its subscriber registered) in the same
-        // synchronous block as the answer was decided; effects come after.
-        let resp = self.answer(outcome.answer).await;
+        // A subscriber is registered (and sent its hello) in the same
+        // synchronous block as its answer was decided; effects come after.
+        let resp = self.answer(outcome.answer, upgrade);
         effects.extend(outcome.effects);
         self.run(effects).await;
         resp
     }
 
-    /// Turns the core's answer into a response; streams subscribe here.
-    async fn answer(self: &Rc<Self>, answer: Answer) -> std::result::Result<Response, ApiError> {
-        let ping = self.settings.ping_ms;
-        let max = self.settings.limits.max_subscribers;
+    /// Turns the core's answer into a response: a reply, or a subscriber's
+    /// socket (the Worker asked for one).
+    fn answer(&self, answer: Answer, upgrade: bool) -> std::result::Result<Response, ApiError> {
         match answer {
             Answer::Reply(r) => http::reply(r).map_err(http::internal),
-            Answer::Events { after, until } => {
-                let (sink, ch) = live::channel(ping);
-                let sub = self.with_core(|c| {
-                    c.make_room(max)?;
-                    Ok::<_, ApiError>(c.subscribe(after, sink))
-                })??;
-                http::stream(live::events_body(self.core.clone(), sub, ch, ping, until), &http::sse_headers())
-                    .map_err(http::internal)
-            }
-            Answer::RunStream { run, after, headers, until } => {
-                let (sink, ch) = live::channel(ping);
-                let (head, sub) = self.with_core(|c| {
-                    c.make_room(max)?;
-                    c.subscribe_run(&run, after, sink)
-                })??;
-                http::stream(live::run_body(self.core.clone(), head, sub, ch, ping, until), &headers)
-                    .map_err(http::internal)
-            }
-            Answer::View(ViewPlan::Reply(r), _) => http::reply(r).map_err(http::internal),
-            Answer::View(ViewPlan::Wait(cursor), _) => {
-                let (sink, ch) = live::channel(ping);
-                let sub = self.with_core(|c| c.subscribe(cursor.pos.seq, sink).id)?;
-                let reply =
-                    live::view_long_poll(&self.core, sub, cursor, ch.rx, self.settings.streams_long_poll_ms).await;
-                http::reply(reply).map_err(http::internal)
-            }
-            Answer::View(ViewPlan::Sse { first, cursor }, until) => {
-                let (sink, ch) = live::channel(ping);
-                let sub = self.with_core(|c| c.subscribe(cursor.pos.seq, sink).id)?;
-                let body = live::view_sse_body(self.core.clone(), sub, first, cursor, ch, ping, until);
-                http::stream(body, &http::sse_headers()).map_err(http::internal)
+            Answer::Follow { .. } if !upgrade => Err(ApiError::unavailable("a stream is served over a socket")),
+            Answer::Follow { follow, after } => {
+                let id = ids::subscriber_id();
+                let (client, server) = live::accept(&self.state, id, &follow).map_err(http::internal)?;
+                let hello = self.with_core(|c| c.subscribe(id, follow, after, live::WsSink::new(server.clone())))??;
+                live::send(&server, &hello);
+                Response::from_websocket(client).map_err(http::internal)
             }
         }
+    }
+
+    /// A subscriber's relay went away: it is unregistered (a sleeping
+    /// object is not woken for it: a closed socket is not among those it
+    /// finds on waking).
+    fn socket_gone(&self, ws: &WebSocket) {
+        if let (Some(a), Some(core)) = (live::attachment(ws), self.core.borrow_mut().as_mut()) {
+            core.unsubscribe(a.id);
+        }
+        let _ = ws.close(Some(1000), Some("closed"));
+    }
+
+    /// A relay asks for the next replay page of its subscription.
+    fn on_socket_message(&self, ws: &WebSocket, text: &str) -> std::result::Result<(), ApiError> {
+        let Some((after, high)) = threadline_durable::feed::wire::parse_page_request(text) else { return Ok(()) };
+        let Some(a) = live::attachment(ws) else { return Ok(()) };
+        let page = self.with_core(|c| c.replay_page(&a.follow, after, high))??;
+        live::send(ws, &page);
+        Ok(())
     }
 
     /// Carries out the core's effects in order, then keeps the timers at the
@@ -207,8 +302,11 @@ impl Inner {
                     let _ = crate::directory_call(&self.env, &owner, "/unregister", Some(body)).await;
                 }
                 Effect::Wipe => {
-                    // Dropping the core drops every subscriber's sender: their streams end.
+                    // The thread is gone: its subscribers' streams end.
                     *self.core.borrow_mut() = None;
+                    for ws in self.state.get_websockets_with_tag(live::TAG) {
+                        let _ = ws.close(Some(live::GONE), Some("the thread was deleted"));
+                    }
                     if let Err(e) = self.storage.delete_all().await {
                         console_error!("delete: {e}");
                     }

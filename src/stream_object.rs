@@ -1,27 +1,30 @@
 //! `StreamObject`: one standalone Durable Stream (`/v1/stream/*`) per
 //! object, named by its path. A thin shell around the core's
 //! [`Streams`](threadline_durable::streams::stream::Streams): SQLite storage
-//! ([`SqlLog`]), the waits of long-poll and SSE, the TTL alarm, and the calls
-//! between a fork and its source object. Every decision is the core's.
+//! ([`SqlLog`]), live readers' sockets, the TTL alarm, and the calls between
+//! a fork and its source object. Every decision is the core's.
+//!
+//! It holds no waiting request: a live read (`live=sse`, `live=long-poll`)
+//! is a hibernatable socket the stateless Worker relays to its client
+//! (`streams::live`), so between appends the object sleeps.
 //!
 //! Invariants enforced here: every access to the core is one synchronous
-//! borrow (never held across an `.await`); readers are woken only after an
-//! append is stored (the core persists inside `append`, the wake follows it).
+//! borrow (never held across an `.await`); a live reader's socket is
+//! accepted, and sent its first batch, in the same synchronous block as its
+//! read is decided; readers are sent an append only after it is stored (the
+//! core persists inside `append`, [`Inner::notify`] follows it).
 
 use crate::now_ms;
-use bytes::Bytes;
-use futures_channel::oneshot;
-use futures_util::stream;
 use serde::Deserialize;
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Duration;
 use threadline_durable::store::{StoreError, StoreResult};
+use threadline_durable::streams::live;
 use threadline_durable::streams::log::{Message, Meta, StreamLog};
 use threadline_durable::streams::offset::Offset;
 use threadline_durable::streams::producer::ProducerState;
 use threadline_durable::streams::stream::{
-    AppendRequest, CreateRequest, ForkRequest, ForkSource, ReadPlan, ReadRequest, SseState, Streams,
+    AppendRequest, CreateRequest, ForkRequest, ForkSource, ReadPlan, ReadRequest, Streams,
 };
 use threadline_durable::streams::wire::{self, Reply};
 use worker::*;
@@ -152,23 +155,19 @@ pub struct StreamObject {
 
 pub struct Inner {
     env: Env,
+    state: State,
     storage: Storage,
     core: RefCell<Option<Streams<SqlLog>>>,
-    /// Readers waiting for the next append (long-polls, SSE connections).
-    waiters: RefCell<Vec<oneshot::Sender<()>>>,
-    long_poll_ms: u64,
 }
 
 impl DurableObject for StreamObject {
     fn new(state: State, env: Env) -> Self {
-        let long_poll_ms = crate::settings(&env).streams_long_poll_ms;
-        let inner = Inner {
-            env,
-            storage: state.storage(),
-            core: RefCell::default(),
-            waiters: RefCell::default(),
-            long_poll_ms,
-        };
+        // The relays' keep-alive is answered by the runtime, without waking
+        // the object.
+        if let Ok(pair) = WebSocketRequestResponsePair::new(crate::live::PING, crate::live::PONG) {
+            state.set_websocket_auto_response(&pair);
+        }
+        let inner = Inner { env, storage: state.storage(), state, core: RefCell::default() };
         StreamObject { inner: Rc::new(inner) }
     }
 
@@ -183,9 +182,28 @@ impl DurableObject for StreamObject {
         }
     }
 
+    /// A relay asks for the messages after its reader's position.
+    async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        let WebSocketIncomingMessage::String(text) = message else { return Ok(()) };
+        if let Some(after) = live::parse_page_request(&text) {
+            if let Ok(batch) = self.inner.with(|s| s.batch(after, true, now_ms())) {
+                let _ = ws.send_with_str(batch.encode());
+            }
+        }
+        Ok(())
+    }
+
+    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
+        let _ = ws.close(Some(1000), Some("closed"));
+        Ok(())
+    }
+
+    /// The stream's expiry: its readers learn it is gone.
     async fn alarm(&self) -> Result<Response> {
         let now = now_ms();
+        let tail = self.inner.with(|s| s.tail()).ok().flatten();
         let _ = self.inner.with(|s| s.live_meta(now).map(|_| ()));
+        self.inner.notify(tail.unwrap_or_default());
         self.inner.after().await;
         Response::ok("")
     }
@@ -233,23 +251,22 @@ impl Inner {
         Ok(f(slot.as_mut().expect("opened above")))
     }
 
-    fn wake(&self) {
-        for w in self.waiters.borrow_mut().drain(..) {
-            let _ = w.send(());
+    /// Sends every live reader what changed since `prev` (the tail before
+    /// the change): an append's messages, the stream's close, or its end
+    /// (then the sockets close). Called only after the change is stored.
+    fn notify(&self, prev: Offset) {
+        let sockets = self.state.get_websockets();
+        if sockets.is_empty() {
+            return;
         }
-    }
-
-    /// Waits for the next append, or `ms`; true when woken by an append.
-    async fn wait(&self, ms: u64) -> bool {
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut waiters = self.waiters.borrow_mut();
-            // Readers that went away while waiting leave a cancelled sender.
-            waiters.retain(|w| !w.is_canceled());
-            waiters.push(tx);
+        let Ok(batch) = self.with(|s| s.batch(prev, false, now_ms())) else { return };
+        let text = batch.encode();
+        for ws in &sockets {
+            let _ = ws.send_with_str(&text);
+            if batch.gone.is_some() {
+                let _ = ws.close(Some(1000), Some("the stream is gone"));
+            }
         }
-        let tick = Delay::from(Duration::from_millis(ms));
-        matches!(futures_util::future::select(rx, tick).await, futures_util::future::Either::Left((Ok(()), _)))
     }
 
     /// After an operation: release a source this stream stopped reading,
@@ -280,8 +297,9 @@ impl Inner {
                 }
             }
             (Method::Post, "/_ds/release") => {
+                let tail = self.with(|s| s.tail())?;
                 let r = self.with(|s| s.release())?;
-                self.wake();
+                self.notify(tail.unwrap_or_default());
                 match r {
                     Ok(()) => Reply::new(204).into(),
                     Err(r) => r.into(),
@@ -299,16 +317,18 @@ impl Inner {
                     producer_seq: header(&req, wire::PRODUCER_SEQ),
                     body,
                 };
+                let tail = self.with(|s| s.tail())?;
                 let (reply, stored) = self.with(|s| s.append(a, now))?;
                 if stored {
-                    self.wake();
+                    self.notify(tail.unwrap_or_default());
                 }
                 reply.into()
             }
             (Method::Head, _) => self.with(|s| s.head(now))?.into(),
             (Method::Delete, _) => {
+                let tail = self.with(|s| s.tail())?;
                 let r = self.with(|s| s.delete(now))?;
-                self.wake();
+                self.notify(tail.unwrap_or_default());
                 r.into()
             }
             (Method::Get, _) => self.read(&req, &url, path).await?,
@@ -419,25 +439,26 @@ impl Inner {
             cursor: q("cursor").into_iter().next(),
             if_none_match: header(req, "if-none-match"),
         };
-        let plan = self.with(|s| s.read(&r, now_ms()))?;
-        match plan {
-            ReadPlan::Reply(reply) => Ok(reply.into()),
-            ReadPlan::Wait { after } => {
-                self.wait(self.long_poll_ms).await;
-                let jitter = jitter();
-                Ok(self.with(|s| s.long_poll_result(&r, after, now_ms(), jitter))?.into())
-            }
-            ReadPlan::Sse(st) => {
-                let base64 = st.base64;
-                let mut headers = crate::http::sse_headers();
-                if base64 {
-                    headers.push((wire::SSE_ENCODING, "base64".to_owned()));
-                }
-                let resp = crate::http::stream(Box::pin(sse_body(self.clone(), st)), &headers)
-                    .map_err(|e| Reply::text(503, &e.to_string()))?;
-                Ok(Answer::Response(resp))
-            }
+        let upgrade = header(req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+        // The read, the reader's socket and its first batch: one block.
+        let now = now_ms();
+        let (after, base64) = match self.with(|s| s.read(&r, now))? {
+            ReadPlan::Reply(reply) => return Ok(reply.into()),
+            ReadPlan::Wait { after } => (after, false),
+            ReadPlan::Sse(st) => (st.after, st.base64),
+        };
+        if !upgrade {
+            return Err(Reply::text(503, "a live read is served over a socket").into());
         }
+        let pair = WebSocketPair::new().map_err(|e| Reply::text(503, &e.to_string()))?;
+        self.state.accept_web_socket(&pair.server);
+        let first = self.with(|s| s.batch(after, true, now))?;
+        let _ = pair.server.send_with_str(first.encode());
+        let resp = Response::from_websocket(pair.client).map_err(|e| Reply::text(503, &e.to_string()))?;
+        if base64 {
+            let _ = resp.headers().set(wire::SSE_ENCODING, "base64");
+        }
+        Ok(Answer::Response(resp))
     }
 }
 
@@ -447,35 +468,6 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Reply> {
     crate::http::body(req, limit).await.map_err(|e| match e {
         crate::http::BodyError::TooLarge => Reply::text(413, &format!("the body is over {limit} bytes")),
         crate::http::BodyError::Unreadable(e) => Reply::text(400, &e),
-    })
-}
-
-fn jitter() -> u64 {
-    wire::cursor_jitter(crate::ids::random_u64())
-}
-
-/// An SSE body: turns of the core, waiting for appends (or the long-poll
-/// interval, which sends a keep-alive control event) between them; ends when
-/// the stream closes at the client's position, goes away, or after
-/// [`wire::SSE_RECYCLE_MS`].
-fn sse_body(inner: Rc<Inner>, st: SseState) -> impl futures_util::Stream<Item = Bytes> {
-    let opened = now_ms();
-    stream::unfold((inner, st, false, false), move |(inner, mut st, waited, done)| async move {
-        if done || now_ms() - opened > wire::SSE_RECYCLE_MS {
-            return None;
-        }
-        if waited {
-            inner.wait(inner.long_poll_ms).await;
-        }
-        let j = jitter();
-        let turn = match inner.with(|s| s.sse_step(&mut st, now_ms(), j)) {
-            Ok(t) => t,
-            Err(_) => return None,
-        };
-        if turn.bytes.is_empty() && turn.done {
-            return None;
-        }
-        Some((Bytes::from(turn.bytes), (inner, st, turn.wait, turn.done)))
     })
 }
 

@@ -63,6 +63,10 @@ pub struct Settings {
     /// The origin publish URLs are built on.
     pub public_url: Option<String>,
     pub debug_routes: bool,
+    /// `DEBUG_WAKES=1`: objects store how many events they handled, so a
+    /// test or benchmark can count wakes across evictions (a storage write
+    /// per event: never in production).
+    pub debug_wakes: bool,
     /// Keep-alive comment interval on SSE responses.
     pub ping_ms: u64,
     pub limits: Limits,
@@ -167,6 +171,7 @@ impl Settings {
             webhook_url,
             public_url: var("PUBLIC_URL").map(|u| u.trim().trim_end_matches('/').to_owned()),
             debug_routes: var("DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),
+            debug_wakes: var("DEBUG_WAKES").is_some_and(|v| v == "1" || v == "true"),
             ping_ms: num("SSE_PING_MS", crate::sse::PING_INTERVAL_MS as i64).max(100) as u64,
             limits: Limits {
                 max_body_bytes: num("MAX_BODY_BYTES", 256 * 1024) as usize,

@@ -2,6 +2,8 @@
 //! create/append/read, JSON mode, producers, closing, long-poll and SSE
 //! turns, ETag, TTL (lazy expiry), forks and soft delete.
 
+use threadline_durable::feed::Feed;
+use threadline_durable::streams::live::{PollFeed, SseFeed};
 use threadline_durable::streams::log::MemoryLog;
 use threadline_durable::streams::stream::{AppendRequest, CreateRequest, ReadPlan, ReadRequest, Streams};
 use threadline_durable::streams::Reply;
@@ -110,7 +112,10 @@ fn producers_close_and_long_poll() {
     // Caught up: a long-poll waits; nothing came, so 204 at the same offset.
     let ReadPlan::Wait { after } = read(&mut s, &tail, Some("long-poll"), 3) else { panic!("should wait") };
     let req = ReadRequest { path: "/v1/stream/a".into(), offsets: vec![tail.clone()], ..ReadRequest::default() };
-    let timed_out = s.long_poll_result(&req, after, 4, 1);
+    let mut poll = PollFeed::new(req);
+    let step = poll.on_message(&s.batch(after, true, 3).encode(), 3, 1);
+    assert_eq!((step.page, poll.reply()), (None, None), "nothing new: it waits");
+    let timed_out = poll.timeout(4, 1).unwrap();
     assert_eq!((timed_out.status, timed_out.get("stream-next-offset")), (204, Some(tail.as_str())));
     // Close with the producer's last append; its retry is a duplicate, others learn it is closed.
     assert_eq!(s.append(p("1", "1", "end", true), 5).0.get("stream-closed"), Some("true"));
@@ -120,28 +125,74 @@ fn producers_close_and_long_poll() {
     assert_eq!(closed.get("stream-closed"), Some("true"));
 }
 
+/// A live SSE reader as the Worker relays it: the object's first batch,
+/// then a batch per append, framed by the feed.
 #[test]
 fn sse_turns_pair_data_with_control_and_end_when_closed() {
     let mut s = Streams::new(MemoryLog::default());
     create(&mut s, "text/plain", "a", 0);
     append(&mut s, "text/plain", "b\nc", 1);
-    let ReadPlan::Sse(mut st) = read(&mut s, "-1", Some("sse"), 2) else { panic!("sse") };
-    let turn = s.sse_step(&mut st, 3, 1);
-    let text = String::from_utf8(turn.bytes).unwrap();
+    let ReadPlan::Sse(st) = read(&mut s, "-1", Some("sse"), 2) else { panic!("sse") };
+    let mut feed = SseFeed::new(None);
+    let first = feed.on_message(&s.batch(st.after, true, 2).encode(), 3, 1);
+    let text = String::from_utf8(first.out).unwrap();
     assert_eq!(text.matches("event: data").count(), 2);
     assert_eq!(text.matches("event: control").count(), 2);
     assert!(text.contains("data:b\ndata:c\n"));
-    assert!(turn.wait && !turn.done);
+    assert!(!first.done && first.page.is_none());
+    // Quiet: a keep-alive tick is a lone control event.
+    let tick = String::from_utf8(feed.on_tick(4, 1).out).unwrap();
+    assert_eq!((tick.matches("event: control").count(), tick.matches("event: data").count()), (1, 0));
+    // Closing is an append with no body: its batch ends the stream.
+    let prev = s.tail().unwrap();
     s.append(AppendRequest { closed: true, ..AppendRequest::default() }, 4);
-    let end = s.sse_step(&mut st, 5, 1);
+    let end = feed.on_message(&s.batch(prev, false, 5).encode(), 5, 1);
     assert!(end.done);
-    assert!(String::from_utf8(end.bytes).unwrap().contains("\"streamClosed\":true"));
+    assert!(String::from_utf8(end.out).unwrap().contains("\"streamClosed\":true"));
     // Binary streams travel as base64.
     let mut b = Streams::new(MemoryLog::default());
     create(&mut b, "application/octet-stream", "\u{1}", 0);
-    let ReadPlan::Sse(mut st) = read(&mut b, "-1", Some("sse"), 1) else { panic!("sse") };
+    let ReadPlan::Sse(st) = read(&mut b, "-1", Some("sse"), 1) else { panic!("sse") };
     assert!(st.base64);
-    assert!(String::from_utf8(b.sse_step(&mut st, 2, 1).bytes).unwrap().contains("data:AQ==\n"));
+    let mut feed = SseFeed::new(None);
+    let out = feed.on_message(&b.batch(st.after, true, 2).encode(), 2, 1).out;
+    assert!(String::from_utf8(out).unwrap().contains("data:AQ==\n"));
+}
+
+/// Appends that land while a reader is still paging through a long stream
+/// are neither lost nor doubled: their batch starts past the reader, who
+/// asks for pages until it reaches them.
+#[test]
+fn a_reader_behind_pages_to_the_tail_and_sees_each_message_once() {
+    let mut s = Streams::new(MemoryLog::default());
+    let chunk = "x".repeat(600_000);
+    create(&mut s, "text/plain", &chunk, 0);
+    for i in 1..6 {
+        append(&mut s, "text/plain", &chunk, i);
+    }
+    let ReadPlan::Sse(st) = read(&mut s, "-1", Some("sse"), 10) else { panic!("sse") };
+    let mut feed = SseFeed::new(None);
+    let mut out = Vec::new();
+    let mut step = feed.on_message(&s.batch(st.after, true, 10).encode(), 10, 1);
+    out.extend_from_slice(&step.out);
+    // An append while the reader is behind: its batch is a gap, held back.
+    let prev = s.tail().unwrap();
+    append(&mut s, "text/plain", "live", 11);
+    let live = feed.on_message(&s.batch(prev, false, 11).encode(), 11, 1);
+    assert!(live.out.is_empty() && live.page.is_none(), "a gap while a page is pending writes nothing");
+    let mut pages = 0;
+    while let Some(p) = step.page.take() {
+        pages += 1;
+        let after = threadline_durable::streams::live::parse_page_request(&p).unwrap();
+        step = feed.on_message(&s.batch(after, true, 12).encode(), 12, 1);
+        out.extend_from_slice(&step.out);
+    }
+    assert!(pages >= 1, "the stream is read in windows");
+    let text = String::from_utf8(out).unwrap();
+    assert_eq!(text.matches("event: data").count(), 7, "six chunks and the live append, once each");
+    let tail = s.tail().unwrap().to_string();
+    let last_control = text.rsplit("event: control\n").next().unwrap();
+    assert!(last_control.contains(&tail) && last_control.contains("\"upToDate\":true"), "{last_control}");
 }
 
 #[test]

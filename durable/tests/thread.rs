@@ -8,24 +8,26 @@ use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::rc::Rc;
 use threadline_durable::event::Event;
+use threadline_durable::feed::events::Events;
+use threadline_durable::feed::Relay;
 use threadline_durable::reducer::{self, AgentNode};
 use threadline_durable::store::{Driver, MemoryStore};
-use threadline_durable::{Config, Sink, StartRun, Store, Thread};
+use threadline_durable::{Config, Follow, Sink, StartRun, Store, Thread};
 
-/// A subscriber whose live bytes the test can read; `closed` simulates a
-/// client that went away.
+/// A subscriber's socket: the messages the thread sent it, in order;
+/// `closed` simulates a client that went away.
 #[derive(Clone, Default)]
 struct VecSink {
-    buf: Rc<RefCell<Vec<u8>>>,
+    messages: Rc<RefCell<Vec<Bytes>>>,
     closed: Rc<RefCell<bool>>,
 }
 
 impl Sink for VecSink {
-    fn send(&mut self, chunk: Bytes) -> bool {
+    fn send(&mut self, message: Bytes) -> bool {
         if *self.closed.borrow() {
             return false;
         }
-        self.buf.borrow_mut().extend_from_slice(&chunk);
+        self.messages.borrow_mut().push(message);
         true
     }
     fn is_closed(&self) -> bool {
@@ -75,33 +77,57 @@ fn parse(bytes: &[u8]) -> Vec<(Option<u64>, Event)> {
     out
 }
 
-/// One SSE connection as the Worker streams it: replay pages, then the
-/// snapshot, then whatever the sink queued meanwhile.
+/// One SSE connection as the Worker relays it: the hello, then the socket's
+/// messages in order, with the replay pages the relay asks for answered
+/// when the test steps.
 struct Conn {
     sink: VecSink,
-    replay: Vec<u8>,
-    snapshot: Bytes,
-    after: u64,
-    high: u64,
+    relay: Relay<Events>,
+    /// The SSE bytes the client has received.
+    out: Vec<u8>,
+    /// Socket messages already relayed.
+    taken: usize,
+    page: Option<(u64, u64)>,
     cursor: u64,
 }
 
 impl Conn {
     fn open(t: &mut T, cursor: u64) -> Conn {
         let sink = VecSink::default();
-        let sub = t.subscribe(cursor, sink.clone());
-        Conn { sink, replay: Vec::new(), snapshot: sub.snapshot, after: sub.after, high: sub.high, cursor }
+        let id = NEXT.with(|n| {
+            n.set(n.get() + 1);
+            n.get()
+        });
+        let hello = t.subscribe(id, Follow::log(), cursor, sink.clone()).unwrap();
+        let mut c = Conn { sink, relay: Relay::new(Events), out: Vec::new(), taken: 0, page: None, cursor };
+        c.relay_message(&hello);
+        c
     }
 
-    /// Reads one replay page; `false` once the replay is done.
-    fn step(&mut self, t: &T) -> bool {
-        if self.after >= self.high {
-            return false;
+    fn relay_message(&mut self, message: &[u8]) {
+        let step = self.relay.on_message(std::str::from_utf8(message).unwrap(), 0, 0);
+        self.out.extend_from_slice(&step.out);
+        if let Some(p) = step.page {
+            self.page = threadline_durable::feed::wire::parse_page_request(&p);
         }
-        let (bytes, last) = t.replay_page(self.after, self.high).unwrap();
-        self.replay.extend_from_slice(&bytes);
-        self.after = last;
-        !bytes.is_empty()
+    }
+
+    /// Relays the socket's messages that arrived.
+    fn pump(&mut self) {
+        let messages: Vec<Bytes> = self.sink.messages.borrow()[self.taken..].to_vec();
+        self.taken += messages.len();
+        for m in messages {
+            self.relay_message(&m);
+        }
+    }
+
+    /// Answers one replay page; `false` once the replay is done.
+    fn step(&mut self, t: &T) -> bool {
+        self.pump();
+        let Some((after, high)) = self.page.take() else { return false };
+        let page = t.replay_page(&Follow::log(), after, high).unwrap();
+        self.relay_message(&page);
+        true
     }
 
     fn drain(&mut self, t: &T) {
@@ -109,12 +135,14 @@ impl Conn {
     }
 
     /// Everything the client has received, in order.
-    fn received(&self) -> Vec<(Option<u64>, Event)> {
-        let mut all = self.replay.clone();
-        all.extend_from_slice(&self.snapshot);
-        all.extend_from_slice(&self.sink.buf.borrow());
-        parse(&all)
+    fn received(&mut self) -> Vec<(Option<u64>, Event)> {
+        self.pump();
+        parse(&self.out)
     }
+}
+
+thread_local! {
+    static NEXT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 fn tree(events: &[Event]) -> Option<AgentNode> {
@@ -191,7 +219,7 @@ fn invalid_batch_stores_nothing_and_names_the_index() {
 fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
     let mut t = thread();
     start(&mut t, "r1", 0);
-    let c = Conn::open(&mut t, 0);
+    let mut c = Conn::open(&mut t, 0);
     t.store_mut().fail_commits = 1;
     let e = t
         .publish(
@@ -202,7 +230,7 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
         .unwrap_err();
     assert_eq!((e.status, e.code), (503, "storage_unavailable"));
     assert_eq!(t.last_seq(), 1);
-    assert!(c.sink.buf.borrow().is_empty(), "nothing sent that was not stored");
+    assert!(c.sink.messages.borrow().is_empty(), "nothing sent that was not stored");
     t.publish(
         "r1",
         vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t2","toolName":"n","args":{}}})],
@@ -211,7 +239,9 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
     .unwrap();
     let seqs: Vec<u64> = t.store().records.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, vec![1, 2]);
-    assert_eq!(parse(&c.sink.buf.borrow())[0].0, Some(2));
+    // The subscriber got the replay (1), then 2 live: the refused fact never.
+    let ids: Vec<_> = c.received().into_iter().map(|(id, _)| id).collect();
+    assert_eq!(ids, [Some(1), Some(2)]);
 }
 
 #[test]
@@ -226,6 +256,25 @@ fn closed_subscribers_are_dropped_on_the_next_send() {
     assert_eq!(t.subscriber_count(), 1);
     t.unsubscribe(2);
     assert_eq!(t.subscriber_count(), 0);
+}
+
+/// A full thread refuses the next subscriber and probes those it has: each
+/// relay answers with its keep-alive (a write is how a Worker finds a client
+/// that left), while a relay still replaying writes nothing extra.
+#[test]
+fn a_full_thread_probes_its_subscribers() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let mut a = Conn::open(&mut t, 0);
+    a.drain(&t);
+    let before = a.out.len();
+    let err = t.make_room(1).unwrap_err();
+    assert_eq!(err.code, "too_many_subscribers");
+    a.pump();
+    assert_eq!(&a.out[before..], threadline_durable::sse::PING, "the probe is answered with the keep-alive");
+    // The client left: its relay ends and unsubscribes; the room is back.
+    t.unsubscribe(NEXT.with(|n| n.get()));
+    assert!(t.make_room(1).is_ok());
 }
 
 #[test]

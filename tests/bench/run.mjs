@@ -10,6 +10,9 @@
 //   5. the same through the Durable Streams route (GET /v1/threads/:id with
 //      the offset the client held): first byte of the SSE data frame, and the
 //      whole catch-up answer
+//   6. cost: how long the thread's object is awake (billed) per published
+//      event and per idle hour with 1, 100 and 1,000 open subscribers, and
+//      what that costs a month at Cloudflare's published prices
 //
 // Prints a table and writes the figures as JSON to test-artifacts/bench.json.
 import http from "node:http";
@@ -148,11 +151,14 @@ async function rowsPerThousandDeltas(api, hook) {
   return (await api.stats(thread)).json.rowsWritten - before;
 }
 
+/** The outside benchmark's scenario: `size` events written into one open
+ * run in batches of 5,000 through the publish route, then clients that
+ * reconnect 100 events behind. */
 async function reconnect(api, hook, size, trials = 15) {
   const thread = newThread("rc");
   const run = await newRun(api, hook, thread);
-  for (let i = 1; i < size; i += 1000) {
-    const n = Math.min(1000, size - i);
+  for (let i = 1; i < size; i += 5000) {
+    const n = Math.min(5000, size - i);
     await run.publish(Array.from({ length: n }, (_, k) => toolCall(i + k, 64)));
   }
   const last = (await api.stats(thread)).json.lastEventId;
@@ -182,6 +188,81 @@ async function reconnect(api, hook, size, trials = 15) {
   firsts.sort((a, b) => a - b);
   hundredths.sort((a, b) => a - b);
   return { events: last, first: pct(firsts, 50), hundredth: pct(hundredths, 50) };
+}
+
+
+// Cloudflare's published prices (../shared/reference/CLOUDFLARE.md): an
+// object is billed $12.50 per million GB-s at 128 MB while awake; incoming
+// WebSocket messages count as requests at 20:1, $0.15 per million.
+const GB_S_USD = 12.5 / 1e6;
+const OBJECT_GB = 0.125;
+const DO_REQUEST_USD = 0.15 / 1e6;
+const HOUR_MS = 3_600_000;
+const MONTH_H = 720;
+/** The relay's keep-alive on each subscriber's socket (src/relay.rs). */
+const SOCKET_PING_MS = 30_000;
+
+/** How long a thread's object is awake with `n` open subscribers: per
+ * published event, and over an idle window (extrapolated to an hour).
+ * Awake means billed: an object is billed while it handles an event or
+ * holds an open response; with only hibernatable sockets it is not (it may
+ * stay in memory, unbilled, until it is evicted). The object's stats say
+ * which: its events in progress and open responses, and (DEBUG_WAKES) the
+ * events every instance handled. An event's awake time is bounded above by
+ * its publish round trip, measured at the client. */
+async function cost(api, hook, n, { idleMs = 40_000, publishes = 40 } = {}) {
+  const thread = newThread("cost");
+  const run = await newRun(api, hook, thread);
+  await run.publish([toolCall(-1)]);
+  const subs = [];
+  for (let s = 0; s < n; s++) subs.push(await subscribe(api.base, thread, { onMark: () => {} }));
+  await sleep(500);
+  // Per event: publish round trips, and the events the object handled.
+  const before = (await api.stats(thread)).json;
+  const rtt = [];
+  for (let i = 0; i < publishes; i++) {
+    const t0 = performance.now();
+    await run.publish([toolCall(i)]);
+    rtt.push(performance.now() - t0);
+    await sleep(20);
+  }
+  rtt.sort((a, b) => a - b);
+  const perEventMs = pct(rtt, 50);
+  // Idle: nothing is sent for idleMs (the Worker's keep-alives go on).
+  const idle0 = (await api.stats(thread)).json;
+  await sleep(idleMs);
+  const idle1 = (await api.stats(thread)).json;
+  subs.forEach((s) => s.close());
+  const hibernates = idle1.instance !== undefined;
+  let idleAwakeMsPerHour, wakes, evicted;
+  if (hibernates) {
+    // Events handled while idle, the closing stats read excluded.
+    wakes = idle1.instance.handledEver - idle0.instance.handledEver - 1;
+    evicted = idle1.instance.id !== idle0.instance.id;
+    idleAwakeMsPerHour = (wakes * perEventMs * HOUR_MS) / idleMs;
+  } else {
+    // Each subscriber is an open response the object holds: awake throughout.
+    wakes = 0;
+    evicted = false;
+    idleAwakeMsPerHour = idle1.subscribers > 0 ? HOUR_MS : 0;
+  }
+  const eventsPerPublish = hibernates ? (idle0.instance.handledEver - before.instance.handledEver - 1) / publishes : undefined;
+  // A month of one idle thread with n open tabs: duration, and the relays'
+  // socket keep-alives as billed requests (20 messages per request).
+  const durationUsd = (idleAwakeMsPerHour / 1000) * MONTH_H * OBJECT_GB * GB_S_USD;
+  const pingUsd = hibernates ? ((n * (HOUR_MS / SOCKET_PING_MS) * MONTH_H) / 20) * DO_REQUEST_USD : 0;
+  return {
+    subscribers: n,
+    heldOpen: idle1.subscribers,
+    perEventMs,
+    eventsPerPublish,
+    idleMs,
+    idleWakes: wakes,
+    evicted,
+    idleAwakeMsPerHour,
+    monthlyIdleUsd: durationUsd + pingUsd,
+    monthlyUsdPerMillionEvents: ((perEventMs / 1000) * 1e6 * OBJECT_GB * GB_S_USD),
+  };
 }
 
 /** Time until the first chunk holding `marker` arrives on a GET. */
@@ -235,7 +316,7 @@ const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(","))
 const want = (name) => !only || only.has(name);
 const release = execFileSync("sh", ["local/baseline.sh"], { encoding: "utf8" }).trim();
 const hook = await startWebhook();
-const vars = { AGENT_WEBHOOK_URL: hook.url, MAX_BATCH_EVENTS: "1000", MAX_BATCH_BYTES: "4194304" };
+const vars = { AGENT_WEBHOOK_URL: hook.url, MAX_BATCH_EVENTS: "5000", MAX_BATCH_BYTES: "8388608" };
 const builds = [
   { name: "release", worker: await startWorker({ vars, script: release }) },
   { name: "current", worker: await startWorker({ vars }) },
@@ -296,6 +377,24 @@ try {
     }
     const [dsSmall, dsBig] = results.streamReconnect;
     console.log(`  100k / 1k ratio (current): SSE first byte ${ratio(dsBig.current.sseFirstByte, dsSmall.current.sseFirstByte)}, catch-up ${ratio(dsBig.current.catchUp100, dsSmall.current.catchUp100)}`);
+  }
+  if (want("cost")) {
+    // Workers of their own: counting wakes (DEBUG_WAKES) is a storage write
+    // per event, which the latency figures must not pay.
+    for (const b of builds) await b.worker.stop();
+    const costVars = { ...vars, DEBUG_WAKES: "1", MAX_SUBSCRIBERS: "2000" };
+    builds[0].worker = await startWorker({ vars: costVars, script: release });
+    builds[1].worker = await startWorker({ vars: costVars });
+    for (const b of builds) b.api = { ...client(b.worker.url), base: b.worker.url };
+    results.cost = [];
+    const usd = (x) => `$${x < 0.01 ? x.toFixed(4) : x.toFixed(2)}`;
+    for (const n of [1, 100, 1000]) {
+      const r = await both((api) => cost(api, hook, n));
+      results.cost.push(r);
+      const line = (x) =>
+        `awake ${ms(x.perEventMs)}/event, ${Math.round(x.idleAwakeMsPerHour).toLocaleString("en")} ms/idle hour (${x.heldOpen} responses held, ${x.idleWakes} wakes in ${x.idleMs / 1000} s${x.evicted ? ", evicted" : ""}) → ${usd(x.monthlyIdleUsd)}/month idle`;
+      console.log(`cost, ${String(n).padStart(4)} idle subscribers: release ${line(r.release)} | current ${line(r.current)}`);
+    }
   }
   fs.mkdirSync("test-artifacts", { recursive: true });
   fs.writeFileSync(path.join("test-artifacts", "bench.json"), JSON.stringify(results, null, 2));

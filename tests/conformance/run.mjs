@@ -15,7 +15,7 @@ const root = path.resolve(here, "../..");
 const worker = await startWranglerDev({ vars: { STREAMS_AUTH: "none", STREAMS_LONG_POLL_MS: "1000" } });
 let code = 1;
 try {
-  const vitest = spawn(path.join(root, "node_modules/.bin/vitest"), ["run", path.join(here, "conformance.spec.js"), ...process.argv.slice(2)], {
+  const vitest = spawn(path.join(root, "node_modules/.bin/vitest"), ["run", path.join(here, "conformance.spec.js"), "--dir", here, ...process.argv.slice(2)], {
     cwd: root,
     stdio: "inherit",
     env: { ...process.env, CONFORMANCE_TEST_URL: worker.url },

@@ -40,6 +40,7 @@ const mf = new Miniflare({
   modules: true,
   modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
   compatibilityDate: toml.match(/compatibility_date\s*=\s*"([^"]+)"/)[1],
+  compatibilityFlags: JSON.parse(toml.match(/compatibility_flags\s*=\s*(\[[^\]]*\])/)?.[1] ?? "[]"),
   durableObjects: {
     THREAD: { className: "ThreadObject", useSQLite: true },
     DIRECTORY: { className: "Directory", useSQLite: true },

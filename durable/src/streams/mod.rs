@@ -12,9 +12,13 @@
 //! - [`log`]: a stream's storage trait and an in-memory log.
 //! - [`stream`]: one standalone stream's decisions (create, append, read,
 //!   long-poll, SSE, HEAD, DELETE, TTL, forks).
+//! - [`live`]: live reads across the hop from a stream's object to the
+//!   Worker that holds the client's connection (batches, SSE and
+//!   long-poll feeds).
 //! - [`view`]: a thread's event log and a run's events read as JSON-mode
 //!   streams, with generation-checked offsets.
 
+pub mod live;
 pub mod log;
 pub mod offset;
 pub mod producer;

@@ -136,12 +136,13 @@ pub struct ReadRequest {
 #[derive(Debug)]
 pub enum ReadPlan {
     Reply(Reply),
-    /// Long-poll: nothing after `after` yet; wait, then call
-    /// [`Streams::long_poll_result`].
+    /// Long-poll: nothing after `after` yet; the reader waits for the next
+    /// append's [`Batch`] (`streams::live::PollFeed`).
     Wait {
         after: Offset,
     },
-    /// Open an SSE body and drive it with [`Streams::sse_step`].
+    /// An SSE connection from `after`: the reader is sent [`Batch`]es
+    /// (`streams::live::SseFeed` frames them with [`sse_turn`]).
     Sse(SseState),
 }
 
@@ -740,104 +741,159 @@ impl<L: StreamLog> Streams<L> {
         Ok(ReadPlan::Reply(self.data_reply(&m, req, messages, now)))
     }
 
-    /// The answer to a long-poll after its wait: the data that arrived, or
-    /// 204 when it timed out (or the stream closed with nothing new).
-    pub fn long_poll_result(&mut self, req: &ReadRequest, after: Offset, now: i64, jitter: u64) -> Reply {
-        let m = match self.live_meta(now) {
-            Ok(Some(m)) if !m.soft_deleted => m,
-            Ok(Some(_)) => return Reply::text(410, "Stream is gone"),
-            Ok(None) => return Reply::text(404, "Stream not found"),
-            Err(r) => return r,
-        };
-        let messages = match self.log.read(after, m.tail, READ_WINDOW) {
-            Ok(ms) => ms,
-            Err(e) => return unavailable(e),
-        };
-        if messages.is_empty() {
-            let mut r = Reply::new(204)
-                .header(wire::NEXT_OFFSET, after.to_string())
-                .header(wire::UP_TO_DATE, "true")
-                .header(wire::CURSOR, wire::response_cursor(req.cursor.as_deref(), now, jitter));
-            if m.closed {
-                r.set(wire::CLOSED, "true");
-            }
-            return r;
-        }
-        self.data_reply(&m, req, messages, now)
-    }
-
     fn data_reply(&self, m: &Meta, req: &ReadRequest, messages: Vec<Message>, now: i64) -> Reply {
-        let end = messages.last().map_or(m.tail, |x| x.offset);
-        let up_to_date = end >= m.tail;
-        let closed = m.closed && up_to_date;
-        let start = req.offsets.first().map_or("-1", String::as_str);
-        let tag = etag(&m.path, start, end, closed);
-        if req.if_none_match.as_deref() == Some(tag.as_str()) {
-            return Reply::new(304).header("etag", tag);
-        }
-        let body = if wire::is_json(&m.content_type) {
-            wire::json_array(messages.iter().map(|x| x.data.as_slice()))
-        } else {
-            messages.iter().flat_map(|x| x.data.iter().copied()).collect()
-        };
-        let mut r = Reply::new(200)
-            .header("content-type", m.content_type.clone())
-            .header(wire::NEXT_OFFSET, end.to_string())
-            .header("etag", tag)
-            .header("cache-control", "no-store")
-            .body(body);
-        if req.live.as_deref() == Some("long-poll") {
-            r.set(wire::CURSOR, wire::response_cursor(req.cursor.as_deref(), now, 1));
-        }
-        if up_to_date {
-            r.set(wire::UP_TO_DATE, "true");
-        }
-        if closed {
-            r.set(wire::CLOSED, "true");
-        }
-        r
+        data_reply(&Tail::of(m), req, &messages, now)
     }
 
-    /// One turn of an SSE connection: the data after `st.after` (one `data`
-    /// event per message), then a `control` event. Ends after the control
-    /// event that reports the stream closed at the client's position.
-    pub fn sse_step(&mut self, st: &mut SseState, now: i64, jitter: u64) -> SseTurn {
+    /// Where the stream stands, and what follows `after` (at most
+    /// [`READ_WINDOW`] bytes): what a live reader is sent when it opens, a
+    /// page it asks for, and every append (`prev`: the tail before it).
+    pub fn batch(&mut self, after: Offset, page: bool, now: i64) -> Batch {
+        let gone = |status| Batch { prev: after, page, gone: Some(status), ..Batch::default() };
         let m = match self.live_meta(now) {
             Ok(Some(m)) if !m.soft_deleted => m,
-            _ => return SseTurn { done: true, ..SseTurn::default() },
+            Ok(Some(_)) => return gone(410),
+            Ok(None) => return gone(404),
+            Err(_) => return gone(503),
         };
-        let Ok(messages) = self.log.read(st.after, m.tail, READ_WINDOW) else {
-            return SseTurn { done: true, ..SseTurn::default() };
-        };
-        // A control event follows every data event (§5.8): a client that
-        // collects data up to each control event can parse every batch.
-        let mut out = Vec::new();
-        let cursor = wire::response_cursor(st.cursor.as_deref(), now, jitter);
-        for msg in &messages {
-            let payload = if st.base64 {
-                wire::base64(&msg.data)
-            } else if st.json {
-                String::from_utf8_lossy(&wire::json_array([msg.data.as_slice()])).into_owned()
-            } else {
-                String::from_utf8_lossy(&msg.data).into_owned()
-            };
-            wire::sse_event("data", &payload, &mut out);
-            st.after = msg.offset;
-            let at_tail = st.after >= m.tail;
-            wire::sse_control(&st.after.to_string(), Some(&cursor), at_tail, m.closed && at_tail, &mut out);
+        let Ok(messages) = self.log.read(after, m.tail, READ_WINDOW) else { return gone(503) };
+        Batch {
+            prev: after,
+            page,
+            tail: m.tail,
+            closed: m.closed,
+            gone: None,
+            content_type: m.content_type,
+            messages: messages.into_iter().map(|x| (x.offset, wire::base64(&x.data))).collect(),
         }
-        if messages.is_empty() && st.after < m.tail {
-            // The client named an offset past every message (it cannot be
-            // reached): report the tail.
-            st.after = m.tail;
-        }
-        let at_tail = st.after >= m.tail;
-        let closed = m.closed && at_tail;
-        if messages.is_empty() {
-            wire::sse_control(&st.after.to_string(), Some(&cursor), at_tail, closed, &mut out);
-        }
-        SseTurn { bytes: out, wait: at_tail && !closed, done: closed }
     }
+
+    /// The stream's tail, without any side effect (`None`: no stream).
+    pub fn tail(&self) -> Option<Offset> {
+        self.log.meta().ok().flatten().map(|m| m.tail)
+    }
+}
+
+/// What a data answer needs of the stream's metadata.
+#[derive(Clone, Debug, Default)]
+pub struct Tail {
+    pub path: String,
+    pub content_type: String,
+    pub tail: Offset,
+    pub closed: bool,
+}
+
+impl Tail {
+    fn of(m: &Meta) -> Tail {
+        Tail { path: m.path.clone(), content_type: m.content_type.clone(), tail: m.tail, closed: m.closed }
+    }
+}
+
+/// A read's data answer: `messages` (the first ones after the read's
+/// offset), with the offset reached, the ETag and the up-to-date and closed
+/// flags.
+pub fn data_reply(m: &Tail, req: &ReadRequest, messages: &[Message], now: i64) -> Reply {
+    let end = messages.last().map_or(m.tail, |x| x.offset);
+    let up_to_date = end >= m.tail;
+    let closed = m.closed && up_to_date;
+    let start = req.offsets.first().map_or("-1", String::as_str);
+    let tag = etag(&m.path, start, end, closed);
+    if req.if_none_match.as_deref() == Some(tag.as_str()) {
+        return Reply::new(304).header("etag", tag);
+    }
+    let body = if wire::is_json(&m.content_type) {
+        wire::json_array(messages.iter().map(|x| x.data.as_slice()))
+    } else {
+        messages.iter().flat_map(|x| x.data.iter().copied()).collect()
+    };
+    let mut r = Reply::new(200)
+        .header("content-type", m.content_type.clone())
+        .header(wire::NEXT_OFFSET, end.to_string())
+        .header("etag", tag)
+        .header("cache-control", "no-store")
+        .body(body);
+    if req.live.as_deref() == Some("long-poll") {
+        r.set(wire::CURSOR, wire::response_cursor(req.cursor.as_deref(), now, 1));
+    }
+    if up_to_date {
+        r.set(wire::UP_TO_DATE, "true");
+    }
+    if closed {
+        r.set(wire::CLOSED, "true");
+    }
+    r
+}
+
+/// A long-poll's answer when nothing new came: 204 at `after`, closed when
+/// the stream was closed there.
+pub fn nothing_new(req: &ReadRequest, after: Offset, closed: bool, now: i64, jitter: u64) -> Reply {
+    let mut r = Reply::new(204)
+        .header(wire::NEXT_OFFSET, after.to_string())
+        .header(wire::UP_TO_DATE, "true")
+        .header(wire::CURSOR, wire::response_cursor(req.cursor.as_deref(), now, jitter));
+    if closed {
+        r.set(wire::CLOSED, "true");
+    }
+    r
+}
+
+/// One turn of an SSE connection over `messages` (those after `st.after`):
+/// one `data` event per message, each followed by its `control` event (a
+/// client that collects data up to each control event can parse every
+/// batch, §5.8), or a lone `control` event when there are none. Done once
+/// the control event reports the stream closed at the client's position.
+pub fn sse_turn(st: &mut SseState, messages: &[Message], tail: Offset, closed: bool, cursor: &str) -> SseTurn {
+    let mut out = Vec::new();
+    for msg in messages {
+        let payload = if st.base64 {
+            wire::base64(&msg.data)
+        } else if st.json {
+            String::from_utf8_lossy(&wire::json_array([msg.data.as_slice()])).into_owned()
+        } else {
+            String::from_utf8_lossy(&msg.data).into_owned()
+        };
+        wire::sse_event("data", &payload, &mut out);
+        st.after = msg.offset;
+        let at_tail = st.after >= tail;
+        wire::sse_control(&st.after.to_string(), Some(cursor), at_tail, closed && at_tail, &mut out);
+    }
+    if messages.is_empty() && st.after < tail {
+        // The client named an offset past every message (it cannot be
+        // reached): report the tail.
+        st.after = tail;
+    }
+    let at_tail = st.after >= tail;
+    let closed = closed && at_tail;
+    if messages.is_empty() {
+        wire::sse_control(&st.after.to_string(), Some(cursor), at_tail, closed, &mut out);
+    }
+    SseTurn { bytes: out, wait: at_tail && !closed, done: closed }
+}
+
+/// What a live reader is sent: where the stream stands and the messages
+/// after `prev`, or that the stream is gone. JSON over the socket between
+/// a stream's object and the Worker relaying it (`streams::live`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// The messages follow this offset.
+    pub prev: Offset,
+    /// An answer to the reader (its first batch, or a page it asked for),
+    /// not an append.
+    #[serde(default)]
+    pub page: bool,
+    #[serde(default)]
+    pub tail: Offset,
+    #[serde(default)]
+    pub closed: bool,
+    /// The stream is gone: 404, 410 (soft-deleted while forks read it), or
+    /// 503 (storage failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gone: Option<u16>,
+    #[serde(default)]
+    pub content_type: String,
+    /// `[offset, base64 data]` pairs.
+    #[serde(default)]
+    pub messages: Vec<(Offset, String)>,
 }
 
 /// A fork page's messages, decoded.

@@ -33,6 +33,12 @@ pub fn generation<S: Store>(store: &mut S, draw: impl FnOnce() -> u64) -> Result
     Ok(g)
 }
 
+/// The log's generation if one was drawn (a log never read as a stream has
+/// none yet).
+pub fn stored_generation<S: Store>(store: &S) -> Result<Option<u64>, ApiError> {
+    Ok(store.meta(GENERATION_KEY).map_err(ApiError::storage)?.and_then(|v| v.parse().ok()))
+}
+
 /// The offset after `seq` in generation `gen`.
 pub fn offset(gen: u64, seq: u64) -> String {
     Offset::new(gen, seq).to_string()

@@ -85,6 +85,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
     }
 
+    /// The object woke from sleep (its subscribers' sockets outlived the
+    /// last instance): it did not restart, so an external agent's run found
+    /// open is alive elsewhere, and only its idle timeout applies. (A
+    /// built-in run never lets its object sleep: one found open lost its
+    /// loop, see [`Thread::recovery`].)
+    pub fn woke(&mut self, now: i64) {
+        if let Some(a) = self.active.as_mut().filter(|a| a.record.driver == Driver::Webhook) {
+            a.found_on_load = None;
+            a.last_activity = a.last_activity.max(now);
+        }
+    }
+
     /// The run was found open when the thread loaded (its driver may be gone).
     pub fn found_on_load(&self) -> bool {
         self.active.as_ref().is_some_and(|a| a.found_on_load.is_some())

@@ -13,7 +13,8 @@
 //! other files of the folder add methods to [`Thread`] by topic and import
 //! only from here:
 //!
-//! - `subscribe`: subscriptions, replay pages and fan-out;
+//! - `subscribe`: subscriptions (the hello a socket gets first), replay
+//!   pages and fan-out, in the `feed::wire` format the Worker relays;
 //! - `confirmations`: requests waiting for a person, their decisions and lapses;
 //! - `queue`: the message queue's operations, interrupt and regenerate;
 //! - `agent`: what the built-in agent's loop stores and how it resumes;
@@ -40,26 +41,31 @@ use crate::coalesce::Coalescer;
 use crate::confirm;
 use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
+use crate::feed;
 use crate::ids;
 use crate::queue::{Queue, QueueItem};
 use crate::reducer::{self, TreeBuilder};
-use crate::runstream::FrameMapper;
-use crate::sse::Frame;
 use crate::store::{Driver, Record, RunRecord, RunState, Store};
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::rc::Rc;
 
-pub use subscribe::Subscription;
+pub use subscribe::Follow;
 
-/// Where a subscriber's bytes go. The Worker's sink is a channel into an SSE
-/// response body; tests use a vector.
+/// Where a subscriber's messages go: the socket the Worker relays from (a
+/// hibernatable WebSocket), a vector in tests. Each `send` is one message.
 pub trait Sink {
-    /// Queues `chunk`; `false` when the subscriber has gone away.
-    fn send(&mut self, chunk: Bytes) -> bool;
+    /// Queues one message; `false` when the subscriber has gone away.
+    fn send(&mut self, message: Bytes) -> bool;
     /// `true` once the receiving side is gone.
     fn is_closed(&self) -> bool;
 }
+
+/// The message a full thread sends every subscriber to find those whose
+/// client left ([`Thread::make_room`]): a relay answers it by writing its
+/// protocol's keep-alive, and a write is how a stateless Worker learns that
+/// its client is gone (it then closes the socket, freeing the slot).
+pub const PROBE: &[u8] = crate::feed::wire::PROBE.as_bytes();
 
 /// A sink that keeps nothing: for benchmarks and fuzzing.
 pub struct Discard;
@@ -147,10 +153,9 @@ pub struct Thread<S: Store, K: Sink> {
     coalescer: Coalescer,
     /// The active run folded so far: what decides where segments end.
     live_tree: Option<(String, TreeBuilder)>,
-    subscribers: Vec<(u64, K)>,
-    /// Run-stream subscribers: frames of one run, in agora's envelope.
-    run_subscribers: Vec<RunSubscriber<K>>,
-    next_subscriber: u64,
+    /// Every subscriber (a socket the Worker relays to a client), with what
+    /// it follows.
+    subscribers: Vec<Subscriber<K>>,
     /// Background sub-agents still running (they outlive their run's finish).
     background: Vec<BackgroundTask>,
     queue: Queue,
@@ -168,10 +173,9 @@ pub struct Thread<S: Store, K: Sink> {
     send_origin: Option<Option<String>>,
 }
 
-struct RunSubscriber<K> {
+struct Subscriber<K> {
     id: u64,
-    run_id: String,
-    mapper: FrameMapper,
+    follow: Follow,
     sink: K,
 }
 
@@ -220,8 +224,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
             coalescer: Coalescer::default(),
             live_tree: None,
             subscribers: Vec::new(),
-            run_subscribers: Vec::new(),
-            next_subscriber: 1,
             background: Vec::new(),
             queue: Queue::default(),
             interrupting: None,
@@ -512,17 +514,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// and seqs stay contiguous: on a failed commit `last_seq` does not move.
     fn persist_then_send(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), ApiError> {
         let mut records = Vec::new();
-        let mut wire = Vec::new();
+        // The message every subscriber gets, and the one of those that
+        // follow durable records only.
+        let mut message = Vec::new();
+        let mut durable = Vec::new();
         let mut seq = self.last_seq;
         for s in &staged {
             match s {
                 Staged::Durable(ev) => {
                     seq += 1;
                     let data = ev.to_json();
-                    Frame::data(&data).id(seq).encode(&mut wire);
+                    feed::wire::durable(seq, &data, &mut message);
+                    feed::wire::durable(seq, &data, &mut durable);
                     records.push(Record { seq, run_id: ev.run_id.clone(), kind: ev.kind, data });
                 }
-                Staged::Live(ev) => Frame::data(&ev.to_json()).encode(&mut wire),
+                Staged::Live(ev) => feed::wire::live(&ev.to_json(), &mut message),
             }
         }
         let runs: Vec<RunRecord> = run.into_iter().collect();
@@ -538,10 +544,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.last_seq = seq;
         self.last_write_at = staged.iter().map(|s| s.event().ts).fold(self.last_write_at, i64::max);
-        self.fan_out(Bytes::from(wire));
-        if !self.run_subscribers.is_empty() {
-            self.fan_out_runs(&staged);
-        }
+        self.fan_out(&staged, Bytes::from(message), Bytes::from(durable));
         Ok(())
     }
 

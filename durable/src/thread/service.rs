@@ -4,7 +4,7 @@
 //! object shell only moves bytes in and out and runs the effects; it could
 //! be re-implemented on another runtime without re-deciding anything.
 
-use super::{Sink, StartRun, Started, Thread};
+use super::{Follow, Sink, StartRun, Started, Thread};
 use crate::access::{self, Caller, Facts, Grant};
 use crate::agent;
 use crate::auth;
@@ -40,38 +40,42 @@ pub struct Incoming<'a> {
     pub origin: &'a str,
     /// A fresh random number (a log's generation, cursor jitter).
     pub random: u64,
+    /// What the object's shell knows of its own instance (debug stats).
+    pub instance: &'a Instance,
 }
 
-/// What to answer. Streams carry `until`: when the credential that opened
-/// them expires (a stream token), the stream ends (the client reconnects
-/// with a fresh one).
+/// The object's instance, as its shell counts it: reported by the debug
+/// stats, so a test can see that an idle thread holds no request and that
+/// it was evicted (a new instance answers after it slept).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    /// A random id drawn when the instance was constructed.
+    pub id: String,
+    /// Requests and socket events in progress, this one excluded.
+    pub inflight: u32,
+    /// Events this instance has handled, this one included.
+    pub handled: u64,
+    /// Events handled by every instance of the object (with
+    /// `DEBUG_WAKES=1`, which stores the count: it outlives eviction).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handled_ever: Option<u64>,
+    /// In-memory timers and built-in agent loops running (each keeps the
+    /// object awake).
+    pub tasks: u32,
+}
+
+/// What to answer.
 #[derive(Debug)]
 pub enum Answer {
     Reply(Reply),
-    /// The thread's events after `after`: replay, then live
-    /// (`Thread::subscribe` and `Thread::replay_page`).
-    Events {
+    /// A stream: open a subscriber socket following `follow` after seq
+    /// `after` (`Thread::subscribe` gives its hello). The Worker relays it to
+    /// the client in the route's protocol (`feed`).
+    Follow {
+        follow: Follow,
         after: u64,
-        until: Option<i64>,
     },
-    /// A run's frames numbered above `after`, in agora's envelope
-    /// (`Thread::subscribe_run`), with these response headers.
-    RunStream {
-        run: String,
-        after: u64,
-        headers: Vec<(&'static str, String)>,
-        until: Option<i64>,
-    },
-    /// A Durable Streams read that waits (`thread/streams.rs`).
-    View(super::streams::ViewPlan, Option<i64>),
-}
-
-/// When a stream opened by `caller` must end.
-fn until(caller: &Caller) -> Option<i64> {
-    match caller {
-        Caller::StreamToken { expires_at, .. } => Some(*expires_at),
-        _ => None,
-    }
 }
 
 /// The answer, and what the shell must do.
@@ -123,7 +127,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 let body = json_body(limits.max_body_bytes)?;
                 let sent = self.send(thread, &body, (grant, req.caller, req.origin), settings, now, effects)?;
                 match (sent, route) {
-                    (Sent::Run { run_id, .. }, Route::AgentChat { .. }) => Ok(self.run_stream(thread, run_id, 0, None)),
+                    // agora's send answers with the run's stream: the Worker
+                    // follows this answer with it (`Route::streams_its_run`).
+                    (Sent::Run { run_id, .. }, Route::AgentChat { .. }) => {
+                        ok(json!({ "runId": run_id, "threadId": thread }))
+                    }
                     (Sent::Run { run_id, regenerated }, _) => {
                         let mut out = json!({ "runId": run_id });
                         if regenerated {
@@ -134,17 +142,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     (Sent::Queued(body), _) => Ok(Answer::Reply(Reply::json(202, &body))),
                 }
             }
-            Route::AgentStream { thread, run } => {
-                let after = request::run_stream_cursor(
-                    (req.header)("last-event-id").as_deref(),
-                    request::query_first(req.query, "after").as_deref(),
-                )?;
-                Ok(self.run_stream(thread, run.clone(), after, until(req.caller)))
+            Route::AgentStream { run, .. } => {
+                self.store.run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::nothing_to_resume)?;
+                self.make_room(settings.limits.max_subscribers)?;
+                // The whole run: frames are numbered by their position in it.
+                Ok(Answer::Follow { follow: Follow::run(run), after: 0 })
             }
             Route::Events { .. } => {
                 let query = request::query_first(req.query, "lastEventId");
                 let after = request::cursor((req.header)("last-event-id").as_deref(), query.as_deref())?;
-                Ok(Answer::Events { after, until: until(req.caller) })
+                self.make_room(settings.limits.max_subscribers)?;
+                Ok(Answer::Follow { follow: Follow::log(), after })
             }
             Route::Cancel { .. } => {
                 let cancelled = self.cancel(now)?;
@@ -175,7 +183,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 let (limit, page) = request::messages_page(req.query)?;
                 ok(self.messages(thread, limit, page)?)
             }
-            Route::Stats { .. } if settings.debug_routes => ok(self.stats()),
+            Route::Stats { .. } if settings.debug_routes => ok(self.stats(req.instance)),
             Route::Stats { .. } => Err(ApiError::debug_routes_off()),
             Route::StreamToken { thread } => {
                 let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
@@ -222,35 +230,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 view["status"] = self.status();
                 ok(view)
             }
-            Route::StreamThread { thread } => {
-                let plan = self.view_read(thread, None, req.query, req.random, settings, now)?;
-                Ok(Answer::View(plan, until(req.caller)))
-            }
+            Route::StreamThread { thread } => self.view_read(thread, None, req.query, req.random, settings),
             Route::StreamRun { thread, run, append: false } => {
-                let plan = self.view_read(thread, Some(run), req.query, req.random, settings, now)?;
-                Ok(Answer::View(plan, until(req.caller)))
+                self.view_read(thread, Some(run), req.query, req.random, settings)
             }
             Route::StreamRun { run, append: true, .. } => {
                 self.view_append(run, req.header, req.body, req.random, settings, now).map(Answer::Reply)
             }
             Route::Confirm { .. } | Route::ToolDecision { .. } => unreachable!("decisions are served above"),
         }
-    }
-
-    fn run_stream(&self, thread: &str, run: String, after: u64, until: Option<i64>) -> Answer {
-        let mut headers: Vec<(&'static str, String)> =
-            crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-        for (k, v) in [
-            ("cache-control", "no-cache, no-transform".to_owned()),
-            ("x-agent-run-id", run.clone()),
-            ("x-agent-thread-id", thread.to_owned()),
-        ] {
-            match headers.iter_mut().find(|(n, _)| *n == k) {
-                Some(slot) => slot.1 = v,
-                None => headers.push((k, v)),
-            }
-        }
-        Answer::RunStream { run, after, headers, until }
     }
 
     /// `POST /instance-ai/chat/:threadId` and agora's `POST /agent/chat`:

@@ -1,18 +1,12 @@
 //! The thread's log, and one run's events, read as Durable Streams
-//! (`GET /v1/threads/:threadId`, `GET|POST /v1/runs/:runId`), in the shape
-//! the standalone stream object uses: the core answers a read with a
-//! [`ViewPlan`] (a reply now, or a wait), and drives a waiting read with
-//! [`Thread::view_poll`] (long-poll) and [`Thread::view_step`] (SSE); the
-//! shell only waits for the thread's publishes and the clock.
-//!
-//! Invariant (no gap, no duplicate): a live read registers for wakes in the
-//! same synchronous block as its first read (`Thread::view_read` returns the
-//! position, and the shell subscribes before it awaits anything), and every
-//! later read starts strictly after the position the previous one reached.
-//! A publish stores before it fans out, so a wake always finds the new
-//! records stored.
+//! (`GET /v1/threads/:threadId`, `GET|POST /v1/runs/:runId`). A catch-up
+//! read (and `view=history`) is answered here; a live read (`live=sse`,
+//! `live=long-poll`) becomes a subscriber that follows durable records
+//! after the offset, which the Worker relays in the protocol's frames
+//! (`feed::views`), so the object holds no waiting request.
 
-use super::{Sink, Thread};
+use super::service::Answer;
+use super::{Follow, Sink, Thread};
 use crate::error::ApiError;
 use crate::reply::Reply;
 use crate::request::{self, BatchShape};
@@ -30,39 +24,6 @@ const PAGE: usize = 1000;
 pub enum Scope {
     Thread,
     Run(String),
-}
-
-/// A live read's state between turns.
-#[derive(Clone, Debug)]
-pub struct ViewCursor {
-    pub scope: Scope,
-    pub pos: Position,
-    /// The client's `cursor` parameter (echoed into response cursors).
-    pub client_cursor: Option<String>,
-    /// When the read began (SSE connections are recycled).
-    pub opened: i64,
-}
-
-/// What a Durable Streams read does.
-#[derive(Debug)]
-pub enum ViewPlan {
-    /// Answer now.
-    Reply(Reply),
-    /// A long-poll with nothing to return yet: wait for a publish or
-    /// `STREAMS_LONG_POLL_MS`, then [`Thread::view_poll`].
-    Wait(ViewCursor),
-    /// An SSE read: send the `first` turn, then drive it with
-    /// [`Thread::view_step`].
-    Sse { first: ViewTurn, cursor: ViewCursor },
-}
-
-/// One turn of an SSE view: bytes to send, then wait for a wake (`wait`)
-/// or end (`done`).
-#[derive(Debug, Default)]
-pub struct ViewTurn {
-    pub bytes: Vec<u8>,
-    pub wait: bool,
-    pub done: bool,
 }
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -112,17 +73,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// `GET /v1/threads/:threadId` and `GET /v1/runs/:runId`: a catch-up
-    /// answer, the `view=history` snapshot, or the start of a live read.
-    /// `random`: a fresh random number (a new log's generation, jitter).
-    pub fn view_read(
+    /// answer, the `view=history` snapshot, or a live read's subscription.
+    /// `random`: a fresh random number (a new log's generation).
+    pub(super) fn view_read(
         &mut self,
         thread: &str,
         run: Option<&str>,
         query: &[(String, String)],
         random: u64,
         settings: &Settings,
-        now: i64,
-    ) -> Result<ViewPlan, ApiError> {
+    ) -> Result<Answer, ApiError> {
         let q = |name: &str| request::query_first(query, name);
         let offsets = request::query_all(query, "offset");
         let scope = run.map_or(Scope::Thread, |r| Scope::Run(r.to_owned()));
@@ -134,14 +94,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Scope::Run(_) => View::Log,
         };
         let live = match q("live").as_deref() {
-            None => None,
-            Some(l @ ("long-poll" | "sse")) if !offsets.is_empty() => Some(l.to_owned()),
+            None => false,
+            Some("long-poll" | "sse") if !offsets.is_empty() => true,
             Some("long-poll" | "sse") => {
                 return Err(ApiError::offset_required("a live read resumes after an offset: pass ?offset="))
             }
             Some(_) => return Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
         };
-        if which == View::History && live.is_some() {
+        if which == View::History && live {
             return Err(ApiError::invalid_live("view=history is one snapshot; follow it with view=updates"));
         }
         let offsets: Vec<&str> = offsets.iter().map(String::as_str).collect();
@@ -154,68 +114,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let reply = Reply::json(200, &body)
                 .header(wire::NEXT_OFFSET, view::offset(gen, last))
                 .header(wire::UP_TO_DATE, "true");
-            return Ok(ViewPlan::Reply(reply));
+            return Ok(Answer::Reply(reply));
+        }
+        if let Scope::Run(run) = &scope {
+            self.store.run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
+        }
+        if live {
+            self.make_room(settings.limits.max_subscribers)?;
+            let follow = Follow { run: run.map(str::to_owned), durable: true };
+            return Ok(Answer::Follow { follow, after });
         }
         let (records, pos) = self.view_batch(&scope, gen, after, tail)?;
-        let Some(live) = live else { return Ok(ViewPlan::Reply(view::batch_reply(&records, pos, None))) };
-        self.make_room(settings.limits.max_subscribers)?;
-        let cursor = ViewCursor { scope, pos, client_cursor: q("cursor"), opened: now };
-        let jitter = wire::cursor_jitter(random);
-        let response_cursor = wire::response_cursor(cursor.client_cursor.as_deref(), now, jitter);
-        if live == "long-poll" {
-            if !records.is_empty() || pos.closed || !pos.up_to_date {
-                return Ok(ViewPlan::Reply(view::batch_reply(&records, pos, Some(response_cursor))));
-            }
-            return Ok(ViewPlan::Wait(cursor));
-        }
-        let mut bytes = Vec::new();
-        view::sse_batch(&records, pos, &response_cursor, &mut bytes);
-        let first = ViewTurn { bytes, wait: pos.up_to_date, done: pos.closed };
-        Ok(ViewPlan::Sse { first, cursor })
-    }
-
-    /// A long-poll after a wake: the records that arrived (or the run's
-    /// close), or `None` to wait on (a delta wakes it but stores nothing).
-    pub fn view_poll(&self, c: &ViewCursor, jitter: u64, now: i64) -> Result<Option<Reply>, ApiError> {
-        let (records, next) = self.view_batch(&c.scope, c.pos.gen, c.pos.seq, None)?;
-        if records.is_empty() && !next.closed {
-            return Ok(None);
-        }
-        let cursor = wire::response_cursor(c.client_cursor.as_deref(), now, jitter);
-        Ok(Some(view::batch_reply(&records, next, Some(cursor))))
-    }
-
-    /// A long-poll that waited its full time: 204 at the same position.
-    pub fn view_timeout(c: &ViewCursor, jitter: u64, now: i64) -> Reply {
-        view::timeout_reply(c.pos, wire::response_cursor(c.client_cursor.as_deref(), now, jitter))
-    }
-
-    /// One turn of an SSE view, after the previous turn's wait (`woke`: a
-    /// publish woke it, read what is new; otherwise the keep-alive interval
-    /// passed: a control event) or straight away when it did not ask to
-    /// wait (a paged catch-up goes on). The read ends with the turn that
-    /// reports the run closed, or after [`wire::SSE_RECYCLE_MS`] (clients
-    /// resume from their offset).
-    pub fn view_step(&self, c: &mut ViewCursor, woke: bool, jitter: u64, now: i64) -> ViewTurn {
-        if c.pos.closed || now - c.opened > wire::SSE_RECYCLE_MS {
-            return ViewTurn { done: true, ..ViewTurn::default() };
-        }
-        let cursor = wire::response_cursor(c.client_cursor.as_deref(), now, jitter);
-        let mut bytes = Vec::new();
-        if !woke && c.pos.up_to_date {
-            view::sse_batch(&[], c.pos, &cursor, &mut bytes);
-            return ViewTurn { bytes, wait: true, done: false };
-        }
-        let Ok((records, next)) = self.view_batch(&c.scope, c.pos.gen, c.pos.seq, None) else {
-            return ViewTurn { done: true, ..ViewTurn::default() };
-        };
-        if records.is_empty() && !next.closed && next.seq == c.pos.seq {
-            c.pos = next;
-            return ViewTurn { wait: true, ..ViewTurn::default() };
-        }
-        c.pos = next;
-        view::sse_batch(&records, c.pos, &cursor, &mut bytes);
-        ViewTurn { bytes, wait: c.pos.up_to_date, done: c.pos.closed }
+        Ok(Answer::Reply(view::batch_reply(&records, pos, None)))
     }
 
     /// `POST /v1/runs/:runId`: an external agent appends events to its run

@@ -1,142 +1,156 @@
-//! Subscriptions: replay then live with no gap and no duplicate, for the
-//! thread's log (the events route) and for one run's frames (agora's run
-//! streams), and the fan-out of every publish to them.
+//! Subscriptions: what each subscriber's socket gets, in the `feed::wire`
+//! format the stateless Worker relays to the client (who frames it for its
+//! protocol). The object holds no stream, only sockets: between publishes it
+//! can sleep, and it finds its subscribers again on waking
+//! ([`Thread::resubscribe`]).
+//!
+//! Invariant (replay then live, no gap, no duplicate): [`Thread::subscribe`]
+//! takes the replay window `(after, high]`, the open segments' snapshot, and
+//! registers the sink, in one synchronous block: every record above `high`
+//! reaches the sink live, every one at or below it is in the window (the
+//! hello's first page, then the pages the Worker asks for).
 
-use super::{RunSubscriber, Sink, Staged, Thread};
+use super::{Sink, Staged, Subscriber, Thread};
 use crate::error::ApiError;
-use crate::event::Kind;
-use crate::runstream::{self, FrameMapper};
-use crate::sse::Frame;
-use crate::store::Store;
+use crate::feed::wire;
+use crate::store::{Record, RunState, Store};
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 
-/// A subscriber's replay window, taken when it registered.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Subscription {
-    pub id: u64,
-    /// Replay records with `after < seq <= high`, page by page.
-    pub after: u64,
-    pub high: u64,
-    /// Sent after the replay: open segments' text so far, as id-less deltas.
-    pub snapshot: Bytes,
+/// What a subscriber follows. Stored with its socket (it survives the
+/// object's hibernation), so it stays small.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Follow {
+    /// `None`: the thread's log; `Some(run)`: one run's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
+    /// Durable records only (the Durable Streams views): no live events.
+    #[serde(default)]
+    pub durable: bool,
+}
+
+impl Follow {
+    pub fn log() -> Follow {
+        Follow { run: None, durable: false }
+    }
+
+    pub fn run(run: &str) -> Follow {
+        Follow { run: Some(run.to_owned()), durable: false }
+    }
 }
 
 impl<S: Store, K: Sink> Thread<S, K> {
     pub fn subscriber_count(&self) -> usize {
-        self.subscribers.len() + self.run_subscribers.len()
+        self.subscribers.len()
     }
 
     /// Makes room for one more stream: drops subscribers that went away,
-    /// then refuses with 429 `too_many_subscribers` at `max`.
+    /// then refuses with 429 `too_many_subscribers` at `max`, probing every
+    /// subscriber ([`super::PROBE`]) so that those whose client left are
+    /// found and leave, and a retry finds the room.
     pub fn make_room(&mut self, max: usize) -> Result<(), ApiError> {
         self.prune_subscribers();
         if self.subscriber_count() >= max {
+            for sub in &mut self.subscribers {
+                sub.sink.send(Bytes::from_static(super::PROBE));
+            }
             return Err(ApiError::too_many_subscribers(max));
         }
         Ok(())
     }
 
-    /// Registers a subscriber that has seen everything up to `after`.
-    ///
-    /// In one synchronous block: note the replay window `(after, last_seq]`,
-    /// take the open segments' text so far, and register the sink. Every fact
-    /// with a seq above `last_seq` is sent to the sink live, every one at or
-    /// below it is in the window: no gap and no duplicate, whatever is
-    /// published while the caller pages through the replay.
-    pub fn subscribe(&mut self, after: u64, sink: K) -> Subscription {
-        let id = self.next_subscriber;
-        self.next_subscriber += 1;
-        let mut snapshot = Vec::new();
-        for ev in self.coalescer.snapshots() {
-            Frame::data(&ev.to_json()).encode(&mut snapshot);
-        }
-        self.subscribers.push((id, sink));
-        Subscription { id, after, high: self.last_seq, snapshot: Bytes::from(snapshot) }
-    }
-
-    /// The next replay page of a subscription window: SSE bytes and the new
-    /// `after`; an empty page ends the replay.
-    pub fn replay_page(&self, after: u64, high: u64) -> Result<(Bytes, u64), ApiError> {
-        let records = self.store.read_range(after, high, self.config.replay_page).map_err(ApiError::storage)?;
-        let mut out = Vec::with_capacity(records.iter().map(|r| r.data.len() + 24).sum());
-        let mut last = after;
-        for r in &records {
-            Frame::data(&r.data).id(r.seq).encode(&mut out);
-            last = r.seq;
-        }
-        Ok((Bytes::from(out), last))
-    }
-
-    /// Subscribes to one run's frames (agora's run streams), sending those
-    /// numbered above `after`. In one synchronous block: the `meta` frame,
-    /// the frames the log and the open segments give so far, then
-    /// registration for the rest. Returns the bytes to send first, and the
-    /// subscription id, or `None` when the run has ended (the bytes then end
-    /// with its terminal frame). 404 `nothing_to_resume` for a run this
-    /// thread never had.
-    pub fn subscribe_run(&mut self, run_id: &str, after: u64, sink: K) -> Result<(Bytes, Option<u64>), ApiError> {
-        let record = self.store.run(run_id).map_err(ApiError::storage)?.ok_or_else(ApiError::nothing_to_resume)?;
-        let mut mapper = FrameMapper::new(&record.agent_id);
+    /// Registers `sink` (as subscriber `id`) for `follow`, having seen
+    /// everything up to `after`, and returns the hello to send it first: the
+    /// window `(after, last_seq]`, its first page, and (unless it follows
+    /// durable records only) the open segments' text so far.
+    pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, ApiError> {
+        let high = self.last_seq;
+        let gen = crate::streams::view::stored_generation(&self.store)?.unwrap_or(0);
         let mut out = Vec::new();
-        runstream::meta(run_id, &self.thread_id, &mut out);
-        let mut finish = None;
-        for ev in self.run_events(run_id)? {
-            if ev.kind == Kind::RunFinish {
-                finish = Some(ev.payload);
-                break;
+        wire::hello(high, gen, after, &mut out);
+        self.page_into(&follow, after, high, &mut out)?;
+        if let Some(run) = &follow.run {
+            // Its `run-finish` is stored in the same commit as the state.
+            if self.store.run(run).map_err(ApiError::storage)?.is_some_and(|r| r.state != RunState::Running) {
+                wire::ended(&mut out);
             }
-            runstream::encode(&mapper.map(&ev), after, &mut out);
         }
-        if let Some(payload) = finish {
-            runstream::terminal(&payload, &mut out);
-            return Ok((Bytes::from(out), None));
+        if !follow.durable {
+            for ev in self.coalescer.snapshots() {
+                if follow.run.as_ref().is_none_or(|r| *r == ev.run_id) {
+                    wire::snapshot(&ev.to_json(), &mut out);
+                }
+            }
         }
-        for snap in self.coalescer.snapshots().iter().filter(|e| e.run_id == run_id) {
-            runstream::encode(&mapper.map(snap), after, &mut out);
+        self.subscribers.push(Subscriber { id, follow, sink });
+        Ok(Bytes::from(out))
+    }
+
+    /// Registers a subscriber again after the object slept: its socket and
+    /// what it follows outlived the instance; its replay is the Worker's.
+    pub fn resubscribe(&mut self, id: u64, follow: Follow, sink: K) {
+        self.subscribers.retain(|s| s.id != id);
+        self.subscribers.push(Subscriber { id, follow, sink });
+    }
+
+    /// The next replay page of `follow`: records in `(after, high]`, and
+    /// where the page ends (`high` once nothing more is left up to it).
+    pub fn replay_page(&self, follow: &Follow, after: u64, high: u64) -> Result<Bytes, ApiError> {
+        let mut out = Vec::new();
+        self.page_into(follow, after, high, &mut out)?;
+        Ok(Bytes::from(out))
+    }
+
+    /// A subscriber's follow, by id.
+    pub fn follow_of(&self, id: u64) -> Option<&Follow> {
+        self.subscribers.iter().find(|s| s.id == id).map(|s| &s.follow)
+    }
+
+    fn page_into(&self, follow: &Follow, after: u64, high: u64, out: &mut Vec<u8>) -> Result<(), ApiError> {
+        let limit = self.config.replay_page;
+        let records: Vec<Record> = match &follow.run {
+            None => self.store.read_range(after, high, limit),
+            Some(run) => {
+                self.store.run_range(run, after, limit).map(|r| r.into_iter().filter(|r| r.seq <= high).collect())
+            }
         }
-        let id = self.next_subscriber;
-        self.next_subscriber += 1;
-        self.run_subscribers.push(RunSubscriber { id, run_id: run_id.to_owned(), mapper, sink });
-        Ok((Bytes::from(out), Some(id)))
+        .map_err(ApiError::storage)?;
+        for r in &records {
+            wire::durable(r.seq, &r.data, out);
+        }
+        let last = match records.last() {
+            Some(r) if records.len() == limit && r.seq < high => r.seq,
+            _ => high,
+        };
+        wire::page_end(last, out);
+        Ok(())
     }
 
     pub fn unsubscribe(&mut self, id: u64) {
-        self.subscribers.retain(|(sid, _)| *sid != id);
-        self.run_subscribers.retain(|s| s.id != id);
+        self.subscribers.retain(|s| s.id != id);
     }
 
     /// Drops subscribers whose receiving side has gone.
     pub fn prune_subscribers(&mut self) {
-        self.subscribers.retain(|(_, s)| !s.is_closed());
-        self.run_subscribers.retain(|s| !s.sink.is_closed());
+        self.subscribers.retain(|s| !s.sink.is_closed());
     }
 
-    pub(super) fn fan_out(&mut self, chunk: Bytes) {
-        if chunk.is_empty() {
+    /// Sends each subscriber this publish's message: the whole `message` to
+    /// those that follow the log, and to a run's followers when it holds an
+    /// event of that run; `durable` (its stored records only) to those that
+    /// follow durable records, when there are any.
+    pub(super) fn fan_out(&mut self, staged: &[Staged], message: Bytes, durable: Bytes) {
+        if message.is_empty() {
             return;
         }
-        self.subscribers.retain_mut(|(_, sink)| sink.send(chunk.clone()));
-    }
-
-    /// Sends each run-stream subscriber its run's new frames, one chunk each;
-    /// a `run-finish` ends the stream (its sink is dropped).
-    pub(super) fn fan_out_runs(&mut self, staged: &[Staged]) {
-        self.run_subscribers.retain_mut(|sub| {
-            let mut out = Vec::new();
-            let mut finished = false;
-            for ev in staged.iter().map(Staged::event) {
-                if ev.run_id != sub.run_id || finished {
-                    continue;
-                }
-                if ev.kind == Kind::RunFinish {
-                    runstream::terminal(&ev.payload, &mut out);
-                    finished = true;
-                } else {
-                    runstream::encode(&sub.mapper.map(ev), 0, &mut out);
+        self.subscribers.retain_mut(|sub| {
+            if let Some(run) = &sub.follow.run {
+                if !staged.iter().any(|s| s.event().run_id == *run) {
+                    return true;
                 }
             }
-            let alive = out.is_empty() || sub.sink.send(Bytes::from(out));
-            alive && !finished
+            let chunk = if sub.follow.durable { &durable } else { &message };
+            chunk.is_empty() || sub.sink.send(chunk.clone())
         });
     }
 }

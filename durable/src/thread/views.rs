@@ -119,14 +119,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
-    /// written since the store opened, subscribers, unstored delta bytes.
-    pub fn stats(&mut self) -> Value {
+    /// written since the store opened, subscribers, unstored delta bytes,
+    /// and the object's instance as its shell reports it.
+    pub fn stats(&mut self, instance: &super::service::Instance) -> Value {
         self.prune_subscribers();
         json!({
             "lastEventId": self.last_seq,
             "rowsWritten": self.rows_written(),
             "subscribers": self.subscriber_count(),
             "bufferedBytes": self.buffered_bytes(),
+            "instance": instance,
         })
     }
 }

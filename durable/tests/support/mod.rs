@@ -88,6 +88,7 @@ pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
         body: req.body.as_bytes(),
         origin: "https://threads.test",
         random: 42,
+        instance: &Default::default(),
     };
     t.handle(&incoming, settings, now)
 }
@@ -96,7 +97,6 @@ pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
 pub fn status(o: &Outcome) -> u16 {
     match &o.answer {
         Answer::Reply(r) => r.status,
-        Answer::View(threadline_durable::thread::streams::ViewPlan::Reply(r), _) => r.status,
         _ => 200,
     }
 }

@@ -1,0 +1,289 @@
+//! A subscriber's stream, across the hop between the thread's object and
+//! the stateless Worker that holds the client's connection.
+//!
+//! The object keeps no streaming response: it accepts one hibernatable
+//! socket per subscriber, and sends it [`wire`] messages (the hello with the
+//! first replay page and the open segments' snapshot, then one message per
+//! publish). The Worker runs a [`Relay`] over the socket: it turns the
+//! messages into the client's protocol with a [`Framer`] (the events route,
+//! a run stream, a Durable Streams view), asks for further replay pages, and
+//! writes the bytes to the client.
+//!
+//! Invariant (replay then live, across the hop): the object decides the
+//! replay window `(after, high]` and registers the socket in one synchronous
+//! block, and every record it sends live has a seq above `high`. The relay
+//! writes every replayed record (pages, in order), then the snapshot, then
+//! the live messages it held meanwhile, in the order they arrived: it never
+//! reorders or drops what it receives. A socket that drops ends the client's
+//! stream (the client resumes from its cursor), so nothing is lost silently.
+
+pub mod backlog;
+pub mod events;
+pub mod runs;
+pub mod views;
+pub mod wire;
+
+use crate::access::Caller;
+use crate::error::ApiError;
+use crate::reply::Reply;
+use crate::request;
+use crate::route::Route;
+use wire::Line;
+
+/// A client protocol, fed the thread's items in order.
+pub trait Framer {
+    /// The hello: the log's generation, and the replay window `(after, high]`.
+    fn begin(&mut self, _gen: u64, _after: u64, _high: u64, _out: &mut Vec<u8>) {}
+    /// A stored record, replayed or live.
+    fn durable(&mut self, seq: u64, data: &str, out: &mut Vec<u8>);
+    /// A live event (never stored).
+    fn live(&mut self, data: &str, out: &mut Vec<u8>);
+    /// An open segment's text so far, for a client joining mid-answer.
+    fn snapshot(&mut self, data: &str, out: &mut Vec<u8>) {
+        self.live(data, out)
+    }
+    /// The run followed has ended (said in the hello, before the replay
+    /// completes).
+    fn ended(&mut self) {}
+    /// The replay is complete: what follows is live.
+    fn caught_up(&mut self, _out: &mut Vec<u8>) {}
+    /// A message's items are all in (views answer one batch per message).
+    fn end_of_message(&mut self, _now: i64, _random: u64, _out: &mut Vec<u8>) {}
+    /// The keep-alive the client gets when nothing happens.
+    fn keepalive(&mut self, now: i64, random: u64, out: &mut Vec<u8>);
+    /// Nothing more will come (a run's stream after its terminal frame).
+    fn done(&self, _now: i64) -> bool {
+        false
+    }
+
+    /// A protocol that answers once (a long-poll): its answer, when ready.
+    fn reply(&mut self) -> Option<Reply> {
+        None
+    }
+
+    /// The answer of a one-shot protocol whose wait ran out.
+    fn timeout(&self, _now: i64, _random: u64) -> Option<Reply> {
+        None
+    }
+}
+
+/// A relay whatever its protocol, for the shell.
+pub trait Feed {
+    fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step;
+    fn on_tick(&mut self, now: i64, random: u64) -> Step;
+    /// A one-shot protocol's answer (a long-poll), once ready.
+    fn reply(&mut self) -> Option<Reply>;
+    fn timeout(&self, now: i64, random: u64) -> Option<Reply>;
+    /// A one-shot protocol's answer when the object closed the socket
+    /// before answering: the thread was deleted ([`wire::GONE`]), or the
+    /// socket dropped (answered as a wait that ran out: the reader asks
+    /// again from where it stands).
+    fn on_close(&mut self, code: u16, now: i64, random: u64) -> Option<Reply> {
+        if code == wire::GONE {
+            return Some(Reply::error(&ApiError::thread_not_found()));
+        }
+        self.reply().or_else(|| self.timeout(now, random))
+    }
+}
+
+impl<F: Framer> Feed for Relay<F> {
+    fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
+        Relay::on_message(self, text, now, random)
+    }
+
+    fn on_tick(&mut self, now: i64, random: u64) -> Step {
+        Relay::on_tick(self, now, random)
+    }
+
+    fn reply(&mut self) -> Option<Reply> {
+        self.framer.reply()
+    }
+
+    fn timeout(&self, now: i64, random: u64) -> Option<Reply> {
+        self.framer.timeout(now, random)
+    }
+}
+
+/// How the Worker serves a stream: the relay, the response's headers (for
+/// a one-shot protocol, its reply carries them), and when the stream must
+/// end (the stream token that opened it expires).
+pub struct Plan {
+    pub feed: Box<dyn Feed>,
+    pub headers: Vec<(&'static str, String)>,
+    /// A long-poll: one answer, not a stream.
+    pub one_shot: bool,
+    pub until: Option<i64>,
+    /// The keep-alive interval, when not the SSE ping's.
+    pub tick_ms: Option<u64>,
+    /// Headers the object's socket answer may set for the client's
+    /// response (what only the object knows, such as an encoding).
+    pub pass: &'static [&'static str],
+}
+
+impl Plan {
+    /// The plan of a route that streams, from its query and `Last-Event-ID`;
+    /// `None` for a plain request. A malformed cursor is 400, before any
+    /// socket is opened.
+    pub fn of(
+        route: &Route,
+        query: &[(String, String)],
+        last_event_id: Option<&str>,
+        caller: &Caller,
+        now: i64,
+    ) -> Result<Option<Plan>, ApiError> {
+        let until = match caller {
+            Caller::StreamToken { expires_at, .. } => Some(*expires_at),
+            _ => None,
+        };
+        let sse = || crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect::<Vec<_>>();
+        let plan = |feed: Box<dyn Feed>, headers, one_shot| {
+            Some(Plan { feed, headers, one_shot, until, tick_ms: None, pass: &[] })
+        };
+        Ok(match route {
+            Route::Events { .. } => plan(Box::new(Relay::new(events::Events)), sse(), false),
+            Route::AgentStream { thread, run } => {
+                let after = request::run_stream_cursor(last_event_id, request::query_first(query, "after").as_deref())?;
+                let headers = runs::headers(thread, run);
+                plan(Box::new(Relay::new(runs::RunFrames::new(thread, run, after))), headers, false)
+            }
+            Route::StreamThread { .. } | Route::StreamRun { append: false, .. } => {
+                let run = match route {
+                    Route::StreamRun { run, .. } => Some(run.clone()),
+                    _ => None,
+                };
+                let cursor = request::query_first(query, "cursor");
+                match request::query_first(query, "live").as_deref() {
+                    Some("sse") => plan(Box::new(Relay::new(views::SseView::new(run, cursor, now))), sse(), false),
+                    Some("long-poll") => {
+                        plan(Box::new(Relay::new(views::LongPoll::new(run, cursor))), Vec::new(), true)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+    }
+
+    /// agora's send (`POST /agent/chat`) answers with the run it started, as
+    /// a stream: the plan that follows the send's 200 `{runId}` answer.
+    pub fn after_send(route: &Route, reply: &Reply) -> Option<Plan> {
+        let Route::AgentChat { thread } = route else { return None };
+        if reply.status != 200 {
+            return None;
+        }
+        let body: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
+        let run = body["runId"].as_str()?;
+        let feed = Box::new(Relay::new(runs::RunFrames::new(thread, run, 0)));
+        Some(Plan { feed, headers: runs::headers(thread, run), one_shot: false, until: None, tick_ms: None, pass: &[] })
+    }
+}
+
+/// What the shell does after a message: write `out`, ask for the next
+/// replay page (`page`), end the stream (`done`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Step {
+    pub out: Vec<u8>,
+    pub page: Option<String>,
+    pub done: bool,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Waiting for the hello.
+    Start,
+    /// Replaying `(after, high]`; live messages are held until it ends.
+    Replay {
+        after: u64,
+        high: u64,
+        snapshot: Vec<String>,
+        held: Vec<String>,
+    },
+    Live,
+}
+
+/// Replay then live, for one subscriber, in the Worker.
+pub struct Relay<F> {
+    pub framer: F,
+    phase: Phase,
+}
+
+impl<F: Framer> Relay<F> {
+    pub fn new(framer: F) -> Relay<F> {
+        Relay { framer, phase: Phase::Start }
+    }
+
+    /// Takes one message from the object.
+    pub fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
+        let mut step = Step::default();
+        match &mut self.phase {
+            // A live message during the replay: held, in order.
+            Phase::Replay { held, .. } if !is_page(text) => held.push(text.to_owned()),
+            _ => {
+                self.take(text, now, random, &mut step.out);
+                if let Phase::Replay { after, high, .. } = self.phase {
+                    if after >= high {
+                        self.finish_replay(now, random, &mut step.out);
+                    } else {
+                        step.page = Some(wire::page_request(after, high));
+                    }
+                }
+            }
+        }
+        self.framer.end_of_message(now, random, &mut step.out);
+        step.done = self.framer.done(now);
+        step
+    }
+
+    /// The keep-alive interval passed with nothing to send.
+    pub fn on_tick(&mut self, now: i64, random: u64) -> Step {
+        let mut out = Vec::new();
+        if matches!(self.phase, Phase::Live) {
+            self.framer.keepalive(now, random, &mut out);
+        }
+        Step { out, page: None, done: self.framer.done(now) }
+    }
+
+    fn take(&mut self, text: &str, now: i64, random: u64, out: &mut Vec<u8>) {
+        for line in wire::lines(text) {
+            match line {
+                Line::Hello { high, gen, after } => {
+                    self.framer.begin(gen, after, high, out);
+                    self.phase = Phase::Replay { after, high, snapshot: Vec::new(), held: Vec::new() };
+                }
+                Line::Durable { seq, data } => self.framer.durable(seq, data, out),
+                Line::Live(data) => self.framer.live(data, out),
+                Line::Snapshot(data) => {
+                    if let Phase::Replay { snapshot, .. } = &mut self.phase {
+                        snapshot.push(data.to_owned());
+                    }
+                }
+                // The position the page reached (`high` once nothing more
+                // up to it is left).
+                Line::Ended => self.framer.ended(),
+                Line::Probe if matches!(self.phase, Phase::Live) => self.framer.keepalive(now, random, out),
+                Line::Probe => {}
+                Line::PageEnd { last } => {
+                    if let Phase::Replay { after, .. } = &mut self.phase {
+                        *after = last;
+                    }
+                }
+            }
+        }
+    }
+
+    fn finish_replay(&mut self, now: i64, random: u64, out: &mut Vec<u8>) {
+        let Phase::Replay { snapshot, held, .. } = std::mem::replace(&mut self.phase, Phase::Live) else { return };
+        for data in &snapshot {
+            self.framer.snapshot(data, out);
+        }
+        self.framer.caught_up(out);
+        for message in &held {
+            self.take(message, now, random, out);
+        }
+    }
+}
+
+/// Whether a message holds a page's end (the hello holds the first).
+fn is_page(text: &str) -> bool {
+    text.starts_with("P ") || text.contains("\nP ")
+}

@@ -1,0 +1,203 @@
+//! A thread's log, or one run's events, read live as a Durable Stream
+//! (`GET /v1/threads/:id?live=sse|long-poll`, `GET /v1/runs/:runId?...`):
+//! only durable records travel, as JSON arrays, each batch followed by its
+//! `control` event; a long-poll answers its first batch, or 204 when none
+//! came in time (`docs/protocols/004-flue.md`, `docs/protocols/notes.md` §3).
+
+use super::Framer;
+use crate::reply::Reply;
+use crate::streams::view::{self, Position};
+use crate::streams::wire;
+use serde::Deserialize;
+
+/// The fields of a stored event a view needs.
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: &'a str,
+    #[serde(rename = "runId", borrow)]
+    run_id: &'a str,
+}
+
+/// What a view follows and where it stands.
+struct Cursor {
+    /// `Some(run)`: one run's events (closed by its `run-finish`).
+    run: Option<String>,
+    pos: Position,
+    high: u64,
+    live: bool,
+    /// The run followed had ended when the subscription began.
+    ended: bool,
+    client_cursor: Option<String>,
+    /// Records of the current message, in scope.
+    batch: Vec<String>,
+}
+
+impl Cursor {
+    fn new(run: Option<String>, client_cursor: Option<String>) -> Cursor {
+        let pos = Position { gen: 0, seq: 0, up_to_date: false, closed: false };
+        Cursor { run, pos, high: 0, live: false, ended: false, client_cursor, batch: Vec::new() }
+    }
+
+    fn begin(&mut self, gen: u64, after: u64, high: u64) {
+        self.pos = Position { gen, seq: after, up_to_date: after >= high, closed: false };
+        self.high = high;
+    }
+
+    fn record(&mut self, seq: u64, data: &str) {
+        self.pos.seq = self.pos.seq.max(seq);
+        self.pos.up_to_date = self.live || self.pos.seq >= self.high;
+        let Ok(head) = serde_json::from_str::<Head>(data) else { return };
+        match &self.run {
+            Some(run) if head.run_id != run => {}
+            Some(_) => {
+                if head.kind == "run-finish" {
+                    self.pos.closed = true;
+                }
+                self.batch.push(data.to_owned());
+            }
+            None => self.batch.push(data.to_owned()),
+        }
+    }
+
+    /// At the top of the window: up to date, and closed when the run had
+    /// ended (its `run-finish` may lie before the reader's offset).
+    fn caught_up(&mut self) {
+        self.live = true;
+        self.pos.up_to_date = true;
+        self.pos.seq = self.pos.seq.max(self.high);
+        self.pos.closed |= self.ended;
+    }
+
+    fn cursor(&self, now: i64, random: u64) -> String {
+        wire::response_cursor(self.client_cursor.as_deref(), now, wire::cursor_jitter(random))
+    }
+
+    /// The records gathered, as stored rows for the view helpers.
+    fn take(&mut self) -> Vec<crate::store::Record> {
+        std::mem::take(&mut self.batch)
+            .into_iter()
+            .map(|data| crate::store::Record {
+                seq: 0,
+                run_id: String::new(),
+                kind: crate::event::Kind::RunStart,
+                data,
+            })
+            .collect()
+    }
+}
+
+/// `live=sse`: a `data` event per batch with its `control` event; a control
+/// event as the keep-alive; the stream ends once a run's close is reported,
+/// or after [`wire::SSE_RECYCLE_MS`] (clients resume from their offset).
+pub struct SseView {
+    cursor: Cursor,
+    opened: i64,
+    /// The position last reported (`None` before the first batch, which is
+    /// always answered, even empty: the client learns its position at once).
+    reported: Option<Position>,
+}
+
+impl SseView {
+    pub fn new(run: Option<String>, client_cursor: Option<String>, now: i64) -> SseView {
+        SseView { cursor: Cursor::new(run, client_cursor), opened: now, reported: None }
+    }
+}
+
+impl Framer for SseView {
+    fn begin(&mut self, gen: u64, after: u64, high: u64, _out: &mut Vec<u8>) {
+        self.cursor.begin(gen, after, high);
+    }
+
+    fn durable(&mut self, seq: u64, data: &str, _out: &mut Vec<u8>) {
+        self.cursor.record(seq, data);
+    }
+
+    fn live(&mut self, _data: &str, _out: &mut Vec<u8>) {}
+
+    fn snapshot(&mut self, _data: &str, _out: &mut Vec<u8>) {}
+
+    fn ended(&mut self) {
+        self.cursor.ended = true;
+    }
+
+    fn caught_up(&mut self, _out: &mut Vec<u8>) {
+        self.cursor.caught_up();
+    }
+
+    /// A batch when there is one, or the position moved (a run's view
+    /// moves with the thread's log); nothing for a publish that stored
+    /// nothing (deltas).
+    fn end_of_message(&mut self, now: i64, random: u64, out: &mut Vec<u8>) {
+        let pos = self.cursor.pos;
+        if self.cursor.batch.is_empty() && self.reported == Some(pos) {
+            return;
+        }
+        self.reported = Some(pos);
+        let cursor = self.cursor.cursor(now, random);
+        view::sse_batch(&self.cursor.take(), pos, &cursor, out);
+    }
+
+    fn keepalive(&mut self, now: i64, random: u64, out: &mut Vec<u8>) {
+        let cursor = self.cursor.cursor(now, random);
+        view::sse_batch(&[], self.cursor.pos, &cursor, out);
+    }
+
+    fn done(&self, now: i64) -> bool {
+        self.reported.is_some_and(|p| p.closed) || now - self.opened > wire::SSE_RECYCLE_MS
+    }
+}
+
+/// `live=long-poll`: answers the first batch there is (at once when the
+/// replay has one, or the run is closed), else the first that a publish
+/// stores; [`LongPoll::timeout`] answers 204 at the same position.
+pub struct LongPoll {
+    cursor: Cursor,
+    reply: Option<Reply>,
+}
+
+impl LongPoll {
+    pub fn new(run: Option<String>, client_cursor: Option<String>) -> LongPoll {
+        LongPoll { cursor: Cursor::new(run, client_cursor), reply: None }
+    }
+}
+
+impl Framer for LongPoll {
+    fn begin(&mut self, gen: u64, after: u64, high: u64, _out: &mut Vec<u8>) {
+        self.cursor.begin(gen, after, high);
+    }
+
+    fn durable(&mut self, seq: u64, data: &str, _out: &mut Vec<u8>) {
+        self.cursor.record(seq, data);
+    }
+
+    fn live(&mut self, _data: &str, _out: &mut Vec<u8>) {}
+
+    fn snapshot(&mut self, _data: &str, _out: &mut Vec<u8>) {}
+
+    fn ended(&mut self) {
+        self.cursor.ended = true;
+    }
+
+    fn caught_up(&mut self, _out: &mut Vec<u8>) {
+        self.cursor.caught_up();
+    }
+
+    fn end_of_message(&mut self, now: i64, random: u64, _out: &mut Vec<u8>) {
+        let pos = self.cursor.pos;
+        if self.reply.is_none() && (!self.cursor.batch.is_empty() || pos.closed || !pos.up_to_date) {
+            let cursor = self.cursor.cursor(now, random);
+            self.reply = Some(view::batch_reply(&self.cursor.take(), pos, Some(cursor)));
+        }
+    }
+
+    fn keepalive(&mut self, _now: i64, _random: u64, _out: &mut Vec<u8>) {}
+
+    fn reply(&mut self) -> Option<Reply> {
+        self.reply.take()
+    }
+
+    fn timeout(&self, now: i64, random: u64) -> Option<Reply> {
+        Some(view::timeout_reply(self.cursor.pos, self.cursor.cursor(now, random)))
+    }
+}

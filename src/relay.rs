@@ -1,0 +1,304 @@
+//! The stateless Worker's end of a subscriber's stream. It opens one socket
+//! to the thread's object (the object accepts it with the Hibernation API,
+//! so it can sleep while nothing happens), and relays what arrives to the
+//! client's response through the core's [`Feed`] (the route's protocol:
+//! replay then live, framing, keep-alives). The Worker is billed for CPU, not
+//! for waiting: an idle open tab costs nothing here either.
+//!
+//! What it carries, not decides: the bytes the feed writes, the replay pages
+//! it asks for, the keep-alive ticks, and the ends: the client leaving (a
+//! write fails, or its stream closes), the socket dropping (the client's
+//! stream ends, and it resumes from its cursor: nothing is lost silently),
+//! the stream token expiring, the feed saying it is done. Each end closes
+//! both sides.
+
+use crate::{http, ids, now_ms};
+use futures_util::future::{select, Either};
+use futures_util::StreamExt;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+use threadline_durable::feed::backlog::{Backlog, Verdict};
+use threadline_durable::feed::Plan;
+use threadline_durable::ApiError;
+use wasm_bindgen::closure::Closure;
+use wasm_bindgen::JsCast;
+use worker::{Delay, Response, ResponseBody, WebSocket, WebsocketEvent};
+
+/// Close code of a relay whose client went away (or fell too far behind).
+const CLIENT_GONE: u16 = 4000;
+
+/// The relay's keep-alive on the socket (the runtime answers it for the
+/// object, which stays asleep).
+const SOCKET_PING_MS: i64 = 30_000;
+
+/// A socket unanswered for this long is dead (its object went away without
+/// closing it): the client's stream ends, and it resumes from its cursor.
+const SOCKET_DEAD_MS: i64 = 2 * SOCKET_PING_MS + 5_000;
+
+/// A promise settled when the client goes away (`request.signal`, with the
+/// `enable_request_signal` compatibility flag), or never without one.
+fn gone(client: &web_sys::AbortSignal) -> js_sys::Promise {
+    let client = client.clone();
+    js_sys::Promise::new(&mut |resolve, _| {
+        if client.aborted() {
+            let _ = resolve.call0(&wasm_bindgen::JsValue::UNDEFINED);
+        } else {
+            let _ = client.add_event_listener_with_callback("abort", &resolve);
+        }
+    })
+}
+
+/// Serves a stream whose socket the object answered with: the client's
+/// response, or for a one-shot protocol (a long-poll) its reply. `client`
+/// aborts when the client goes away.
+pub async fn serve(
+    resp: Response,
+    plan: Plan,
+    client: &web_sys::AbortSignal,
+    ping_ms: u64,
+    long_poll_ms: u64,
+) -> Result<Response, ApiError> {
+    if resp.status_code() != 101 {
+        // The object refused (a 4xx of its own): that is the answer.
+        return Ok(resp);
+    }
+    let mut plan = plan;
+    for name in plan.pass {
+        if let Some(v) = http::header_of(&resp, name) {
+            plan.headers.push((name, v));
+        }
+    }
+    let Some(ws) = resp.websocket() else { return Err(ApiError::unavailable("the object answered no socket")) };
+    ws.accept().map_err(http::internal)?;
+    if plan.one_shot {
+        return one_shot(ws, plan, gone(client), long_poll_ms).await;
+    }
+    let tick_ms = plan.tick_ms.unwrap_or(ping_ms);
+    stream(ws, plan, client.clone(), tick_ms)
+}
+
+/// A long-poll: the first answer the feed gives, or its timeout's.
+async fn one_shot(ws: WebSocket, mut plan: Plan, client: js_sys::Promise, wait_ms: u64) -> Result<Response, ApiError> {
+    let deadline = now_ms() + wait_ms as i64;
+    let mut events = ws.events().map_err(http::internal)?;
+    let mut client = wasm_bindgen_futures::JsFuture::from(client);
+    let reply = loop {
+        let left = deadline - now_ms();
+        if left <= 0 {
+            break plan.feed.timeout(now_ms(), ids::random_u64());
+        }
+        let next = std::pin::pin!(events.next());
+        let wait = select(&mut client, Delay::from(Duration::from_millis(left as u64)));
+        match select(next, wait).await {
+            Either::Left((Some(Ok(WebsocketEvent::Message(m))), _)) => {
+                let Some(text) = m.text() else { continue };
+                let step = plan.feed.on_message(&text, now_ms(), ids::random_u64());
+                if let Some(page) = step.page {
+                    let _ = ws.send_with_str(&page);
+                }
+                if let Some(reply) = plan.feed.reply() {
+                    break Some(reply);
+                }
+            }
+            Either::Left((Some(Ok(WebsocketEvent::Close(c))), _)) => {
+                break plan.feed.on_close(c.code(), now_ms(), ids::random_u64())
+            }
+            Either::Left((None | Some(Err(_)), _)) => break plan.feed.on_close(1006, now_ms(), ids::random_u64()),
+            // The client left: nobody reads the answer.
+            Either::Right((Either::Left(_), _)) => break None,
+            Either::Right((Either::Right(_), _)) => break plan.feed.timeout(now_ms(), ids::random_u64()),
+        }
+    };
+    drop(events);
+    let _ = ws.close(Some(1000), Some("answered"));
+    let reply = reply.unwrap_or_else(|| threadline_durable::Reply::new(204));
+    http::reply(reply).map_err(http::internal)
+}
+
+/// A socket event listener, shared by the socket and the relay.
+type Listener = Rc<Closure<dyn FnMut(web_sys::Event)>>;
+
+/// The client's stream: written as messages arrive, ticked for keep-alives.
+struct Relay {
+    plan: Plan,
+    ws: WebSocket,
+    writer: web_sys::WritableStreamDefaultWriter,
+    ended: bool,
+    /// Whether the client still reads what is written.
+    backlog: Backlog,
+    /// When the socket last answered a keep-alive (or opened).
+    pong_at: i64,
+    /// When the client was last written to: its keep-alive comes after a
+    /// quiet interval.
+    wrote_at: i64,
+    /// The socket's listeners, by event: dropped when the relay ends (they
+    /// hold it).
+    listeners: Vec<(&'static str, Listener)>,
+    /// Swallows the promise of each write (a failed one ends the relay
+    /// through the writer's `closed`).
+    ignore: Closure<dyn FnMut(wasm_bindgen::JsValue)>,
+}
+
+impl Relay {
+    /// Writes unread by the client (the writer's queue counts chunks).
+    fn queued(&self) -> usize {
+        let desired = self.writer.desired_size().ok().flatten().unwrap_or(1.0);
+        (1.0 - desired).max(0.0) as usize
+    }
+
+    /// Ends the relay when its client stopped reading; true while it reads.
+    fn reading(&mut self) -> bool {
+        match self.backlog.observe(self.queued(), now_ms()) {
+            Verdict::Reading => true,
+            Verdict::Stalled => {
+                self.end(CLIENT_GONE, "the client stopped reading");
+                false
+            }
+            Verdict::TooFar => {
+                self.end(CLIENT_GONE, "the client fell too far behind");
+                false
+            }
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() || self.ended || !self.reading() {
+            return;
+        }
+        let chunk = js_sys::Uint8Array::from(bytes);
+        let _ = self.writer.write_with_chunk(&chunk).catch(&self.ignore);
+        self.backlog.wrote();
+        self.wrote_at = now_ms();
+    }
+
+    fn step(&mut self, step: threadline_durable::feed::Step) {
+        self.write(&step.out);
+        if let Some(page) = step.page {
+            let _ = self.ws.send_with_str(&page);
+        }
+        if step.done {
+            self.end(1000, "done");
+        }
+    }
+
+    fn end(&mut self, code: u16, reason: &str) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        let socket: &web_sys::WebSocket = self.ws.as_ref();
+        let listeners = std::mem::take(&mut self.listeners);
+        for (kind, l) in &listeners {
+            let _ = socket.remove_event_listener_with_callback(kind, (**l).as_ref().unchecked_ref());
+        }
+        let _ = self.ws.close(Some(code), Some(reason));
+        let _ = self.writer.close().catch(&self.ignore);
+        // A listener may be the one running now: it is dropped on a later
+        // turn, never while it runs.
+        wasm_bindgen_futures::spawn_local(async move { drop(listeners) });
+    }
+}
+
+fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64) -> Result<Response, ApiError> {
+    let client = gone(&signal);
+    let transform = web_sys::TransformStream::new().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
+    let writer = transform.writable().get_writer().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
+    let headers = plan.headers.clone();
+    let until = plan.until;
+    let relay = Rc::new(RefCell::new(Relay {
+        plan,
+        ws: ws.clone(),
+        writer: writer.clone(),
+        ended: false,
+        backlog: Backlog::new(now_ms(), ping_ms),
+        pong_at: now_ms(),
+        wrote_at: now_ms(),
+        listeners: Vec::new(),
+        ignore: Closure::new(|_| {}),
+    }));
+    let socket: &web_sys::WebSocket = ws.as_ref();
+    let on_message = {
+        let relay = relay.clone();
+        Closure::<dyn FnMut(web_sys::Event)>::new(move |e: web_sys::Event| {
+            let Some(text) = e.dyn_ref::<web_sys::MessageEvent>().and_then(|m| m.data().as_string()) else { return };
+            let mut r = relay.borrow_mut();
+            if text == crate::live::PONG {
+                r.pong_at = now_ms();
+                return;
+            }
+            let step = r.plan.feed.on_message(&text, now_ms(), ids::random_u64());
+            r.step(step);
+        })
+    };
+    let on_close = {
+        let relay = relay.clone();
+        Closure::<dyn FnMut(web_sys::Event)>::new(move |_| relay.borrow_mut().end(1000, "the thread closed the stream"))
+    };
+    let on_message = Rc::new(on_message);
+    let on_close = Rc::new(on_close);
+    for (kind, l) in [("message", &on_message), ("close", &on_close), ("error", &on_close)] {
+        let _ = socket.add_event_listener_with_callback(kind, (**l).as_ref().unchecked_ref());
+        relay.borrow_mut().listeners.push((kind, l.clone()));
+    }
+    // The client leaving aborts its request's signal (and makes a write to
+    // its stream fail, settling the writer's `closed`): the socket is
+    // closed, so the object drops the subscriber at once rather than
+    // sending into the void.
+    {
+        let relay = relay.clone();
+        let closed = wasm_bindgen_futures::JsFuture::from(writer.closed());
+        let client = wasm_bindgen_futures::JsFuture::from(client);
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = select(closed, client).await;
+            relay.borrow_mut().end(CLIENT_GONE, "the client went away");
+        });
+    }
+    // Keep-alives for the client, and the socket's (answered by the runtime);
+    // the stream ends with the token that opened it.
+    {
+        let relay = relay.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            let ping_ms = ping_ms as i64;
+            let mut next_socket_ping = now_ms() + SOCKET_PING_MS;
+            loop {
+                let next_keepalive = relay.borrow().wrote_at + ping_ms;
+                let wake = next_keepalive.min(next_socket_ping).min(until.unwrap_or(i64::MAX));
+                Delay::from(Duration::from_millis((wake - now_ms()).max(0) as u64)).await;
+                let now = now_ms();
+                let mut r = relay.borrow_mut();
+                if r.ended {
+                    break;
+                }
+                if until.is_some_and(|t| now >= t) {
+                    r.end(1000, "the stream token expired");
+                    break;
+                }
+                if !r.reading() {
+                    break;
+                }
+                if now >= r.wrote_at + ping_ms {
+                    // Quiet for the interval: the protocol's keep-alive (a
+                    // feed that writes nothing waits another interval).
+                    r.wrote_at = now;
+                    let step = r.plan.feed.on_tick(now, ids::random_u64());
+                    r.step(step);
+                }
+                if now - r.pong_at > SOCKET_DEAD_MS {
+                    r.end(1011, "the object stopped answering");
+                    break;
+                }
+                if now >= next_socket_ping {
+                    next_socket_ping = now + SOCKET_PING_MS;
+                    let _ = r.ws.send_with_str(crate::live::PING);
+                }
+            }
+        });
+    }
+    let resp = Response::from_body(ResponseBody::Stream(transform.readable())).map_err(http::internal)?;
+    let h = worker::Headers::new();
+    for (k, v) in &headers {
+        let _ = h.set(k, v);
+    }
+    Ok(resp.with_headers(h))
+}
