@@ -57,6 +57,11 @@ impl BodyError {
     }
 }
 
+/// A request's declared `Content-Length`.
+pub fn declared_length(req: &Request) -> Option<u64> {
+    header(req, "content-length").and_then(|v| v.trim().parse::<u64>().ok())
+}
+
 /// A request's body, never holding more than `limit` bytes: a declared
 /// `Content-Length` over it is refused before anything is read, and a
 /// chunked body is read with a running count and dropped at the limit.
@@ -66,9 +71,14 @@ pub async fn body(req: &mut Request, limit: usize) -> std::result::Result<Vec<u8
     if matches!(req.method(), Get | Head | Delete | Options) {
         return Ok(Vec::new());
     }
-    let declared = header(req, "content-length").and_then(|v| v.trim().parse::<u64>().ok());
+    let declared = declared_length(req);
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
+    }
+    if declared.is_some() {
+        // A declared length within the cap: one read (the runtime holds the
+        // body to the length it declared).
+        return req.bytes().await.map_err(|e| BodyError::Unreadable(e.to_string()));
     }
     let Ok(mut stream) = req.stream() else { return Ok(Vec::new()) };
     let mut out = Vec::with_capacity(declared.unwrap_or(0) as usize);

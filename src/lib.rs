@@ -8,16 +8,18 @@
 //!   Durable Object (one per thread id, `idFromName`), a stream's object, or
 //!   the caller's directory, with the caller in one header.
 //! - [`object`]: the `#[durable_object]` shell of a thread: loads the core,
-//!   hands it each request, opens the streams and runs the effects it asks
-//!   for, keeps its timers.
-//! - [`live`]: subscriber plumbing: the shared core, the sink a stream reads
-//!   from, and the SSE bodies of the events route, run streams and views.
+//!   hands it each request, accepts subscriber sockets and runs the effects
+//!   it asks for, keeps its timers. It holds no stream, so it can sleep.
+//! - [`live`]: subscriber plumbing on the object's side: the shared core,
+//!   subscribers as hibernatable sockets and their attachments.
+//! - [`relay`]: the Worker's end of a subscriber's socket: the client's
+//!   stream, framed by the core's `feed`, with its keep-alives and ends.
 //! - [`store`]: the core's storage trait on Durable Object SQLite.
 //! - [`agent_host`]: the built-in agent's host: model client and tool runner
 //!   over `fetch`, timers, the publish path.
 //! - [`directory`]: each actor's list of threads and send counter.
 //! - [`stream_object`]: `StreamObject`, one standalone Durable Stream
-//!   (`/v1/stream/*`) per object.
+//!   (`/v1/stream/*`) per object; its live readers are relayed sockets too.
 //! - [`http`], [`ids`]: bytes in and out of the runtime; random ids.
 
 mod agent_host;
@@ -163,9 +165,14 @@ async fn route(
                 )
                 .await;
             }
+            // The body goes to the object as it arrives, never held here: the
+            // object reads it with the route's cap (a declared length over it
+            // is refused now, before anything is read).
             let limit = route.body_limit(&settings.limits);
-            let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
-            to_thread(&req, &route, &path, &caller, Forward::Body(body), env, settings).await
+            if http::declared_length(&req).is_some_and(|n| n > limit as u64) {
+                return Err(ApiError::body_too_large(limit));
+            }
+            to_thread(&req, &route, &path, &caller, Forward::Stream, env, settings).await
         }
     }
 }
@@ -196,10 +203,11 @@ async fn follow_send(
     relay::serve(socket, plan, &req.inner().signal(), settings.ping_ms, settings.streams_long_poll_ms).await
 }
 
-/// What a forwarded request carries: its (capped) body, or a request for a
-/// subscriber socket.
+/// What a forwarded request carries: a (capped) body read here, the
+/// client's body as it streams in, or a request for a subscriber socket.
 enum Forward {
     Body(Vec<u8>),
+    Stream,
     Socket,
 }
 
@@ -234,6 +242,12 @@ async fn to_thread(
             init.with_method(req.method()).with_headers(headers);
             if !b.is_empty() {
                 init.with_body(Some(js_sys::Uint8Array::from(b.as_slice()).into()));
+            }
+        }
+        Forward::Stream => {
+            init.with_method(req.method()).with_headers(headers);
+            if let Some(body) = req.inner().body() {
+                init.with_body(Some(body.into()));
             }
         }
         Forward::Socket => {

@@ -45,11 +45,49 @@ pub struct Attachment {
 /// the Worker's end is gone; its close event unregisters it too.
 pub struct WsSink(WebSocket);
 
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// A socket, for `send` with bytes made once for many sockets.
+    type RawSocket;
+    #[wasm_bindgen(method, js_name = send, catch)]
+    fn send_bytes(this: &RawSocket, data: &js_sys::Uint8Array) -> Result<(), wasm_bindgen::JsValue>;
+}
+
+thread_local! {
+    /// The last message copied out to JavaScript, kept with the bytes it
+    /// came from (holding them keeps their address from being reused): a
+    /// publish's fan-out sends one message to many sockets, and copies it
+    /// out once.
+    static LAST: std::cell::RefCell<Option<(Bytes, js_sys::Uint8Array)>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The message as JavaScript bytes, copied once per message. Messages
+/// travel as binary frames: no text transcoding on either side (they are
+/// the UTF-8 lines of `feed::wire`).
+fn js_bytes(message: &Bytes) -> js_sys::Uint8Array {
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((bytes, js)) = last.as_ref() {
+            if bytes.as_ptr() == message.as_ptr() && bytes.len() == message.len() {
+                return js.clone();
+            }
+        }
+        let js = js_sys::Uint8Array::from(&message[..]);
+        *last = Some((message.clone(), js.clone()));
+        js
+    })
+}
+
+/// Sends one message on a socket.
+fn send_on(ws: &WebSocket, message: &Bytes) -> bool {
+    use wasm_bindgen::JsCast;
+    let socket: &web_sys::WebSocket = ws.as_ref();
+    socket.unchecked_ref::<RawSocket>().send_bytes(&js_bytes(message)).is_ok()
+}
+
 impl Sink for WsSink {
     fn send(&mut self, message: Bytes) -> bool {
-        // The core's messages are UTF-8 text (`feed::wire`).
-        let text = std::str::from_utf8(&message).unwrap_or_default();
-        self.0.send_with_str(text).is_ok()
+        send_on(&self.0, &message)
     }
 
     fn is_closed(&self) -> bool {
@@ -88,5 +126,5 @@ pub fn attachment(ws: &WebSocket) -> Option<Attachment> {
 
 /// Sends one message on a socket (a replay page).
 pub fn send(ws: &WebSocket, message: &Bytes) {
-    let _ = ws.send_with_str(std::str::from_utf8(message).unwrap_or_default());
+    send_on(ws, message);
 }

@@ -47,6 +47,9 @@ pub struct Inner {
     /// Built-in agent runs driven by this instance: their cancel tokens and
     /// hosts (whose abort controller stops their fetches).
     agents: Rc<RefCell<Vec<(String, CancelToken, WorkerHost)>>>,
+    /// The storage alarm this instance knows is set (`None`: not known yet,
+    /// read from storage once): arming it reads no storage per event.
+    alarm_at: Cell<Option<Option<i64>>>,
     /// This instance, as the debug stats report it.
     instance: String,
     inflight: Cell<u32>,
@@ -82,6 +85,7 @@ impl DurableObject for ThreadObject {
             core: Rc::default(),
             flush_timer: Rc::default(),
             agents: Rc::default(),
+            alarm_at: Cell::new(None),
             instance: format!("{:x}", ids::random_u64()),
             inflight: Cell::new(0),
             handled: Cell::new(0),
@@ -127,6 +131,8 @@ impl DurableObject for ThreadObject {
     async fn alarm(&self) -> Result<Response> {
         let _event = self.inner.event().await;
         let inner = &self.inner;
+        // The alarm that fired is spent.
+        inner.alarm_at.set(Some(None));
         let effects = inner.load().and_then(|mut effects| {
             effects.extend(inner.with_core(|c| c.on_alarm(&inner.settings, now_ms()))??);
             Ok(effects)
@@ -311,6 +317,7 @@ impl Inner {
                         console_error!("delete: {e}");
                     }
                     let _ = self.storage.delete_alarm().await;
+                    self.alarm_at.set(Some(None));
                 }
             }
         }
@@ -359,11 +366,20 @@ impl Inner {
             .as_ref()
             .and_then(|c| c.next_alarm(now, self.settings.heartbeat_ms, self.settings.thread_ttl_ms));
         let Some(deadline) = deadline else { return };
-        let current = self.storage.get_alarm().await.ok().flatten();
+        let current = match self.alarm_at.get() {
+            Some(known) => known,
+            None => self.storage.get_alarm().await.ok().flatten(),
+        };
+        self.alarm_at.set(Some(current));
         if current.is_none_or(|t| t > deadline || t < now) {
             // An i64 alarm time is an offset from now, not an epoch time.
-            if let Err(e) = self.storage.set_alarm((deadline - now).max(10)).await {
-                console_error!("set_alarm: {e}");
+            let at = now + (deadline - now).max(10);
+            match self.storage.set_alarm(at - now).await {
+                Ok(()) => self.alarm_at.set(Some(Some(at))),
+                Err(e) => {
+                    self.alarm_at.set(None);
+                    console_error!("set_alarm: {e}");
+                }
             }
         }
     }

@@ -15,7 +15,7 @@
 use crate::{http, ids, now_ms};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::feed::backlog::{Backlog, Verdict};
@@ -71,6 +71,9 @@ pub async fn serve(
     }
     let Some(ws) = resp.websocket() else { return Err(ApiError::unavailable("the object answered no socket")) };
     ws.accept().map_err(http::internal)?;
+    // The object's messages are binary: read them as bytes, not blobs.
+    let socket: &web_sys::WebSocket = ws.as_ref();
+    socket.set_binary_type(web_sys::BinaryType::Arraybuffer);
     if plan.one_shot {
         return one_shot(ws, plan, gone(client), long_poll_ms).await;
     }
@@ -92,7 +95,9 @@ async fn one_shot(ws: WebSocket, mut plan: Plan, client: js_sys::Promise, wait_m
         let wait = select(&mut client, Delay::from(Duration::from_millis(left as u64)));
         match select(next, wait).await {
             Either::Left((Some(Ok(WebsocketEvent::Message(m))), _)) => {
-                let Some(text) = m.text() else { continue };
+                let Some(text) = m.text().or_else(|| m.bytes().and_then(|b| String::from_utf8(b).ok())) else {
+                    continue;
+                };
                 let step = plan.feed.on_message(&text, now_ms(), ids::random_u64());
                 if let Some(page) = step.page {
                     let _ = ws.send_with_str(&page);
@@ -116,6 +121,16 @@ async fn one_shot(ws: WebSocket, mut plan: Plan, client: js_sys::Promise, wait_m
     http::reply(reply).map_err(http::internal)
 }
 
+/// A socket message's text: the object's feed messages come as binary
+/// frames of UTF-8 (no transcoding), its keep-alive answer as text.
+fn message_text(data: &wasm_bindgen::JsValue) -> Option<String> {
+    if let Some(text) = data.as_string() {
+        return Some(text);
+    }
+    let bytes = js_sys::Uint8Array::new(data).to_vec();
+    String::from_utf8(bytes).ok()
+}
+
 /// A socket event listener, shared by the socket and the relay.
 type Listener = Rc<Closure<dyn FnMut(web_sys::Event)>>;
 
@@ -135,21 +150,43 @@ struct Relay {
     /// The socket's listeners, by event: dropped when the relay ends (they
     /// hold it).
     listeners: Vec<(&'static str, Listener)>,
-    /// Swallows the promise of each write (a failed one ends the relay
-    /// through the writer's `closed`).
-    ignore: Closure<dyn FnMut(wasm_bindgen::JsValue)>,
+    /// Writes not yet taken by the client's connection.
+    pending: Rc<Cell<usize>>,
+    /// xorshift state for the feed's jitter (no CSPRNG call per message).
+    rng: u64,
+    /// Settles each write's promise: one fewer pending (a failed write ends
+    /// the relay through the writer's `closed`).
+    settled: Closure<dyn FnMut(wasm_bindgen::JsValue)>,
+}
+
+#[wasm_bindgen::prelude::wasm_bindgen]
+extern "C" {
+    /// workerd's native pass-through stream: what is written goes to the
+    /// response with no JavaScript queue or transform between (a write
+    /// settles once the connection took it).
+    #[wasm_bindgen(js_name = IdentityTransformStream)]
+    type IdentityStream;
+    #[wasm_bindgen(constructor, js_class = "IdentityTransformStream", catch)]
+    fn new() -> Result<IdentityStream, wasm_bindgen::JsValue>;
+    #[wasm_bindgen(method, getter)]
+    fn readable(this: &IdentityStream) -> web_sys::ReadableStream;
+    #[wasm_bindgen(method, getter)]
+    fn writable(this: &IdentityStream) -> web_sys::WritableStream;
 }
 
 impl Relay {
-    /// Writes unread by the client (the writer's queue counts chunks).
-    fn queued(&self) -> usize {
-        let desired = self.writer.desired_size().ok().flatten().unwrap_or(1.0);
-        (1.0 - desired).max(0.0) as usize
+    /// A random number for the feed (cursor jitter: unpredictable enough,
+    /// not secret).
+    fn random(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
     }
 
     /// Ends the relay when its client stopped reading; true while it reads.
-    fn reading(&mut self) -> bool {
-        match self.backlog.observe(self.queued(), now_ms()) {
+    fn reading(&mut self, now: i64) -> bool {
+        match self.backlog.observe(self.pending.get(), now) {
             Verdict::Reading => true,
             Verdict::Stalled => {
                 self.end(CLIENT_GONE, "the client stopped reading");
@@ -162,18 +199,19 @@ impl Relay {
         }
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        if bytes.is_empty() || self.ended || !self.reading() {
+    fn write(&mut self, bytes: &[u8], now: i64) {
+        if bytes.is_empty() || self.ended || !self.reading(now) {
             return;
         }
         let chunk = js_sys::Uint8Array::from(bytes);
-        let _ = self.writer.write_with_chunk(&chunk).catch(&self.ignore);
+        let _ = self.writer.write_with_chunk(&chunk).then2(&self.settled, &self.settled);
+        self.pending.set(self.pending.get() + 1);
         self.backlog.wrote();
-        self.wrote_at = now_ms();
+        self.wrote_at = now;
     }
 
-    fn step(&mut self, step: threadline_durable::feed::Step) {
-        self.write(&step.out);
+    fn step(&mut self, step: threadline_durable::feed::Step, now: i64) {
+        self.write(&step.out, now);
         if let Some(page) = step.page {
             let _ = self.ws.send_with_str(&page);
         }
@@ -193,7 +231,7 @@ impl Relay {
             let _ = socket.remove_event_listener_with_callback(kind, (**l).as_ref().unchecked_ref());
         }
         let _ = self.ws.close(Some(code), Some(reason));
-        let _ = self.writer.close().catch(&self.ignore);
+        let _ = self.writer.close().then2(&self.settled, &self.settled);
         // A listener may be the one running now: it is dropped on a later
         // turn, never while it runs.
         wasm_bindgen_futures::spawn_local(async move { drop(listeners) });
@@ -202,10 +240,11 @@ impl Relay {
 
 fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64) -> Result<Response, ApiError> {
     let client = gone(&signal);
-    let transform = web_sys::TransformStream::new().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
+    let transform = IdentityStream::new().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
     let writer = transform.writable().get_writer().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
     let headers = plan.headers.clone();
     let until = plan.until;
+    let pending = Rc::new(Cell::new(0));
     let relay = Rc::new(RefCell::new(Relay {
         plan,
         ws: ws.clone(),
@@ -215,20 +254,24 @@ fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64)
         pong_at: now_ms(),
         wrote_at: now_ms(),
         listeners: Vec::new(),
-        ignore: Closure::new(|_| {}),
+        pending: pending.clone(),
+        rng: ids::random_u64() | 1,
+        settled: Closure::new(move |_| pending.set(pending.get().saturating_sub(1))),
     }));
     let socket: &web_sys::WebSocket = ws.as_ref();
     let on_message = {
         let relay = relay.clone();
         Closure::<dyn FnMut(web_sys::Event)>::new(move |e: web_sys::Event| {
-            let Some(text) = e.dyn_ref::<web_sys::MessageEvent>().and_then(|m| m.data().as_string()) else { return };
+            let Some(text) = e.dyn_ref::<web_sys::MessageEvent>().and_then(|m| message_text(&m.data())) else { return };
             let mut r = relay.borrow_mut();
             if text == crate::live::PONG {
                 r.pong_at = now_ms();
                 return;
             }
-            let step = r.plan.feed.on_message(&text, now_ms(), ids::random_u64());
-            r.step(step);
+            let now = now_ms();
+            let random = r.random();
+            let step = r.plan.feed.on_message(&text, now, random);
+            r.step(step, now);
         })
     };
     let on_close = {
@@ -274,15 +317,16 @@ fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64)
                     r.end(1000, "the stream token expired");
                     break;
                 }
-                if !r.reading() {
+                if !r.reading(now) {
                     break;
                 }
                 if now >= r.wrote_at + ping_ms {
                     // Quiet for the interval: the protocol's keep-alive (a
                     // feed that writes nothing waits another interval).
                     r.wrote_at = now;
-                    let step = r.plan.feed.on_tick(now, ids::random_u64());
-                    r.step(step);
+                    let random = r.random();
+                    let step = r.plan.feed.on_tick(now, random);
+                    r.step(step, now);
                 }
                 if now - r.pong_at > SOCKET_DEAD_MS {
                     r.end(1011, "the object stopped answering");

@@ -18,10 +18,14 @@
 //! - [`thread`]: the thread itself. `thread/mod.rs` is the state machine (run
 //!   lock, the one publish path: coalesce, assign seqs, persist, then fan
 //!   out; what starts next; deadlines); beside it `subscribe` (replay then
-//!   live in one block), `confirmations`, `queue`, `agent` (checkpoints,
-//!   resume, recovery), `views`, `streams` (the log as Durable Streams:
-//!   read plans and SSE turns) and `service` (every route answered, with the
-//!   effects the shell must run).
+//!   live in one block, as socket messages), `confirmations`, `queue`,
+//!   `agent` (checkpoints, resume, recovery), `views`, `streams` (the log as
+//!   Durable Streams) and `service` (every route answered, with the effects
+//!   the shell must run).
+//! - [`feed`]: a subscriber's stream in the Worker: the socket's message
+//!   format (`feed::wire`), replay then live across the hop (`Relay`), each
+//!   protocol's framing (`events`, `runs`, `views`), and whether the client
+//!   still reads (`backlog`).
 //! - [`event`]: the protocol's event schema. A published event is parsed,
 //!   checked against its kind's payload schema and stamped with `runId`/`ts`.
 //! - [`coalesce`]: text and reasoning deltas become `text-block` /
@@ -43,8 +47,9 @@
 //! - [`runstream`]: a run's events as agora run-stream frames, numbered
 //!   the same live and replayed.
 //! - [`streams`]: the Durable Streams protocol: offsets, frames, producers,
-//!   one standalone stream's decisions (`/v1/stream/*`), and the views of a
-//!   thread's log and a run's events (`/v1/threads`, `/v1/runs`).
+//!   one standalone stream's decisions (`/v1/stream/*`) and its live reads
+//!   across the hop (`streams::live`), and the views of a thread's log and a
+//!   run's events (`/v1/threads`, `/v1/runs`).
 //! - [`auth`]: bearer JWTs (HS256, RS256, ES256), stream tokens, token hashes.
 //! - [`settings`]: the deployment's configuration, read once.
 //! - [`effect`]: what the core asks the shell to do.

@@ -56,7 +56,7 @@ impl<'a> Frame<'a> {
         }
         if let Some(id) = self.id {
             out.extend_from_slice(b"id: ");
-            out.extend_from_slice(id.to_string().as_bytes());
+            out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
             out.push(b'\n');
         }
         for line in split_lines(self.data) {
@@ -73,7 +73,7 @@ fn split_lines(s: &str) -> impl Iterator<Item = &str> {
     let mut rest = Some(s);
     std::iter::from_fn(move || {
         let s = rest?;
-        match s.find(['\r', '\n']) {
+        match memchr::memchr2(b'\r', b'\n', s.as_bytes()) {
             None => {
                 rest = None;
                 Some(s)

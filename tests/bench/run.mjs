@@ -21,7 +21,8 @@ import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { startWorker, startWebhook, client, newThread, sleep } from "../support/harness.mjs";
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: 512 });
+// No socket cap: the cost figure holds 1,000 streams open at once.
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
 
 function pct(sorted, p) {
   if (!sorted.length) return NaN;
@@ -93,6 +94,7 @@ async function latency(api, hook, subscribers, samples = 300) {
   const run = await newRun(api, hook, thread);
   const sent = new Map();
   const lat = [];
+  const acks = [];
   const subs = [];
   for (let s = 0; s < subscribers; s++) {
     subs.push(await subscribe(api.base, thread, { onMark: (i, t) => sent.has(i) && lat.push(t - sent.get(i)) }));
@@ -100,14 +102,17 @@ async function latency(api, hook, subscribers, samples = 300) {
   await sleep(300);
   for (let i = 0; i < 20; i++) await run.publish([toolCall(-1 - i)]); // warm-up (not marked)
   for (let i = 0; i < samples; i++) {
-    sent.set(i, performance.now());
+    const t0 = performance.now();
+    sent.set(i, t0);
     await run.publish([toolCall(i)]);
+    acks.push(performance.now() - t0);
     await sleep(2);
   }
   await sleep(500);
   subs.forEach((s) => s.close());
   lat.sort((a, b) => a - b);
-  return { subscribers, deliveries: lat.length, expected: samples * subscribers, p50: pct(lat, 50), p99: pct(lat, 99) };
+  acks.sort((a, b) => a - b);
+  return { subscribers, deliveries: lat.length, expected: samples * subscribers, p50: pct(lat, 50), p99: pct(lat, 99), ackP50: pct(acks, 50), ackP99: pct(acks, 99) };
 }
 
 async function appendRate(api, hook, subscribers, total = 60_000, batch = 1000) {
@@ -202,23 +207,21 @@ const MONTH_H = 720;
 /** The relay's keep-alive on each subscriber's socket (src/relay.rs). */
 const SOCKET_PING_MS = 30_000;
 
-/** How long a thread's object is awake with `n` open subscribers: per
- * published event, and over an idle window (extrapolated to an hour).
- * Awake means billed: an object is billed while it handles an event or
- * holds an open response; with only hibernatable sockets it is not (it may
- * stay in memory, unbilled, until it is evicted). The object's stats say
- * which: its events in progress and open responses, and (DEBUG_WAKES) the
- * events every instance handled. An event's awake time is bounded above by
- * its publish round trip, measured at the client. */
-async function cost(api, hook, n, { idleMs = 40_000, publishes = 40 } = {}) {
+/** Opens `n` subscribers on a new thread with an open run. */
+async function idleThread(api, hook, n) {
   const thread = newThread("cost");
   const run = await newRun(api, hook, thread);
   await run.publish([toolCall(-1)]);
   const subs = [];
   for (let s = 0; s < n; s++) subs.push(await subscribe(api.base, thread, { onMark: () => {} }));
   await sleep(500);
-  // Per event: publish round trips, and the events the object handled.
-  const before = (await api.stats(thread)).json;
+  return { thread, run, subs };
+}
+
+/** An event's awake time, bounded above by its publish round trip (the
+ * object is billed while it handles the publish, fan-out included). */
+async function publishAwake(api, hook, n, publishes = 60) {
+  const { run, subs } = await idleThread(api, hook, n);
   const rtt = [];
   for (let i = 0; i < publishes; i++) {
     const t0 = performance.now();
@@ -226,43 +229,39 @@ async function cost(api, hook, n, { idleMs = 40_000, publishes = 40 } = {}) {
     rtt.push(performance.now() - t0);
     await sleep(20);
   }
+  subs.forEach((s) => s.close());
   rtt.sort((a, b) => a - b);
-  const perEventMs = pct(rtt, 50);
-  // Idle: nothing is sent for idleMs (the Worker's keep-alives go on).
+  return pct(rtt, 50);
+}
+
+/** How long the object is awake over an idle window with `n` open
+ * subscribers, per hour. An object is billed while it handles an event or
+ * holds an open response; with only hibernatable sockets it is not (it may
+ * stay in memory, unbilled, until evicted). Its stats say which: open
+ * responses (release: one per subscriber) or, with DEBUG_WAKES, the events
+ * every instance handled (a stored count that outlives eviction). */
+async function idleAwake(api, hook, n, idleMs = 40_000) {
+  const { thread, subs } = await idleThread(api, hook, n);
   const idle0 = (await api.stats(thread)).json;
   await sleep(idleMs);
   const idle1 = (await api.stats(thread)).json;
   subs.forEach((s) => s.close());
-  const hibernates = idle1.instance !== undefined;
-  let idleAwakeMsPerHour, wakes, evicted;
-  if (hibernates) {
-    // Events handled while idle, the closing stats read excluded.
-    wakes = idle1.instance.handledEver - idle0.instance.handledEver - 1;
-    evicted = idle1.instance.id !== idle0.instance.id;
-    idleAwakeMsPerHour = (wakes * perEventMs * HOUR_MS) / idleMs;
-  } else {
+  if (idle1.instance === undefined) {
     // Each subscriber is an open response the object holds: awake throughout.
-    wakes = 0;
-    evicted = false;
-    idleAwakeMsPerHour = idle1.subscribers > 0 ? HOUR_MS : 0;
+    return { idleMs, heldOpen: idle1.subscribers, wakes: 0, evicted: false, awakeMsPerHour: idle1.subscribers > 0 ? HOUR_MS : 0, sleeps: false };
   }
-  const eventsPerPublish = hibernates ? (idle0.instance.handledEver - before.instance.handledEver - 1) / publishes : undefined;
-  // A month of one idle thread with n open tabs: duration, and the relays'
-  // socket keep-alives as billed requests (20 messages per request).
-  const durationUsd = (idleAwakeMsPerHour / 1000) * MONTH_H * OBJECT_GB * GB_S_USD;
-  const pingUsd = hibernates ? ((n * (HOUR_MS / SOCKET_PING_MS) * MONTH_H) / 20) * DO_REQUEST_USD : 0;
-  return {
-    subscribers: n,
-    heldOpen: idle1.subscribers,
-    perEventMs,
-    eventsPerPublish,
-    idleMs,
-    idleWakes: wakes,
-    evicted,
-    idleAwakeMsPerHour,
-    monthlyIdleUsd: durationUsd + pingUsd,
-    monthlyUsdPerMillionEvents: ((perEventMs / 1000) * 1e6 * OBJECT_GB * GB_S_USD),
-  };
+  // Events handled while idle, the closing stats read excluded.
+  const wakes = idle1.instance.handledEver - idle0.instance.handledEver - 1;
+  return { idleMs, heldOpen: idle0.instance.inflight, wakes, evicted: idle1.instance.id !== idle0.instance.id, sleeps: true };
+}
+
+/** A month of one thread with `n` open tabs, idle: its object's awake time,
+ * and (sleeping design) the relays' socket keep-alives as billed requests. */
+function monthlyIdleUsd(n, idle, perEventMs) {
+  const awakeMsPerHour = idle.sleeps ? (idle.wakes * perEventMs * HOUR_MS) / idle.idleMs : idle.awakeMsPerHour;
+  const durationUsd = (awakeMsPerHour / 1000) * MONTH_H * OBJECT_GB * GB_S_USD;
+  const pingUsd = idle.sleeps ? ((n * (HOUR_MS / SOCKET_PING_MS) * MONTH_H) / 20) * DO_REQUEST_USD : 0;
+  return { awakeMsPerHour, usd: durationUsd + pingUsd };
 }
 
 /** Time until the first chunk holding `marker` arrives on a GET. */
@@ -337,7 +336,7 @@ try {
     for (const n of [1, 10, 100]) {
       const r = await both((api) => latency(api, hook, n));
       results.latency.push({ subscribers: n, ...r });
-      const line = (x) => `p50 ${ms(x.p50)} p99 ${ms(x.p99)} (${x.deliveries}/${x.expected})`;
+      const line = (x) => `p50 ${ms(x.p50)} p99 ${ms(x.p99)} (${x.deliveries}/${x.expected}; publish answered p50 ${ms(x.ackP50)})`;
       console.log(`publish→delivery, ${String(n).padStart(3)} subscribers: release ${line(r.release)} | current ${line(r.current)} | p99 ${ratio(r.current.p99, r.release.p99)}`);
     }
   }
@@ -379,8 +378,10 @@ try {
     console.log(`  100k / 1k ratio (current): SSE first byte ${ratio(dsBig.current.sseFirstByte, dsSmall.current.sseFirstByte)}, catch-up ${ratio(dsBig.current.catchUp100, dsSmall.current.catchUp100)}`);
   }
   if (want("cost")) {
-    // Workers of their own: counting wakes (DEBUG_WAKES) is a storage write
-    // per event, which the latency figures must not pay.
+    const perEvent = {};
+    for (const n of [1, 100, 1000]) perEvent[n] = await both((api) => publishAwake(api, hook, n));
+    // Workers of their own for the idle windows: counting wakes
+    // (DEBUG_WAKES) is a storage write per event, which no other figure pays.
     for (const b of builds) await b.worker.stop();
     const costVars = { ...vars, DEBUG_WAKES: "1", MAX_SUBSCRIBERS: "2000" };
     builds[0].worker = await startWorker({ vars: costVars, script: release });
@@ -389,11 +390,16 @@ try {
     results.cost = [];
     const usd = (x) => `$${x < 0.01 ? x.toFixed(4) : x.toFixed(2)}`;
     for (const n of [1, 100, 1000]) {
-      const r = await both((api) => cost(api, hook, n));
-      results.cost.push(r);
+      const idle = await both((api) => idleAwake(api, hook, n));
+      const row = { subscribers: n };
+      for (const b of ["release", "current"]) {
+        const month = monthlyIdleUsd(n, idle[b], perEvent[n][b]);
+        row[b] = { perEventMs: perEvent[n][b], ...idle[b], awakeMsPerHour: month.awakeMsPerHour, monthlyIdleUsd: month.usd };
+      }
+      results.cost.push(row);
       const line = (x) =>
-        `awake ${ms(x.perEventMs)}/event, ${Math.round(x.idleAwakeMsPerHour).toLocaleString("en")} ms/idle hour (${x.heldOpen} responses held, ${x.idleWakes} wakes in ${x.idleMs / 1000} s${x.evicted ? ", evicted" : ""}) → ${usd(x.monthlyIdleUsd)}/month idle`;
-      console.log(`cost, ${String(n).padStart(4)} idle subscribers: release ${line(r.release)} | current ${line(r.current)}`);
+        `${ms(x.perEventMs)}/event, ${Math.round(x.awakeMsPerHour).toLocaleString("en")} ms/idle hour (${x.heldOpen} requests held, ${x.wakes} wakes in ${x.idleMs / 1000} s${x.evicted ? ", evicted" : ""}) → ${usd(x.monthlyIdleUsd)}/month idle`;
+      console.log(`object awake, ${String(n).padStart(4)} idle subscribers: release ${line(row.release)} | current ${line(row.current)}`);
     }
   }
   fs.mkdirSync("test-artifacts", { recursive: true });

@@ -214,7 +214,8 @@ impl<F: Framer> Relay<F> {
 
     /// Takes one message from the object.
     pub fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
-        let mut step = Step::default();
+        // Frames are a little longer than the lines they come from.
+        let mut step = Step { out: Vec::with_capacity(text.len() + text.len() / 8), ..Step::default() };
         match &mut self.phase {
             // A live message during the replay: held, in order.
             Phase::Replay { held, .. } if !is_page(text) => held.push(text.to_owned()),

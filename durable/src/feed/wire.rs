@@ -40,7 +40,7 @@ pub const PROBE: &str = "K";
 /// Appends a durable record's line.
 pub fn durable(seq: u64, data: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"D ");
-    out.extend_from_slice(seq.to_string().as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(seq).as_bytes());
     out.push(b' ');
     out.extend_from_slice(data.as_bytes());
     out.push(b'\n');
