@@ -8,6 +8,9 @@
 
 use crate::error::ApiError;
 
+/// The root agent id of every run a thread starts.
+pub const ROOT_AGENT: &str = "orchestrator";
+
 /// Longest thread or run id (and each half of a scoped id).
 pub const MAX_ID: usize = 128;
 

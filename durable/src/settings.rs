@@ -13,9 +13,43 @@ use crate::auth::Mode;
 use crate::confirm::Policy;
 use crate::models::Catalog;
 use crate::store::Driver;
-use crate::thread::Config;
 use std::collections::BTreeMap;
 use std::rc::Rc;
+
+/// Tunables of a thread.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// A run with no published event for this long ends with `timeout`.
+    pub run_idle_timeout_ms: i64,
+    /// After the object restarts, a run still open that publishes nothing for
+    /// this long is swept as `crash_interrupted`.
+    pub restart_grace_ms: i64,
+    /// Most records read per replay page.
+    pub replay_page: usize,
+    /// `APPROVAL_POLICY`: TTL and approver role per tool.
+    pub approval_policy: Policy,
+    /// Who drives the runs this thread starts from its queue.
+    pub driver: Driver,
+    /// Largest serialised payload of one published event (413 beyond); under
+    /// SQLite's 2 MB row limit.
+    pub max_event_bytes: usize,
+    /// Largest stored queue, as JSON (`MAX_QUEUE_BYTES`).
+    pub max_queue_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            run_idle_timeout_ms: 10 * 60_000,
+            restart_grace_ms: 30_000,
+            replay_page: 512,
+            approval_policy: Policy::default(),
+            driver: Driver::Webhook,
+            max_event_bytes: 1_000_000,
+            max_queue_bytes: 1_000_000,
+        }
+    }
+}
 
 /// Where the built-in agent's model answers: `{base}/chat/completions`.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,9 +6,9 @@
 
 use super::Framer;
 use crate::event::{Event, Kind};
+use crate::ids::ROOT_AGENT;
 use crate::runstream::{self, FrameMapper};
 use crate::sse::PING;
-use crate::thread::ROOT_AGENT;
 
 /// A run stream's response headers (the SSE set, agora's cache rule and ids).
 pub fn headers(thread_id: &str, run_id: &str) -> Vec<(&'static str, String)> {

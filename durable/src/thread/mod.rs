@@ -38,7 +38,6 @@ mod views;
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
 use crate::coalesce::Coalescer;
-use crate::confirm;
 use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
 use crate::feed;
@@ -50,6 +49,8 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 use std::rc::Rc;
 
+pub use crate::ids::ROOT_AGENT;
+pub use crate::settings::Config;
 pub use subscribe::Follow;
 
 /// Where a subscriber's messages go: the socket the Worker relays from (a
@@ -79,44 +80,6 @@ impl Sink for Discard {
         false
     }
 }
-
-/// Tunables of a thread.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// A run with no published event for this long ends with `timeout`.
-    pub run_idle_timeout_ms: i64,
-    /// After the object restarts, a run still open that publishes nothing for
-    /// this long is swept as `crash_interrupted`.
-    pub restart_grace_ms: i64,
-    /// Most records read per replay page.
-    pub replay_page: usize,
-    /// `APPROVAL_POLICY`: TTL and approver role per tool.
-    pub approval_policy: confirm::Policy,
-    /// Who drives the runs this thread starts from its queue.
-    pub driver: Driver,
-    /// Largest serialised payload of one published event (413 beyond); under
-    /// SQLite's 2 MB row limit.
-    pub max_event_bytes: usize,
-    /// Largest stored queue, as JSON (`MAX_QUEUE_BYTES`).
-    pub max_queue_bytes: usize,
-}
-
-impl Default for Config {
-    fn default() -> Config {
-        Config {
-            run_idle_timeout_ms: 10 * 60_000,
-            restart_grace_ms: 30_000,
-            replay_page: 512,
-            approval_policy: confirm::Policy::default(),
-            driver: Driver::Webhook,
-            max_event_bytes: 1_000_000,
-            max_queue_bytes: 1_000_000,
-        }
-    }
-}
-
-/// The root agent id of every run a thread starts.
-pub const ROOT_AGENT: &str = "orchestrator";
 
 /// What the caller supplies to start a run (ids come from its random source).
 #[derive(Clone, Debug)]

@@ -1,0 +1,189 @@
+//! What the agent loop needs from where it runs, and what it hands back:
+//! the [`Host`] (model stream, tool calls, timers, the thread's publish
+//! path), the run's configuration and its [`Checkpoint`]. The Durable Object
+//! implements it over `fetch`; the tests implement it with fakes.
+
+use super::{builtin, tools};
+use crate::event::Event;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::future::Future;
+use std::pin::Pin;
+
+/// A response body, chunk by chunk.
+#[allow(async_fn_in_trait)]
+pub trait ByteStream {
+    /// The next chunk; `None` at the end; `Err` when the connection fails.
+    async fn next(&mut self) -> Option<Result<Vec<u8>, String>>;
+}
+
+/// Why a completion request did not start streaming.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelFailure {
+    /// No answer: connection refused, reset, DNS...
+    Unreachable(String),
+    /// A non-2xx answer, with a body excerpt.
+    Status { status: u16, body: String },
+}
+
+/// Where an agent's events go: the run (until it ends) or a background task
+/// (which outlives its run's `run-finish`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Scope {
+    Run,
+    Background(String),
+}
+
+/// The publish path refused: the run (or task) may not publish any more.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stopped;
+
+/// What the loop needs from the platform.
+#[allow(async_fn_in_trait)]
+pub trait Host: Clone + 'static {
+    type Stream: ByteStream;
+    /// `POST {LLM_BASE_URL}/chat/completions` with `body`, streaming.
+    async fn open_model(&self, body: String) -> Result<Self::Stream, ModelFailure>;
+    /// Calls an HTTP tool with `{args, toolCallId, threadId, runId}`, within
+    /// the tool's `timeoutMs` for the whole answer, reading at most `limit`
+    /// bytes of its body: the answer (the loop decides what it means), or
+    /// why there is none (unreachable, timed out).
+    async fn call_http_tool(&self, tool: &tools::HttpTool, body: Value, limit: usize) -> Result<ToolAnswer, String>;
+    async fn sleep(&self, ms: u64);
+    fn now(&self) -> i64;
+    fn new_id(&self, prefix: &str) -> String;
+    /// The thread's publish path.
+    fn publish(&self, scope: &Scope, events: Vec<Event>) -> Result<(), Stopped>;
+    /// Stores the run's progress after a completed step.
+    fn checkpoint(&self, checkpoint: &Checkpoint);
+    /// Runs a detached future (a background sub-agent).
+    fn spawn(&self, fut: Pin<Box<dyn Future<Output = ()>>>);
+    /// A background task started or ended (`status.backgroundTasks`).
+    fn background(&self, task: BackgroundTask);
+    /// Whether calling `tool` first needs a person's approval: declared
+    /// `approval: "required"` (`declared`) or required by `APPROVAL_POLICY`,
+    /// and not already approved for the thread's session.
+    fn needs_approval(&self, tool: &str, declared: bool) -> bool;
+    /// Publishes a `confirmation-request` (its payload without `requestId`)
+    /// and records it pending; returns the request id.
+    fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped>;
+}
+
+/// An HTTP tool's answer as it arrived.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolAnswer {
+    pub status: u16,
+    /// The body as text, at most the limit the call was made with.
+    pub body: String,
+    /// The body went on past the limit (only its first bytes are here).
+    pub truncated: bool,
+}
+
+impl ToolAnswer {
+    /// What the answer means for the model: a 2xx JSON body is the result;
+    /// a body past the limit is cut, with a marker the model sees; anything
+    /// else is a tool error with the status and an excerpt.
+    pub fn outcome(self, limit: usize) -> Result<Value, String> {
+        if !(200..300).contains(&self.status) {
+            return Err(format!("HTTP {}: {}", self.status, builtin::excerpt(&self.body, 300)));
+        }
+        if self.truncated {
+            return Ok(Value::String(builtin::truncated(&self.body, limit, None)));
+        }
+        serde_json::from_str(&self.body).map_err(|_| {
+            format!("HTTP {} with a body that is not JSON: {}", self.status, builtin::excerpt(&self.body, 300))
+        })
+    }
+}
+
+/// An entry of `status.backgroundTasks`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundTask {
+    pub task_id: String,
+    pub role: String,
+    pub agent_id: String,
+    /// `running | completed | failed | cancelled`
+    pub status: String,
+    pub started_at: i64,
+    pub run_id: String,
+}
+
+/// The agent's configuration (`LLM_*`, `AGENT_*`).
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub model: String,
+    pub max_steps: u32,
+    pub stall_timeout_ms: u64,
+    pub system_prompt: String,
+    /// Characters of earlier conversation sent with each run.
+    pub history_chars: usize,
+    /// Largest tool result kept (JSON bytes): a longer one is cut, with a
+    /// marker the model sees (`MAX_TOOL_RESULT_BYTES`).
+    pub max_tool_result_bytes: usize,
+    /// Most bytes one model step may stream (`MAX_MODEL_BYTES`).
+    pub max_model_bytes: usize,
+}
+
+impl Default for AgentConfig {
+    fn default() -> AgentConfig {
+        AgentConfig {
+            model: "fake-model".into(),
+            max_steps: 20,
+            stall_timeout_ms: 30_000,
+            system_prompt: "You are a helpful assistant. Use tools when they help; plan multi-step work with create-tasks; delegate focused work with spawn-agent.".into(),
+            history_chars: 24_000,
+            max_tool_result_bytes: 256 * 1024,
+            max_model_bytes: 8 * 1024 * 1024,
+        }
+    }
+}
+
+/// A run's progress, stored after each completed step so a restarted object
+/// can resume it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub run_id: String,
+    #[serde(default)]
+    pub thread_id: String,
+    /// Steps completed.
+    pub step: u32,
+    /// The conversation sent to the model, tool results included.
+    pub messages: Vec<Value>,
+    #[serde(default)]
+    pub tasks: Vec<Value>,
+    #[serde(default)]
+    pub usage: Option<Value>,
+    /// A step waiting for confirmations: its calls, some done, some pending.
+    #[serde(default)]
+    pub suspended: Option<Vec<StepCall>>,
+}
+
+/// One tool call of a suspended step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepCall {
+    pub id: String,
+    pub name: String,
+    pub args: Value,
+    /// What the model is told, once the call is settled.
+    pub result: Option<String>,
+    /// The confirmation this call waits for.
+    pub request_id: Option<String>,
+    /// Filled in when the run resumes: `approved | denied | expired | cancelled`.
+    #[serde(default)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub decision: Option<Value>,
+}
+
+/// How a run ended, for its `run-finish`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum End {
+    Completed,
+    Failed(String),
+    /// Waiting for a person: the run stays active, its state in storage.
+    Suspended,
+    /// Cancelled or ended elsewhere: publish nothing more.
+    Stopped,
+}
