@@ -17,7 +17,7 @@ try {
   console.log(`reconnect storm: ${storm.clients} clients, ${storm.runs} runs, ${storm.reconnects} reconnects, ${storm.durableEvents} durable events: ${storm.lost} lost, ${storm.duplicated} duplicated, every tree equal (${((Date.now() - t1) / 1000).toFixed(1)} s)`);
   const t2 = Date.now();
   const l = await load({ threads: 50, subscribers: 1000, events: 40, worker, hook });
-  console.log(`load: ${l.subscribers} subscribers over ${l.threads} threads, ${l.eventsPerThread} events each: ${l.lost} lost, delivery p50 ${l.p50Ms} ms, p99 ${l.p99Ms} ms, workerd RSS ${l.workerdRssMb} MB (${((Date.now() - t2) / 1000).toFixed(1)} s)`);
+  console.log(`load: ${l.subscribers} subscribers over ${l.threads} threads, ${l.eventsPerThread} events each: ${l.lost} lost, ${l.duplicated} duplicated, delivery p50 ${l.p50Ms} ms, p99 ${l.p99Ms} ms, workerd RSS ${l.workerdRssMb} MB (${((Date.now() - t2) / 1000).toFixed(1)} s)`);
 } finally {
   await worker.stop();
   await hook.close();

@@ -250,11 +250,16 @@ export async function load({ threads = 10, subscribers = 100, events = 60, worke
   await until(() => subs.every(({ s }) => s.finished), { timeoutMs: 120000, stepMs: 100, what: "every subscriber to see its run end" });
   const rss = workerdRssMb();
   let lost = 0;
-  for (const { s } of subs) lost += events - s.calls.size;
+  let duplicated = 0;
+  for (const { s } of subs) {
+    lost += events - s.calls.size;
+    duplicated += s.duplicated;
+  }
+  assert.equal(duplicated, 0, "no event delivered twice");
   subs.forEach(({ s }) => s.close());
   latencies.sort((a, b) => a - b);
   const p = (q) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
-  return { threads, subscribers: subs.length, eventsPerThread: events, lost, p50Ms: p(0.5), p99Ms: p(0.99), workerdRssMb: rss };
+  return { threads, subscribers: subs.length, eventsPerThread: events, lost, duplicated, p50Ms: p(0.5), p99Ms: p(0.99), workerdRssMb: rss };
 }
 
 /**
@@ -263,7 +268,7 @@ export async function load({ threads = 10, subscribers = 100, events = 60, worke
  */
 function lightSubscriber(url, latencies) {
   const ac = new AbortController();
-  const sub = { calls: new Set(), finished: false, close: () => ac.abort() };
+  const sub = { calls: new Set(), duplicated: 0, finished: false, close: () => ac.abort() };
   sub.ready = fetch(url, { signal: ac.signal }).then(async (resp) => {
     assert.equal(resp.status, 200);
     const reader = resp.body.getReader();
@@ -281,6 +286,7 @@ function lightSubscriber(url, latencies) {
           tail = cut < 0 ? text : text.slice(cut + 2);
           for (const m of whole.matchAll(/"ts":(\d+),"payload":\{"toolCallId":"(L\d+)"/g)) {
             if (!sub.calls.has(m[2])) latencies.push(at - Number(m[1]));
+            else sub.duplicated++;
             sub.calls.add(m[2]);
           }
           if (whole.includes('"type":"run-finish"')) sub.finished = true;
