@@ -127,6 +127,13 @@ function sendOversized(base, { path, total, declared, sendBytes = total, headers
     const timer = setTimeout(() => done({ timedOut: true }), timeoutMs);
     const buf = Buffer.alloc(chunk, 0x78);
     (async () => {
+      // A declared length is refused on the headers alone: the answer comes
+      // before any of the body is sent. (Writing at once races it: once the
+      // server closes, Linux drops an unread answer when the reset lands.)
+      if (declared) {
+        req.flushHeaders();
+        for (let waited = 0; !answered && !settled && waited < 1000; waited += 20) await new Promise((r) => setTimeout(r, 20));
+      }
       while (!answered && !settled && written < sendBytes) {
         const n = Math.min(chunk, sendBytes - written);
         const ok = req.write(n === chunk ? buf : buf.subarray(0, n));
