@@ -26,11 +26,6 @@ pub fn internal(e: worker::Error) -> ApiError {
     ApiError::unavailable(e)
 }
 
-/// Maps an answer of our own objects that does not parse to a 503.
-pub fn internal_json(e: serde_json::Error) -> ApiError {
-    ApiError::unavailable(e)
-}
-
 /// A request header by name.
 pub fn header(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()

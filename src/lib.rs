@@ -131,7 +131,7 @@ async fn route(
             let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
             http::reply(Reply::json(200, &body)).map_err(http::internal)
         }
-        Dispatch::AgoraChat | Dispatch::AgoraDecision { .. } => {
+        Dispatch::AgoraChat | Dispatch::AgoraDecision { .. } | Dispatch::UiChat => {
             let limit = settings.limits.max_body_bytes;
             let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
             let json = request::json(&body, limit)?;
@@ -143,6 +143,7 @@ async fn route(
                     let action = if approve { "approve" } else { "reject" };
                     format!("/agent/threads/{}/tool-call/{action}", request::agora_decision_thread(&json)?)
                 }
+                Dispatch::UiChat => format!("/api/chat/{}", request::ui_chat_thread(&json)?),
                 _ => unreachable!(),
             };
             let route = Route::parse("POST", &path)?;
@@ -177,8 +178,9 @@ async fn route(
     }
 }
 
-/// agora's send answers with the run it started, as a stream: the Worker
-/// follows the thread's answer with that run's stream (`Plan::after_send`).
+/// agora's and the AI SDK's sends answer with the run they started, as a
+/// stream: the Worker follows the thread's answer with that run's stream
+/// (`Plan::after_send` says which).
 async fn follow_send(
     req: &Request,
     route: &Route,
@@ -187,18 +189,16 @@ async fn follow_send(
     env: &Env,
     settings: &Settings,
 ) -> std::result::Result<Response, ApiError> {
-    if resp.status_code() != 200 || !matches!(route, Route::AgentChat { .. }) {
+    if resp.status_code() != 200 || !route.sends() {
         return Ok(resp);
     }
+    let headers = resp.headers().clone();
     let body = resp.bytes().await.map_err(http::internal)?;
     let reply = Reply::new(200).body(body);
-    let Some(plan) = Plan::after_send(route, &reply) else { return http::reply(reply).map_err(http::internal) };
-    let run = serde_json::from_slice::<serde_json::Value>(&reply.body).map_err(http::internal_json)?["runId"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let path = format!("/agent/chat/{run}/stream");
-    let stream = Route::parse("GET", &path)?;
+    let Some((plan, path)) = Plan::after_send(route, &reply) else {
+        return Ok(Response::from_bytes(reply.body).map_err(http::internal)?.with_headers(headers));
+    };
+    let stream = Route::parse("GET", path.split('?').next().unwrap_or_default())?;
     let socket = to_thread(req, &stream, &path, caller, Forward::Socket, env, settings).await?;
     relay::serve(socket, plan, &req.inner().signal(), settings.ping_ms, settings.streams_long_poll_ms).await
 }
@@ -235,7 +235,14 @@ async fn to_thread(
     }
     let _ = headers.set(CALLER_HEADER, &caller.to_header());
     let mut url = req.url().map_err(http::internal)?;
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (path, None),
+    };
     url.set_path(path);
+    if query.is_some() {
+        url.set_query(query);
+    }
     let mut init = RequestInit::new();
     match body {
         Forward::Body(b) => {

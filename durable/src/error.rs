@@ -172,6 +172,31 @@ impl ApiError {
         ApiError::new(409, "run_finished", "this run has finished; nothing was stored").with("runId", run_id)
     }
 
+    /// The AI SDK's send named a user message the thread already answered.
+    pub fn message_already_sent(run_id: &str) -> ApiError {
+        ApiError::new(
+            409,
+            "message_already_sent",
+            "this message was sent before and its answer is over; send it with a new id",
+        )
+        .with("runId", run_id)
+    }
+
+    /// The AI SDK's continuation answered no request of its message.
+    pub fn nothing_to_continue(message: impl Into<String>) -> ApiError {
+        ApiError::new(409, "nothing_to_continue", message)
+    }
+
+    /// A part of a user message the thread cannot take (only text is).
+    pub fn unsupported_part(kind: &str) -> ApiError {
+        ApiError::new(
+            400,
+            "unsupported_part",
+            format!("user message parts of type `{kind}` are not supported: send text"),
+        )
+        .with("partType", kind)
+    }
+
     pub fn task_finished() -> ApiError {
         ApiError::new(409, "task_finished", "this background task has ended")
     }

@@ -27,6 +27,8 @@ pub enum Dispatch {
     /// agora's `POST /agent/tool-call/approve|reject`: the thread is in the
     /// body's run or call id.
     AgoraDecision { approve: bool },
+    /// The AI SDK's `POST /api/chat`: the thread is the body's chat `id`.
+    UiChat,
     /// A route of one thread, to the thread's object.
     Thread(Route),
 }
@@ -53,6 +55,7 @@ impl Dispatch {
             "/agent/chat" => only("POST", Dispatch::AgoraChat),
             "/agent/tool-call/approve" => only("POST", Dispatch::AgoraDecision { approve: true }),
             "/agent/tool-call/reject" => only("POST", Dispatch::AgoraDecision { approve: false }),
+            "/api/chat" => only("POST", Dispatch::UiChat),
             _ => Route::parse(method, path).map(Dispatch::Thread),
         }
     }
@@ -199,6 +202,13 @@ pub fn is_stream_path(path: &str) -> bool {
 /// without opening one.
 pub fn head_reply(method: &str, route: &Route) -> Option<Reply> {
     let stream = matches!(route, Route::Events { .. } | Route::AgentStream { .. });
+    if method == "HEAD" && matches!(route, Route::UiStream { .. } | Route::UiRunStream { .. }) {
+        let mut r = Reply::new(200);
+        for (k, v) in crate::uistream::HEADERS {
+            r.set(k, *v);
+        }
+        return Some(r);
+    }
     (method == "HEAD" && stream).then(|| {
         let mut r = Reply::new(200);
         for (k, v) in crate::sse::HEADERS {

@@ -82,6 +82,7 @@ pub mod sse;
 pub mod store;
 pub mod streams;
 pub mod thread;
+pub mod uistream;
 #[cfg(test)]
 mod wire_schema;
 

@@ -52,6 +52,19 @@ pub enum Route {
     /// `GET` (read) or `POST` (an agent's idempotent append) `/v1/runs/:runId`:
     /// one run's events as a Durable Stream (the thread is in the run id).
     StreamRun { thread: String, run: String, append: bool },
+    /// `POST /api/chat/:id`: the AI SDK's `POST /api/chat {id, messages}`,
+    /// routed to its thread by the Worker.
+    UiChat { thread: String },
+    /// `GET /api/chat/:id/stream`: `useChat({resume: true})`'s reconnect to
+    /// the active run (204 when there is none).
+    UiStream { thread: String },
+    /// `GET /api/chat/:id/runs/:runId/stream?after=&continue=`: one run as a
+    /// UI message stream, from a point of its log (what a send answers with).
+    UiRunStream { thread: String, run: String },
+    /// `GET /api/chat/:id/messages`: the history as `UIMessage[]`.
+    UiMessages { thread: String },
+    /// `POST /api/chat/:id/stop`: cancels the active run.
+    UiStop { thread: String },
 }
 
 impl Route {
@@ -77,7 +90,12 @@ impl Route {
             | Route::AgentStream { thread, .. }
             | Route::ToolDecision { thread, .. }
             | Route::StreamThread { thread }
-            | Route::StreamRun { thread, .. } => thread,
+            | Route::StreamRun { thread, .. }
+            | Route::UiChat { thread }
+            | Route::UiStream { thread }
+            | Route::UiRunStream { thread, .. }
+            | Route::UiMessages { thread }
+            | Route::UiStop { thread } => thread,
         }
     }
 
@@ -95,6 +113,8 @@ impl Route {
                 | Route::AgentStream { .. }
                 | Route::StreamThread { .. }
                 | Route::StreamRun { append: false, .. }
+                | Route::UiStream { .. }
+                | Route::UiRunStream { .. }
         )
     }
 
@@ -105,14 +125,14 @@ impl Route {
 
     /// Routes that send a message (and may create the thread).
     pub fn sends(&self) -> bool {
-        matches!(self, Route::Chat { .. } | Route::AgentChat { .. })
+        matches!(self, Route::Chat { .. } | Route::AgentChat { .. } | Route::UiChat { .. })
     }
 
     /// What this route answers for an id it does not know; a thread that is
     /// not the caller's answers the same, so existence does not leak.
     pub fn not_found(&self) -> ApiError {
         match self {
-            Route::AgentStream { .. } => ApiError::nothing_to_resume(),
+            Route::AgentStream { .. } | Route::UiRunStream { .. } => ApiError::nothing_to_resume(),
             Route::Confirm { .. } => ApiError::confirmation_not_found(),
             Route::ToolDecision { .. } => ApiError::tool_call_not_found(),
             _ => ApiError::thread_not_found(),
@@ -132,7 +152,10 @@ impl Route {
             | Route::Delete { .. }
             | Route::AgentStream { .. }
             | Route::StreamThread { .. }
-            | Route::StreamRun { append: false, .. } => 0,
+            | Route::StreamRun { append: false, .. }
+            | Route::UiStream { .. }
+            | Route::UiRunStream { .. }
+            | Route::UiMessages { .. } => 0,
             _ => limits.max_body_bytes,
         }
     }
@@ -179,6 +202,18 @@ impl Route {
             ["agent", "chat", r, "stream"] => {
                 let thread = thread_of(r).ok_or_else(ApiError::nothing_to_resume)?;
                 (Route::AgentStream { thread: thread.to_owned(), run: (*r).to_owned() }, &["GET"])
+            }
+            ["api", "chat", t] => (Route::UiChat { thread: id(t)? }, &["POST"]),
+            ["api", "chat", t, "stream"] => (Route::UiStream { thread: id(t)? }, &["GET"]),
+            ["api", "chat", t, "messages"] => (Route::UiMessages { thread: id(t)? }, &["GET"]),
+            ["api", "chat", t, "stop"] => (Route::UiStop { thread: id(t)? }, &["POST"]),
+            ["api", "chat", t, "runs", r, "stream"] => {
+                let thread = id(t)?;
+                run_id(r)?;
+                if thread_of(r) != Some(thread.as_str()) {
+                    return Err(ApiError::nothing_to_resume());
+                }
+                (Route::UiRunStream { thread, run: (*r).to_owned() }, &["GET"])
             }
             ["v1", "threads", t] => (Route::StreamThread { thread: id(t)? }, &["GET"]),
             ["v1", "runs", r] => {

@@ -132,6 +132,13 @@ pub async fn run_orchestrator<H: Host>(
 }
 
 /// The reason a run ends with when the provider cannot be used.
+/// What the model is told of a call a person denied (the UI stream maps a
+/// `tool-error` starting so to a denial).
+pub const DENIED: &str = "The user denied this tool call";
+
+/// What the model is told of a call whose approval nobody gave in time.
+pub const EXPIRED: &str = "The approval request expired";
+
 pub const PROVIDER_UNAVAILABLE: &str = "LLM provider unavailable";
 
 impl<H: Host> Agent<H> {
@@ -504,13 +511,11 @@ impl<H: Host> Agent<H> {
             Some("denied") => {
                 let reason = call.decision.as_ref().and_then(|d| d["userInput"].as_str()).filter(|r| !r.is_empty());
                 Err(match reason {
-                    Some(r) => format!("The user denied this tool call: {r}"),
-                    None => "The user denied this tool call.".to_owned(),
+                    Some(r) => format!("{DENIED}: {r}"),
+                    None => format!("{DENIED}."),
                 })
             }
-            Some("expired") => {
-                Err("The approval request expired before anyone decided; the tool did not run.".to_owned())
-            }
+            Some("expired") => Err(format!("{EXPIRED} before anyone decided; the tool did not run.")),
             _ => return Err(Halt::Stopped),
         };
         self.settle(&call.id, outcome)

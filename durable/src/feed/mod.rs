@@ -20,6 +20,7 @@
 pub mod backlog;
 pub mod events;
 pub mod runs;
+pub mod ui;
 pub mod views;
 pub mod wire;
 
@@ -146,6 +147,11 @@ impl Plan {
                 let headers = runs::headers(thread, run);
                 plan(Box::new(Relay::new(runs::RunFrames::new(thread, run, after))), headers, false)
             }
+            Route::UiStream { .. } => plan(Box::new(Relay::new(ui::UiFrames::new(None, false))), ui_headers(), false),
+            Route::UiRunStream { run, .. } => {
+                let continuing = request::query_first(query, "continue").as_deref() == Some("true");
+                plan(Box::new(Relay::new(ui::UiFrames::new(Some(run), continuing))), ui_headers(), false)
+            }
             Route::StreamThread { .. } | Route::StreamRun { append: false, .. } => {
                 let run = match route {
                     Route::StreamRun { run, .. } => Some(run.clone()),
@@ -164,18 +170,46 @@ impl Plan {
         })
     }
 
-    /// agora's send (`POST /agent/chat`) answers with the run it started, as
-    /// a stream: the plan that follows the send's 200 `{runId}` answer.
-    pub fn after_send(route: &Route, reply: &Reply) -> Option<Plan> {
-        let Route::AgentChat { thread } = route else { return None };
+    /// A send that answers with the run it started, as a stream: agora's
+    /// (`POST /agent/chat`, the thread's `{runId}`) and the AI SDK's
+    /// (`POST /api/chat`, the thread's `{follow}`). The plan, and the path of
+    /// the stream route the Worker follows the thread's answer with.
+    pub fn after_send(route: &Route, reply: &Reply) -> Option<(Plan, String)> {
         if reply.status != 200 {
             return None;
         }
         let body: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
-        let run = body["runId"].as_str()?;
-        let feed = Box::new(Relay::new(runs::RunFrames::new(thread, run, 0)));
-        Some(Plan { feed, headers: runs::headers(thread, run), one_shot: false, until: None, tick_ms: None, pass: &[] })
+        let plan = |feed: Box<dyn Feed>, headers| Plan {
+            feed,
+            headers,
+            one_shot: false,
+            until: None,
+            tick_ms: None,
+            pass: &[],
+        };
+        match route {
+            Route::AgentChat { thread } => {
+                let run = body["runId"].as_str()?;
+                let feed = Box::new(Relay::new(runs::RunFrames::new(thread, run, 0)));
+                Some((plan(feed, runs::headers(thread, run)), format!("/agent/chat/{run}/stream")))
+            }
+            Route::UiChat { thread } => {
+                let follow = &body["follow"];
+                let run = follow["runId"].as_str()?;
+                let after = follow["after"].as_u64()?;
+                let continuing = follow["continue"].as_bool()?;
+                let feed = Box::new(Relay::new(ui::UiFrames::new(Some(run), continuing)));
+                let path = format!("/api/chat/{thread}/runs/{run}/stream?after={after}&continue={continuing}");
+                Some((plan(feed, ui_headers()), path))
+            }
+            _ => None,
+        }
     }
+}
+
+/// A UI message stream's response headers.
+fn ui_headers() -> Vec<(&'static str, String)> {
+    crate::uistream::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
 }
 
 /// What the shell does after a message: write `out`, ask for the next

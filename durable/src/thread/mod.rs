@@ -33,6 +33,7 @@ mod queue;
 pub mod service;
 pub mod streams;
 mod subscribe;
+mod uichat;
 mod views;
 
 use crate::agent::BackgroundTask;
@@ -52,6 +53,7 @@ use std::rc::Rc;
 pub use crate::ids::ROOT_AGENT;
 pub use crate::settings::Config;
 pub use subscribe::Follow;
+pub use uichat::follow_body;
 
 /// Where a subscriber's messages go: the socket the Worker relays from (a
 /// hibernatable WebSocket), a vector in tests. Each `send` is one message.
@@ -633,9 +635,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// A new queued message (its id is also its run's, known up front).
-    fn new_item(&self, message: String, model: Option<String>, now: i64) -> QueueItem {
-        let id = ids::scoped(&self.thread_id, &(self.ids)("msg"));
-        QueueItem { message_id: id.clone(), run_id: id, message, queued_at: now, model }
+    /// A queue item; `given` names its message and run (an AI SDK send
+    /// keeps the client's message id).
+    fn new_item(&self, message: String, model: Option<String>, given: Option<(String, String)>, now: i64) -> QueueItem {
+        let (message_id, run_id) = given.unwrap_or_else(|| {
+            let id = ids::scoped(&self.thread_id, &(self.ids)("msg"));
+            (id.clone(), id)
+        });
+        QueueItem { message_id, run_id, message, queued_at: now, model }
     }
 
     /// Takes the run lock for `item`; the run waits in `started` for the

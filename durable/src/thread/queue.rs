@@ -21,9 +21,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &mut self,
         message: String,
         model: Option<String>,
+        given: Option<(String, String)>,
         now: i64,
     ) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
-        let item = self.new_item(message, model, now);
+        let item = self.new_item(message, model, given, now);
         if self.active.is_none() && self.queue.items.is_empty() {
             let run = self.start_item(item.clone(), now)?;
             return Ok((item, 0, Some(run)));
@@ -42,9 +43,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &mut self,
         message: String,
         model: Option<String>,
+        given: Option<(String, String)>,
         now: i64,
     ) -> Result<(QueueItem, Option<String>), ApiError> {
-        let item = self.new_item(message, model, now);
+        let item = self.new_item(message, model, given, now);
         let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
             self.start_item(item.clone(), now)?;
             return Ok((item, None));
@@ -95,7 +97,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         last.replaced = true;
         self.store.commit(&[], std::slice::from_ref(&last)).map_err(ApiError::storage)?;
-        let item = self.new_item(last.message, model, now);
+        // The same user message, answered again: it keeps its id.
+        let run_id = crate::ids::scoped(&self.thread_id, &(self.ids)("run"));
+        let item = self.new_item(last.message, model, Some((last.message_id, run_id)), now);
         self.start_item(item, now)
     }
 }

@@ -120,12 +120,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if route.decides() {
             return self.decision(req, settings, now, effects).map(Answer::Reply);
         }
+        if let Route::UiStream { .. } = route {
+            // A thread that is not the caller's answers as one with no run.
+            let granted = match self.admit(route, req.caller, None) {
+                Ok(_) => true,
+                Err(e) if e.status == 404 => false,
+                Err(e) => return Err(e),
+            };
+            return self.ui_stream(granted, settings);
+        }
         let grant = self.admit(route, req.caller, None)?;
         let ok = |v: Value| Ok(Answer::Reply(Reply::json(200, &v)));
         match route {
             Route::Chat { thread } | Route::AgentChat { thread } => {
                 let body = json_body(limits.max_body_bytes)?;
-                let sent = self.send(thread, &body, (grant, req.caller, req.origin), settings, now, effects)?;
+                let sent = self.send(thread, &body, None, (grant, req.caller, req.origin), settings, now, effects)?;
                 match (sent, route) {
                     // agora's send answers with the run's stream: the Worker
                     // follows this answer with it (`Route::streams_its_run`).
@@ -154,7 +163,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 self.make_room(settings.limits.max_subscribers)?;
                 Ok(Answer::Follow { follow: Follow::log(), after })
             }
-            Route::Cancel { .. } => {
+            Route::UiChat { thread } => {
+                let body = json_body(limits.max_body_bytes)?;
+                self.ui_chat(thread, &body, (grant, req.caller, req.origin), settings, now, effects)
+            }
+            Route::UiRunStream { run, .. } => self.ui_run_stream(run, req.query, settings),
+            Route::UiMessages { .. } => {
+                let (limit, page) = request::messages_page(req.query)?;
+                ok(self.ui_messages(limit, page)?)
+            }
+            Route::UiStream { .. } => unreachable!("served above"),
+            Route::Cancel { .. } | Route::UiStop { .. } => {
                 let cancelled = self.cancel(now)?;
                 // The built-in agent (and its sub-agents, background ones too)
                 // stop and their fetches are aborted; the run's events end
@@ -250,10 +269,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// runs this message next). A send that is refused stores nothing; the
     /// first accepted send of a thread makes its caller the owner.
     #[allow(clippy::too_many_arguments)]
-    fn send(
+    pub(super) fn send(
         &mut self,
         thread: &str,
         body: &Value,
+        given: Option<(String, String)>,
         (grant, caller, origin): (Grant, &Caller, &str),
         settings: &Settings,
         now: i64,
@@ -288,9 +308,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Send::Message { message, mode: Mode::Reject, model } => {
                 let model = pick(model.as_deref())?;
                 let token = (self.ids)("tlp");
+                let (message_id, run_id) =
+                    given.unwrap_or_else(|| ((self.ids)("msg"), ids::scoped(thread, &(self.ids)("run"))));
                 let start = StartRun {
-                    run_id: ids::scoped(thread, &(self.ids)("run")),
-                    message_id: (self.ids)("msg"),
+                    run_id,
+                    message_id,
                     message,
                     publish_token: token.clone(),
                     driver: self.config.driver,
@@ -303,13 +325,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             Send::Message { message, mode: Mode::Queue, model } => {
                 let model = pick(model.as_deref())?;
-                let (item, position, started) = self.enqueue(message, model, now)?;
+                let (item, position, started) = self.enqueue(message, model, given, now)?;
                 claim(self)?;
                 Sent::Queued(self.queued_reply(thread, &item.message_id, position, started.map(|r| r.run_id)))
             }
             Send::Message { message, mode: Mode::Interrupt, model } => {
                 let model = pick(model.as_deref())?;
-                let (item, interrupted) = self.interrupt(message, model, now)?;
+                let (item, interrupted) = self.interrupt(message, model, given, now)?;
                 claim(self)?;
                 let mut body = self.queued_reply(thread, &item.message_id, 0, Some(item.run_id.clone()));
                 if let Some(old) = interrupted {
@@ -385,7 +407,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A confirmation was decided or lapsed: its run goes on. The built-in
     /// agent resumes once every request of its step is settled; an external
     /// agent is told through its webhook.
-    fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, ApiError> {
+    pub(super) fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, ApiError> {
         let driver = self.store.run(&c.run_id).map_err(ApiError::storage)?.map(|r| r.driver);
         Ok(match driver {
             Some(Driver::Builtin) => self.resume_if_ready(&c.run_id, settings)?.into_iter().collect(),
@@ -504,14 +526,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
 }
 
 /// What a send did.
-enum Sent {
+pub(super) enum Sent {
     /// A run started (or regenerated).
     Run { run_id: String, regenerated: bool },
     /// The 202 body of a queued (or interrupting) send.
     Queued(Value),
 }
 
-fn held(c: Option<&Confirmation>) -> access::Request<'_> {
+pub(super) fn held(c: Option<&Confirmation>) -> access::Request<'_> {
     match c {
         Some(c) => access::Request::Held { approver: c.approver.as_deref() },
         None => access::Request::Unknown,
