@@ -74,11 +74,14 @@ fn fixture(s: &Settings) -> (T, String, String, String) {
 #[derive(Debug, PartialEq, Clone)]
 enum Got {
     Ok,
+    /// 204: nothing to say (the AI SDK's reconnect with no run to follow).
+    Empty,
     No(u16, String),
 }
 
 fn got(o: &threadline_durable::thread::service::Outcome) -> Got {
     match support::status(o) {
+        204 => Got::Empty,
         200..=299 => Got::Ok,
         s => Got::No(s, support::code(o)),
     }
@@ -109,6 +112,9 @@ enum Kind {
     Reader(&'static str),
     /// Publishing: the run's token decides (401 without one).
     Publish,
+    /// A reader's stream; anyone else is told there is nothing to follow
+    /// (204), as for a thread with no run: nothing leaks.
+    ReaderElseEmpty,
     /// A decision on a request naming `finance` (`Some("finance")`), another
     /// role, no role, or an unknown request.
     Decide { approver: Option<&'static str>, known: bool, not_found: &'static str },
@@ -123,6 +129,10 @@ fn expected(kind: Kind, who: Who) -> Got {
         Kind::Reader(nf) => match who {
             Who::Owner | Who::StreamToken => Got::Ok,
             _ => no(404, nf),
+        },
+        Kind::ReaderElseEmpty => match who {
+            Who::Owner | Who::StreamToken => Got::Ok,
+            Who::Publisher | Who::Nobody | Who::Stranger | Who::Approver => Got::Empty,
         },
         Kind::Publish => match who {
             Who::Publisher => Got::Ok,
@@ -156,6 +166,7 @@ fn every_caller_on_every_route() {
     let (run, queued) = (probe.1.clone(), probe.3.clone());
     let delta = json!([{"type": "text-delta", "agentId": "orchestrator", "payload": {"text": "x"}}]);
     let send = json!({"message": "more", "mode": "queue"});
+    let ui_send = json!({"id": "t1", "mode": "queue", "messages": [{"id": "m9", "role": "user", "parts": [{"type": "text", "text": "more"}]}]});
     let approve = json!({"approved": true});
     let decide_call = |call: &str| json!({"toolCallId": call, "runId": run});
     let q = |suffix: &str| format!("/instance-ai/threads/t1/queue/{queued}{suffix}");
@@ -184,6 +195,11 @@ fn every_caller_on_every_route() {
         ("POST", "/instance-ai/threads/t1/queue/resume".into(), Value::Null, Kind::Owner("thread_not_found")),
         ("GET", "/agent/threads/t1".into(), Value::Null, Kind::Owner("thread_not_found")),
         ("PATCH", "/agent/threads/t1".into(), json!({"model": null}), Kind::Owner("thread_not_found")),
+        ("POST", "/api/chat/t1".into(), ui_send, Kind::Owner("thread_not_found")),
+        ("GET", "/api/chat/t1/stream".into(), Value::Null, Kind::ReaderElseEmpty),
+        ("GET", format!("/api/chat/t1/runs/{run}/stream"), Value::Null, Kind::Reader("nothing_to_resume")),
+        ("GET", "/api/chat/t1/messages".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("POST", "/api/chat/t1/stop".into(), Value::Null, Kind::Owner("thread_not_found")),
     ];
     for (tool, approver, known) in decisions {
         let kind = |not_found| Kind::Decide { approver, known, not_found };
@@ -215,7 +231,12 @@ fn every_caller_on_every_route() {
             }
             let outcome = serve(&mut t, &s, req, 10);
             let want = expected(*kind, who);
-            assert_eq!(got(&outcome), want, "{who:?} {method} {path}");
+            // An append to a Durable Stream answers 204: accepted too.
+            let answer = match (kind, got(&outcome)) {
+                (Kind::Publish, Got::Empty) => Got::Ok,
+                (_, g) => g,
+            };
+            assert_eq!(answer, want, "{who:?} {method} {path}");
             if want != Got::Ok {
                 assert_eq!(t.store().records, before, "{who:?} {method} {path}: a refusal stores nothing");
                 assert!(outcome.effects.is_empty(), "{who:?} {method} {path}: a refusal does nothing");
