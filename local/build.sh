@@ -16,6 +16,11 @@ $bin/esbuild client/src/index.ts --bundle --format=esm --target=es2022 --sourcem
 mkdir -p web/dist
 $bin/esbuild web/src/app.ts --bundle --format=esm --target=es2020 --minify --sourcemap --log-level=warning --outfile=web/dist/app.js
 cp web/index.html web/style.css web/_headers web/dist/
+# The AI SDK example (examples/ai-sdk-chat: React + useChat), served at
+# /examples/ai-sdk-chat/ next to the page.
+mkdir -p web/dist/examples/ai-sdk-chat
+$bin/esbuild examples/ai-sdk-chat/app.jsx --bundle --format=esm --target=es2020 --minify --jsx=automatic --define:process.env.NODE_ENV=\"production\" --log-level=warning --outfile=web/dist/examples/ai-sdk-chat/app.js
+cp examples/ai-sdk-chat/index.html examples/ai-sdk-chat/style.css web/dist/examples/ai-sdk-chat/
 
 if [ -f build/index.js ] && [ -z "$(find src durable/src Cargo.toml Cargo.lock durable/Cargo.toml wrangler.toml -newer build/index.js -print -quit)" ]; then
   echo "build/: up to date"

@@ -1,0 +1,109 @@
+// A chat app written the way AI SDK apps are, against threadline: nothing
+// here knows threadline except the stop route (the AI SDK's stop() only
+// drops the connection; closing a stream never cancels a run).
+import { useEffect, useState } from "react";
+import { createRoot } from "react-dom/client";
+import { useChat } from "@ai-sdk/react";
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
+
+/** A bearer token for deployments with authentication. */
+const headers = () => {
+  const t = localStorage.getItem("threadline.token");
+  return t ? { authorization: `Bearer ${t}` } : {};
+};
+
+function threadId() {
+  if (!location.hash.slice(1)) location.hash = `chat-${crypto.randomUUID().slice(0, 8)}`;
+  return location.hash.slice(1);
+}
+
+function App() {
+  const id = threadId();
+  const [history, setHistory] = useState(null);
+  useEffect(() => {
+    // The history, then useChat resumes a run still going (resume: true).
+    fetch(`/api/chat/${id}/messages`, { headers: headers() })
+      .then((r) => (r.ok ? r.json() : []))
+      .then(setHistory);
+  }, [id]);
+  return history ? <Chat id={id} initial={history} /> : <p className="status">Loading…</p>;
+}
+
+function Chat({ id, initial }) {
+  const [input, setInput] = useState("");
+  const { messages, sendMessage, status, stop, addToolApprovalResponse, error } = useChat({
+    id,
+    messages: initial,
+    resume: true,
+    transport: new DefaultChatTransport({ api: "/api/chat", headers }),
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+  });
+  const busy = status === "submitted" || status === "streaming";
+  const onStop = async () => {
+    await fetch(`/api/chat/${id}/stop`, { method: "POST", headers: headers() });
+    stop();
+  };
+  return (
+    <main>
+      <header>
+        <h1>useChat × threadline</h1>
+        <span className="status" data-testid="status">{status}</span>
+      </header>
+      {messages.map((m) => (
+        <div key={m.id} className={`msg ${m.role}`} data-testid={`msg-${m.role}`}>
+          <div className="role">{m.role}</div>
+          {m.parts.map((p, i) => (
+            <Part key={i} part={p} approve={addToolApprovalResponse} />
+          ))}
+        </div>
+      ))}
+      {error && <p className="status" data-testid="error">{error.message}</p>}
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (!input.trim()) return;
+          sendMessage({ text: input });
+          setInput("");
+        }}
+      >
+        <input aria-label="Message" data-testid="input" value={input} onChange={(e) => setInput(e.target.value)} autoFocus />
+        {busy ? (
+          <button type="button" data-testid="stop" onClick={onStop}>Stop</button>
+        ) : (
+          <button type="submit" data-testid="send">Send</button>
+        )}
+      </form>
+    </main>
+  );
+}
+
+function Part({ part, approve }) {
+  switch (part.type) {
+    case "text":
+      return <div className="text" data-testid="text">{part.text}</div>;
+    case "reasoning":
+      return <div className="reasoning">{part.text}</div>;
+    case "dynamic-tool":
+      return (
+        <div className="tool" data-testid="tool" data-state={part.state}>
+          <b>{part.toolName}</b> <code>{JSON.stringify(part.input ?? {})}</code> · {part.state}
+          {part.state === "output-available" && <div>→ <code>{JSON.stringify(part.output)}</code></div>}
+          {part.state === "output-error" && <div>✗ {part.errorText}</div>}
+          {part.state === "approval-requested" && (
+            <div>
+              <button data-testid="approve" onClick={() => approve({ id: part.approval.id, approved: true })}>Approve</button>
+              <button data-testid="deny" onClick={() => approve({ id: part.approval.id, approved: false, reason: "denied in the app" })}>Deny</button>
+            </div>
+          )}
+        </div>
+      );
+    case "data-agent":
+      return <div className="tool">sub-agent {part.data.role}: {part.data.status}</div>;
+    case "data-tasks":
+      return <div className="tool">tasks: {part.data.tasks.map((t) => `${t.description} (${t.status})`).join(", ")}</div>;
+    default:
+      return null;
+  }
+}
+
+createRoot(document.getElementById("root")).render(<App />);
