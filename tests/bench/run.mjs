@@ -308,6 +308,22 @@ async function streamReconnect(api, hook, size, trials = 15) {
   return { events, sseFirstByte: pct(sse, 50), catchUp100: pct(catchUp, 50) };
 }
 
+/** The AI SDK's reconnect after a reload (`GET /api/chat/:id/stream`, the
+ * open run from its start): time to the first data byte. */
+async function uiReconnect(api, hook, size, trials = 15) {
+  const thread = newThread("ui");
+  const run = await newRun(api, hook, thread);
+  for (let i = 1; i < size; i += 5000) {
+    const n = Math.min(5000, size - i);
+    await run.publish(Array.from({ length: n }, (_, k) => toolCall(i + k, 64)));
+  }
+  const firsts = [];
+  for (let t = 0; t < trials; t++) firsts.push(await firstChunk(`${api.base}/api/chat/${thread}/stream`, "data: "));
+  firsts.sort((a, b) => a - b);
+  const events = (await api.stats(thread)).json.lastEventId;
+  return { events, firstByte: pct(firsts, 50) };
+}
+
 // Every figure is measured on today's build and on the release it would
 // replace (local/RELEASE, built once by local/baseline.sh), alternately in
 // the same run: this machine is too noisy for figures from different runs.
@@ -376,6 +392,18 @@ try {
     }
     const [dsSmall, dsBig] = results.streamReconnect;
     console.log(`  100k / 1k ratio (current): SSE first byte ${ratio(dsBig.current.sseFirstByte, dsSmall.current.sseFirstByte)}, catch-up ${ratio(dsBig.current.catchUp100, dsSmall.current.catchUp100)}`);
+  }
+  if (want("aisdk")) {
+    // The release has no /api/chat: today's build only.
+    const current = builds.find((b) => b.name === "current").api;
+    results.uiReconnect = [];
+    for (const size of [1_000, 100_000]) {
+      const r = await uiReconnect(current, hook, size);
+      results.uiReconnect.push({ size, ...r });
+      console.log(`AI SDK reconnect (GET /api/chat/:id/stream, the open run from its start) on a ${r.events.toLocaleString("en")}-event thread: first data byte ${ms(r.firstByte)}`);
+    }
+    const [uiSmall, uiBig] = results.uiReconnect;
+    console.log(`  100k / 1k ratio: first byte ${ratio(uiBig.firstByte, uiSmall.firstByte)}`);
   }
   if (want("cost")) {
     const perEvent = {};
