@@ -131,7 +131,7 @@ async fn route(
             let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
             http::reply(Reply::json(200, &body)).map_err(http::internal)
         }
-        Dispatch::AgoraChat | Dispatch::AgoraDecision { .. } | Dispatch::UiChat => {
+        Dispatch::AgoraChat | Dispatch::AgoraDecision { .. } | Dispatch::UiChat | Dispatch::AguiRun => {
             let limit = settings.limits.max_body_bytes;
             let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
             let json = request::json(&body, limit)?;
@@ -144,6 +144,7 @@ async fn route(
                     format!("/agent/threads/{}/tool-call/{action}", request::agora_decision_thread(&json)?)
                 }
                 Dispatch::UiChat => format!("/api/chat/{}", request::ui_chat_thread(&json)?),
+                Dispatch::AguiRun => format!("/ag-ui/threads/{}/run", request::agui_thread(&json)?),
                 _ => unreachable!(),
             };
             let route = Route::parse("POST", &path)?;

@@ -29,6 +29,8 @@ pub enum Dispatch {
     AgoraDecision { approve: bool },
     /// The AI SDK's `POST /api/chat`: the thread is the body's chat `id`.
     UiChat,
+    /// AG-UI's `POST /ag-ui`: the thread is the body's `threadId`.
+    AguiRun,
     /// A route of one thread, to the thread's object.
     Thread(Route),
 }
@@ -56,6 +58,7 @@ impl Dispatch {
             "/agent/tool-call/approve" => only("POST", Dispatch::AgoraDecision { approve: true }),
             "/agent/tool-call/reject" => only("POST", Dispatch::AgoraDecision { approve: false }),
             "/api/chat" => only("POST", Dispatch::UiChat),
+            "/ag-ui" => only("POST", Dispatch::AguiRun),
             _ => Route::parse(method, path).map(Dispatch::Thread),
         }
     }
@@ -202,9 +205,14 @@ pub fn is_stream_path(path: &str) -> bool {
 /// without opening one.
 pub fn head_reply(method: &str, route: &Route) -> Option<Reply> {
     let stream = matches!(route, Route::Events { .. } | Route::AgentStream { .. });
-    if method == "HEAD" && matches!(route, Route::UiStream { .. } | Route::UiRunStream { .. }) {
+    let headers = match route {
+        Route::UiStream { .. } | Route::UiRunStream { .. } => Some(crate::uistream::HEADERS),
+        Route::AguiStream { .. } => Some(crate::agui::HEADERS),
+        _ => None,
+    };
+    if let (true, Some(headers)) = (method == "HEAD", headers) {
         let mut r = Reply::new(200);
-        for (k, v) in crate::uistream::HEADERS {
+        for (k, v) in headers {
             r.set(k, *v);
         }
         return Some(r);

@@ -59,6 +59,7 @@
 
 pub mod access;
 pub mod agent;
+pub mod agui;
 pub mod auth;
 pub mod coalesce;
 pub mod confirm;

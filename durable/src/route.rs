@@ -65,6 +65,14 @@ pub enum Route {
     UiMessages { thread: String },
     /// `POST /api/chat/:id/stop`: cancels the active run.
     UiStop { thread: String },
+    /// `POST /ag-ui/threads/:id/run`: AG-UI's `POST /ag-ui`, routed to its
+    /// thread by the Worker.
+    AguiRun { thread: String },
+    /// `GET /ag-ui/threads/:id/runs/:runId`: re-attach to a run's AG-UI
+    /// stream (`Last-Event-ID` or `?after=`; whole from `RUN_STARTED` without).
+    AguiStream { thread: String, run: String },
+    /// `GET /ag-ui/threads/:id/messages`: the history as AG-UI messages.
+    AguiMessages { thread: String },
 }
 
 impl Route {
@@ -95,7 +103,10 @@ impl Route {
             | Route::UiStream { thread }
             | Route::UiRunStream { thread, .. }
             | Route::UiMessages { thread }
-            | Route::UiStop { thread } => thread,
+            | Route::UiStop { thread }
+            | Route::AguiRun { thread }
+            | Route::AguiStream { thread, .. }
+            | Route::AguiMessages { thread } => thread,
         }
     }
 
@@ -115,6 +126,7 @@ impl Route {
                 | Route::StreamRun { append: false, .. }
                 | Route::UiStream { .. }
                 | Route::UiRunStream { .. }
+                | Route::AguiStream { .. }
         )
     }
 
@@ -125,14 +137,16 @@ impl Route {
 
     /// Routes that send a message (and may create the thread).
     pub fn sends(&self) -> bool {
-        matches!(self, Route::Chat { .. } | Route::AgentChat { .. } | Route::UiChat { .. })
+        matches!(self, Route::Chat { .. } | Route::AgentChat { .. } | Route::UiChat { .. } | Route::AguiRun { .. })
     }
 
     /// What this route answers for an id it does not know; a thread that is
     /// not the caller's answers the same, so existence does not leak.
     pub fn not_found(&self) -> ApiError {
         match self {
-            Route::AgentStream { .. } | Route::UiRunStream { .. } => ApiError::nothing_to_resume(),
+            Route::AgentStream { .. } | Route::UiRunStream { .. } | Route::AguiStream { .. } => {
+                ApiError::nothing_to_resume()
+            }
             Route::Confirm { .. } => ApiError::confirmation_not_found(),
             Route::ToolDecision { .. } => ApiError::tool_call_not_found(),
             _ => ApiError::thread_not_found(),
@@ -155,7 +169,9 @@ impl Route {
             | Route::StreamRun { append: false, .. }
             | Route::UiStream { .. }
             | Route::UiRunStream { .. }
-            | Route::UiMessages { .. } => 0,
+            | Route::UiMessages { .. }
+            | Route::AguiStream { .. }
+            | Route::AguiMessages { .. } => 0,
             _ => limits.max_body_bytes,
         }
     }
@@ -214,6 +230,16 @@ impl Route {
                     return Err(ApiError::nothing_to_resume());
                 }
                 (Route::UiRunStream { thread, run: (*r).to_owned() }, &["GET"])
+            }
+            ["ag-ui", "threads", t, "run"] => (Route::AguiRun { thread: id(t)? }, &["POST"]),
+            ["ag-ui", "threads", t, "messages"] => (Route::AguiMessages { thread: id(t)? }, &["GET"]),
+            ["ag-ui", "threads", t, "runs", r] => {
+                let thread = id(t)?;
+                run_id(r)?;
+                if thread_of(r) != Some(thread.as_str()) {
+                    return Err(ApiError::nothing_to_resume());
+                }
+                (Route::AguiStream { thread, run: (*r).to_owned() }, &["GET"])
             }
             ["v1", "threads", t] => (Route::StreamThread { thread: id(t)? }, &["GET"]),
             ["v1", "runs", r] => {

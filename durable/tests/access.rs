@@ -166,6 +166,9 @@ fn every_caller_on_every_route() {
     let (run, queued) = (probe.1.clone(), probe.3.clone());
     let delta = json!([{"type": "text-delta", "agentId": "orchestrator", "payload": {"text": "x"}}]);
     let send = json!({"message": "more", "mode": "queue"});
+    // The fixture's run is active: the owner answers one of its requests.
+    let agui_send = json!({"threadId": "t1", "runId": "r", "messages": [],
+        "resume": [{"interruptId": "t1.r-wipe", "status": "resolved", "payload": {"approved": true}}]});
     let ui_send = json!({"id": "t1", "mode": "queue", "messages": [{"id": "m9", "role": "user", "parts": [{"type": "text", "text": "more"}]}]});
     let approve = json!({"approved": true});
     let decide_call = |call: &str| json!({"toolCallId": call, "runId": run});
@@ -200,6 +203,9 @@ fn every_caller_on_every_route() {
         ("GET", format!("/api/chat/t1/runs/{run}/stream"), Value::Null, Kind::Reader("nothing_to_resume")),
         ("GET", "/api/chat/t1/messages".into(), Value::Null, Kind::Owner("thread_not_found")),
         ("POST", "/api/chat/t1/stop".into(), Value::Null, Kind::Owner("thread_not_found")),
+        ("POST", "/ag-ui/threads/t1/run".into(), agui_send, Kind::Owner("thread_not_found")),
+        ("GET", format!("/ag-ui/threads/t1/runs/{run}"), Value::Null, Kind::Reader("nothing_to_resume")),
+        ("GET", "/ag-ui/threads/t1/messages".into(), Value::Null, Kind::Owner("thread_not_found")),
     ];
     for (tool, approver, known) in decisions {
         let kind = |not_found| Kind::Decide { approver, known, not_found };

@@ -17,6 +17,7 @@
 //! reorders or drops what it receives. A socket that drops ends the client's
 //! stream (the client resumes from its cursor), so nothing is lost silently.
 
+pub mod agui;
 pub mod backlog;
 pub mod events;
 pub mod runs;
@@ -147,6 +148,14 @@ impl Plan {
                 let headers = runs::headers(thread, run);
                 plan(Box::new(Relay::new(runs::RunFrames::new(thread, run, after))), headers, false)
             }
+            Route::AguiStream { thread, run } => {
+                let after = request::run_stream_cursor(last_event_id, request::query_first(query, "after").as_deref())?;
+                let resume: Vec<String> = request::query_first(query, "resume")
+                    .map(|r| r.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
+                    .unwrap_or_default();
+                let feed = Box::new(Relay::new(agui::AguiFrames::new(thread, run, after, &resume)));
+                plan(feed, agui_headers(), false)
+            }
             Route::UiStream { .. } => plan(Box::new(Relay::new(ui::UiFrames::new(None, false))), ui_headers(), false),
             Route::UiRunStream { run, .. } => {
                 let continuing = request::query_first(query, "continue").as_deref() == Some("true");
@@ -202,9 +211,23 @@ impl Plan {
                 let path = format!("/api/chat/{thread}/runs/{run}/stream?after={after}&continue={continuing}");
                 Some((plan(feed, ui_headers()), path))
             }
+            Route::AguiRun { thread } => {
+                let follow = &body["follow"];
+                let run = follow["runId"].as_str()?;
+                let resume: Vec<String> =
+                    follow["resume"].as_array()?.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect();
+                let feed = Box::new(Relay::new(agui::AguiFrames::new(thread, run, 0, &resume)));
+                let path = format!("/ag-ui/threads/{thread}/runs/{run}?resume={}", resume.join(","));
+                Some((plan(feed, agui_headers()), path))
+            }
             _ => None,
         }
     }
+}
+
+/// An AG-UI stream's response headers.
+fn agui_headers() -> Vec<(&'static str, String)> {
+    crate::agui::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
 }
 
 /// A UI message stream's response headers.

@@ -28,6 +28,7 @@
 //! synchronous, so each is one block no other request can interleave with.
 
 mod agent;
+mod agui;
 mod confirmations;
 mod queue;
 pub mod service;
@@ -52,6 +53,7 @@ use std::rc::Rc;
 
 pub use crate::ids::ROOT_AGENT;
 pub use crate::settings::Config;
+pub use agui::{agui_decision, agui_follow};
 pub use subscribe::Follow;
 pub use uichat::follow_body;
 

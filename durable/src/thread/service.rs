@@ -173,6 +173,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 ok(self.ui_messages(limit, page)?)
             }
             Route::UiStream { .. } => unreachable!("served above"),
+            Route::AguiRun { thread } => {
+                let body = json_body(limits.max_body_bytes)?;
+                self.agui_run(thread, &body, (grant, req.caller, req.origin), settings, now, effects)
+            }
+            Route::AguiStream { run, .. } => self.agui_stream(run, settings),
+            Route::AguiMessages { .. } => {
+                let (limit, page) = request::messages_page(req.query)?;
+                ok(self.agui_messages(limit, page)?)
+            }
             Route::Cancel { .. } | Route::UiStop { .. } => {
                 let cancelled = self.cancel(now)?;
                 // The built-in agent (and its sub-agents, background ones too)

@@ -1,0 +1,772 @@
+//! AG-UI 1.0 (`@ag-ui/core` 1.0.0, `@ag-ui/client` 1.0.0;
+//! `docs/protocols/006-ag-ui.md`): a run's events as AG-UI events, and
+//! their fold into the `Message[]` an `HttpAgent` ends up holding.
+//!
+//! One mapping, [`AguiMapper`], serves the live stream, a re-attach and the
+//! history route. Its events are numbered by their position in the run (the
+//! SSE `id`), the same live and replayed, so a client that re-attaches with
+//! `Last-Event-ID: n` gets exactly the events after the nth. Blocks record
+//! each delta's length, so a replayed block becomes exactly the
+//! `TEXT_MESSAGE_CONTENT`s that went out live.
+//!
+//! The client verifies the order strictly: a run starts with `RUN_STARTED`;
+//! every text message, reasoning message and span, tool call, step and
+//! sub-agent is opened before its content and closed before `RUN_FINISHED`.
+//! The mapper closes whatever is open before a run's end, an interrupt, or
+//! the thing that ends it (a tool call ends its agent's text).
+//!
+//! | log event | AG-UI events |
+//! | --- | --- |
+//! | `run-start` | `RUN_STARTED {threadId, runId, input: {messages: [the user's]}}` |
+//! | `step-start` / `step-finish` | `STEP_STARTED` / `STEP_FINISHED {stepName: "step-<n>"}` |
+//! | text segment | `TEXT_MESSAGE_START` / `_CONTENT` per delta / `_END` (one message id per segment) |
+//! | reasoning segment | `REASONING_START`, `REASONING_MESSAGE_START` / `_CONTENT` / `_END`, `REASONING_END` |
+//! | `tool-input-start`, `tool-call` | `TOOL_CALL_START`, `TOOL_CALL_ARGS` (the arguments), `TOOL_CALL_END` |
+//! | `tool-result`, `tool-error`, `tool-interrupted` | `TOOL_CALL_RESULT` (the result, or the error as its content) |
+//! | `agent-spawned` / `agent-completed` | `SUBAGENT_STARTED` / `SUBAGENT_FINISHED` or `SUBAGENT_ERROR`; a sub-agent's events carry `subagentRunId` |
+//! | `tasks-update` | `STATE_SNAPSHOT {snapshot: {tasks}}` |
+//! | `status`, `thread-title-updated` | `CUSTOM {name: "status" \| "title", value}` |
+//! | `confirmation-request` | once nothing else of the step runs: `RUN_FINISHED {outcome: {type: "interrupt", interrupts}}` |
+//! | `run-finish` | `RUN_FINISHED`; cancelled: `outcome: {type: "cancelled"}`; failed: `RUN_ERROR {message, code}` |
+
+use crate::event::{Event, Kind};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// The headers of an AG-UI stream.
+pub const HEADERS: &[(&str, &str)] =
+    &[("content-type", "text/event-stream"), ("cache-control", "no-cache"), ("x-accel-buffering", "no")];
+
+/// The keep-alive: an SSE comment, which the client's parser skips.
+pub const PING: &[u8] = b": ping\n\n";
+
+/// One event as SSE: `id: <n>` when it is numbered.
+pub fn encode(id: Option<u64>, event: &Value, out: &mut Vec<u8>) {
+    if let Some(id) = id {
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(event.to_string().as_bytes());
+    out.extend_from_slice(b"\n\n");
+}
+
+/// A text or reasoning message open for one agent.
+#[derive(Debug, Clone)]
+struct Open {
+    reasoning: bool,
+    response_id: Option<String>,
+    id: String,
+    text: String,
+    parts: usize,
+}
+
+/// What is open for one agent (the orchestrator, or a sub-agent).
+#[derive(Debug, Clone, Default)]
+struct Lane {
+    open: Option<Open>,
+    step: Option<String>,
+    steps: usize,
+    /// Tool calls started and not yet ended.
+    calls: Vec<String>,
+    /// The text message of the current step (tool calls hang from it).
+    parent: Option<String>,
+}
+
+/// Maps a run's events to numbered AG-UI events.
+#[derive(Debug, Clone)]
+pub struct AguiMapper {
+    thread_id: String,
+    run_id: String,
+    root: String,
+    lanes: BTreeMap<String, Lane>,
+    segments: HashMap<(String, bool, String), usize>,
+    /// Every call ever started (a result needs no start of its own).
+    started: HashSet<String>,
+    /// Sub-agents started and not finished, in order.
+    subagents: Vec<String>,
+    /// The root step's calls, which have an outcome, which wait for a person.
+    step_calls: Vec<String>,
+    settled: HashSet<String>,
+    interrupts: Vec<(String, Value)>,
+    /// Requests a `resume` answered: the run no longer waits on them, even
+    /// before its log shows the outcome.
+    answered: HashSet<String>,
+    last_error: Option<String>,
+    /// Events numbered so far (the last event's id).
+    pub count: u64,
+    finished: bool,
+}
+
+impl AguiMapper {
+    pub fn new(thread_id: &str, run_id: &str, root_agent: &str) -> AguiMapper {
+        AguiMapper {
+            thread_id: thread_id.to_owned(),
+            run_id: run_id.to_owned(),
+            root: root_agent.to_owned(),
+            lanes: BTreeMap::new(),
+            segments: HashMap::new(),
+            started: HashSet::new(),
+            subagents: Vec::new(),
+            step_calls: Vec::new(),
+            settled: HashSet::new(),
+            interrupts: Vec::new(),
+            answered: HashSet::new(),
+            last_error: None,
+            count: 0,
+            finished: false,
+        }
+    }
+
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// A `resume` answered these requests.
+    pub fn answered(&mut self, requests: &[String]) {
+        self.answered.extend(requests.iter().cloned());
+    }
+
+    /// The requests still waiting for a person.
+    fn open_interrupts(&self) -> impl Iterator<Item = &Value> {
+        self.interrupts.iter().filter(|(id, _)| !self.answered.contains(id)).map(|(_, i)| i)
+    }
+
+    /// The run waits for a person and nothing else of its step runs.
+    pub fn waiting(&self) -> bool {
+        !self.finished
+            && self.open_interrupts().next().is_some()
+            && self.step_calls.iter().all(|c| self.settled.contains(c) || self.is_waiting(c))
+    }
+
+    fn is_waiting(&self, call: &str) -> bool {
+        self.open_interrupts().any(|i| i["toolCallId"] == call)
+    }
+
+    /// A continuation's `RUN_STARTED` (not numbered: it opens a new client
+    /// run over the same thread run).
+    pub fn run_started(&self) -> Value {
+        json!({ "type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id })
+    }
+
+    /// The run's stream ends waiting for a person: everything open closes,
+    /// then `RUN_FINISHED` with the interrupts (not numbered).
+    pub fn pause(&mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        self.close_all(&mut out);
+        let interrupts: Vec<Value> = self.open_interrupts().cloned().collect();
+        out.push(json!({
+            "type": "RUN_FINISHED",
+            "threadId": self.thread_id,
+            "runId": self.run_id,
+            "outcome": { "type": "interrupt", "interrupts": interrupts },
+        }));
+        out
+    }
+
+    /// The numbered events of one log event.
+    pub fn map(&mut self, ev: &Event) -> Vec<(u64, Value)> {
+        let mut out = Vec::new();
+        if !self.finished {
+            self.events(ev, &mut out);
+        }
+        out.into_iter()
+            .map(|e| {
+                self.count += 1;
+                (self.count, e)
+            })
+            .collect()
+    }
+
+    fn tag(&self, agent: &str, mut e: Value) -> Value {
+        if agent != self.root {
+            e["subagentRunId"] = agent.into();
+        }
+        e
+    }
+
+    fn lane(&mut self, agent: &str) -> &mut Lane {
+        self.lanes.entry(agent.to_owned()).or_default()
+    }
+
+    fn events(&mut self, ev: &Event, out: &mut Vec<Value>) {
+        let p = &ev.payload;
+        let agent = ev.agent_id.as_str();
+        let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        // A sub-agent's events count only while it is open (a background
+        // one may outlive the run).
+        if agent != self.root && ev.kind != Kind::AgentSpawned && !self.subagents.iter().any(|s| s == agent) {
+            return;
+        }
+        match ev.kind {
+            Kind::RunStart => {
+                let mut input = json!({ "threadId": self.thread_id, "runId": self.run_id, "messages": [], "tools": [], "context": [] });
+                if let (Some(id), Some(message)) = (p["messageId"].as_str(), p["message"].as_str()) {
+                    input["messages"] = json!([{ "id": id, "role": "user", "content": message }]);
+                }
+                out.push(
+                    json!({ "type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id, "input": input }),
+                );
+            }
+            Kind::StepStart => {
+                self.close_text(agent, out);
+                let lane = self.lane(agent);
+                let mut events = Vec::new();
+                if let Some(step) = lane.step.take() {
+                    events.push(json!({ "type": "STEP_FINISHED", "stepName": step }));
+                }
+                lane.steps += 1;
+                let name = format!("step-{}", lane.steps);
+                lane.step = Some(name.clone());
+                lane.parent = None;
+                events.push(json!({ "type": "STEP_STARTED", "stepName": name }));
+                out.extend(events.into_iter().map(|e| self.tag(agent, e)));
+                if agent == self.root {
+                    self.step_calls.clear();
+                }
+            }
+            Kind::StepFinish => {
+                self.close_text(agent, out);
+                if let Some(step) = self.lane(agent).step.take() {
+                    out.push(self.tag(agent, json!({ "type": "STEP_FINISHED", "stepName": step })));
+                }
+            }
+            Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => self.text(ev, out),
+            Kind::ToolInputStart => {
+                self.close_text(agent, out);
+                let call = text("toolCallId");
+                self.start_call(agent, &call, &text("toolName"), out);
+            }
+            Kind::ToolCall => {
+                self.close_text(agent, out);
+                let call = text("toolCallId");
+                self.start_call(agent, &call, &text("toolName"), out);
+                let args = p.get("args").cloned().unwrap_or_else(|| json!({})).to_string();
+                out.push(self.tag(agent, json!({ "type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": args })));
+                self.end_call(agent, &call, out);
+            }
+            Kind::ToolResult | Kind::ToolError | Kind::ToolInterrupted => {
+                self.close_text(agent, out);
+                let call = text("toolCallId");
+                self.end_call(agent, &call, out);
+                if agent == self.root {
+                    self.settled.insert(call.clone());
+                    self.interrupts.retain(|(_, i)| i["toolCallId"] != call.as_str());
+                }
+                let content = match ev.kind {
+                    Kind::ToolResult => match &p["result"] {
+                        Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    },
+                    _ => format!("Error: {}", text("error")),
+                };
+                let result = json!({ "type": "TOOL_CALL_RESULT", "messageId": format!("{call}.result"), "toolCallId": call, "content": content, "role": "tool" });
+                out.push(self.tag(agent, result));
+            }
+            Kind::ConfirmationRequest => {
+                self.close_text(agent, out);
+                let call = text("toolCallId");
+                let input_type = p.get("inputType").and_then(Value::as_str).unwrap_or("approval");
+                let mut interrupt = json!({
+                    "id": text("requestId"),
+                    "reason": if input_type == "approval" { "tool_approval" } else { "input_required" },
+                    "message": text("message"),
+                    "responseSchema": response_schema(input_type, p),
+                    "metadata": { "inputType": input_type, "toolName": text("toolName"), "args": p["args"] },
+                });
+                if !call.is_empty() {
+                    interrupt["toolCallId"] = call.clone().into();
+                    if agent == self.root && !self.step_calls.contains(&call) {
+                        self.step_calls.push(call);
+                    }
+                }
+                self.interrupts.push((text("requestId"), interrupt));
+            }
+            Kind::AgentSpawned => {
+                if self.subagents.iter().any(|s| s == agent) {
+                    return;
+                }
+                let parent = p["parentId"].as_str().unwrap_or_default();
+                self.close_text(parent, out);
+                let mut e = json!({ "type": "SUBAGENT_STARTED", "subagentRunId": agent, "name": p["role"].as_str().unwrap_or("sub-agent") });
+                if let Some(goal) = p.get("goal").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                    e["description"] = goal.into();
+                }
+                if parent != self.root && self.subagents.iter().any(|s| s == parent) {
+                    e["parentSubagentRunId"] = parent.into();
+                }
+                self.subagents.push(agent.to_owned());
+                out.push(e);
+            }
+            Kind::AgentCompleted => {
+                self.close_lane(agent, out);
+                self.subagents.retain(|s| s != agent);
+                match p.get("error").and_then(Value::as_str) {
+                    Some(error) => {
+                        out.push(json!({ "type": "SUBAGENT_ERROR", "subagentRunId": agent, "message": error }))
+                    }
+                    None => {
+                        let mut e = json!({ "type": "SUBAGENT_FINISHED", "subagentRunId": agent, "outcome": { "type": "success" } });
+                        if !p["result"].is_null() {
+                            e["result"] = p["result"].clone();
+                        }
+                        out.push(e);
+                    }
+                }
+            }
+            Kind::TasksUpdate => {
+                out.push(json!({ "type": "STATE_SNAPSHOT", "snapshot": { "tasks": p["tasks"]["tasks"] } }));
+            }
+            Kind::Status if agent == self.root => {
+                out.push(json!({ "type": "CUSTOM", "name": "status", "value": { "message": text("message") } }));
+            }
+            Kind::ThreadTitleUpdated => {
+                out.push(json!({ "type": "CUSTOM", "name": "title", "value": { "title": text("title") } }));
+            }
+            Kind::Error => {
+                let content = text("content");
+                if !content.is_empty() {
+                    self.last_error = Some(content);
+                }
+            }
+            Kind::RunFinish => {
+                self.finished = true;
+                let status = p["status"].as_str().unwrap_or_default().to_owned();
+                if status == "completed" || status == "cancelled" {
+                    self.close_all(out);
+                }
+                let mut end = json!({ "type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id });
+                match status.as_str() {
+                    "completed" => out.push(end),
+                    "cancelled" => {
+                        end["outcome"] = json!({ "type": "cancelled" });
+                        out.push(end);
+                    }
+                    status => {
+                        let reason = text("reason");
+                        let message = match (self.last_error.take(), reason.is_empty()) {
+                            (Some(e), _) => e,
+                            (None, false) => reason,
+                            (None, true) => format!("the run ended: {status}"),
+                        };
+                        out.push(json!({ "type": "RUN_ERROR", "message": message, "code": status }));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn start_call(&mut self, agent: &str, call: &str, name: &str, out: &mut Vec<Value>) {
+        if !self.started.insert(call.to_owned()) {
+            return;
+        }
+        if agent == self.root && !self.step_calls.iter().any(|c| c == call) {
+            self.step_calls.push(call.to_owned());
+        }
+        let lane = self.lane(agent);
+        lane.calls.push(call.to_owned());
+        let parent = lane.parent.clone();
+        let mut e = json!({ "type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": name });
+        if let Some(parent) = parent {
+            e["parentMessageId"] = parent.into();
+        }
+        out.push(self.tag(agent, e));
+    }
+
+    fn end_call(&mut self, agent: &str, call: &str, out: &mut Vec<Value>) {
+        let lane = self.lane(agent);
+        if let Some(i) = lane.calls.iter().position(|c| c == call) {
+            lane.calls.remove(i);
+            out.push(self.tag(agent, json!({ "type": "TOOL_CALL_END", "toolCallId": call })));
+        }
+    }
+
+    fn close_text(&mut self, agent: &str, out: &mut Vec<Value>) {
+        let Some(open) = self.lane(agent).open.take() else { return };
+        if open.reasoning {
+            out.push(self.tag(agent, json!({ "type": "REASONING_MESSAGE_END", "messageId": open.id })));
+            out.push(self.tag(agent, json!({ "type": "REASONING_END", "messageId": open.id })));
+        } else {
+            out.push(self.tag(agent, json!({ "type": "TEXT_MESSAGE_END", "messageId": open.id })));
+        }
+    }
+
+    /// Closes what one agent has open: text, calls, its step.
+    fn close_lane(&mut self, agent: &str, out: &mut Vec<Value>) {
+        self.close_text(agent, out);
+        let calls = std::mem::take(&mut self.lane(agent).calls);
+        for call in calls {
+            out.push(self.tag(agent, json!({ "type": "TOOL_CALL_END", "toolCallId": call })));
+        }
+        if let Some(step) = self.lane(agent).step.take() {
+            out.push(self.tag(agent, json!({ "type": "STEP_FINISHED", "stepName": step })));
+        }
+    }
+
+    /// Closes everything: every sub-agent still open finishes (a background
+    /// one goes on after the run: `suspended`), then the root's lane.
+    fn close_all(&mut self, out: &mut Vec<Value>) {
+        for agent in std::mem::take(&mut self.subagents).into_iter().rev() {
+            self.close_lane(&agent, out);
+            out.push(
+                json!({ "type": "SUBAGENT_FINISHED", "subagentRunId": agent, "outcome": { "type": "suspended" } }),
+            );
+        }
+        let root = self.root.clone();
+        self.close_lane(&root, out);
+    }
+
+    fn text(&mut self, ev: &Event, out: &mut Vec<Value>) {
+        let agent = ev.agent_id.clone();
+        let p = &ev.payload;
+        let reasoning = matches!(ev.kind, Kind::ReasoningDelta | Kind::ReasoningBlock);
+        let full = p.get("text").and_then(Value::as_str).unwrap_or_default();
+        let delta = matches!(ev.kind, Kind::TextDelta | Kind::ReasoningDelta)
+            && p.get("snapshot").and_then(Value::as_bool) != Some(true);
+        let parts: Vec<usize> = if delta {
+            vec![full.len()]
+        } else {
+            p.get("parts")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_u64).map(|n| n as usize).collect())
+                .filter(|v: &Vec<usize>| v.iter().sum::<usize>() == full.len())
+                .unwrap_or_else(|| vec![full.len()])
+        };
+        let continues = self.lane(&agent).open.as_ref().is_some_and(|o| {
+            o.reasoning == reasoning && o.response_id == ev.response_id && (delta || full.starts_with(&o.text))
+        });
+        if !continues {
+            self.close_text(&agent, out);
+            let key = (agent.clone(), reasoning, ev.response_id.clone().unwrap_or_default());
+            let n = self.segments.entry(key.clone()).or_insert(0);
+            let id = format!("{}.{}.{}.{}", self.run_id, if reasoning { "r" } else { "t" }, key.2, n);
+            *n += 1;
+            if reasoning {
+                out.push(self.tag(&agent, json!({ "type": "REASONING_START", "messageId": id })));
+                out.push(
+                    self.tag(
+                        &agent,
+                        json!({ "type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning" }),
+                    ),
+                );
+            } else {
+                out.push(
+                    self.tag(&agent, json!({ "type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant" })),
+                );
+                self.lane(&agent).parent = Some(id.clone());
+            }
+            self.lane(&agent).open =
+                Some(Open { reasoning, response_id: ev.response_id.clone(), id, text: String::new(), parts: 0 });
+        }
+        let kind = if reasoning { "REASONING_MESSAGE_CONTENT" } else { "TEXT_MESSAGE_CONTENT" };
+        let root = self.root.clone();
+        let open = self.lanes.get_mut(&agent).and_then(|l| l.open.as_mut()).expect("opened above");
+        let mut pieces = Vec::new();
+        if delta {
+            open.text.push_str(full);
+            open.parts += 1;
+            if !full.is_empty() {
+                pieces.push(full.to_owned());
+            }
+        } else {
+            let mut at = 0;
+            for (i, len) in parts.iter().enumerate() {
+                let piece = full.get(at..at + len).unwrap_or_default();
+                if i >= open.parts && !piece.is_empty() {
+                    pieces.push(piece.to_owned());
+                }
+                at += len;
+            }
+            open.text = full.to_owned();
+            open.parts = open.parts.max(parts.len());
+        }
+        let id = open.id.clone();
+        for piece in pieces {
+            let mut e = json!({ "type": kind, "messageId": id, "delta": piece });
+            if agent != root {
+                e["subagentRunId"] = agent.clone().into();
+            }
+            out.push(e);
+        }
+    }
+}
+
+/// What an answer to a request looks like (`resume[].payload`).
+fn response_schema(input_type: &str, p: &Value) -> Value {
+    match input_type {
+        "approval" => json!({
+            "type": "object",
+            "properties": { "approved": { "type": "boolean" }, "reason": { "type": "string" } },
+            "required": ["approved"],
+        }),
+        _ => {
+            let mut s = json!({
+                "type": "object",
+                "properties": { "answers": { "type": "array", "items": { "type": "object", "properties": {
+                    "questionId": { "type": "string" },
+                    "selectedOptions": { "type": "array", "items": { "type": "string" } },
+                    "customText": { "type": "string" },
+                    "skipped": { "type": "boolean" },
+                }, "required": ["questionId"] } } },
+            });
+            if let Some(q) = p.get("questions").filter(|q| q.is_array()) {
+                s["x-questions"] = q.clone();
+            }
+            s
+        }
+    }
+}
+
+/// The messages an `HttpAgent` holds after reading a run's events (the
+/// client's `defaultApplyEvents`, for the events [`AguiMapper`] sends).
+#[derive(Debug, Default, Clone)]
+pub struct AguiMessages {
+    pub messages: Vec<Value>,
+}
+
+impl AguiMessages {
+    fn find(&self, id: &str) -> Option<usize> {
+        self.messages.iter().position(|m| m["id"] == id)
+    }
+
+    /// Applies one event.
+    pub fn apply(&mut self, e: &Value) {
+        let id = e["messageId"].as_str().unwrap_or_default();
+        let sub = e.get("subagentRunId").filter(|s| s.is_string()).cloned();
+        let with_sub = |mut m: Value| {
+            if let Some(s) = &sub {
+                m["subagentRunId"] = s.clone();
+            }
+            m
+        };
+        match e["type"].as_str().unwrap_or_default() {
+            "RUN_STARTED" => {
+                for m in e["input"]["messages"].as_array().into_iter().flatten() {
+                    if self.find(m["id"].as_str().unwrap_or_default()).is_none() {
+                        self.messages.push(m.clone());
+                    }
+                }
+            }
+            "TEXT_MESSAGE_START" => {
+                if self.find(id).is_none() {
+                    let role = e["role"].as_str().unwrap_or("assistant");
+                    self.messages.push(with_sub(json!({ "id": id, "role": role, "content": "" })));
+                }
+            }
+            "REASONING_MESSAGE_START" => {
+                if self.find(id).is_none() {
+                    self.messages.push(with_sub(json!({ "id": id, "role": "reasoning", "content": "" })));
+                }
+            }
+            "TEXT_MESSAGE_CONTENT" | "REASONING_MESSAGE_CONTENT" => {
+                if let Some(i) = self.find(id) {
+                    let content = format!(
+                        "{}{}",
+                        self.messages[i]["content"].as_str().unwrap_or_default(),
+                        e["delta"].as_str().unwrap_or_default()
+                    );
+                    self.messages[i]["content"] = content.into();
+                }
+            }
+            "TOOL_CALL_START" => {
+                let call = e["toolCallId"].as_str().unwrap_or_default();
+                if self.owner(call).is_some() {
+                    return;
+                }
+                let parent = e["parentMessageId"].as_str();
+                let at = match parent.and_then(|p| self.find(p)) {
+                    Some(i) if self.messages[i]["role"] == "assistant" => i,
+                    found => {
+                        let id = match (parent, found) {
+                            (Some(p), None) => p,
+                            _ => call,
+                        };
+                        self.messages.push(with_sub(json!({ "id": id, "role": "assistant", "toolCalls": [] })));
+                        self.messages.len() - 1
+                    }
+                };
+                let m = &mut self.messages[at];
+                if !m["toolCalls"].is_array() {
+                    m["toolCalls"] = json!([]);
+                }
+                let name = e["toolCallName"].clone();
+                m["toolCalls"]
+                    .as_array_mut()
+                    .expect("set above")
+                    .push(json!({ "id": call, "type": "function", "function": { "name": name, "arguments": "" } }));
+            }
+            "TOOL_CALL_ARGS" => {
+                let call = e["toolCallId"].as_str().unwrap_or_default();
+                if let Some((m, c)) = self.owner(call) {
+                    let tc = &mut self.messages[m]["toolCalls"][c]["function"]["arguments"];
+                    *tc = format!("{}{}", tc.as_str().unwrap_or_default(), e["delta"].as_str().unwrap_or_default())
+                        .into();
+                }
+            }
+            "TOOL_CALL_RESULT" => {
+                let call = e["toolCallId"].as_str().unwrap_or_default();
+                let mut message = json!({ "id": id, "toolCallId": call, "role": e["role"].as_str().unwrap_or("tool"), "content": e["content"] });
+                if let Some(s) = &sub {
+                    message["subagentRunId"] = s.clone();
+                }
+                match self.owner(call) {
+                    None => self.messages.push(message),
+                    Some((owner, _)) => {
+                        let mut at = owner + 1;
+                        while at < self.messages.len() && self.messages[at]["role"] == "tool" {
+                            at += 1;
+                        }
+                        self.messages.insert(at, message);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The assistant message holding a tool call, and the call's index.
+    fn owner(&self, call: &str) -> Option<(usize, usize)> {
+        self.messages.iter().enumerate().find_map(|(i, m)| {
+            let calls = m["toolCalls"].as_array()?;
+            calls.iter().position(|c| c["id"] == call).map(|c| (i, c))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
+        let mut e = Event::new(kind, "t.r", agent, 0, payload);
+        e.response_id = rid.map(str::to_owned);
+        e
+    }
+
+    fn types(events: &[(u64, Value)]) -> Vec<String> {
+        events.iter().map(|(_, e)| e["type"].as_str().unwrap().to_owned()).collect()
+    }
+
+    #[test]
+    fn live_and_replayed_runs_are_the_same_numbered_events() {
+        let live = [
+            ev(Kind::RunStart, "o", None, json!({"messageId":"m1","message":"hi"})),
+            ev(Kind::StepStart, "o", None, json!({})),
+            ev(Kind::ReasoningDelta, "o", Some("s"), json!({"text":"Hm"})),
+            ev(Kind::ReasoningBlock, "o", Some("s"), json!({"text":"Hm","parts":[2]})),
+            ev(Kind::TextDelta, "o", Some("s"), json!({"text":"He"})),
+            ev(Kind::TextDelta, "o", Some("s"), json!({"text":"llo"})),
+            ev(Kind::TextBlock, "o", Some("s"), json!({"text":"Hello","parts":[2,3]})),
+            ev(Kind::ToolInputStart, "o", None, json!({"toolCallId":"c","toolName":"n"})),
+            ev(Kind::StepFinish, "o", None, json!({})),
+            ev(Kind::ToolCall, "o", None, json!({"toolCallId":"c","toolName":"n","args":{"a":1}})),
+            ev(Kind::ToolResult, "o", None, json!({"toolCallId":"c","result":{"ok":true}})),
+            ev(Kind::RunFinish, "o", None, json!({"status":"completed"})),
+        ];
+        let replay: Vec<Event> =
+            live.iter().filter(|e| !matches!(e.kind, Kind::TextDelta | Kind::ReasoningDelta)).cloned().collect();
+        let a: Vec<_> = {
+            let mut m = AguiMapper::new("t", "t.r", "o");
+            live.iter().flat_map(|e| m.map(e)).collect()
+        };
+        let b: Vec<_> = {
+            let mut m = AguiMapper::new("t", "t.r", "o");
+            replay.iter().flat_map(|e| m.map(e)).collect()
+        };
+        assert_eq!(a, b);
+        assert_eq!(
+            types(&a),
+            [
+                "RUN_STARTED",
+                "STEP_STARTED",
+                "REASONING_START",
+                "REASONING_MESSAGE_START",
+                "REASONING_MESSAGE_CONTENT",
+                "REASONING_MESSAGE_END",
+                "REASONING_END",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "TOOL_CALL_START",
+                "STEP_FINISHED",
+                "TOOL_CALL_ARGS",
+                "TOOL_CALL_END",
+                "TOOL_CALL_RESULT",
+                "RUN_FINISHED"
+            ]
+        );
+        assert_eq!(a.iter().map(|(i, _)| *i).collect::<Vec<_>>(), (1..=17).collect::<Vec<u64>>());
+        let mut fold = AguiMessages::default();
+        a.iter().for_each(|(_, e)| fold.apply(e));
+        assert_eq!(
+            Value::Array(fold.messages),
+            json!([
+                {"id":"m1","role":"user","content":"hi"},
+                {"id":"t.r.r.s.0","role":"reasoning","content":"Hm"},
+                {"id":"t.r.t.s.0","role":"assistant","content":"Hello","toolCalls":[
+                    {"id":"c","type":"function","function":{"name":"n","arguments":"{\"a\":1}"}}
+                ]},
+                {"id":"c.result","toolCallId":"c","role":"tool","content":"{\"ok\":true}"}
+            ])
+        );
+    }
+
+    #[test]
+    fn an_approval_interrupts_once_the_step_is_settled_and_everything_is_closed() {
+        let mut m = AguiMapper::new("t", "t.r", "o");
+        for e in [
+            ev(Kind::RunStart, "o", None, json!({})),
+            ev(Kind::StepStart, "o", None, json!({})),
+            ev(Kind::ToolInputStart, "o", None, json!({"toolCallId":"a","toolName":"del"})),
+            ev(Kind::StepFinish, "o", None, json!({})),
+            ev(Kind::ToolCall, "o", None, json!({"toolCallId":"a","toolName":"del","args":{}})),
+            ev(
+                Kind::ConfirmationRequest,
+                "o",
+                None,
+                json!({"requestId":"q","toolCallId":"a","toolName":"del","inputType":"approval","message":"ok?"}),
+            ),
+        ] {
+            m.map(&e);
+        }
+        assert!(m.waiting());
+        let end = m.pause();
+        assert_eq!(end.last().unwrap()["outcome"]["interrupts"][0]["id"], "q");
+        assert_eq!(end.last().unwrap()["outcome"]["interrupts"][0]["reason"], "tool_approval");
+        let failed = m.map(&ev(Kind::RunFinish, "o", None, json!({"status":"error","reason":"boom"})));
+        assert_eq!(types(&failed), ["RUN_ERROR"]);
+    }
+
+    #[test]
+    fn sub_agents_are_attributed_and_closed() {
+        let mut m = AguiMapper::new("t", "t.r", "o");
+        let out: Vec<_> = [
+            ev(Kind::RunStart, "o", None, json!({})),
+            ev(Kind::AgentSpawned, "sub", None, json!({"parentId":"o","role":"researcher"})),
+            ev(Kind::StepStart, "sub", None, json!({})),
+            ev(Kind::TextDelta, "sub", Some("x"), json!({"text":"hi"})),
+            ev(Kind::RunFinish, "o", None, json!({"status":"completed"})),
+        ]
+        .iter()
+        .flat_map(|e| m.map(e))
+        .collect();
+        assert_eq!(
+            types(&out),
+            [
+                "RUN_STARTED",
+                "SUBAGENT_STARTED",
+                "STEP_STARTED",
+                "TEXT_MESSAGE_START",
+                "TEXT_MESSAGE_CONTENT",
+                "TEXT_MESSAGE_END",
+                "STEP_FINISHED",
+                "SUBAGENT_FINISHED",
+                "RUN_FINISHED"
+            ]
+        );
+        assert!(out[2..7].iter().all(|(_, e)| e["subagentRunId"] == "sub"));
+    }
+}
