@@ -549,16 +549,13 @@ impl AguiMessages {
                     }
                 }
             }
-            "TEXT_MESSAGE_START" => {
-                if self.find(id).is_none() {
-                    let role = e["role"].as_str().unwrap_or("assistant");
-                    self.messages.push(with_sub(json!({ "id": id, "role": role, "content": "" })));
-                }
+            // A start for an id the client holds reuses its message.
+            "TEXT_MESSAGE_START" if self.find(id).is_none() => {
+                let role = e["role"].as_str().unwrap_or("assistant");
+                self.messages.push(with_sub(json!({ "id": id, "role": role, "content": "" })));
             }
-            "REASONING_MESSAGE_START" => {
-                if self.find(id).is_none() {
-                    self.messages.push(with_sub(json!({ "id": id, "role": "reasoning", "content": "" })));
-                }
+            "REASONING_MESSAGE_START" if self.find(id).is_none() => {
+                self.messages.push(with_sub(json!({ "id": id, "role": "reasoning", "content": "" })));
             }
             "TEXT_MESSAGE_CONTENT" | "REASONING_MESSAGE_CONTENT" => {
                 if let Some(i) = self.find(id) {
