@@ -253,4 +253,32 @@ describe("AG-UI HttpAgent", () => {
     assert.deepEqual(plain(reloaded.messages), plain(first.messages));
     assert.deepEqual(await history(thread), plain(reloaded.messages));
   });
+
+  test("client-declared tools: the run ends with the call open; the client's tool result continues it", async () => {
+    const thread = newThread("ag");
+    const agent = agentOn(thread);
+    const tools = [{ name: "confirm_dialog", description: "Ask the user to confirm", parameters: { type: "object", properties: { question: { type: "string" } } } }];
+    agent.addMessage(userMessage('please [[tool:confirm_dialog:{"question":"sure?"}]]'));
+    const first = await run(agent, { tools });
+    assert.equal(first.finished.outcome.type, "success");
+    const call = agent.messages.find((m) => m.toolCalls?.length).toolCalls[0];
+    assert.equal(call.function.name, "confirm_dialog");
+    assert.deepEqual(JSON.parse(call.function.arguments), { question: "sure?" });
+    assert.deepEqual(first.finished.outcome.pendingToolCallIds, [call.id]);
+    assert.ok(!first.types.includes("TOOL_CALL_RESULT"), "the call is left open for the client");
+    const offered = llm.requests.at(-1).tools.map((t) => t.function.name);
+    assert.ok(offered.includes("confirm_dialog") && offered.includes("weather"), "offered beside the server's tools");
+    assert.equal((await api.status(thread)).json.isSuspended, true, "the run waits, suspended");
+    agent.addMessage({ id: "tr-1", role: "tool", toolCallId: call.id, content: "yes, go ahead" });
+    const second = await run(agent, { tools });
+    assert.equal(second.types[0], "RUN_STARTED");
+    await runOver(thread);
+    assert.equal(agent.messages.filter((m) => m.role === "tool").length, 1, "the client's result, once");
+    const answer = agent.messages.at(-1);
+    assert.match(answer.content, /yes, go ahead/, "the model saw the client's result");
+    assert.deepEqual(await history(thread), plain(agent.messages));
+    const clash = await api.call("POST", "/ag-ui", { threadId: newThread("ag"), runId: "r", messages: [userMessage("x")], tools: [{ name: "weather", description: "mine" }] });
+    assert.equal(clash.status, 400);
+    assert.equal(clash.json.error.code, "invalid_client_tools");
+  });
 });

@@ -4,7 +4,12 @@
 // must equal the history route's message for that run.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
-import { AbstractChat, DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
+import {
+  AbstractChat,
+  DefaultChatTransport,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  lastAssistantMessageIsCompleteWithToolCalls,
+} from "ai";
 import { startWorker, client, newThread, sleep, until } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
@@ -303,5 +308,32 @@ describe("AI SDK useChat", () => {
     assert.equal(gone.status, 204, "nothing to resume once the run is over");
     const unknown = await fetch(`${worker.url}/api/chat/${newThread("none")}/stream`);
     assert.equal(unknown.status, 204);
+  });
+
+  test("client-side tools: the client runs the call (onToolCall + addToolOutput) and the message continues", async () => {
+    const thread = newThread("ui");
+    const tools = [{ name: "get_location", description: "Where the user is", parameters: { type: "object", properties: {} } }];
+    const calls = [];
+    const c = new Chat({
+      id: thread,
+      transport: new DefaultChatTransport({ api: `${worker.url}/api/chat`, body: { tools } }),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+      onToolCall: ({ toolCall }) => {
+        calls.push(toolCall.toolName);
+        void c.addToolOutput({ tool: toolCall.toolName, toolCallId: toolCall.toolCallId, output: { city: "Oslo" } });
+      },
+      onError: (e) => c.errors.push(e),
+    });
+    await c.sendMessage({ text: "where am I [[tool:get_location:{}]]" });
+    await until(() => textOf(last(c)).includes("Oslo"), { timeoutMs: 15000, what: "the answer after the client's tool" });
+    await settled(c);
+    await runOver(thread);
+    assert.deepEqual(calls, ["get_location"]);
+    assert.deepEqual(c.errors, []);
+    assert.equal(c.messages.length, 2, "one answer, continued");
+    const part = last(c).parts.find((p) => p.type === "dynamic-tool");
+    assert.equal(part.state, "output-available");
+    assert.deepEqual(part.output, { city: "Oslo" });
+    assert.deepEqual(await history(thread), plain(c.messages));
   });
 });

@@ -47,7 +47,7 @@ export type Severity = "destructive" | "warning" | "info";
  * This interface was referenced by `Threadline`'s JSON-Schema
  * via the `definition` "InputType".
  */
-export type InputType = "approval" | "text" | "questions" | "plan-review";
+export type InputType = ("approval" | "text" | "questions" | "plan-review") | "client-tool";
 /**
  * This interface was referenced by `Threadline`'s JSON-Schema
  * via the `definition` "QuestionType".

@@ -27,6 +27,7 @@
 //! | `tasks-update` | `STATE_SNAPSHOT {snapshot: {tasks}}` |
 //! | `status`, `thread-title-updated` | `CUSTOM {name: "status" \| "title", value}` |
 //! | `confirmation-request` | once nothing else of the step runs: `RUN_FINISHED {outcome: {type: "interrupt", interrupts}}` |
+//! | `confirmation-request` (a client tool) | once nothing else of the step runs: `RUN_FINISHED {outcome: {type: "success", pendingToolCallIds}}` |
 //! | `run-finish` | `RUN_FINISHED`; cancelled: `outcome: {type: "cancelled"}`; failed: `RUN_ERROR {message, code}` |
 
 use crate::event::{Event, Kind};
@@ -93,6 +94,13 @@ pub struct AguiMapper {
     /// Requests a `resume` answered: the run no longer waits on them, even
     /// before its log shows the outcome.
     answered: HashSet<String>,
+    /// Calls of client tools waiting for the client, with their requests.
+    client_calls: Vec<(String, String)>,
+    /// Every client tool call: its result is the client's own, which it
+    /// holds (no `TOOL_CALL_RESULT` is sent for it).
+    client_tool_calls: HashSet<String>,
+    /// The history's view: the message each client tool result came in.
+    client_results: HashMap<String, String>,
     last_error: Option<String>,
     /// Events numbered so far (the last event's id).
     pub count: u64,
@@ -113,6 +121,9 @@ impl AguiMapper {
             settled: HashSet::new(),
             interrupts: Vec::new(),
             answered: HashSet::new(),
+            client_calls: Vec::new(),
+            client_tool_calls: HashSet::new(),
+            client_results: HashMap::new(),
             last_error: None,
             count: 0,
             finished: false,
@@ -121,6 +132,13 @@ impl AguiMapper {
 
     pub fn finished(&self) -> bool {
         self.finished
+    }
+
+    /// For the history: client tool results shown as the messages the
+    /// client sent them in (call id → message id).
+    pub fn with_client_results(mut self, results: HashMap<String, String>) -> AguiMapper {
+        self.client_results = results;
+        self
     }
 
     /// A `resume` answered these requests.
@@ -133,15 +151,21 @@ impl AguiMapper {
         self.interrupts.iter().filter(|(id, _)| !self.answered.contains(id)).map(|(_, i)| i)
     }
 
-    /// The run waits for a person and nothing else of its step runs.
+    /// Client tool calls still waiting for the client.
+    fn open_client_calls(&self) -> impl Iterator<Item = &str> {
+        self.client_calls.iter().filter(|(r, _)| !self.answered.contains(r)).map(|(_, c)| c.as_str())
+    }
+
+    /// The run waits for a person (or the client) and nothing else of its
+    /// step runs.
     pub fn waiting(&self) -> bool {
         !self.finished
-            && self.open_interrupts().next().is_some()
+            && (self.open_interrupts().next().is_some() || self.open_client_calls().next().is_some())
             && self.step_calls.iter().all(|c| self.settled.contains(c) || self.is_waiting(c))
     }
 
     fn is_waiting(&self, call: &str) -> bool {
-        self.open_interrupts().any(|i| i["toolCallId"] == call)
+        self.open_interrupts().any(|i| i["toolCallId"] == call) || self.open_client_calls().any(|c| c == call)
     }
 
     /// A continuation's `RUN_STARTED` (not numbered: it opens a new client
@@ -156,12 +180,16 @@ impl AguiMapper {
         let mut out = Vec::new();
         self.close_all(&mut out);
         let interrupts: Vec<Value> = self.open_interrupts().cloned().collect();
-        out.push(json!({
-            "type": "RUN_FINISHED",
-            "threadId": self.thread_id,
-            "runId": self.run_id,
-            "outcome": { "type": "interrupt", "interrupts": interrupts },
-        }));
+        // Only the client's own tools wait: the run finishes with them open,
+        // and the client's tool results continue it.
+        let outcome = if interrupts.is_empty() {
+            json!({ "type": "success", "pendingToolCallIds": self.open_client_calls().collect::<Vec<_>>() })
+        } else {
+            json!({ "type": "interrupt", "interrupts": interrupts })
+        };
+        out.push(
+            json!({ "type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id, "outcome": outcome }),
+        );
         out
     }
 
@@ -253,6 +281,19 @@ impl AguiMapper {
                 if agent == self.root {
                     self.settled.insert(call.clone());
                     self.interrupts.retain(|(_, i)| i["toolCallId"] != call.as_str());
+                    self.client_calls.retain(|(_, c)| *c != call);
+                }
+                if self.client_tool_calls.contains(&call) {
+                    // The client ran it and holds its result: only the
+                    // history shows it, under the client's message id.
+                    let Some(id) = self.client_results.get(&call).cloned() else { return };
+                    let content = match &p["result"] {
+                        Value::String(s) => s.clone(),
+                        Value::Null => text("error"),
+                        other => other.to_string(),
+                    };
+                    out.push(json!({ "type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": call, "content": content, "role": "tool" }));
+                    return;
                 }
                 let content = match ev.kind {
                     Kind::ToolResult => match &p["result"] {
@@ -268,6 +309,14 @@ impl AguiMapper {
                 self.close_text(agent, out);
                 let call = text("toolCallId");
                 let input_type = p.get("inputType").and_then(Value::as_str).unwrap_or("approval");
+                if input_type == "client-tool" {
+                    if agent == self.root && !call.is_empty() && !self.step_calls.contains(&call) {
+                        self.step_calls.push(call.clone());
+                    }
+                    self.client_tool_calls.insert(call.clone());
+                    self.client_calls.push((text("requestId"), call));
+                    return;
+                }
                 let mut interrupt = json!({
                     "id": text("requestId"),
                     "reason": if input_type == "approval" { "tool_approval" } else { "input_required" },

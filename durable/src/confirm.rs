@@ -184,6 +184,7 @@ impl Confirmation {
 ///
 /// - `approval`: `{approved: bool, userInput?: string, scope?: "once"|"session"}`
 /// - `plan-review`: `{approved: bool, userInput?: string}`
+/// - `client-tool`: `{result}` (any JSON) or `{error}` (a string): what the client's run of it gave
 /// - `text`, `questions`: `{answers: [{questionId, selectedOptions[], customText?, skipped?}]}`
 ///   (`approved` optional, default true)
 pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, ApiError> {
@@ -213,6 +214,23 @@ pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, ApiError>
         Some(_) => return Err(bad("`scope` must be \"once\" or \"session\"")),
     }
     match input_type {
+        // The client ran the tool: its result (any JSON), or its error.
+        "client-tool" => {
+            match (obj.get("result"), obj.get("error")) {
+                (_, Some(Value::String(e))) => {
+                    out.insert("error".into(), e.clone().into());
+                }
+                (Some(r), None | Some(Value::Null)) => {
+                    out.insert("result".into(), r.clone());
+                }
+                _ if approved == Some(false) => {}
+                _ => return Err(bad("a client tool's outcome is `{result}` or `{error}` (a string)")),
+            }
+            if let Some(Value::String(m)) = obj.get("messageId") {
+                out.insert("messageId".into(), m.clone().into());
+            }
+            out.insert("approved".into(), approved.unwrap_or(true).into());
+        }
         "text" | "questions" => {
             let Some(Value::Array(answers)) = obj.get("answers") else {
                 return Err(bad("`answers` (an array) is required for this request"));

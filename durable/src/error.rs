@@ -187,6 +187,11 @@ impl ApiError {
         ApiError::new(409, "nothing_to_continue", message)
     }
 
+    /// The tools a client declared with its message cannot be offered.
+    pub fn invalid_client_tools(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_client_tools", message)
+    }
+
     /// A part of a user message the thread cannot take (only text is).
     pub fn unsupported_part(kind: &str) -> ApiError {
         ApiError::new(

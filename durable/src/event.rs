@@ -427,6 +427,9 @@ pub mod schema {
         Text,
         Questions,
         PlanReview,
+        /// A tool the client declared (AG-UI's frontend actions, the AI
+        /// SDK's client-side tools): the client runs it and sends its result.
+        ClientTool,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]

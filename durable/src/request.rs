@@ -295,8 +295,20 @@ pub enum UiChat {
     /// `trigger: "regenerate-message"`.
     Regenerate,
     /// The assistant message continues after the person answered its
-    /// approval requests (tool parts in state `approval-responded`).
-    Continue { message_id: String, approvals: Vec<UiApproval> },
+    /// approval requests (tool parts in state `approval-responded`), or the
+    /// client ran its own tools (`output-available`, `output-error`).
+    Continue { message_id: String, approvals: Vec<UiApproval>, outputs: Vec<ToolOutput> },
+}
+
+/// A client tool's outcome, sent back by the client: its result, or its
+/// error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    pub tool_call_id: String,
+    pub outcome: Result<Value, String>,
+    /// The message that carries it, when the client keeps one (AG-UI's
+    /// tool message): the history shows it under the same id.
+    pub message_id: Option<String>,
 }
 
 /// One answered approval request of a continued message.
@@ -371,12 +383,24 @@ impl UiChat {
                         })
                     })
                     .collect();
-                if approvals.is_empty() {
+                let outputs: Vec<ToolOutput> = parts
+                    .iter()
+                    .filter_map(|p| {
+                        let call = p.get("toolCallId")?.as_str()?.to_owned();
+                        let outcome = match p.get("state")?.as_str()? {
+                            "output-available" => Ok(p.get("output").cloned().unwrap_or(Value::Null)),
+                            "output-error" => Err(p.get("errorText")?.as_str()?.to_owned()),
+                            _ => return None,
+                        };
+                        Some(ToolOutput { tool_call_id: call, outcome, message_id: None })
+                    })
+                    .collect();
+                if approvals.is_empty() && outputs.is_empty() {
                     return Err(ApiError::nothing_to_continue(
-                        "the last message is the assistant's, with no answered approval request",
+                        "the last message is the assistant's, with no answered approval request or tool output",
                     ));
                 }
-                Ok(UiChat::Continue { message_id: id, approvals })
+                Ok(UiChat::Continue { message_id: id, approvals, outputs })
             }
             _ => Err(ApiError::invalid_body("the last message's `role` must be `user` or `assistant`")),
         }
@@ -392,6 +416,20 @@ pub fn agui_thread(body: &Value) -> Result<String, ApiError> {
     }
 }
 
+/// A message's `content` as text: a string, or its text parts joined.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
 /// What an AG-UI run asks for. As on the AI SDK route, the thread holds the
 /// history: of the client's `messages` only the last one is read.
 #[derive(Clone, Debug, PartialEq)]
@@ -400,6 +438,8 @@ pub enum AguiRun {
     Message { id: String, text: String },
     /// Answers to the interrupts a run stopped at (`resume`).
     Resume(Vec<AguiResume>),
+    /// The client ran its own tools: the tool messages that end `messages`.
+    ToolResults(Vec<ToolOutput>),
 }
 
 /// One `resume` entry: an interrupt (a confirmation's request id), resolved
@@ -445,6 +485,23 @@ impl AguiRun {
         let Some(last) = messages.last() else {
             return Err(ApiError::message_required("`messages` is empty: send the user's message"));
         };
+        let results: Vec<ToolOutput> = messages
+            .iter()
+            .rev()
+            .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+            .filter_map(|m| {
+                let call = m.get("toolCallId")?.as_str()?.to_owned();
+                let outcome = match m.get("error").and_then(Value::as_str) {
+                    Some(e) => Err(e.to_owned()),
+                    None => Ok(Value::String(content_text(m.get("content")))),
+                };
+                let message_id = m.get("id").and_then(Value::as_str).map(str::to_owned);
+                Some(ToolOutput { tool_call_id: call, outcome, message_id })
+            })
+            .collect();
+        if !results.is_empty() {
+            return Ok(AguiRun::ToolResults(results.into_iter().rev().collect()));
+        }
         if last.get("role").and_then(Value::as_str) != Some("user") {
             return Err(ApiError::message_required("the last message must be the user's (or send `resume`)"));
         }
@@ -534,7 +591,8 @@ mod tests {
             parse(responded).unwrap(),
             UiChat::Continue {
                 message_id: "t.r1".into(),
-                approvals: vec![UiApproval { id: "q".into(), approved: false, reason: Some("no".into()) }]
+                approvals: vec![UiApproval { id: "q".into(), approved: false, reason: Some("no".into()) }],
+                outputs: vec![]
             }
         );
         let plain = json!({"messages": [{"id":"r1","role":"assistant","parts":[{"type":"text","text":"x"}]}]});

@@ -210,6 +210,12 @@ pub const THREAD: Schema = Schema {
                (additive: older storage simply has none yet)",
             steps: &[],
         },
+        Migration {
+            version: 3,
+            note: "checkpoints may carry `clientTools` (the tools a client declared with its message), and \
+               confirmations may have input type `client-tool` (additive: older storage has neither)",
+            steps: &[],
+        },
     ],
 };
 

@@ -26,6 +26,7 @@
 //! | `tool-error`, `tool-interrupted` | `tool-output-error {errorText}` |
 //! | `confirmation-request` (approval) | `tool-approval-request {approvalId: requestId, toolCallId}` |
 //! | `confirmation-request` (text, questions, plan review) | `data-confirmation` (id: the request id) |
+//! | `confirmation-request` (a client tool) | nothing: the call's part waits for the client's output |
 //! | `tasks-update` | `data-tasks` (id `tasks`) |
 //! | `thread-title-updated` | `data-title` (id `title`) |
 //! | `agent-spawned` / `agent-completed` (any depth) | `data-agent` (id: the agent id) |
@@ -271,12 +272,15 @@ impl UiMapper {
                 self.close(&mut out);
                 let call = text("toolCallId");
                 let request = text("requestId");
-                let approval = p.get("inputType").and_then(Value::as_str).is_none_or(|t| t == "approval");
+                let input_type = p.get("inputType").and_then(Value::as_str).unwrap_or("approval");
                 if !call.is_empty() {
                     self.step_call(&call);
                     self.waiting.insert(call.clone());
                 }
-                if approval && !call.is_empty() {
+                if input_type == "client-tool" {
+                    // The client runs it: its part is `input-available`, and
+                    // the client's `addToolOutput` continues the message.
+                } else if input_type == "approval" && !call.is_empty() {
                     if !self.calls.contains(&call) && !self.continuing {
                         self.calls.insert(call.clone());
                         out.push(json!({

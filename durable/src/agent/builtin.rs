@@ -34,6 +34,14 @@ pub(super) fn confirmation_payload(kind: &ToolKind<'_>, call: &openai::ToolCallP
                 if tool.description.is_empty() { String::new() } else { format!(" ({})", tool.description) }),
             "inputType": "approval",
         }),
+        ToolKind::Client(tool) => json!({
+            "toolCallId": call.id,
+            "toolName": call.name,
+            "args": args,
+            "severity": "info",
+            "message": format!("`{}` runs in the client", tool.name),
+            "inputType": "client-tool",
+        }),
         _ => Value::Null,
     }
 }

@@ -157,6 +157,10 @@ pub struct Checkpoint {
     /// A step waiting for confirmations: its calls, some done, some pending.
     #[serde(default)]
     pub suspended: Option<Vec<StepCall>>,
+    /// The tools the client declared with the run's message, as it sent
+    /// them (thread storage v3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_tools: Vec<Value>,
 }
 
 /// One tool call of a suspended step.

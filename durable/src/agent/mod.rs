@@ -39,6 +39,9 @@ struct Agent<H: Host> {
     /// orchestrator's.
     allowed: Option<Vec<String>>,
     orchestrator: bool,
+    /// The tools the client declared with the run's message (the
+    /// orchestrator's only).
+    client: Rc<Vec<tools::ClientTool>>,
 }
 
 /// Why an agent's loop stopped early.
@@ -101,6 +104,8 @@ pub async fn run_orchestrator<H: Host>(
     cancel: CancelToken,
     job: Job,
 ) -> End {
+    // Checked when the message was sent: what still parses is offered.
+    let client = tools.client_tools(&job.checkpoint.client_tools).unwrap_or_default();
     let agent = Agent {
         host: host.clone(),
         cfg,
@@ -112,6 +117,7 @@ pub async fn run_orchestrator<H: Host>(
         scope: Scope::Run,
         allowed: None,
         orchestrator: true,
+        client: Rc::new(client),
     };
     let (end, reason) = match agent.run(job.checkpoint).await {
         Ok(_) => (End::Completed, None),
@@ -217,7 +223,10 @@ impl<H: Host> Agent<H> {
     /// Streams one model response, publishing deltas as they arrive.
     async fn stream_step(&self, messages: &[Value]) -> Result<Step, Halt> {
         let allowed = self.allowed.as_deref();
-        let defs = self.tools.definitions(allowed, self.orchestrator);
+        let mut defs = self.tools.definitions(allowed, self.orchestrator);
+        defs.extend(self.client.iter().map(|t| {
+            json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
+        }));
         let mut body = json!({
             "model": self.cfg.model,
             "messages": messages,
@@ -383,7 +392,7 @@ impl<H: Host> Agent<H> {
             self.publish(vec![
                 self.event(Kind::ToolCall, json!({ "toolCallId": call.id, "toolName": call.name, "args": args }))
             ])?;
-            match self.tools.resolve(&call.name, &args, self.allowed.as_deref(), self.orchestrator) {
+            match self.resolve(&call.name, &args) {
                 Ok(kind) if self.asks_first(&kind) => {
                     if !self.orchestrator {
                         let msg = format!(
@@ -463,10 +472,20 @@ impl<H: Host> Agent<H> {
             .collect())
     }
 
-    /// Whether this call must wait for a person first.
+    /// The tool `name` for this agent (the server's, then the client's),
+    /// its arguments checked.
+    fn resolve(&self, name: &str, args: &Value) -> Result<ToolKind<'_>, String> {
+        let found = self.tools.resolve(name, args, self.allowed.as_deref(), self.orchestrator);
+        match self.client.iter().find(|t| t.name == name) {
+            Some(t) if found.is_err() => tools::validate_client(t, args).map(|()| ToolKind::Client(t)),
+            _ => found,
+        }
+    }
+
+    /// Whether this call must wait for a person (or the client) first.
     fn asks_first(&self, kind: &ToolKind<'_>) -> bool {
         match kind {
-            ToolKind::AskUser => true,
+            ToolKind::AskUser | ToolKind::Client(_) => true,
             ToolKind::Http(tool) => self.host.needs_approval(&tool.name, tool.approval == tools::Approval::Required),
             _ => false,
         }
@@ -491,8 +510,16 @@ impl<H: Host> Agent<H> {
 
     async fn settle_confirmed(&self, call: &StepCall) -> Result<String, Halt> {
         let outcome = match call.state.as_deref() {
-            Some("approved") => match self.tools.resolve(&call.name, &call.args, None, true) {
+            Some("approved") => match self.resolve(&call.name, &call.args) {
                 Ok(ToolKind::AskUser) => Ok(call.decision.clone().unwrap_or(Value::Null)),
+                // The client ran it: its answer is the result (or the error).
+                Ok(ToolKind::Client(_)) => {
+                    let d = call.decision.clone().unwrap_or(Value::Null);
+                    match d.get("error").and_then(Value::as_str) {
+                        Some(e) => Err(e.to_owned()),
+                        None => Ok(d.get("result").cloned().unwrap_or(Value::Null)),
+                    }
+                }
                 Ok(ToolKind::Http(tool)) => {
                     self.publish(vec![
                         self.event(Kind::Status, json!({ "message": format!("Running {}…", tool.name) }))
@@ -560,8 +587,8 @@ impl<H: Host> Agent<H> {
                 Ok(self.host.call_http_tool(tool, body, limit).await.and_then(|a| a.outcome(limit)))
             }
             ToolKind::SpawnAgent => self.spawn_agent(args).await,
-            ToolKind::CreateTasks | ToolKind::UpdateTasks | ToolKind::AskUser => {
-                unreachable!("task tools run in order before; ask-user waits for a person")
+            ToolKind::CreateTasks | ToolKind::UpdateTasks | ToolKind::AskUser | ToolKind::Client(_) => {
+                unreachable!("task tools run in order before; ask-user and client tools wait")
             }
         }
     }
@@ -592,6 +619,7 @@ impl<H: Host> Agent<H> {
             scope: task_id.clone().map_or(Scope::Run, Scope::Background),
             allowed: Some(requested.clone()),
             orchestrator: false,
+            client: Rc::new(Vec::new()),
         };
         let mut spawned = json!({ "parentId": self.agent_id, "role": role, "tools": requested });
         if let Some(t) = &task_id {
@@ -615,6 +643,7 @@ impl<H: Host> Agent<H> {
             tasks: Vec::new(),
             usage: None,
             suspended: None,
+            client_tools: Vec::new(),
         };
         match task_id {
             None => {

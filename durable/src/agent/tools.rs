@@ -2,7 +2,7 @@
 //! built-in ones (`create-tasks`, `update-tasks`, `spawn-agent`). Arguments are
 //! validated against each tool's JSON Schema before anything runs.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -65,7 +65,28 @@ pub enum ToolKind<'a> {
     SpawnAgent,
     /// Asks the person a question; its answer is the result.
     AskUser,
+    /// A tool the client declared: the client runs it.
+    Client(&'a ClientTool),
 }
+
+/// A tool the client declared with its request (AG-UI's `tools`, the AI
+/// SDK's client-side tools): offered to the model beside the server's own;
+/// a call waits, like a confirmation, for the client to send its result.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientTool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "empty_object")]
+    pub parameters: Value,
+}
+
+fn empty_object() -> Value {
+    json!({ "type": "object", "properties": {} })
+}
+
+/// Most tools a client may declare with one request.
+pub const MAX_CLIENT_TOOLS: usize = 64;
 
 fn builtin_definitions() -> Vec<Value> {
     let task = json!({
@@ -134,6 +155,11 @@ fn builtin_definitions() -> Vec<Value> {
     ]
 }
 
+/// Checks a client tool's arguments against its `parameters`.
+pub fn validate_client(tool: &ClientTool, args: &Value) -> Result<(), String> {
+    validate(&compile(&tool.name, &tool.parameters)?, args)
+}
+
 fn compile(name: &str, schema: &Value) -> Result<jsonschema::Validator, String> {
     jsonschema::validator_for(schema)
         .map_err(|e| format!("tool `{name}`: `parameters` is not a valid JSON Schema: {e}"))
@@ -171,6 +197,33 @@ impl Toolbox {
             })
             .collect();
         Ok(Toolbox { http, builtin })
+    }
+
+    /// Checks the tools a client declared: names like `TOOLS`' and none
+    /// taken by the server's tools, `parameters` a JSON Schema.
+    pub fn client_tools(&self, declared: &[Value]) -> Result<Vec<ClientTool>, String> {
+        if declared.len() > MAX_CLIENT_TOOLS {
+            return Err(format!("at most {MAX_CLIENT_TOOLS} client tools"));
+        }
+        let mut out: Vec<ClientTool> = Vec::with_capacity(declared.len());
+        for d in declared {
+            let t: ClientTool = serde_json::from_value(d.clone()).map_err(|e| format!("a client tool: {e}"))?;
+            if t.name.is_empty()
+                || t.name.len() > 64
+                || !t.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(format!("client tool name `{}` must be 1 to 64 letters, digits, `_` or `-`", t.name));
+            }
+            let taken = [CREATE_TASKS, UPDATE_TASKS, SPAWN_AGENT, ASK_USER].contains(&t.name.as_str())
+                || self.http.iter().any(|(h, _)| h.name == t.name)
+                || out.iter().any(|c| c.name == t.name);
+            if taken {
+                return Err(format!("client tool name `{}` is taken", t.name));
+            }
+            compile(&t.name, &t.parameters)?;
+            out.push(t);
+        }
+        Ok(out)
     }
 
     pub fn http_names(&self) -> Vec<String> {

@@ -116,6 +116,55 @@ impl<S: Store, K: Sink> Thread<S, K> {
         settings.tools.clone().map_err(ApiError::invalid_tools)
     }
 
+    /// The tools a client declared with its message (`tools`, AG-UI's and
+    /// the AI SDK's shape: `[{name, description, parameters}]`), checked
+    /// against the server's; offered to the built-in agent only.
+    pub(super) fn client_tools(&self, body: &Value, settings: &Settings) -> Result<Vec<Value>, ApiError> {
+        let declared = match body.get("tools") {
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(Value::Array(a)) => a,
+            Some(_) => return Err(ApiError::invalid_client_tools("`tools` must be an array")),
+        };
+        if declared.is_empty() || self.config.driver != Driver::Builtin {
+            return Ok(Vec::new());
+        }
+        Self::builtin_ready(settings)?.client_tools(declared).map_err(ApiError::invalid_client_tools)?;
+        Ok(declared.clone())
+    }
+
+    /// Settles the client tools the client ran (`outputs`) among run
+    /// `run_id`'s requests; returns their request ids.
+    pub(super) fn settle_client_tools(
+        &mut self,
+        run_id: &str,
+        outputs: &[crate::request::ToolOutput],
+        settings: &Settings,
+        now: i64,
+    ) -> Result<(Vec<String>, Vec<Effect>), ApiError> {
+        let mut requests = Vec::new();
+        let mut effects = Vec::new();
+        for o in outputs {
+            let Some(c) = self.confirmation_for_call(&o.tool_call_id, Some(run_id))? else { continue };
+            if c.input_type != "client-tool" {
+                continue;
+            }
+            requests.push(c.request_id.clone());
+            if c.state != ConfirmState::Pending {
+                continue;
+            }
+            let mut decision = match &o.outcome {
+                Ok(result) => json!({ "result": result }),
+                Err(error) => json!({ "error": error }),
+            };
+            if let Some(m) = &o.message_id {
+                decision["messageId"] = m.clone().into();
+            }
+            let decided = self.decide(&c.request_id, &decision, now)?;
+            effects.extend(self.resume_if_ready(&decided.run_id, settings)?);
+        }
+        Ok((requests, effects))
+    }
+
     /// The loop's effect for `run` from `checkpoint`.
     fn drive(
         &self,
@@ -137,7 +186,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Starts the built-in agent on a new run: conversation memory, the first
     /// checkpoint, the thread's title on its first message, then the loop.
-    pub(super) fn start_builtin(&mut self, run: &RunRecord, settings: &Settings, now: i64) -> Result<Effect, ApiError> {
+    pub(super) fn start_builtin(
+        &mut self,
+        run: &RunRecord,
+        client_tools: Vec<Value>,
+        settings: &Settings,
+        now: i64,
+    ) -> Result<Effect, ApiError> {
         let tools = Self::builtin_ready(settings)?;
         let cfg = &settings.agent;
         let history = self.history(cfg.history_chars, &run.run_id)?;
@@ -150,6 +205,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             tasks: Vec::new(),
             usage: None,
             suspended: None,
+            client_tools,
         };
         self.save_checkpoint(&checkpoint)?;
         if first {

@@ -10,13 +10,14 @@
 //!   last of them, under a new `RUN_STARTED`;
 //! - the history is the fold of the same numbered events the streams send.
 
-use super::service::{held, Answer};
+use super::service::{held, Answer, Given};
 use super::{Follow, Sink, Thread};
 use crate::access::{self, Caller, Facts, Grant};
 use crate::agui::{AguiMapper, AguiMessages};
 use crate::confirm::ConfirmState;
 use crate::effect::Effect;
 use crate::error::ApiError;
+use crate::event::Kind;
 use crate::ids;
 use crate::reply::Reply;
 use crate::request::{AguiResume, AguiRun};
@@ -71,13 +72,35 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 if self.queue.items.iter().any(|i| i.message_id == id) {
                     return Err(ApiError::message_already_sent(&run_id));
                 }
+                let client_tools = self.client_tools(body, settings)?;
                 let send = json!({ "message": text });
-                match self.send(thread, &send, Some((id, run_id)), (grant, caller, origin), settings, now, effects)? {
+                match self.send(
+                    thread,
+                    &send,
+                    Given { ids: Some((id, run_id)), client_tools },
+                    (grant, caller, origin),
+                    settings,
+                    now,
+                    effects,
+                )? {
                     super::service::Sent::Run { run_id, .. } => Ok(reply(agui_follow(&run_id, &[]))),
                     super::service::Sent::Queued(_) => unreachable!("an AG-UI send does not queue"),
                 }
             }
             AguiRun::Resume(answers) => self.agui_resume(&answers, caller, settings, now, effects),
+            AguiRun::ToolResults(outputs) => {
+                // The run waiting on the client: the active one.
+                let run = self
+                    .active_run()
+                    .map(|r| r.run_id.clone())
+                    .ok_or_else(|| ApiError::nothing_to_continue("no run of this thread waits for a client tool"))?;
+                let (resumed, more) = self.settle_client_tools(&run, &outputs, settings, now)?;
+                effects.extend(more);
+                if resumed.is_empty() {
+                    return Err(ApiError::nothing_to_continue("no tool result answers a call the run waits for"));
+                }
+                Ok(reply(agui_follow(&run, &resumed)))
+            }
         }
     }
 
@@ -140,8 +163,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 ] } }));
                 continue;
             }
-            let mut mapper = AguiMapper::new(&self.thread_id, &run.run_id, &run.agent_id);
-            for ev in self.run_events(&run.run_id)? {
+            let events = self.run_events(&run.run_id)?;
+            // The client tool results the client sent, by call: the history
+            // shows them under the client's message ids.
+            let mut client_results = std::collections::HashMap::new();
+            for ev in events.iter().filter(|e| matches!(e.kind, Kind::ToolResult | Kind::ToolError)) {
+                let call = ev.payload["toolCallId"].as_str().unwrap_or_default();
+                if let Some(c) = self.confirmation_for_call(call, Some(&run.run_id))? {
+                    if let Some(m) = c.decision.as_ref().and_then(|d| d["messageId"].as_str()) {
+                        client_results.insert(call.to_owned(), m.to_owned());
+                    }
+                }
+            }
+            let mut mapper =
+                AguiMapper::new(&self.thread_id, &run.run_id, &run.agent_id).with_client_results(client_results);
+            for ev in events {
                 for (_, e) in mapper.map(&ev) {
                     fold.apply(&e);
                 }

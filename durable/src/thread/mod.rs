@@ -151,6 +151,8 @@ struct Subscriber<K> {
 pub struct Started {
     pub run: RunRecord,
     pub publish_token: String,
+    /// The tools the client declared with the message (built-in runs).
+    pub client_tools: Vec<serde_json::Value>,
 }
 
 /// An event placed in log order, durable (stored, sent with its seq) or live
@@ -662,7 +664,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             },
             now,
         )?;
-        self.started.push(Started { run: run.clone(), publish_token: token });
+        self.started.push(Started { run: run.clone(), publish_token: token, client_tools: Vec::new() });
         Ok(run)
     }
 

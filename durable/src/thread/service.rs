@@ -134,7 +134,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
         match route {
             Route::Chat { thread } | Route::AgentChat { thread } => {
                 let body = json_body(limits.max_body_bytes)?;
-                let sent = self.send(thread, &body, None, (grant, req.caller, req.origin), settings, now, effects)?;
+                let sent = self.send(
+                    thread,
+                    &body,
+                    Given::default(),
+                    (grant, req.caller, req.origin),
+                    settings,
+                    now,
+                    effects,
+                )?;
                 match (sent, route) {
                     // agora's send answers with the run's stream: the Worker
                     // follows this answer with it (`Route::streams_its_run`).
@@ -282,7 +290,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &mut self,
         thread: &str,
         body: &Value,
-        given: Option<(String, String)>,
+        given: Given,
         (grant, caller, origin): (Grant, &Caller, &str),
         settings: &Settings,
         now: i64,
@@ -318,7 +326,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 let model = pick(model.as_deref())?;
                 let token = (self.ids)("tlp");
                 let (message_id, run_id) =
-                    given.unwrap_or_else(|| ((self.ids)("msg"), ids::scoped(thread, &(self.ids)("run"))));
+                    given.ids.unwrap_or_else(|| ((self.ids)("msg"), ids::scoped(thread, &(self.ids)("run"))));
                 let start = StartRun {
                     run_id,
                     message_id,
@@ -329,18 +337,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 };
                 let run = self.start_run(start, now)?;
                 claim(self)?;
-                self.started.push(Started { run: run.clone(), publish_token: token });
+                self.started.push(Started { run: run.clone(), publish_token: token, client_tools: given.client_tools });
                 Sent::Run { run_id: run.run_id, regenerated: false }
             }
             Send::Message { message, mode: Mode::Queue, model } => {
                 let model = pick(model.as_deref())?;
-                let (item, position, started) = self.enqueue(message, model, given, now)?;
+                let (item, position, started) = self.enqueue(message, model, given.ids, now)?;
                 claim(self)?;
                 Sent::Queued(self.queued_reply(thread, &item.message_id, position, started.map(|r| r.run_id)))
             }
             Send::Message { message, mode: Mode::Interrupt, model } => {
                 let model = pick(model.as_deref())?;
-                let (item, interrupted) = self.interrupt(message, model, given, now)?;
+                let (item, interrupted) = self.interrupt(message, model, given.ids, now)?;
                 claim(self)?;
                 let mut body = self.queued_reply(thread, &item.message_id, 0, Some(item.run_id.clone()));
                 if let Some(old) = interrupted {
@@ -470,7 +478,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             effects.push(Effect::Register { owner, thread_id: self.thread_id.clone(), title, at: run.created_at });
         }
         let started = match run.driver {
-            Driver::Builtin => self.start_builtin(run, settings, now).map_err(|e| e.message),
+            Driver::Builtin => self.start_builtin(run, s.client_tools.clone(), settings, now).map_err(|e| e.message),
             Driver::Webhook => match &settings.webhook_url {
                 None => Err("no agent webhook is configured".to_owned()),
                 Some(_) => Ok(Effect::Webhook {
@@ -532,6 +540,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let _ = self.end_run(run_id, FinishStatus::Error, reason, now);
         }
     }
+}
+
+/// What a protocol's send names itself: the user message's id and its
+/// run's (the client's id kept), and the tools the client declared.
+#[derive(Debug, Default)]
+pub(super) struct Given {
+    pub ids: Option<(String, String)>,
+    pub client_tools: Vec<Value>,
 }
 
 /// What a send did.

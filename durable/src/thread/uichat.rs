@@ -13,7 +13,7 @@
 //! - the history's assistant message of a run has the id its stream's
 //!   `start` carries (the run id), and is the fold of the same chunks.
 
-use super::service::{held, Answer};
+use super::service::{held, Answer, Given};
 use super::{Follow, Sink, Thread};
 use crate::access::{self, Caller, Facts, Grant};
 use crate::confirm::ConfirmState;
@@ -69,15 +69,24 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 if self.queue.items.iter().any(|i| i.message_id == id) {
                     return Err(ApiError::message_already_sent(&run_id));
                 }
+                let client_tools = self.client_tools(body, settings)?;
                 let send = options(json!({ "message": text }));
-                self.send(thread, &send, Some((id, run_id)), (grant, caller, origin), settings, now, effects)?
+                self.send(
+                    thread,
+                    &send,
+                    Given { ids: Some((id, run_id)), client_tools },
+                    (grant, caller, origin),
+                    settings,
+                    now,
+                    effects,
+                )?
             }
             UiChat::Regenerate => {
                 let send = options(json!({ "regenerate": true }));
-                self.send(thread, &send, None, (grant, caller, origin), settings, now, effects)?
+                self.send(thread, &send, Given::default(), (grant, caller, origin), settings, now, effects)?
             }
-            UiChat::Continue { message_id, approvals } => {
-                return self.ui_continue(&message_id, &approvals, caller, settings, now, effects);
+            UiChat::Continue { message_id, approvals, outputs } => {
+                return self.ui_continue(&message_id, &approvals, &outputs, caller, settings, now, effects);
             }
         };
         Ok(match sent {
@@ -97,10 +106,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Decides the answered requests of run `message_id` and follows the
     /// run from its earliest one.
+    #[allow(clippy::too_many_arguments)]
     fn ui_continue(
         &mut self,
         message_id: &str,
         approvals: &[request::UiApproval],
+        outputs: &[request::ToolOutput],
         caller: &Caller,
         settings: &Settings,
         now: i64,
@@ -130,8 +141,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let decided = self.decide(&c.request_id, &decision, now)?;
             effects.extend(self.after_settled(&decided, settings)?);
         }
+        // The client's own tools: its outcomes settle their requests (the
+        // thread's owner sent them, as the route's access says).
+        let (settled, more) = self.settle_client_tools(&run.run_id, outputs, settings, now)?;
+        requests.extend(settled);
+        effects.extend(more);
         if requests.is_empty() {
-            return Err(ApiError::nothing_to_continue("no answered approval request belongs to this message"));
+            return Err(ApiError::nothing_to_continue(
+                "no answered approval request or client tool call belongs to this message",
+            ));
         }
         // The stream goes on after the earliest request the client answered.
         let records = self.store.run_records(&run.run_id).map_err(ApiError::storage)?;
