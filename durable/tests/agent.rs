@@ -567,3 +567,61 @@ fn the_next_queued_message_runs_when_a_run_ends() {
     // The second run remembered the first.
     assert!(f.requests.borrow()[1]["messages"].to_string().contains("first"));
 }
+
+#[test]
+fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
+    let s = settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "locate", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("you are in Oslo"), finish("stop")]),
+        ],
+    );
+    let tools = json!([{"name": "locate", "description": "Where the user is", "parameters": {"type": "object", "properties": {}}}]);
+    let body = json!({"threadId": "t1", "runId": "r1", "tools": tools,
+        "messages": [{"id": "m1", "role": "user", "content": "where am I"}]});
+    let sent = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&body),
+        1_000,
+    );
+    assert_eq!(support::status(&sent), 200, "{:?}", sent.answer);
+    let run = support::json(&sent)["follow"]["runId"].as_str().unwrap().to_owned();
+    assert_eq!(drive_all(&f, &s, sent.effects), [End::Suspended]);
+    assert!(f.requests.borrow()[0]["tools"].to_string().contains("\"locate\""), "offered to the model");
+    assert!(f.calls.borrow().is_empty(), "the server does not run a client's tool");
+    let request = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload.clone();
+    assert_eq!(request["inputType"], "client-tool");
+    let call = request["toolCallId"].as_str().unwrap().to_owned();
+    // The checkpoint keeps the tools: a run resumed after a restart offers them.
+    let cp = f.thread.borrow().checkpoint(&run).unwrap().unwrap();
+    assert_eq!(cp.client_tools, tools.as_array().unwrap().clone());
+    // The client's tool message: its content is the result.
+    let mut answer = body.clone();
+    answer["messages"] = json!([{"id": "m1", "role": "user", "content": "where am I"},
+        {"id": "tr1", "role": "tool", "toolCallId": call, "content": "Oslo"}]);
+    let resumed = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&answer),
+        2_000,
+    );
+    assert_eq!(support::status(&resumed), 200, "{:?}", resumed.answer);
+    assert_eq!(drive_all(&f, &s, resumed.effects), [End::Completed]);
+    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap();
+    assert_eq!(result.payload["result"], "Oslo");
+    assert!(f.requests.borrow()[1]["messages"].to_string().contains("Oslo"), "the model is told");
+    // A tool name the server already uses is refused.
+    let mut clash = body.clone();
+    clash["tools"] = json!([{"name": "wipe", "description": "mine"}]);
+    clash["messages"][0]["id"] = "m2".into();
+    let refused = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&clash),
+        3_000,
+    );
+    assert_eq!(support::code(&refused), "invalid_client_tools");
+}
