@@ -138,6 +138,10 @@ function card(c: OpenConfirmation, s: ThreadSession): HTMLElement {
   const requestId = String(r.requestId);
   const inputType = String(r.inputType ?? "approval");
   const severity = String(r.severity ?? "info");
+  if (inputType === "client-tool") {
+    // The client that declared the tool runs it and sends its result.
+    return el("p", { class: "card", "data-testid": "client-tool", "data-request": requestId }, `Waiting for the client to run ${String(r.toolName ?? "its tool")}…`);
+  }
   const form = el("form", { class: "card", "data-testid": "confirmation", "data-request": requestId, "data-input-type": inputType, "data-severity": severity });
   const titleId = `cr-${requestId.replace(/[^a-zA-Z0-9_-]/g, "_")}`;
   form.setAttribute("aria-labelledby", titleId);
