@@ -101,6 +101,11 @@ pub struct AguiMapper {
     client_tool_calls: HashSet<String>,
     /// The history's view: the message each client tool result came in.
     client_results: HashMap<String, String>,
+    /// The history's view: background sub-agents go on after the run's end,
+    /// and their work shows (a stream has ended by then).
+    history: bool,
+    /// Sub-agents still running when the run ended.
+    background: HashSet<String>,
     last_error: Option<String>,
     /// Events numbered so far (the last event's id).
     pub count: u64,
@@ -124,6 +129,8 @@ impl AguiMapper {
             client_calls: Vec::new(),
             client_tool_calls: HashSet::new(),
             client_results: HashMap::new(),
+            history: false,
+            background: HashSet::new(),
             last_error: None,
             count: 0,
             finished: false,
@@ -138,6 +145,7 @@ impl AguiMapper {
     /// client sent them in (call id → message id).
     pub fn with_client_results(mut self, results: HashMap<String, String>) -> AguiMapper {
         self.client_results = results;
+        self.history = true;
         self
     }
 
@@ -196,7 +204,7 @@ impl AguiMapper {
     /// The numbered events of one log event.
     pub fn map(&mut self, ev: &Event) -> Vec<(u64, Value)> {
         let mut out = Vec::new();
-        if !self.finished {
+        if !self.finished || (self.history && self.background.contains(&ev.agent_id)) {
             self.events(ev, &mut out);
         }
         out.into_iter()
@@ -224,7 +232,8 @@ impl AguiMapper {
         let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         // A sub-agent's events count only while it is open (a background
         // one may outlive the run).
-        if agent != self.root && ev.kind != Kind::AgentSpawned && !self.subagents.iter().any(|s| s == agent) {
+        let open = self.subagents.iter().any(|s| s == agent) || self.background.contains(agent);
+        if agent != self.root && ev.kind != Kind::AgentSpawned && !open {
             return;
         }
         match ev.kind {
@@ -351,6 +360,7 @@ impl AguiMapper {
             Kind::AgentCompleted => {
                 self.close_lane(agent, out);
                 self.subagents.retain(|s| s != agent);
+                self.background.remove(agent);
                 match p.get("error").and_then(Value::as_str) {
                     Some(error) => {
                         out.push(json!({ "type": "SUBAGENT_ERROR", "subagentRunId": agent, "message": error }))
@@ -462,6 +472,9 @@ impl AguiMapper {
             out.push(
                 json!({ "type": "SUBAGENT_FINISHED", "subagentRunId": agent, "outcome": { "type": "suspended" } }),
             );
+            if self.history {
+                self.background.insert(agent);
+            }
         }
         let root = self.root.clone();
         self.close_lane(&root, out);
@@ -814,5 +827,23 @@ mod tests {
             ]
         );
         assert!(out[2..7].iter().all(|(_, e)| e["subagentRunId"] == "sub"));
+        // A stream ignores what a background sub-agent does after the run's
+        // end; the history shows it.
+        let later = ev(Kind::TextDelta, "sub", Some("y"), json!({"text":" more"}));
+        assert!(m.map(&later).is_empty());
+        let mut h = AguiMapper::new("t", "t.r", "o").with_client_results(HashMap::new());
+        let events = [
+            ev(Kind::RunStart, "o", None, json!({})),
+            ev(Kind::AgentSpawned, "sub", None, json!({"parentId":"o","role":"researcher"})),
+            ev(Kind::RunFinish, "o", None, json!({"status":"completed"})),
+            later,
+            ev(Kind::AgentCompleted, "sub", None, json!({"role":"researcher","result":"done"})),
+        ];
+        let mut fold = AguiMessages::default();
+        events.iter().flat_map(|e| h.map(e)).for_each(|(_, e)| fold.apply(&e));
+        assert_eq!(
+            fold.messages,
+            [json!({"id":"t.r.t.y.0","role":"assistant","content":" more","subagentRunId":"sub"})]
+        );
     }
 }
