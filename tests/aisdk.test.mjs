@@ -257,6 +257,29 @@ describe("AI SDK useChat", () => {
     assert.equal((await history(thread)).length, 2, "nothing new stored");
   });
 
+  test("a busy thread follows mode: queue answers a stream that says so, reject a 409", async () => {
+    const thread = newThread("ui");
+    const body = (text, id, mode) => ({ id: thread, mode, messages: [{ id, role: "user", parts: [{ type: "text", text }] }] });
+    const first = fetch(`${worker.url}/api/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body("slowly [[slow:100]]", "q-1")) });
+    await until(async () => (await api.status(thread)).json.hasActiveRun, { what: "the first run" });
+    const refused = await api.call("POST", "/api/chat", body("second", "q-2"));
+    assert.equal(refused.status, 409);
+    assert.equal(refused.json.error.code, "run_active");
+    const queued = await fetch(`${worker.url}/api/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body("second", "q-3", "queue")) });
+    assert.equal(queued.status, 200);
+    assert.equal(queued.headers.get("x-vercel-ai-ui-message-stream"), "v1");
+    const text = await queued.text();
+    const chunk = JSON.parse(text.split("\n\n")[0].slice("data: ".length));
+    assert.equal(chunk.type, "data-queued");
+    assert.equal(chunk.transient, true);
+    assert.equal(chunk.data.messageId, "q-3", "the client's id is kept in the queue");
+    assert.ok(text.endsWith("data: [DONE]\n\n"));
+    await (await first).text();
+    await until(async () => (await history(thread)).length === 4, { timeoutMs: 15000, what: "the queued message answered" });
+    const h = await history(thread);
+    assert.deepEqual(h.map((m) => m.id).filter((id) => !id.includes(".")), ["q-1", "q-3"]);
+  });
+
   test("bad bodies get JSON errors with stable codes, and store nothing", async () => {
     const thread = newThread("ui");
     const post = (b) => api.call("POST", "/api/chat", b);
