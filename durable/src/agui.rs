@@ -31,6 +31,7 @@
 //! | `run-finish` | `RUN_FINISHED`; cancelled: `outcome: {type: "cancelled"}`; failed: `RUN_ERROR {message, code}` |
 
 use crate::event::{Event, Kind};
+use crate::segment::{Piece, Sent};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -56,11 +57,8 @@ pub fn encode(id: Option<u64>, event: &Value, out: &mut Vec<u8>) {
 /// A text or reasoning message open for one agent.
 #[derive(Debug, Clone)]
 struct Open {
-    reasoning: bool,
-    response_id: Option<String>,
     id: String,
-    text: String,
-    parts: usize,
+    sent: Sent,
 }
 
 /// What is open for one agent (the orchestrator, or a sub-agent).
@@ -444,7 +442,7 @@ impl AguiMapper {
 
     fn close_text(&mut self, agent: &str, out: &mut Vec<Value>) {
         let Some(open) = self.lane(agent).open.take() else { return };
-        if open.reasoning {
+        if open.sent.reasoning {
             out.push(self.tag(agent, json!({ "type": "REASONING_MESSAGE_END", "messageId": open.id })));
             out.push(self.tag(agent, json!({ "type": "REASONING_END", "messageId": open.id })));
         } else {
@@ -481,25 +479,10 @@ impl AguiMapper {
     }
 
     fn text(&mut self, ev: &Event, out: &mut Vec<Value>) {
+        let Some(piece) = Piece::of(ev) else { return };
         let agent = ev.agent_id.clone();
-        let p = &ev.payload;
-        let reasoning = matches!(ev.kind, Kind::ReasoningDelta | Kind::ReasoningBlock);
-        let full = p.get("text").and_then(Value::as_str).unwrap_or_default();
-        let delta = matches!(ev.kind, Kind::TextDelta | Kind::ReasoningDelta)
-            && p.get("snapshot").and_then(Value::as_bool) != Some(true);
-        let parts: Vec<usize> = if delta {
-            vec![full.len()]
-        } else {
-            p.get("parts")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).map(|n| n as usize).collect())
-                .filter(|v: &Vec<usize>| v.iter().sum::<usize>() == full.len())
-                .unwrap_or_else(|| vec![full.len()])
-        };
-        let continues = self.lane(&agent).open.as_ref().is_some_and(|o| {
-            o.reasoning == reasoning && o.response_id == ev.response_id && (delta || full.starts_with(&o.text))
-        });
-        if !continues {
+        let reasoning = piece.reasoning;
+        if !self.lane(&agent).open.as_ref().is_some_and(|o| o.sent.continues(&piece, &ev.response_id)) {
             self.close_text(&agent, out);
             let key = (agent.clone(), reasoning, ev.response_id.clone().unwrap_or_default());
             let n = self.segments.entry(key.clone()).or_insert(0);
@@ -519,38 +502,13 @@ impl AguiMapper {
                 );
                 self.lane(&agent).parent = Some(id.clone());
             }
-            self.lane(&agent).open =
-                Some(Open { reasoning, response_id: ev.response_id.clone(), id, text: String::new(), parts: 0 });
+            self.lane(&agent).open = Some(Open { id, sent: Sent::new(reasoning, ev.response_id.clone()) });
         }
         let kind = if reasoning { "REASONING_MESSAGE_CONTENT" } else { "TEXT_MESSAGE_CONTENT" };
-        let root = self.root.clone();
         let open = self.lanes.get_mut(&agent).and_then(|l| l.open.as_mut()).expect("opened above");
-        let mut pieces = Vec::new();
-        if delta {
-            open.text.push_str(full);
-            open.parts += 1;
-            if !full.is_empty() {
-                pieces.push(full.to_owned());
-            }
-        } else {
-            let mut at = 0;
-            for (i, len) in parts.iter().enumerate() {
-                let piece = full.get(at..at + len).unwrap_or_default();
-                if i >= open.parts && !piece.is_empty() {
-                    pieces.push(piece.to_owned());
-                }
-                at += len;
-            }
-            open.text = full.to_owned();
-            open.parts = open.parts.max(parts.len());
-        }
-        let id = open.id.clone();
-        for piece in pieces {
-            let mut e = json!({ "type": kind, "messageId": id, "delta": piece });
-            if agent != root {
-                e["subagentRunId"] = agent.clone().into();
-            }
-            out.push(e);
+        let (id, deltas) = (open.id.clone(), open.sent.advance(&piece));
+        for delta in deltas {
+            out.push(self.tag(&agent, json!({ "type": kind, "messageId": id, "delta": delta })));
         }
     }
 }

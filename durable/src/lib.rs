@@ -78,6 +78,7 @@ pub mod request;
 pub mod route;
 pub mod runstream;
 pub mod schema;
+pub mod segment;
 pub mod settings;
 pub mod sse;
 pub mod store;

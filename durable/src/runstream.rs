@@ -98,12 +98,9 @@ impl FrameMapper {
             Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => {
                 let reasoning = matches!(ev.kind, Kind::ReasoningDelta | Kind::ReasoningBlock);
                 let full = text("text");
-                let parts: Vec<usize> = p
-                    .get("parts")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_u64).map(|n| n as usize).collect())
-                    .filter(|v: &Vec<usize>| v.iter().sum::<usize>() == full.len())
-                    .unwrap_or_else(|| vec![full.len()]);
+                // Numbered frames keep even an empty delta (agora's ids
+                // count it), so only the reading is shared (`segment`).
+                let parts = crate::segment::Piece::of(ev).map(|p| p.parts).unwrap_or_else(|| vec![full.len()]);
                 let sent = match &self.tail {
                     Some(t)
                         if t.reasoning == reasoning && t.response_id == ev.response_id && full.starts_with(&t.text) =>

@@ -37,6 +37,7 @@
 //! its stream too (`finish`), and the client's answer continues it.
 
 use crate::event::{Event, Kind};
+use crate::segment::{Piece, Sent};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -77,13 +78,9 @@ fn finish(reason: &str) -> Value {
 /// The text or reasoning part open on the stream.
 #[derive(Debug, Clone)]
 struct Open {
-    reasoning: bool,
-    response_id: Option<String>,
     /// The chunk id the part was started with.
     id: String,
-    /// Text already sent, and in how many deltas.
-    text: String,
-    parts: usize,
+    sent: Sent,
 }
 
 /// Maps a run's events to UI message chunks; the same events always give
@@ -363,61 +360,28 @@ impl UiMapper {
     /// Ends the open text or reasoning part.
     fn close(&mut self, out: &mut Vec<Value>) {
         if let Some(open) = self.open.take() {
-            let kind = if open.reasoning { "reasoning-end" } else { "text-end" };
+            let kind = if open.sent.reasoning { "reasoning-end" } else { "text-end" };
             out.push(json!({ "type": kind, "id": open.id }));
         }
     }
 
     fn text(&mut self, ev: &Event, out: &mut Vec<Value>) {
-        let p = &ev.payload;
-        let reasoning = matches!(ev.kind, Kind::ReasoningDelta | Kind::ReasoningBlock);
-        let full = p.get("text").and_then(Value::as_str).unwrap_or_default();
-        let delta = matches!(ev.kind, Kind::TextDelta | Kind::ReasoningDelta)
-            && p.get("snapshot").and_then(Value::as_bool) != Some(true);
-        let parts: Vec<usize> = if delta {
-            vec![full.len()]
-        } else {
-            p.get("parts")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).map(|n| n as usize).collect())
-                .filter(|v: &Vec<usize>| v.iter().sum::<usize>() == full.len())
-                .unwrap_or_else(|| vec![full.len()])
-        };
-        let same = self.open.as_ref().is_some_and(|o| o.reasoning == reasoning && o.response_id == ev.response_id);
-        // A block (or snapshot) extends what was sent of its segment; a
-        // delta always adds to it.
-        let continues = same && (delta || full.starts_with(&self.open.as_ref().expect("same").text));
-        if !continues {
+        let Some(piece) = Piece::of(ev) else { return };
+        let reasoning = piece.reasoning;
+        if !self.open.as_ref().is_some_and(|o| o.sent.continues(&piece, &ev.response_id)) {
             self.close(out);
             let key = (reasoning, ev.response_id.clone().unwrap_or_default());
             let n = self.segments.entry(key.clone()).or_insert(0);
             let id = format!("{}-{}-{}", if reasoning { "r" } else { "t" }, key.1, n);
             *n += 1;
             out.push(json!({ "type": if reasoning { "reasoning-start" } else { "text-start" }, "id": id }));
-            self.open =
-                Some(Open { reasoning, response_id: ev.response_id.clone(), id, text: String::new(), parts: 0 });
+            self.open = Some(Open { id, sent: Sent::new(reasoning, ev.response_id.clone()) });
         }
         let open = self.open.as_mut().expect("opened above");
         let kind = if reasoning { "reasoning-delta" } else { "text-delta" };
-        if delta {
-            open.text.push_str(full);
-            open.parts += 1;
-            if !full.is_empty() {
-                out.push(json!({ "type": kind, "id": open.id, "delta": full }));
-            }
-            return;
+        for delta in open.sent.advance(&piece) {
+            out.push(json!({ "type": kind, "id": open.id, "delta": delta }));
         }
-        let sent = open.parts;
-        let mut at = 0;
-        for (i, len) in parts.iter().enumerate() {
-            let piece = full.get(at..at + len).unwrap_or_default();
-            if i >= sent && !piece.is_empty() {
-                out.push(json!({ "type": kind, "id": open.id, "delta": piece }));
-            }
-            at += len;
-        }
-        open.text = full.to_owned();
-        open.parts = open.parts.max(parts.len());
     }
 }
 
