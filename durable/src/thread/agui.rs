@@ -11,6 +11,7 @@
 //! - the history is the fold of the same numbered events the streams send.
 
 use super::service::{held, Answer, Given};
+use super::uichat::Seen;
 use super::{Follow, Sink, Thread};
 use crate::access::{self, Caller, Facts, Grant};
 use crate::agui::{AguiMapper, AguiMessages};
@@ -18,7 +19,6 @@ use crate::confirm::ConfirmState;
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::Kind;
-use crate::ids;
 use crate::reply::Reply;
 use crate::request::{AguiResume, AguiRun};
 use crate::route::Route;
@@ -62,16 +62,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<Answer, ApiError> {
         match AguiRun::parse(body, settings.limits.max_message_bytes)? {
             AguiRun::Message { id, text } => {
-                let run_id = ids::scoped(thread, &format!("u_{id}"));
-                if let Some(run) = self.store.run(&run_id).map_err(ApiError::storage)? {
-                    if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
-                        return Ok(reply(agui_follow(&run.run_id, &[])));
-                    }
-                    return Err(ApiError::message_already_sent(&run.run_id));
-                }
-                if self.queue.items.iter().any(|i| i.message_id == id) {
-                    return Err(ApiError::message_already_sent(&run_id));
-                }
+                let run_id = match self.message_run(thread, &id)? {
+                    Seen::New(run_id) => run_id,
+                    Seen::Active(run_id) => return Ok(reply(agui_follow(&run_id, &[]))),
+                };
                 let client_tools = self.client_tools(body, settings)?;
                 let send = json!({ "message": text });
                 match self.send(

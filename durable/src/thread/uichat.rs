@@ -33,7 +33,34 @@ pub fn follow_body(run_id: &str, after: u64, continuing: bool) -> Value {
     json!({ "follow": { "runId": run_id, "after": after, "continue": continuing } })
 }
 
+/// A protocol's user message, by the client's id.
+pub(super) enum Seen {
+    /// Not seen: the run it will start.
+    New(String),
+    /// Its run is active: the send follows it.
+    Active(String),
+}
+
 impl<S: Store, K: Sink> Thread<S, K> {
+    /// The run of the client's user message `id` (`<thread>.u_<id>`, so
+    /// finding it needs no scan). A message the thread has seen starts
+    /// nothing: its run while active, else 409 `message_already_sent` (also
+    /// while it waits in the queue). The AI SDK's and AG-UI's sends share
+    /// it: one message is one run, whichever protocol sent it.
+    pub(super) fn message_run(&self, thread: &str, id: &str) -> Result<Seen, ApiError> {
+        let run_id = ids::scoped(thread, &format!("u_{id}"));
+        if let Some(run) = self.store.run(&run_id).map_err(ApiError::storage)? {
+            if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
+                return Ok(Seen::Active(run.run_id));
+            }
+            return Err(ApiError::message_already_sent(&run.run_id));
+        }
+        if self.queue.items.iter().any(|i| i.message_id == id) {
+            return Err(ApiError::message_already_sent(&run_id));
+        }
+        Ok(Seen::New(run_id))
+    }
+
     /// `POST /api/chat`: a new user message (sent with the client's id),
     /// a regenerate, or the continuation of an assistant message whose
     /// approval requests the person answered. Answers what the Worker
@@ -59,16 +86,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let sent = match UiChat::parse(body, settings.limits.max_message_bytes)? {
             UiChat::Message { id, text } => {
-                let run_id = ids::scoped(thread, &format!("u_{id}"));
-                if let Some(run) = self.store.run(&run_id).map_err(ApiError::storage)? {
-                    if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
-                        return Ok(reply(follow_body(&run.run_id, 0, false)));
-                    }
-                    return Err(ApiError::message_already_sent(&run.run_id));
-                }
-                if self.queue.items.iter().any(|i| i.message_id == id) {
-                    return Err(ApiError::message_already_sent(&run_id));
-                }
+                let run_id = match self.message_run(thread, &id)? {
+                    Seen::New(run_id) => run_id,
+                    Seen::Active(run_id) => return Ok(reply(follow_body(&run_id, 0, false))),
+                };
                 let client_tools = self.client_tools(body, settings)?;
                 let send = options(json!({ "message": text }));
                 self.send(
