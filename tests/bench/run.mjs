@@ -318,7 +318,12 @@ async function uiReconnect(api, hook, size, trials = 15) {
     await run.publish(Array.from({ length: n }, (_, k) => toolCall(i + k, 64)));
   }
   const firsts = [];
-  for (let t = 0; t < trials; t++) firsts.push(await firstChunk(`${api.base}/api/chat/${thread}/stream`, "data: "));
+  for (let t = 0; t < trials; t++) {
+    firsts.push(await firstChunk(`${api.base}/api/chat/${thread}/stream`, "data: "));
+    // The reconnect replays the whole run: let the stream just left notice
+    // its client is gone before the next, so trials do not overlap.
+    await new Promise((r) => setTimeout(r, 500));
+  }
   firsts.sort((a, b) => a - b);
   const events = (await api.stats(thread)).json.lastEventId;
   return { events, firstByte: pct(firsts, 50) };

@@ -17,6 +17,9 @@ use crate::store::{Record, RunState, Store};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
+/// Records in the hello's page (the pages after it hold `replay_page`).
+pub const FIRST_PAGE: usize = 128;
+
 /// What a subscriber follows. Stored with its socket (it survives the
 /// object's hibernation), so it stays small.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -68,7 +71,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let gen = crate::streams::view::stored_generation(&self.store)?.unwrap_or(0);
         let mut out = Vec::new();
         wire::hello(high, gen, after, &mut out);
-        self.page_into(&follow, after, high, &mut out)?;
+        // A short first page: the Worker frames a whole message before it
+        // writes, so the client's first byte waits for this page only; the
+        // pages it asks for next are full ones.
+        self.page_into(&follow, after, high, FIRST_PAGE.min(self.config.replay_page), &mut out)?;
         if let Some(run) = &follow.run {
             // Its `run-finish` is stored in the same commit as the state.
             if self.store.run(run).map_err(ApiError::storage)?.is_some_and(|r| r.state != RunState::Running) {
@@ -97,7 +103,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// where the page ends (`high` once nothing more is left up to it).
     pub fn replay_page(&self, follow: &Follow, after: u64, high: u64) -> Result<Bytes, ApiError> {
         let mut out = Vec::new();
-        self.page_into(follow, after, high, &mut out)?;
+        self.page_into(follow, after, high, self.config.replay_page, &mut out)?;
         Ok(Bytes::from(out))
     }
 
@@ -106,8 +112,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.subscribers.iter().find(|s| s.id == id).map(|s| &s.follow)
     }
 
-    fn page_into(&self, follow: &Follow, after: u64, high: u64, out: &mut Vec<u8>) -> Result<(), ApiError> {
-        let limit = self.config.replay_page;
+    fn page_into(
+        &self,
+        follow: &Follow,
+        after: u64,
+        high: u64,
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ApiError> {
         let records: Vec<Record> = match &follow.run {
             None => self.store.read_range(after, high, limit),
             Some(run) => {
