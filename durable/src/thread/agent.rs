@@ -5,7 +5,7 @@
 
 use super::{Sink, Thread};
 use crate::agent::{self, BackgroundTask, Checkpoint, Job, Scope};
-use crate::confirm::ConfirmState;
+use crate::confirm::{ConfirmState, Confirmation};
 use crate::effect::{Drive, Effect};
 use crate::error::ApiError;
 use crate::event::{Event, FinishStatus, Kind};
@@ -132,24 +132,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(declared.clone())
     }
 
-    /// Settles the client tools the client ran (`outputs`) among run
-    /// `run_id`'s requests; returns their request ids.
-    pub(super) fn settle_client_tools(
-        &mut self,
+    /// The requests of run `run_id` that the client's tool `outputs` answer
+    /// (client tools' only), with their decision bodies: the result, or
+    /// the error, and the message that carried it.
+    pub(super) fn client_tool_answers(
+        &self,
         run_id: &str,
         outputs: &[crate::request::ToolOutput],
-        settings: &Settings,
-        now: i64,
-    ) -> Result<(Vec<String>, Vec<Effect>), ApiError> {
-        let mut requests = Vec::new();
-        let mut effects = Vec::new();
+    ) -> Result<Vec<(Confirmation, Value)>, ApiError> {
+        let mut answers = Vec::new();
         for o in outputs {
             let Some(c) = self.confirmation_for_call(&o.tool_call_id, Some(run_id))? else { continue };
             if c.input_type != "client-tool" {
-                continue;
-            }
-            requests.push(c.request_id.clone());
-            if c.state != ConfirmState::Pending {
                 continue;
             }
             let mut decision = match &o.outcome {
@@ -159,10 +153,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             if let Some(m) = &o.message_id {
                 decision["messageId"] = m.clone().into();
             }
-            let decided = self.decide(&c.request_id, &decision, now)?;
-            effects.extend(self.resume_if_ready(&decided.run_id, settings)?);
+            answers.push((c, decision));
         }
-        Ok((requests, effects))
+        Ok(answers)
     }
 
     /// The loop's effect for `run` from `checkpoint`.

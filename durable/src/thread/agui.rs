@@ -10,18 +10,16 @@
 //!   last of them, under a new `RUN_STARTED`;
 //! - the history is the fold of the same numbered events the streams send.
 
-use super::service::{held, Answer, Given};
+use super::service::{Answer, Given};
 use super::uichat::Seen;
 use super::{Follow, Sink, Thread};
-use crate::access::{self, Caller, Facts, Grant};
+use crate::access::{Caller, Grant};
 use crate::agui::{AguiMapper, AguiMessages};
-use crate::confirm::ConfirmState;
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::Kind;
 use crate::reply::Reply;
 use crate::request::{AguiResume, AguiRun};
-use crate::route::Route;
 use crate::settings::Settings;
 use crate::store::{RunState, Store};
 use serde_json::{json, Value};
@@ -88,11 +86,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     .active_run()
                     .map(|r| r.run_id.clone())
                     .ok_or_else(|| ApiError::nothing_to_continue("no run of this thread waits for a client tool"))?;
-                let (resumed, more) = self.settle_client_tools(&run, &outputs, settings, now)?;
-                effects.extend(more);
-                if resumed.is_empty() {
+                let answers = self.client_tool_answers(&run, &outputs)?;
+                if answers.is_empty() {
                     return Err(ApiError::nothing_to_continue("no tool result answers a call the run waits for"));
                 }
+                effects.extend(self.decide_for(caller, &answers, settings, now)?);
+                let resumed: Vec<String> = answers.into_iter().map(|(c, _)| c.request_id).collect();
                 Ok(reply(agui_follow(&run, &resumed)))
             }
         }
@@ -106,30 +105,22 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        for lapsed in self.expire_due(now)? {
-            effects.extend(self.after_settled(&lapsed, settings)?);
-        }
-        let owner = self.owner()?;
+        effects.extend(self.settle_lapsed(settings, now)?);
         let mut run: Option<String> = None;
-        let mut resumed = Vec::new();
+        let mut decisions = Vec::new();
         for a in answers {
             let c = self.confirmation(&a.interrupt_id)?.ok_or_else(ApiError::confirmation_not_found)?;
-            let route = Route::Confirm { thread: self.thread_id.clone(), request: c.request_id.clone() };
-            access::decide(&route, caller, &Facts { owner: owner.as_deref(), request: Some(held(Some(&c))) })?;
             match &run {
                 Some(r) if *r != c.run_id => {
                     return Err(ApiError::invalid_decision("`resume` answers the interrupts of one run"))
                 }
                 _ => run = Some(c.run_id.clone()),
             }
-            resumed.push(c.request_id.clone());
-            if c.state != ConfirmState::Pending {
-                // Decided elsewhere (another tab): its outcome is in the log.
-                continue;
-            }
-            let decided = self.decide(&c.request_id, &agui_decision(&c.input_type, a), now)?;
-            effects.extend(self.after_settled(&decided, settings)?);
+            let decision = agui_decision(&c.input_type, a);
+            decisions.push((c, decision));
         }
+        effects.extend(self.decide_for(caller, &decisions, settings, now)?);
+        let resumed: Vec<String> = decisions.into_iter().map(|(c, _)| c.request_id).collect();
         let run = run.ok_or_else(ApiError::confirmation_not_found)?;
         Ok(reply(agui_follow(&run, &resumed)))
     }

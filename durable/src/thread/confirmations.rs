@@ -3,10 +3,15 @@
 //! The rules of a request's life are `confirm`'s; who may decide is
 //! `access`'s; this file keeps the records and the run's suspension in step.
 
+use super::service::held;
 use super::{Sink, Thread};
+use crate::access::{self, Caller, Facts};
 use crate::confirm::{self, ConfirmState, Confirmation};
+use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::{self, Event, Kind};
+use crate::route::Route;
+use crate::settings::Settings;
 use crate::store::Store;
 use serde_json::Value;
 
@@ -137,6 +142,42 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         }
         Ok(out)
+    }
+
+    /// Settles the requests whose time is up (their runs go on), so a late
+    /// decision meets 410 and no run is left waiting.
+    pub(super) fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+        let mut effects = Vec::new();
+        for lapsed in self.expire_due(now)? {
+            effects.extend(self.after_settled(&lapsed, settings)?);
+        }
+        Ok(effects)
+    }
+
+    /// Decides, for a protocol's client (the AI SDK's, AG-UI's), the
+    /// requests it answered, each with the confirm route's decision body.
+    /// Every one is admitted as the confirm route would admit it before any
+    /// is decided, so a refusal decides nothing; one already settled (in
+    /// another tab) is skipped, its outcome being in the log. Returns what
+    /// the runs that go on need.
+    pub(super) fn decide_for(
+        &mut self,
+        caller: &Caller,
+        answers: &[(Confirmation, Value)],
+        settings: &Settings,
+        now: i64,
+    ) -> Result<Vec<Effect>, ApiError> {
+        let owner = self.owner()?;
+        for (c, _) in answers {
+            let route = Route::Confirm { thread: self.thread_id.clone(), request: c.request_id.clone() };
+            access::decide(&route, caller, &Facts { owner: owner.as_deref(), request: Some(held(Some(c))) })?;
+        }
+        let mut effects = Vec::new();
+        for (c, decision) in answers.iter().filter(|(c, _)| c.state == ConfirmState::Pending) {
+            let decided = self.decide(&c.request_id, decision, now)?;
+            effects.extend(self.after_settled(&decided, settings)?);
+        }
+        Ok(effects)
     }
 
     /// When the next pending confirmation lapses.

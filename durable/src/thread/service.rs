@@ -385,11 +385,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Reply, ApiError> {
-        // A request whose time is up settles first (its run goes on), so a
-        // late decision meets 410 and the run is not left waiting.
-        for lapsed in self.expire_due(now)? {
-            effects.extend(self.after_settled(&lapsed, settings)?);
-        }
+        // A request whose time is up settles first.
+        effects.extend(self.settle_lapsed(settings, now)?);
         let limit = settings.limits.max_body_bytes;
         match req.route {
             Route::Confirm { request, .. } => {
@@ -444,10 +441,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             return Ok(effects);
         }
-        let mut effects = Vec::new();
-        for c in self.expire_due(now)? {
-            effects.extend(self.after_settled(&c, settings)?);
-        }
+        let mut effects = self.settle_lapsed(settings, now)?;
         self.flush_idle(now)?;
         if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
             effects.extend(tell_agent(settings, json!({ "type": "cancel", "runId": run_id, "reason": reason })));

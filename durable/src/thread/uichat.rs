@@ -13,16 +13,14 @@
 //! - the history's assistant message of a run has the id its stream's
 //!   `start` carries (the run id), and is the fold of the same chunks.
 
-use super::service::{held, Answer, Given};
+use super::service::{Answer, Given};
 use super::{Follow, Sink, Thread};
-use crate::access::{self, Caller, Facts, Grant};
-use crate::confirm::ConfirmState;
+use crate::access::{Caller, Grant};
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::ids;
 use crate::reply::Reply;
 use crate::request::{self, UiChat};
-use crate::route::Route;
 use crate::settings::Settings;
 use crate::store::{RunState, Store};
 use crate::uistream;
@@ -141,44 +139,30 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let run = self.store.run(message_id).map_err(ApiError::storage)?.ok_or_else(|| {
             ApiError::nothing_to_continue("the assistant message to continue is not a run of this thread")
         })?;
-        for lapsed in self.expire_due(now)? {
-            effects.extend(self.after_settled(&lapsed, settings)?);
-        }
-        let owner = self.owner()?;
-        let mut requests = Vec::new();
+        effects.extend(self.settle_lapsed(settings, now)?);
+        let mut answers = Vec::new();
         for a in approvals {
             let Some(c) = self.confirmation(&a.id)?.filter(|c| c.run_id == run.run_id) else { continue };
-            requests.push(c.request_id.clone());
-            if c.state != ConfirmState::Pending {
-                // Decided elsewhere (another tab): its outcome is in the log.
-                continue;
-            }
-            let route = Route::Confirm { thread: self.thread_id.clone(), request: c.request_id.clone() };
-            access::decide(&route, caller, &Facts { owner: owner.as_deref(), request: Some(held(Some(&c))) })?;
             let mut decision = json!({ "approved": a.approved });
             if let Some(reason) = &a.reason {
                 decision["userInput"] = reason.clone().into();
             }
-            let decided = self.decide(&c.request_id, &decision, now)?;
-            effects.extend(self.after_settled(&decided, settings)?);
+            answers.push((c, decision));
         }
-        // The client's own tools: its outcomes settle their requests (the
-        // thread's owner sent them, as the route's access says).
-        let (settled, more) = self.settle_client_tools(&run.run_id, outputs, settings, now)?;
-        requests.extend(settled);
-        effects.extend(more);
-        if requests.is_empty() {
+        // The client's own tools: its outcomes settle their requests.
+        answers.extend(self.client_tool_answers(&run.run_id, outputs)?);
+        if answers.is_empty() {
             return Err(ApiError::nothing_to_continue(
                 "no answered approval request or client tool call belongs to this message",
             ));
         }
+        effects.extend(self.decide_for(caller, &answers, settings, now)?);
+        let requests: Vec<&str> = answers.iter().map(|(c, _)| c.request_id.as_str()).collect();
         // The stream goes on after the earliest request the client answered.
         let records = self.store.run_records(&run.run_id).map_err(ApiError::storage)?;
         let after = records
             .iter()
-            .filter(|r| {
-                r.data.contains("\"confirmation-request\"") && requests.iter().any(|q| r.data.contains(q.as_str()))
-            })
+            .filter(|r| r.data.contains("\"confirmation-request\"") && requests.iter().any(|q| r.data.contains(q)))
             .map(|r| r.seq)
             .min()
             .unwrap_or(self.last_seq);
