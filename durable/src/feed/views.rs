@@ -87,24 +87,30 @@ impl Cursor {
     }
 }
 
-/// `live=sse`: a `data` event per batch with its `control` event; a control
-/// event as the keep-alive; the stream ends once a run's close is reported,
-/// or after [`wire::SSE_RECYCLE_MS`] (clients resume from their offset).
-pub struct SseView {
-    cursor: Cursor,
-    opened: i64,
-    /// The position last reported (`None` before the first batch, which is
-    /// always answered, even empty: the client learns its position at once).
-    reported: Option<Position>,
-}
-
-impl SseView {
-    pub fn new(run: Option<String>, client_cursor: Option<String>, now: i64) -> SseView {
-        SseView { cursor: Cursor::new(run, client_cursor), opened: now, reported: None }
+/// What differs between a view's live modes: how it answers. What it
+/// follows and where it stands is its [`Cursor`]'s, the same for both.
+trait Answers {
+    /// A message's records are all in.
+    fn end_of_message(&mut self, cursor: &mut Cursor, now: i64, random: u64, out: &mut Vec<u8>);
+    fn keepalive(&mut self, _cursor: &mut Cursor, _now: i64, _random: u64, _out: &mut Vec<u8>) {}
+    fn done(&self, _now: i64) -> bool {
+        false
+    }
+    fn reply(&mut self) -> Option<Reply> {
+        None
+    }
+    fn timeout(&self, _cursor: &Cursor, _now: i64, _random: u64) -> Option<Reply> {
+        None
     }
 }
 
-impl Framer for SseView {
+/// A live view: the cursor, and how its mode answers.
+pub struct View<A> {
+    cursor: Cursor,
+    answers: A,
+}
+
+impl<A: Answers> Framer for View<A> {
     fn begin(&mut self, gen: u64, after: u64, high: u64, _out: &mut Vec<u8>) {
         self.cursor.begin(gen, after, high);
     }
@@ -113,6 +119,7 @@ impl Framer for SseView {
         self.cursor.record(seq, data);
     }
 
+    /// Views carry stored records only.
     fn live(&mut self, _data: &str, _out: &mut Vec<u8>) {}
 
     fn snapshot(&mut self, _data: &str, _out: &mut Vec<u8>) {}
@@ -125,22 +132,61 @@ impl Framer for SseView {
         self.cursor.caught_up();
     }
 
-    /// A batch when there is one, or the position moved (a run's view
-    /// moves with the thread's log); nothing for a publish that stored
-    /// nothing (deltas).
     fn end_of_message(&mut self, now: i64, random: u64, out: &mut Vec<u8>) {
-        let pos = self.cursor.pos;
-        if self.cursor.batch.is_empty() && self.reported == Some(pos) {
-            return;
-        }
-        self.reported = Some(pos);
-        let cursor = self.cursor.cursor(now, random);
-        view::sse_batch(&self.cursor.take(), pos, &cursor, out);
+        self.answers.end_of_message(&mut self.cursor, now, random, out);
     }
 
     fn keepalive(&mut self, now: i64, random: u64, out: &mut Vec<u8>) {
-        let cursor = self.cursor.cursor(now, random);
-        view::sse_batch(&[], self.cursor.pos, &cursor, out);
+        self.answers.keepalive(&mut self.cursor, now, random, out);
+    }
+
+    fn done(&self, now: i64) -> bool {
+        self.answers.done(now)
+    }
+
+    fn reply(&mut self) -> Option<Reply> {
+        self.answers.reply()
+    }
+
+    fn timeout(&self, now: i64, random: u64) -> Option<Reply> {
+        self.answers.timeout(&self.cursor, now, random)
+    }
+}
+
+/// `live=sse`: a `data` event per batch with its `control` event; a control
+/// event as the keep-alive; the stream ends once a run's close is reported,
+/// or after [`wire::SSE_RECYCLE_MS`] (clients resume from their offset).
+pub type SseView = View<Sse>;
+
+pub struct Sse {
+    opened: i64,
+    /// The position last reported (`None` before the first batch, which is
+    /// always answered, even empty: the client learns its position at once).
+    reported: Option<Position>,
+}
+
+impl SseView {
+    pub fn new(run: Option<String>, client_cursor: Option<String>, now: i64) -> SseView {
+        View { cursor: Cursor::new(run, client_cursor), answers: Sse { opened: now, reported: None } }
+    }
+}
+
+impl Answers for Sse {
+    /// A batch when there is one, or the position moved (a run's view
+    /// moves with the thread's log); nothing for a publish that stored
+    /// nothing (deltas).
+    fn end_of_message(&mut self, cursor: &mut Cursor, now: i64, random: u64, out: &mut Vec<u8>) {
+        let pos = cursor.pos;
+        if cursor.batch.is_empty() && self.reported == Some(pos) {
+            return;
+        }
+        self.reported = Some(pos);
+        let c = cursor.cursor(now, random);
+        view::sse_batch(&cursor.take(), pos, &c, out);
+    }
+
+    fn keepalive(&mut self, cursor: &mut Cursor, now: i64, random: u64, out: &mut Vec<u8>) {
+        view::sse_batch(&[], cursor.pos, &cursor.cursor(now, random), out);
     }
 
     fn done(&self, now: i64) -> bool {
@@ -150,54 +196,33 @@ impl Framer for SseView {
 
 /// `live=long-poll`: answers the first batch there is (at once when the
 /// replay has one, or the run is closed), else the first that a publish
-/// stores; [`LongPoll::timeout`] answers 204 at the same position.
-pub struct LongPoll {
-    cursor: Cursor,
+/// stores; [`Answers::timeout`] answers 204 at the same position.
+pub type LongPoll = View<Poll>;
+
+pub struct Poll {
     reply: Option<Reply>,
 }
 
 impl LongPoll {
     pub fn new(run: Option<String>, client_cursor: Option<String>) -> LongPoll {
-        LongPoll { cursor: Cursor::new(run, client_cursor), reply: None }
+        View { cursor: Cursor::new(run, client_cursor), answers: Poll { reply: None } }
     }
 }
 
-impl Framer for LongPoll {
-    fn begin(&mut self, gen: u64, after: u64, high: u64, _out: &mut Vec<u8>) {
-        self.cursor.begin(gen, after, high);
-    }
-
-    fn durable(&mut self, seq: u64, data: &str, _out: &mut Vec<u8>) {
-        self.cursor.record(seq, data);
-    }
-
-    fn live(&mut self, _data: &str, _out: &mut Vec<u8>) {}
-
-    fn snapshot(&mut self, _data: &str, _out: &mut Vec<u8>) {}
-
-    fn ended(&mut self) {
-        self.cursor.ended = true;
-    }
-
-    fn caught_up(&mut self, _out: &mut Vec<u8>) {
-        self.cursor.caught_up();
-    }
-
-    fn end_of_message(&mut self, now: i64, random: u64, _out: &mut Vec<u8>) {
-        let pos = self.cursor.pos;
-        if self.reply.is_none() && (!self.cursor.batch.is_empty() || pos.closed || !pos.up_to_date) {
-            let cursor = self.cursor.cursor(now, random);
-            self.reply = Some(view::batch_reply(&self.cursor.take(), pos, Some(cursor)));
+impl Answers for Poll {
+    fn end_of_message(&mut self, cursor: &mut Cursor, now: i64, random: u64, _out: &mut Vec<u8>) {
+        let pos = cursor.pos;
+        if self.reply.is_none() && (!cursor.batch.is_empty() || pos.closed || !pos.up_to_date) {
+            let c = cursor.cursor(now, random);
+            self.reply = Some(view::batch_reply(&cursor.take(), pos, Some(c)));
         }
     }
-
-    fn keepalive(&mut self, _now: i64, _random: u64, _out: &mut Vec<u8>) {}
 
     fn reply(&mut self) -> Option<Reply> {
         self.reply.take()
     }
 
-    fn timeout(&self, now: i64, random: u64) -> Option<Reply> {
-        Some(view::timeout_reply(self.cursor.pos, self.cursor.cursor(now, random)))
+    fn timeout(&self, cursor: &Cursor, now: i64, random: u64) -> Option<Reply> {
+        Some(view::timeout_reply(cursor.pos, cursor.cursor(now, random)))
     }
 }
