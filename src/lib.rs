@@ -60,6 +60,24 @@ thread_local! {
     static SETTINGS: std::cell::OnceCell<Rc<Settings>> = const { std::cell::OnceCell::new() };
 }
 
+thread_local! {
+    /// The object namespaces, looked up once per isolate: a binding is fixed
+    /// for the isolate's life (it is not an I/O object: any request may use
+    /// it), and `Env::durable_object` checks its type by comparing names
+    /// across the boundary on every call.
+    static NAMESPACES: std::cell::RefCell<Vec<(&'static str, ObjectNamespace)>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The object namespace bound as `binding`.
+pub(crate) fn namespace(env: &Env, binding: &'static str) -> Result<ObjectNamespace> {
+    if let Some(ns) = NAMESPACES.with(|n| n.borrow().iter().find(|(b, _)| *b == binding).map(|(_, ns)| ns.clone())) {
+        return Ok(ns);
+    }
+    let ns = env.durable_object(binding)?;
+    NAMESPACES.with(|n| n.borrow_mut().push((binding, ns.clone())));
+    Ok(ns)
+}
+
 pub(crate) fn settings(env: &Env) -> Rc<Settings> {
     SETTINGS.with(|c| {
         c.get_or_init(|| {
@@ -110,9 +128,8 @@ async fn route(
     settings: &Settings,
     cors_allowed: bool,
 ) -> std::result::Result<Response, ApiError> {
-    let url = req.url().map_err(http::internal)?;
-    let path = url.path().to_owned();
-    let query = request::query_pairs(url.query().unwrap_or_default());
+    let path = req.path();
+    let query = request::query_pairs(&http::query(&req));
     let token = request::query_first(&query, "token");
     let authorization = http::header(&req, "authorization");
     let (dispatch, caller) =
@@ -228,44 +245,48 @@ async fn to_thread(
         let key = front::rate_key(caller, http::header(req, "cf-connecting-ip").as_deref(), settings);
         admit(env, settings, &key).await?;
     }
-    let headers = Headers::new();
-    for (k, v) in req.headers().entries() {
-        if !k.starts_with("x-threadline-") {
-            let _ = headers.set(&k, &v);
-        }
-    }
-    let _ = headers.set(CALLER_HEADER, &caller.to_header());
-    let mut url = req.url().map_err(http::internal)?;
-    let (path, query) = match path.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (path, None),
+    // The object's URL: this request's origin, the route's path, and the
+    // path's own query if it has one (a send's follow-up stream), else this
+    // request's.
+    let raw = req.inner();
+    let own = raw.url();
+    let (origin, _, own_query) = http::url_parts(&own);
+    let (path, query) = path.split_once('?').unwrap_or((path, own_query));
+    let url = match query {
+        "" => format!("{origin}{path}"),
+        q => format!("{origin}{path}?{q}"),
     };
-    url.set_path(path);
-    if query.is_some() {
-        url.set_query(query);
-    }
-    let mut init = RequestInit::new();
+    // The client's headers are copied natively as the request is built (one
+    // call, not a crossing per header), then the caller is set over any
+    // copy the client sent: it is the one header the object trusts.
+    let socket = matches!(body, Forward::Socket);
+    let init = web_sys::RequestInit::new();
+    init.set_headers(raw.headers().as_ref());
     match body {
         Forward::Body(b) => {
-            init.with_method(req.method()).with_headers(headers);
+            init.set_method(&raw.method());
             if !b.is_empty() {
-                init.with_body(Some(js_sys::Uint8Array::from(b.as_slice()).into()));
+                init.set_body(js_sys::Uint8Array::from(b.as_slice()).as_ref());
             }
         }
         Forward::Stream => {
-            init.with_method(req.method()).with_headers(headers);
-            if let Some(body) = req.inner().body() {
-                init.with_body(Some(body.into()));
+            init.set_method(&raw.method());
+            if let Some(body) = raw.body() {
+                init.set_body(body.as_ref());
             }
         }
-        Forward::Socket => {
-            let _ = headers.set("upgrade", "websocket");
-            init.with_method(Method::Get).with_headers(headers);
-        }
+        Forward::Socket => init.set_method("GET"),
     }
-    let forwarded = Request::new_with_init(url.as_str(), &init).map_err(http::internal)?;
-    let stub = env.durable_object("THREAD").and_then(|ns| ns.get_by_name(route.thread())).map_err(http::internal)?;
-    stub.fetch_with_request(forwarded).await.map_err(http::internal)
+    let forwarded = web_sys::Request::new_with_str_and_init(&url, &init).map_err(|e| http::internal(e.into()))?;
+    let headers = forwarded.headers();
+    headers.set(CALLER_HEADER, &caller.to_header()).map_err(|e| http::internal(e.into()))?;
+    if socket {
+        headers.set("upgrade", "websocket").map_err(|e| http::internal(e.into()))?;
+        // A send followed by its stream: the socket request carries no body.
+        let _ = headers.delete("content-length");
+    }
+    let stub = namespace(env, "THREAD").and_then(|ns| ns.get_by_name(route.thread())).map_err(http::internal)?;
+    stub.fetch_with_request(Request::from(forwarded)).await.map_err(http::internal)
 }
 
 /// Sends per actor per minute, counted by the actor's directory object.
@@ -286,10 +307,8 @@ pub(crate) async fn directory_call(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> std::result::Result<Response, ApiError> {
-    let stub = env
-        .durable_object("DIRECTORY")
-        .and_then(|ns| ns.get_by_name(&format!("actor:{actor}")))
-        .map_err(http::internal)?;
+    let stub =
+        namespace(env, "DIRECTORY").and_then(|ns| ns.get_by_name(&format!("actor:{actor}"))).map_err(http::internal)?;
     let mut init = RequestInit::new();
     if let Some(b) = body {
         let headers = Headers::new();
@@ -336,7 +355,7 @@ async fn streams_inner(req: Request, env: &Env, settings: &Settings) -> Result<R
     if path.len() <= "/v1/stream/".len() {
         return finish(http::error(&ApiError::not_found_route("a stream path is /v1/stream/<name>"))?);
     }
-    let stub = env.durable_object("STREAM")?.get_by_name(&path)?;
+    let stub = namespace(env, "STREAM")?.get_by_name(&path)?;
     let url = req.url()?;
     let query = request::query_pairs(url.query().unwrap_or_default());
     let if_none_match = http::header(&req, "if-none-match");

@@ -214,9 +214,9 @@ impl Inner {
         let caller = Caller::from_header(http::header(&req, CALLER_HEADER).as_deref());
         let limit = route.body_limit(&self.settings.limits);
         let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
-        let url = req.url().map_err(http::internal)?;
-        let query = request::query_pairs(url.query().unwrap_or_default());
-        let origin = url.origin().ascii_serialization();
+        let url = req.inner().url();
+        let (origin, _, query) = http::url_parts(&url);
+        let query = request::query_pairs(query);
         let header = |name: &str| http::header(&req, name);
         let instance = self.instance().await;
         let mut effects = self.load()?;

@@ -473,7 +473,7 @@ async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Reply> {
 
 /// Calls another stream's object (a fork's source) on an internal path.
 async fn call(env: &Env, stream: &str, path: &str, body: Option<serde_json::Value>) -> Result<Response> {
-    let stub = env.durable_object("STREAM")?.get_by_name(stream)?;
+    let stub = crate::namespace(env, "STREAM")?.get_by_name(stream)?;
     let mut init = RequestInit::new();
     init.with_method(Method::Post);
     if let Some(b) = body {

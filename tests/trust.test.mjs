@@ -179,6 +179,31 @@ describe("ownership", () => {
     await a.cancel(thread);
   });
 
+  test("a caller header a client sends is never believed: the Worker sets its own over it", async () => {
+    const a = alice();
+    const b = bob();
+    const thread = newThread("forge");
+    assert.equal((await a.chat(thread, "mine")).status, 200);
+    // The header the Worker forwards the caller in, claiming to be the owner.
+    const forged = { "x-threadline-caller": b64({ kind: "actor", id: "alice", roles: [] }) };
+    for (const [method, path, body] of [
+      ["GET", `/instance-ai/threads/${thread}/status`],
+      ["GET", `/instance-ai/threads/${thread}/messages`],
+      ["POST", `/instance-ai/chat/${thread}/cancel`],
+      ["POST", `/instance-ai/chat/${thread}`, { message: "mine now?" }],
+    ]) {
+      const theirs = await b.call(method, path, body, forged);
+      assert.equal(theirs.status, 404, `${method} ${path} as bob claiming alice`);
+      const nobody = await client(worker.url).call(method, path, body, forged);
+      assert.equal(nobody.status, 401, `${method} ${path} with no token, claiming alice`);
+    }
+    const evs = b.events(thread, { headers: forged });
+    await evs.ready;
+    assert.equal(evs.status, 404, "a stream claiming the owner");
+    assert.equal((await a.status(thread)).status, 200, "the owner still reads it");
+    await a.cancel(thread);
+  });
+
   test("a confirmation obeys its approver role: the owner without it gets 403, a holder decides", async () => {
     const a = alice();
     const thread = newThread("role");

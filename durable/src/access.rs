@@ -58,7 +58,10 @@ impl Caller {
     }
 
     /// The caller the Worker forwarded; a missing or unreadable header is no
-    /// caller (the Worker strips any copy a client sent).
+    /// caller. Invariant (`src/lib.rs::to_thread`): the Worker sets this
+    /// header on every request it forwards, over any copy a client sent, so
+    /// the object believes only the Worker's; it is the one header the
+    /// object trusts.
     pub fn from_header(value: Option<&str>) -> Caller {
         value
             .and_then(|v| B64.decode(v.trim()).ok())
