@@ -2,7 +2,10 @@
 // directly (no wrangler proxy), today's build beside the release it replaces.
 // `BENCH_ONLY=latency,reconnect make bench` runs some of them.
 //
-//   1. publish-to-delivery latency p50/p99 with 1, 10 and 100 subscribers
+//   1. publish-to-delivery latency p50/p99 with 1, 10 and 100 subscribers,
+//      and workerd's CPU time per publish; beside the two builds, the
+//      runtime's floor (tests/bench/floor/: the same path in a minimal
+//      JavaScript Worker, no checks), so the figures say how much is ours
 //   2. durable appends per second on one thread, with 0 and 10 subscribers
 //   3. SQLite rows written per 1,000 text-deltas
 //   4. reconnect after 100 missed events on a 1k and a 100k-event thread:
@@ -89,9 +92,32 @@ async function newRun(api, hook, thread) {
   return { runId: r.json.runId, publish };
 }
 
-async function latency(api, hook, subscribers, samples = 300) {
+/** CPU time (ms) a build's workerd has used so far: user + system, read
+ * from /proc (workerd is the serving process's child). */
+function workerdCpuMs(worker) {
+  let ms = 0;
+  for (const pid of fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    let stat;
+    try {
+      stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    } catch {
+      continue;
+    }
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(f[1]) === worker.pid && stat.includes("(workerd)")) ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
+  }
+  return ms;
+}
+const CLOCK_TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+
+/** Publish→delivery with `subscribers` on one thread: threadline's publish
+ * route into an open run, or (`floor`) the minimal JavaScript Worker's. */
+async function latency(b, subscribers, samples = 300) {
   const thread = newThread("lat");
-  const run = await newRun(api, hook, thread);
+  const run = b.floor
+    ? { publish: (events) => post(b.api.base, `/instance-ai/threads/${thread}/runs/floor/events`, events, "floor") }
+    : await newRun(b.api, hook, thread);
+  const api = b.api;
   const sent = new Map();
   const lat = [];
   const acks = [];
@@ -101,6 +127,7 @@ async function latency(api, hook, subscribers, samples = 300) {
   }
   await sleep(300);
   for (let i = 0; i < 20; i++) await run.publish([toolCall(-1 - i)]); // warm-up (not marked)
+  const cpu0 = workerdCpuMs(b.worker);
   for (let i = 0; i < samples; i++) {
     const t0 = performance.now();
     sent.set(i, t0);
@@ -109,10 +136,13 @@ async function latency(api, hook, subscribers, samples = 300) {
     await sleep(2);
   }
   await sleep(500);
+  // Everything workerd did for the samples (the publishes, the deliveries
+  // and the Miniflare entry worker in front), per publish.
+  const cpuPerPublishMs = (workerdCpuMs(b.worker) - cpu0) / samples;
   subs.forEach((s) => s.close());
   lat.sort((a, b) => a - b);
   acks.sort((a, b) => a - b);
-  return { subscribers, deliveries: lat.length, expected: samples * subscribers, p50: pct(lat, 50), p99: pct(lat, 99), ackP50: pct(acks, 50), ackP99: pct(acks, 99) };
+  return { subscribers, deliveries: lat.length, expected: samples * subscribers, p50: pct(lat, 50), p99: pct(lat, 99), ackP50: pct(acks, 50), ackP99: pct(acks, 99), cpuPerPublishMs };
 }
 
 async function appendRate(api, hook, subscribers, total = 60_000, batch = 1000) {
@@ -353,12 +383,24 @@ async function both(fn) {
 try {
   console.log(`threadline bench (Miniflare, one workerd per build, loopback): release ${results.release.slice(0, 7)} vs current\n`);
   if (want("latency")) {
+    // Beside both builds, the runtime's floor: a minimal JavaScript Worker
+    // and object doing only what the path must (tests/bench/floor/).
+    const floor = { name: "floor", floor: true, worker: await startWorker({ vars, script: path.resolve("tests/bench/floor") }) };
+    floor.api = { base: floor.worker.url };
     results.latency = [];
-    for (const n of [1, 10, 100]) {
-      const r = await both((api) => latency(api, hook, n));
-      results.latency.push({ subscribers: n, ...r });
-      const line = (x) => `p50 ${ms(x.p50)} p99 ${ms(x.p99)} (${x.deliveries}/${x.expected}; publish answered p50 ${ms(x.ackP50)})`;
-      console.log(`publish→delivery, ${String(n).padStart(3)} subscribers: release ${line(r.release)} | current ${line(r.current)} | p99 ${ratio(r.current.p99, r.release.p99)}`);
+    try {
+      for (const n of [1, 10, 100]) {
+        const r = {};
+        for (const b of [...builds, floor]) r[b.name] = await latency(b, n);
+        results.latency.push({ subscribers: n, ...r });
+        const line = (x) =>
+          `p50 ${ms(x.p50)} p99 ${ms(x.p99)} (${x.deliveries}/${x.expected}; publish answered p50 ${ms(x.ackP50)}; workerd CPU ${ms(x.cpuPerPublishMs)}/publish)`;
+        console.log(
+          `publish→delivery, ${String(n).padStart(3)} subscribers: release ${line(r.release)} | current ${line(r.current)} | p99 ${ratio(r.current.p99, r.release.p99)}, CPU ${ratio(r.current.cpuPerPublishMs, r.release.cpuPerPublishMs)} | floor ${line(r.floor)}`,
+        );
+      }
+    } finally {
+      await floor.worker.stop();
     }
   }
   if (want("appends")) {

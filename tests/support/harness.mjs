@@ -58,6 +58,8 @@ export async function startWorker({ vars = {}, persist, port = 0, script } = {})
   };
   return {
     url,
+    /** The serving process (workerd is its child). */
+    pid: child.pid,
     get stderr() {
       return stderr;
     },

@@ -4,7 +4,10 @@
 //   node tests/support/serve.mjs --port 0 --persist DIR [--script build/index.js] [--var NAME=VALUE ...]
 //
 // Prints one line `{"url": "http://127.0.0.1:PORT"}` once ready, then serves
-// until killed. Bindings mirror wrangler.toml.
+// until killed. Bindings mirror wrangler.toml. For profiling by hand:
+// MINIFLARE_DIRECT=1 serves the Worker's own socket (no Miniflare entry
+// worker in front), MINIFLARE_INSPECT=PORT opens V8's inspector (CPU
+// profiles through the DevTools protocol).
 import { Miniflare } from "miniflare";
 import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
@@ -50,8 +53,10 @@ const mf = new Miniflare({
   bindings,
   host: "127.0.0.1",
   port: Number(values.port),
+  ...(process.env.MINIFLARE_INSPECT ? { inspectorPort: Number(process.env.MINIFLARE_INSPECT) } : {}),
+  ...(process.env.MINIFLARE_DIRECT ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}),
 });
-const url = await mf.ready;
+const url = process.env.MINIFLARE_DIRECT ? (await mf.ready, await mf.unsafeGetDirectURL()) : await mf.ready;
 process.stdout.write(JSON.stringify({ url: url.origin }) + "\n");
 const stop = async () => {
   await mf.dispose();
