@@ -581,9 +581,114 @@ pub mod schema {
     }
 }
 
+/// The length of `v`'s compact JSON text, exactly `serde_json::to_string(v)`'s,
+/// without writing it: a publish checks every event's payload against
+/// `MAX_EVENT_BYTES`, and serialising a payload only to measure it cost a
+/// batch of 1,000 events a twelfth of its time.
+pub fn encoded_len(v: &Value) -> usize {
+    match v {
+        Value::Null => 4,
+        Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => {
+            let mut counter = Counter(0);
+            serde_json::to_writer(&mut counter, n).expect("a number serialises");
+            counter.0
+        }
+        Value::String(s) => string_len(s),
+        Value::Array(items) => 2 + items.len().saturating_sub(1) + items.iter().map(encoded_len).sum::<usize>(),
+        Value::Object(map) => {
+            2 + map.len().saturating_sub(1) + map.iter().map(|(k, v)| string_len(k) + 1 + encoded_len(v)).sum::<usize>()
+        }
+    }
+}
+
+/// A quoted JSON string's length as serde_json escapes it: `"` and `\` and
+/// the short escapes take two bytes, other control characters six
+/// (`\u00XX`), everything else (UTF-8 included) itself.
+fn string_len(s: &str) -> usize {
+    2 + s
+        .bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | 0x08 | 0x09 | 0x0a | 0x0c | 0x0d => 2,
+            0x00..=0x1f => 6,
+            _ => 1,
+        })
+        .sum::<usize>()
+}
+
+/// Counts what is written.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_len_is_the_serialised_length() {
+        let samples = [
+            json!(null),
+            json!(true),
+            json!(false),
+            json!(0),
+            json!(-12345678901234i64),
+            json!(u64::MAX),
+            json!(1.5),
+            json!(-0.0),
+            json!(1e300),
+            json!(0.1),
+            json!(""),
+            json!("plain"),
+            json!("quote \" back \\ slash"),
+            json!("\u{0}\u{1}\u{8}\t\n\u{b}\u{c}\r\u{1f} \u{7f}"),
+            json!("naïve ☃ 𝄞 \u{2028}"),
+            json!([]),
+            json!([1, "two", [3, {}], null]),
+            json!({}),
+            json!({"k\"ey": {"nested": [true, false, {"x": -1.25e-7}]}, "ünï": "v"}),
+        ];
+        for v in samples {
+            assert_eq!(encoded_len(&v), v.to_string().len(), "{v}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn encoded_len_matches_any_value(v in arb_json()) {
+            proptest::prop_assert_eq!(encoded_len(&v), v.to_string().len());
+        }
+    }
+
+    fn arb_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|f| json!(f)),
+            any::<String>().prop_map(Value::String),
+            "[\\x00-\\x20\"\\\\a-z]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..8).prop_map(Value::Array),
+                proptest::collection::btree_map(any::<String>(), inner, 0..8)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
     use serde_json::json;
 
     fn parse(v: Value) -> Result<Event, SchemaError> {

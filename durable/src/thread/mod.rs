@@ -347,7 +347,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     ),
                 ));
             }
-            let size = ev.payload.to_string().len();
+            let size = event::encoded_len(&ev.payload);
             if size > self.config.max_event_bytes {
                 return Err(ApiError::event_too_large(index, size, self.config.max_event_bytes));
             }
