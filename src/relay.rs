@@ -121,14 +121,21 @@ async fn one_shot(ws: WebSocket, mut plan: Plan, client: js_sys::Promise, wait_m
     http::reply(reply).map_err(http::internal)
 }
 
-/// A socket message's text: the object's feed messages come as binary
-/// frames of UTF-8 (no transcoding), its keep-alive answer as text.
-fn message_text(data: &wasm_bindgen::JsValue) -> Option<String> {
-    if let Some(text) = data.as_string() {
-        return Some(text);
-    }
-    let bytes = js_sys::Uint8Array::new(data).to_vec();
-    String::from_utf8(bytes).ok()
+/// A live message framed for a pure protocol, and its frames.
+struct Framed {
+    protocol: &'static str,
+    message: Vec<u8>,
+    frames: Rc<[u8]>,
+}
+
+thread_local! {
+    /// The last live message a relay of this isolate framed for a pure
+    /// protocol (`Feed::shared_frames`). A publish reaches every
+    /// subscriber of the thread that this isolate relays as the same bytes
+    /// one after another, so the first relay frames it and the others write
+    /// its frames: the core guarantees they are what each would have made.
+    /// Only bytes are kept (no JavaScript object crosses requests).
+    static FRAMED: RefCell<Option<Framed>> = const { RefCell::new(None) };
 }
 
 /// A socket event listener, shared by the socket and the relay.
@@ -210,6 +217,37 @@ impl Relay {
         self.wrote_at = now;
     }
 
+    /// A feed message from the object (binary frames of UTF-8, no
+    /// transcoding): framed here, or (live on a pure
+    /// protocol) written as the frames another relay of this isolate made
+    /// from the same message.
+    fn on_bytes(&mut self, message: Vec<u8>, now: i64) {
+        let protocol = self.plan.feed.shared_frames();
+        if let Some(protocol) = protocol {
+            let shared = FRAMED.with(|f| {
+                f.borrow()
+                    .as_ref()
+                    .filter(|c| c.protocol == protocol && threadline_durable::feed::same_bytes(&c.message, &message))
+                    .map(|c| c.frames.clone())
+            });
+            if let Some(frames) = shared {
+                self.write(&frames, now);
+                return;
+            }
+        }
+        let Ok(text) = String::from_utf8(message) else { return };
+        let random = self.random();
+        let step = self.plan.feed.on_message(&text, now, random);
+        match protocol {
+            Some(protocol) if step.page.is_none() && !step.done => {
+                let frames: Rc<[u8]> = Rc::from(step.out);
+                self.write(&frames, now);
+                FRAMED.with(|f| *f.borrow_mut() = Some(Framed { protocol, message: text.into_bytes(), frames }));
+            }
+            _ => self.step(step, now),
+        }
+    }
+
     fn step(&mut self, step: threadline_durable::feed::Step, now: i64) {
         self.write(&step.out, now);
         if let Some(page) = step.page {
@@ -262,16 +300,16 @@ fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64)
     let on_message = {
         let relay = relay.clone();
         Closure::<dyn FnMut(web_sys::Event)>::new(move |e: web_sys::Event| {
-            let Some(text) = e.dyn_ref::<web_sys::MessageEvent>().and_then(|m| message_text(&m.data())) else { return };
+            let Some(m) = e.dyn_ref::<web_sys::MessageEvent>() else { return };
+            let data = m.data();
             let mut r = relay.borrow_mut();
-            if text == crate::live::PONG {
-                r.pong_at = now_ms();
-                return;
-            }
             let now = now_ms();
-            let random = r.random();
-            let step = r.plan.feed.on_message(&text, now, random);
-            r.step(step, now);
+            match data.as_string() {
+                // The runtime's answer to the socket's keep-alive.
+                Some(text) if text == crate::live::PONG => r.pong_at = now,
+                Some(text) => r.on_bytes(text.into_bytes(), now),
+                None => r.on_bytes(js_sys::Uint8Array::new(&data).to_vec(), now),
+            }
         })
     };
     let on_close = {

@@ -9,6 +9,10 @@ use crate::sse::{Frame, PING};
 pub struct Events;
 
 impl Framer for Events {
+    /// A frame is its record and seq, nothing else: live, every subscriber
+    /// of the route gets the same bytes for a message.
+    const PURE: bool = true;
+
     fn durable(&mut self, seq: u64, data: &str, out: &mut Vec<u8>) {
         Frame::data(data).id(seq).encode(out);
     }
@@ -19,5 +23,49 @@ impl Framer for Events {
 
     fn keepalive(&mut self, _now: i64, _random: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(PING);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::feed::{wire, Feed, Relay};
+
+    fn message(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut out = Vec::new();
+        f(&mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// What sharing frames between relays rests on: a live relay's answer
+    /// to a message is the same whatever it saw before, and only a live
+    /// relay offers to share.
+    #[test]
+    fn live_frames_depend_on_the_message_alone() {
+        let hello = message(|o| {
+            wire::hello(2, 1, 0, o);
+            wire::durable(1, "{\"a\":1}", o);
+            wire::durable(2, "{\"a\":2}", o);
+            wire::page_end(2, o);
+        });
+        let next = message(|o| {
+            wire::durable(3, "{\"a\":3}", o);
+            wire::live("{\"t\":\"x\\ny\"}", o);
+        });
+        let mut seasoned = Relay::new(Events);
+        assert_eq!(seasoned.shared_frames(), None, "not live before its hello");
+        let first = Feed::on_message(&mut seasoned, &hello, 0, 1);
+        assert!(first.page.is_none() && !first.done);
+        assert_eq!(seasoned.shared_frames(), Some(std::any::type_name::<Events>()));
+        for i in 0..3 {
+            let _ = Feed::on_message(&mut seasoned, &next, i, i as u64);
+        }
+        let mut fresh = Relay::new(Events);
+        let _ = Feed::on_message(&mut fresh, &message(|o| wire::hello(2, 1, 2, o)), 0, 9);
+        let fresh = Feed::on_message(&mut fresh, &next, 50, 77);
+        let again = Feed::on_message(&mut seasoned, &next, 99, 5);
+        assert_eq!(again.out, fresh.out);
+        assert!(again.page.is_none() && !again.done);
+        assert_eq!(String::from_utf8(again.out).unwrap(), "id: 3\ndata: {\"a\":3}\n\ndata: {\"t\":\"x\\ny\"}\n\n");
     }
 }

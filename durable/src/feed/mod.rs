@@ -34,6 +34,13 @@ use wire::Line;
 
 /// A client protocol, fed the thread's items in order.
 pub trait Framer {
+    /// Whether, once live, a message's frames depend on nothing but the
+    /// message: no state of the subscriber's, no clock, no randomness, no
+    /// page to ask for, never done. Then every live relay of the protocol
+    /// turns one message into the same bytes, and a Worker isolate may
+    /// frame a message once for all its subscribers ([`Feed::shared_frames`]).
+    const PURE: bool = false;
+
     /// The hello: the log's generation, and the replay window `(after, high]`.
     fn begin(&mut self, _gen: u64, _after: u64, _high: u64, _out: &mut Vec<u8>) {}
     /// A stored record, replayed or live.
@@ -73,6 +80,14 @@ pub trait Framer {
 pub trait Feed {
     fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step;
     fn on_tick(&mut self, now: i64, random: u64) -> Step;
+    /// When live on a pure protocol ([`Framer::PURE`]), the protocol's name:
+    /// what `on_message` answers is then the same for every relay with this
+    /// name given the same message, and changes nothing in the relay, so a
+    /// Worker may reuse the bytes another of its relays framed from that
+    /// message. `None` otherwise (replaying, or a stateful protocol).
+    fn shared_frames(&self) -> Option<&'static str> {
+        None
+    }
     /// A one-shot protocol's answer (a long-poll), once ready.
     fn reply(&mut self) -> Option<Reply>;
     fn timeout(&self, now: i64, random: u64) -> Option<Reply>;
@@ -95,6 +110,10 @@ impl<F: Framer> Feed for Relay<F> {
 
     fn on_tick(&mut self, now: i64, random: u64) -> Step {
         Relay::on_tick(self, now, random)
+    }
+
+    fn shared_frames(&self) -> Option<&'static str> {
+        (F::PURE && matches!(self.phase, Phase::Live)).then(std::any::type_name::<F>)
     }
 
     fn reply(&mut self) -> Option<Reply> {
@@ -271,8 +290,10 @@ impl<F: Framer> Relay<F> {
 
     /// Takes one message from the object.
     pub fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
-        // Frames are a little longer than the lines they come from.
-        let mut step = Step { out: Vec::with_capacity(text.len() + text.len() / 8), ..Step::default() };
+        // Frames are a little longer than the lines they come from (a short
+        // event's framing is a fifth of it): reserved once, so a large
+        // message is never copied over to a grown buffer.
+        let mut step = Step { out: Vec::with_capacity(text.len() + text.len() / 4 + 64), ..Step::default() };
         match &mut self.phase {
             // A live message during the replay: held, in order.
             Phase::Replay { held, .. } if !is_page(text) => held.push(text.to_owned()),
@@ -341,7 +362,43 @@ impl<F: Framer> Relay<F> {
     }
 }
 
+/// Whether two messages are the same bytes, compared eight at a time: a
+/// Worker shares frames between relays only for an identical message
+/// (`Feed::shared_frames`), and wasm's `memcmp` goes a byte at a time
+/// through messages that run to megabytes.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (wa, wb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let word = |w: &[u8]| u64::from_ne_bytes(w.try_into().expect("eight bytes"));
+    wa.remainder() == wb.remainder() && wa.zip(wb).all(|(x, y)| word(x) == word(y))
+}
+
 /// Whether a message holds a page's end (the hello holds the first).
 fn is_page(text: &str) -> bool {
     text.starts_with("P ") || text.contains("\nP ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_is_slice_equality() {
+        let base: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        for len in [0, 1, 7, 8, 9, 15, 16, 17, 999, 1000] {
+            let a = &base[..len];
+            assert!(same_bytes(a, a));
+            assert!(!same_bytes(a, &base[..len.saturating_sub(1)]) || len == 0);
+            for at in [0, len / 2, len.saturating_sub(1)] {
+                if len == 0 {
+                    continue;
+                }
+                let mut b = a.to_vec();
+                b[at] ^= 1;
+                assert!(!same_bytes(a, &b), "len {len}, differing at {at}");
+            }
+        }
+    }
 }
