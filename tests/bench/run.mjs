@@ -112,7 +112,7 @@ const CLOCK_TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf
 
 /** Publish→delivery with `subscribers` on one thread: threadline's publish
  * route into an open run, or (`floor`) the minimal JavaScript Worker's. */
-async function latency(b, subscribers, samples = 300) {
+async function latency(b, subscribers, samples = 1000) {
   const thread = newThread("lat");
   const run = b.floor
     ? { publish: (events) => post(b.api.base, `/instance-ai/threads/${thread}/runs/floor/events`, events, "floor") }
