@@ -48,6 +48,37 @@ pub fn query(req: &Request) -> String {
     url_parts(&req.inner().url()).2.to_owned()
 }
 
+/// A request to an object at `url` with the client's `method` and `body`
+/// and its headers, copied natively as the request is built (one call, not
+/// a crossing per header). The objects trust no header a client can send:
+/// the thread's object reads only the caller, which the Worker sets over
+/// any copy a client sent.
+pub fn forwarded(
+    raw: &web_sys::Request,
+    url: &str,
+    method: &str,
+    body: Option<&wasm_bindgen::JsValue>,
+) -> Result<web_sys::Request> {
+    let init = web_sys::RequestInit::new();
+    init.set_method(method);
+    init.set_headers(raw.headers().as_ref());
+    if let Some(body) = body {
+        init.set_body(body);
+    }
+    Ok(web_sys::Request::new_with_str_and_init(url, &init)?)
+}
+
+/// The same request as one for a subscriber's socket: `GET` with
+/// `Upgrade: websocket` and no body (nor the length of the one a send that
+/// is followed by its stream had).
+pub fn socket_request(raw: &web_sys::Request, url: &str) -> Result<web_sys::Request> {
+    let req = forwarded(raw, url, "GET", None)?;
+    let headers = req.headers();
+    headers.set("upgrade", "websocket")?;
+    headers.delete("content-length")?;
+    Ok(req)
+}
+
 /// A request header by name.
 pub fn header(req: &Request, name: &str) -> Option<String> {
     req.headers().get(name).ok().flatten()

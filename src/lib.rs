@@ -256,35 +256,16 @@ async fn to_thread(
         "" => format!("{origin}{path}"),
         q => format!("{origin}{path}?{q}"),
     };
-    // The client's headers are copied natively as the request is built (one
-    // call, not a crossing per header), then the caller is set over any
-    // copy the client sent: it is the one header the object trusts.
-    let socket = matches!(body, Forward::Socket);
-    let init = web_sys::RequestInit::new();
-    init.set_headers(raw.headers().as_ref());
-    match body {
-        Forward::Body(b) => {
-            init.set_method(&raw.method());
-            if !b.is_empty() {
-                init.set_body(js_sys::Uint8Array::from(b.as_slice()).as_ref());
-            }
-        }
-        Forward::Stream => {
-            init.set_method(&raw.method());
-            if let Some(body) = raw.body() {
-                init.set_body(body.as_ref());
-            }
-        }
-        Forward::Socket => init.set_method("GET"),
+    let method = raw.method();
+    let forwarded = match body {
+        Forward::Body(b) if b.is_empty() => http::forwarded(raw, &url, &method, None),
+        Forward::Body(b) => http::forwarded(raw, &url, &method, Some(&js_sys::Uint8Array::from(b.as_slice()).into())),
+        Forward::Stream => http::forwarded(raw, &url, &method, raw.body().map(Into::into).as_ref()),
+        Forward::Socket => http::socket_request(raw, &url),
     }
-    let forwarded = web_sys::Request::new_with_str_and_init(&url, &init).map_err(|e| http::internal(e.into()))?;
-    let headers = forwarded.headers();
-    headers.set(CALLER_HEADER, &caller.to_header()).map_err(|e| http::internal(e.into()))?;
-    if socket {
-        headers.set("upgrade", "websocket").map_err(|e| http::internal(e.into()))?;
-        // A send followed by its stream: the socket request carries no body.
-        let _ = headers.delete("content-length");
-    }
+    .map_err(http::internal)?;
+    // Set over any copy the client sent: the one header the object trusts.
+    forwarded.headers().set(CALLER_HEADER, &caller.to_header()).map_err(|e| http::internal(e.into()))?;
     let stub = namespace(env, "THREAD").and_then(|ns| ns.get_by_name(route.thread())).map_err(http::internal)?;
     stub.fetch_with_request(Request::from(forwarded)).await.map_err(http::internal)
 }
@@ -356,8 +337,7 @@ async fn streams_inner(req: Request, env: &Env, settings: &Settings) -> Result<R
         return finish(http::error(&ApiError::not_found_route("a stream path is /v1/stream/<name>"))?);
     }
     let stub = namespace(env, "STREAM")?.get_by_name(&path)?;
-    let url = req.url()?;
-    let query = request::query_pairs(url.query().unwrap_or_default());
+    let query = request::query_pairs(&http::query(&req));
     let if_none_match = http::header(&req, "if-none-match");
     let long_poll_ms = settings.streams_long_poll_ms;
     let Some(plan) = stream_live::plan(req.method().as_ref(), &path, &query, if_none_match.as_deref(), long_poll_ms)
@@ -366,16 +346,8 @@ async fn streams_inner(req: Request, env: &Env, settings: &Settings) -> Result<R
     };
     // A live read: the object answers with a reader's socket (or refuses),
     // and this Worker relays it, so the object can sleep meanwhile.
-    let headers = Headers::new();
-    for (k, v) in req.headers().entries() {
-        if !k.starts_with("x-threadline-") {
-            headers.set(&k, &v)?;
-        }
-    }
-    headers.set("upgrade", "websocket")?;
-    let mut init = RequestInit::new();
-    init.with_method(Method::Get).with_headers(headers);
-    let socket = stub.fetch_with_request(Request::new_with_init(url.as_str(), &init)?).await?;
+    let socket = http::socket_request(req.inner(), &req.inner().url())?;
+    let socket = stub.fetch_with_request(Request::from(socket)).await?;
     let resp = relay::serve(socket, plan, &req.inner().signal(), settings.ping_ms, long_poll_ms).await;
     finish(match resp {
         Ok(r) => r,

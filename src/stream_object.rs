@@ -282,8 +282,7 @@ impl Inner {
     }
 
     async fn handle(self: &Rc<Self>, mut req: Request) -> std::result::Result<Answer, Answer> {
-        let url = req.url().map_err(|e| Reply::text(400, &e.to_string()))?;
-        let path = url.path().to_owned();
+        let path = req.path();
         let now = now_ms();
         let answer: Answer = match (req.method(), path.as_str()) {
             (Method::Post, "/_ds/fork-source") => {
@@ -331,7 +330,7 @@ impl Inner {
                 self.notify(tail.unwrap_or_default());
                 r.into()
             }
-            (Method::Get, _) => self.read(&req, &url, path).await?,
+            (Method::Get, _) => self.read(&req, path).await?,
             _ => Reply::text(405, "Method not allowed").header("allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS").into(),
         };
         self.after().await;
@@ -339,7 +338,7 @@ impl Inner {
     }
 
     async fn create(self: &Rc<Self>, req: &mut Request, path: String, now: i64) -> Reply {
-        let origin = req.url().map(|u| u.origin().ascii_serialization()).unwrap_or_default();
+        let origin = crate::http::url_parts(&req.inner().url()).0.into_owned();
         let body = match read_body(req).await {
             Ok(b) => b,
             Err(r) => return r,
@@ -429,8 +428,8 @@ impl Inner {
             .map_err(|_| Reply::text(502, "the source stream answered unreadably"))
     }
 
-    async fn read(self: &Rc<Self>, req: &Request, url: &Url, path: String) -> std::result::Result<Answer, Answer> {
-        let pairs = threadline_durable::request::query_pairs(url.query().unwrap_or_default());
+    async fn read(self: &Rc<Self>, req: &Request, path: String) -> std::result::Result<Answer, Answer> {
+        let pairs = threadline_durable::request::query_pairs(&crate::http::query(req));
         let q = |name: &str| threadline_durable::request::query_all(&pairs, name);
         let r = ReadRequest {
             path,
