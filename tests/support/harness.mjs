@@ -33,8 +33,10 @@ export async function until(fn, { timeoutMs = 5000, stepMs = 25, what = "conditi
  * Starts the built Worker under Miniflare in its own process group.
  * `vars` override wrangler.toml's [vars]; `persist` keeps state on disk;
  * `script` serves another build (a previous release, from local/baseline.sh).
+ * `WORKER_SCRIPT=DIR` in the environment serves DIR's build to every test
+ * that names none (to run a test against another checkout's build).
  */
-export async function startWorker({ vars = {}, persist, port = 0, script } = {}) {
+export async function startWorker({ vars = {}, persist, port = 0, script = process.env.WORKER_SCRIPT } = {}) {
   const args = [path.join(root, "tests/support/serve.mjs"), "--port", String(port)];
   if (persist) args.push("--persist", persist);
   if (script) args.push("--script", path.join(script, "index.js"));
