@@ -15,7 +15,7 @@
 //
 //   - the last message is a `tool` result  -> a text summary of the results
 //   - the last user message has [[name]] / [[name:arg]] -> that behaviour
-//     (reason, reasoning-field, tool, parallel, badargs, spawn, spawn-bg,
+//     (reason, reasoning-field, tool, calls, parallel, badargs, spawn, spawn-bg,
 //     tasks, ask, error, stall, slow, length, long, drop; see planReply)
 //   - otherwise                             -> a friendly echo of the message
 //
@@ -44,7 +44,7 @@ const ARG_FRAGMENT_SIZES = [3, 5, 4];
 const QUOTE_LIMIT = 200;
 const DIRECTIVES = new Set([
   "reason", "reasoning-field", "tool", "parallel", "badargs", "spawn", "spawn-bg",
-  "tasks", "ask", "error", "stall", "slow", "length", "long", "drop",
+  "tasks", "ask", "error", "stall", "slow", "length", "long", "drop", "calls",
 ]);
 
 // ---------------------------------------------------------------------------
@@ -110,8 +110,8 @@ function intArg(arg, fallback, max = Number.MAX_SAFE_INTEGER) {
  * are ignored, so ordinary text with brackets falls through to the echo.
  *
  * The argument normally runs to the first `]]`, but `[[tool:NAME:{json}]]`
- * may itself contain `]]` (nested arrays), so for it the closing `]]` is the
- * first one after which the JSON parses.
+ * and `[[calls:[json]]]` may themselves contain `]]` (nested arrays), so for
+ * them the closing `]]` is the first one after which the JSON parses.
  */
 export function parseDirective(text) {
   const opener = /\[\[([a-z-]+)(:|\]\])/g;
@@ -122,9 +122,10 @@ export function parseDirective(text) {
     const argStart = opener.lastIndex;
     let end = text.indexOf("]]", argStart);
     if (end < 0) continue;
-    if (name === "tool") {
+    if (name === "tool" || name === "calls") {
+      const parses = name === "tool" ? toolArgsParse : jsonParses;
       for (let e = end; e >= 0; e = text.indexOf("]]", e + 1)) {
-        if (toolArgsParse(text.slice(argStart, e))) {
+        if (parses(text.slice(argStart, e))) {
           end = e;
           break;
         }
@@ -141,6 +142,15 @@ function splitToolArg(arg) {
   return colon < 0
     ? { name: arg.trim(), json: "{}" }
     : { name: arg.slice(0, colon).trim(), json: arg.slice(colon + 1) };
+}
+
+function jsonParses(text) {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function toolArgsParse(arg) {
@@ -273,6 +283,16 @@ export function planReply(body) {
       } catch {
         return textReply(`The arguments of [[tool:${name}:...]] are not valid JSON.`);
       }
+    }
+
+    case "calls": {
+      // [[calls:[{"name":"a","args":{...}}, ...]]]: those calls, in one step,
+      // each only if offered (as a real model would).
+      const calls = JSON.parse(directive.arg);
+      if (!Array.isArray(calls) || !calls.length) return textReply("[[calls:...]] needs a non-empty JSON array.");
+      const missing = calls.find((c) => !isOffered(c?.name));
+      if (missing) return notOffered(missing?.name);
+      return toolReply(calls.map((c, index) => call(c.name, c.args ?? {}, index)));
     }
 
     case "parallel": {

@@ -177,6 +177,20 @@ test("[[parallel]] streams two calls whose fragments interleave by index", async
   assert.equal(finishOf(choices), "tool_calls");
 });
 
+test("[[calls:[...]]] streams the calls it lists, in one step, each only if offered", async () => {
+  const listed = [
+    { name: "search", args: { query: "a [[b]]", limit: 2 } },
+    { name: "set-flag", args: { on: false } },
+  ];
+  const { deltas, choices } = await readStream(await chat({ messages: user(`both [[calls:${JSON.stringify(listed)}]]`), tools: TOOLS }));
+  const calls = assembleToolCalls(deltas);
+  assert.deepEqual(calls.map((c) => [c.name, JSON.parse(c.arguments)]), listed.map((c) => [c.name, c.args]));
+  assert.equal(finishOf(choices), "tool_calls");
+  const unknown = await readStream(await chat({ messages: user('[[calls:[{"name":"nope"}]]]'), tools: TOOLS }));
+  assert.equal(assembleToolCalls(unknown.deltas).length, 0);
+  assert.match(contentOf(unknown.deltas), /"nope" is not available/);
+});
+
 test("[[badargs:NAME]] streams arguments that are not valid JSON", async () => {
   const { deltas } = await readStream(await chat({ messages: user("[[badargs:search]]"), tools: TOOLS }));
   const [call] = assembleToolCalls(deltas);
