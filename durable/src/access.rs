@@ -10,10 +10,14 @@
 //! - A thread belongs to the actor whose accepted send created it. Anyone
 //!   else gets, on every route of it, the 404 an unknown id gets on that
 //!   route, so existence never leaks.
-//! - A non-owner may decide a confirmation only when its policy names a role
-//!   the caller holds; any other request answers as an unknown id does. A
-//!   request naming a role is decided by holders of that role only (403
-//!   `approver_required`, the owner included).
+//! - Each request says who decides it ([`Decider`]): a client tool's result
+//!   and an answer to a question are the owner's alone, whatever role a
+//!   policy or a stored record names; an approval whose policy names a role
+//!   is decided by holders of that role only (403 `approver_required`, the
+//!   owner included); any other approval is the owner's. A caller who may
+//!   not decide a request gets the answer an unknown id gets, so a stranger
+//!   learns nothing of it. The same rule for every protocol's route: each
+//!   admits a decision through [`decide`] with the request's [`Decider`].
 //! - A stream token reads one thread's streams and nothing else.
 //! - Publishing needs no caller: the run's publish token is checked by the
 //!   thread (`Thread::authorize_publish`), and nothing else publishes.
@@ -87,8 +91,17 @@ pub struct Facts<'a> {
 pub enum Request<'a> {
     /// The thread holds no such request.
     Unknown,
-    /// A request, with the approver role its policy names (if any).
-    Held { approver: Option<&'a str> },
+    /// A request, and who may decide it.
+    Held { decider: Decider<'a> },
+}
+
+/// Who may decide a request (`Confirmation::decider` says, for each one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decider<'a> {
+    /// The thread's owner, and nobody else.
+    Owner,
+    /// Holders of this role, and nobody else (the owner included).
+    Role(&'a str),
 }
 
 /// What the caller may do on the route.
@@ -128,11 +141,13 @@ pub fn decide(route: &Route, caller: &Caller, facts: &Facts) -> Result<Grant, Ap
             if route.decides() {
                 return match facts.request {
                     None | Some(Request::Unknown) => hidden(),
-                    Some(Request::Held { approver: Some(role) }) if roles.iter().any(|r| r == role) => {
+                    Some(Request::Held { decider: Decider::Role(role) }) if roles.iter().any(|r| r == role) => {
                         Ok(if owner { Grant::Owner } else { Grant::Approver })
                     }
-                    Some(Request::Held { approver: Some(role) }) if owner => Err(ApiError::approver_required(role)),
-                    Some(Request::Held { approver: None }) if owner => Ok(Grant::Owner),
+                    Some(Request::Held { decider: Decider::Role(role) }) if owner => {
+                        Err(ApiError::approver_required(role))
+                    }
+                    Some(Request::Held { decider: Decider::Owner }) if owner => Ok(Grant::Owner),
                     Some(Request::Held { .. }) => hidden(),
                 };
             }

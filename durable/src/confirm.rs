@@ -9,6 +9,7 @@
 //! thread only ever looks up its own requests, so a decision can never apply
 //! to another thread's request. Thread ids cannot contain `.`.
 
+use crate::access::Decider;
 use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -98,6 +99,9 @@ impl Policy {
     }
 }
 
+/// The input type of a request a client's own tool waits on.
+pub const CLIENT_TOOL: &str = "client-tool";
+
 /// A thread-scoped request id.
 pub fn request_id(thread_id: &str, local: &str) -> String {
     crate::ids::scoped(thread_id, local)
@@ -122,19 +126,37 @@ impl Confirmation {
     ) -> Confirmation {
         let field = |k: &str| payload[k].as_str().unwrap_or_default().to_owned();
         let rule = policy.get(payload["toolName"].as_str().unwrap_or_default());
+        let input_type = payload["inputType"].as_str().unwrap_or("approval").to_owned();
+        // Only approvals go to a role: what a client tool returned, and the
+        // owner's answers, are the owner's to give.
+        let approver = match input_type.as_str() {
+            "approval" | "plan-review" => rule.and_then(|p| p.approver.clone()),
+            _ => None,
+        };
         Confirmation {
             request_id,
             run_id: run_id.to_owned(),
             agent_id: agent_id.to_owned(),
             tool_call_id: field("toolCallId"),
             tool_name: field("toolName"),
-            input_type: payload["inputType"].as_str().unwrap_or("approval").to_owned(),
+            input_type,
             state: ConfirmState::Pending,
             created_at: now,
             expires_at: rule.and_then(|p| p.ttl_ms).map(|ttl| now + ttl),
-            approver: rule.and_then(|p| p.approver.clone()),
+            approver,
             decision: None,
             agent_request_id,
+        }
+    }
+
+    /// Who may decide it. A client tool's result and an answer to a
+    /// question are the thread owner's whatever the record names (a record
+    /// stored before this rule may carry a policy's role); an approval or a
+    /// plan review goes to the role its policy named, else to the owner.
+    pub fn decider(&self) -> Decider<'_> {
+        match (self.input_type.as_str(), self.approver.as_deref()) {
+            (CLIENT_TOOL | "text" | "questions", _) | (_, None) => Decider::Owner,
+            (_, Some(role)) => Decider::Role(role),
         }
     }
 
@@ -215,7 +237,7 @@ pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, ApiError>
     }
     match input_type {
         // The client ran the tool: its result (any JSON), or its error.
-        "client-tool" => {
+        CLIENT_TOOL => {
             match (obj.get("result"), obj.get("error")) {
                 (_, Some(Value::String(e))) => {
                     out.insert("error".into(), e.clone().into());

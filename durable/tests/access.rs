@@ -1,7 +1,9 @@
 //! Who may do what on a thread, natively, as a matrix: every kind of caller
 //! (owner, stranger, approver-role holder, stream-token holder, publish-token
 //! holder, nobody) × every route × every kind of confirmation request (naming
-//! the caller's role, naming another role, naming none, unknown). Each cell
+//! the caller's role, naming another role, naming none, a question and a
+//! client tool whatever role the policy or a stored record names, unknown).
+//! Each cell
 //! runs on a fresh thread through the thread's service, as the object shell
 //! hands requests over, and a refusal must leave the log byte-identical.
 
@@ -10,9 +12,10 @@ mod support;
 use serde_json::{json, Value};
 use support::{actor, serve, Req, T};
 use threadline_durable::access::Caller;
+use threadline_durable::confirm::{ConfirmState, Confirmation};
 use threadline_durable::effect::Effect;
 use threadline_durable::thread::service::Answer;
-use threadline_durable::Settings;
+use threadline_durable::{Settings, Store};
 
 fn settings() -> Settings {
     Settings::from_pairs(&[
@@ -23,9 +26,11 @@ fn settings() -> Settings {
     ])
 }
 
-/// A thread owned by alice: a run held by an external agent, three pending
-/// confirmations (naming `finance`, naming `legal`, naming no role), and one
-/// queued message. Returns the thread, the run id, its publish token and the
+/// A thread owned by alice: a run held by an external agent, five pending
+/// confirmations (approvals naming `finance`, naming `legal`, naming no
+/// role; a question on `pay`, whose policy names `finance`; and a client
+/// tool's request stored naming `finance`, as the previous release could
+/// store one), and one queued message. Returns the thread, the run id, its publish token and the
 /// queued message's id.
 fn fixture(s: &Settings) -> (T, String, String, String) {
     let mut t = support::thread(s);
@@ -49,7 +54,11 @@ fn fixture(s: &Settings) -> (T, String, String, String) {
             "requestId": id, "toolCallId": format!("c-{tool}"), "toolName": tool, "args": {}, "severity": "warning", "message": "ok?"
         }})
     };
-    let batch = json!([request("r-pay", "pay"), request("r-sue", "sue"), request("r-wipe", "wipe")]);
+    let mut question = request("r-ask", "pay");
+    question["payload"]["toolCallId"] = "c-ask".into();
+    question["payload"]["inputType"] = "questions".into();
+    question["payload"]["questions"] = json!([{"id": "q1", "question": "which?", "type": "single", "options": ["a"]}]);
+    let batch = json!([request("r-pay", "pay"), request("r-sue", "sue"), request("r-wipe", "wipe"), question]);
     let path = format!("/instance-ai/threads/t1/runs/{run}/events");
     let published = serve(
         &mut t,
@@ -58,6 +67,21 @@ fn fixture(s: &Settings) -> (T, String, String, String) {
         2,
     );
     assert_eq!(support::status(&published), 200, "{:?}", published.answer);
+    let legacy = Confirmation {
+        request_id: "t1.r-ct".into(),
+        run_id: run.clone(),
+        agent_id: "orchestrator".into(),
+        tool_call_id: "c-ct".into(),
+        tool_name: "pay".into(),
+        input_type: "client-tool".into(),
+        state: ConfirmState::Pending,
+        created_at: 2,
+        expires_at: None,
+        approver: Some("finance".into()),
+        decision: None,
+        agent_request_id: None,
+    };
+    t.store_mut().put_confirmation(&legacy).unwrap();
     let queued = serve(
         &mut t,
         s,
@@ -115,9 +139,10 @@ enum Kind {
     /// A reader's stream; anyone else is told there is nothing to follow
     /// (204), as for a thread with no run: nothing leaks.
     ReaderElseEmpty,
-    /// A decision on a request naming `finance` (`Some("finance")`), another
-    /// role, no role, or an unknown request.
-    Decide { approver: Option<&'static str>, known: bool, not_found: &'static str },
+    /// A decision on a request the holders of a role decide
+    /// (`Some("finance")`, another role), the owner decides (`None`), or an
+    /// unknown request.
+    Decide { role: Option<&'static str>, known: bool, not_found: &'static str },
 }
 
 fn expected(kind: Kind, who: Who) -> Got {
@@ -138,7 +163,7 @@ fn expected(kind: Kind, who: Who) -> Got {
             Who::Publisher => Got::Ok,
             _ => no(401, "unauthorized"),
         },
-        Kind::Decide { approver, known, not_found } => match (who, approver, known) {
+        Kind::Decide { role, known, not_found } => match (who, role, known) {
             (_, _, false) => no(404, not_found),
             (Who::Owner, None, true) => Got::Ok,
             (Who::Owner, Some(_), true) => no(403, "approver_required"),
@@ -173,8 +198,17 @@ fn every_caller_on_every_route() {
     let approve = json!({"approved": true});
     let decide_call = |call: &str| json!({"toolCallId": call, "runId": run});
     let q = |suffix: &str| format!("/instance-ai/threads/t1/queue/{queued}{suffix}");
-    let decisions =
-        [("pay", Some("finance"), true), ("sue", Some("legal"), true), ("wipe", None, true), ("nope", None, false)];
+    let answers = json!({"answers": [{"questionId": "q1", "selectedOptions": ["a"]}]});
+    let result = json!({"result": "done"});
+    // Each request, who decides it, whether the thread holds it, its answer.
+    let decisions = [
+        ("pay", Some("finance"), true, &approve),
+        ("sue", Some("legal"), true, &approve),
+        ("wipe", None, true, &approve),
+        ("ask", None, true, &answers),
+        ("ct", None, true, &result),
+        ("nope", None, false, &approve),
+    ];
     let mut routes: Vec<(&str, String, Value, Kind)> = vec![
         ("POST", "/instance-ai/chat/t1".into(), send.clone(), Kind::Owner("thread_not_found")),
         ("POST", "/agent/threads/t1/chat".into(), send.clone(), Kind::Owner("thread_not_found")),
@@ -207,14 +241,18 @@ fn every_caller_on_every_route() {
         ("GET", format!("/ag-ui/threads/t1/runs/{run}"), Value::Null, Kind::Reader("nothing_to_resume")),
         ("GET", "/ag-ui/threads/t1/messages".into(), Value::Null, Kind::Owner("thread_not_found")),
     ];
-    for (tool, approver, known) in decisions {
-        let kind = |not_found| Kind::Decide { approver, known, not_found };
+    for (tool, role, known, answer) in decisions {
+        let kind = |not_found| Kind::Decide { role, known, not_found };
         routes.push((
             "POST",
             format!("/instance-ai/confirm/t1.r-{tool}"),
-            approve.clone(),
+            answer.clone(),
             kind("confirmation_not_found"),
         ));
+        if !std::ptr::eq(answer, &approve) {
+            // agora's routes decide approvals only.
+            continue;
+        }
         routes.push((
             "POST",
             "/agent/threads/t1/tool-call/approve".into(),
@@ -336,4 +374,50 @@ fn only_an_accepted_send_claims_a_thread() {
         serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/status", actor("mallory", &[])), 3).answer,
         Answer::Reply(ref r) if r.status == 404
     ));
+}
+
+#[test]
+fn a_batch_of_answers_is_admitted_whole_or_not_at_all() {
+    let s = settings();
+    let resume = |entries: Value| json!({"threadId": "t1", "runId": "r", "messages": [], "resume": entries});
+    let wipe = json!({"interruptId": "t1.r-wipe", "status": "resolved", "payload": {"approved": true}});
+    let bad_answer = json!({"interruptId": "t1.r-ask", "status": "resolved", "payload": {"answers": "not a list"}});
+    let pay = json!({"interruptId": "t1.r-pay", "status": "resolved", "payload": {"approved": true}});
+    // An answer that does not fit its request, and one the caller may not
+    // give, each after one that would pass on its own.
+    for (entries, code) in [(json!([wipe, bad_answer]), "invalid_decision"), (json!([wipe, pay]), "approver_required")]
+    {
+        let (mut t, _, _, _) = fixture(&s);
+        let (records, confirmations) = (t.store().records.clone(), t.store().confirmations.clone());
+        let refused = serve(
+            &mut t,
+            &s,
+            Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&resume(entries)),
+            10,
+        );
+        assert_eq!(support::code(&refused), code);
+        assert_eq!(t.store().records, records, "{code}: nothing of the batch is in the log");
+        assert_eq!(t.store().confirmations, confirmations, "{code}: no request is decided");
+        assert!(refused.effects.is_empty(), "{code}: no agent is told anything");
+        assert_eq!(t.confirmation("t1.r-wipe").unwrap().unwrap().state, ConfirmState::Pending);
+    }
+    // The same batch, every answer fitting: both decided, the agent told of each.
+    let (mut t, _, _, _) = fixture(&s);
+    let good = json!({"interruptId": "t1.r-ask", "status": "resolved", "payload": {"answers": [{"questionId": "q1", "selectedOptions": ["a"]}]}});
+    let ok = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&resume(json!([wipe, good]))),
+        10,
+    );
+    assert_eq!(support::status(&ok), 200, "{:?}", ok.answer);
+    for id in ["t1.r-wipe", "t1.r-ask"] {
+        assert_ne!(t.confirmation(id).unwrap().unwrap().state, ConfirmState::Pending, "{id}");
+    }
+    let told = ok
+        .effects
+        .iter()
+        .filter(|e| matches!(e, Effect::Webhook { body, .. } if body["type"] == "confirmation"))
+        .count();
+    assert_eq!(told, 2);
 }

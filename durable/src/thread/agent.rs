@@ -119,6 +119,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The tools a client declared with its message (`tools`, AG-UI's and
     /// the AI SDK's shape: `[{name, description, parameters}]`), checked
     /// against the server's; offered to the built-in agent only.
+    ///
+    /// Invariant: a client tool's name is no server tool's and no
+    /// `APPROVAL_POLICY` entry's (400 `invalid_client_tools`). Its result is
+    /// the thread owner's to give (`Confirmation::decider`), so a policy
+    /// that names an approver for the name would mean nothing for it, and a
+    /// deployer who wrote one must not believe it applies.
     pub(super) fn client_tools(&self, body: &Value, settings: &Settings) -> Result<Vec<Value>, ApiError> {
         let declared = match body.get("tools") {
             None | Some(Value::Null) => return Ok(Vec::new()),
@@ -128,7 +134,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if declared.is_empty() || self.config.driver != Driver::Builtin {
             return Ok(Vec::new());
         }
-        Self::builtin_ready(settings)?.client_tools(declared).map_err(ApiError::invalid_client_tools)?;
+        let tools = Self::builtin_ready(settings)?.client_tools(declared).map_err(ApiError::invalid_client_tools)?;
+        if let Some(t) = tools.iter().find(|t| self.config.approval_policy.get(&t.name).is_some()) {
+            return Err(ApiError::invalid_client_tools(format!(
+                "client tool name `{}` is taken: APPROVAL_POLICY names it, and a client tool's result is the thread owner's alone",
+                t.name
+            )));
+        }
         Ok(declared.clone())
     }
 
@@ -143,7 +155,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut answers = Vec::new();
         for o in outputs {
             let Some(c) = self.confirmation_for_call(&o.tool_call_id, Some(run_id))? else { continue };
-            if c.input_type != "client-tool" {
+            if c.input_type != crate::confirm::CLIENT_TOOL {
                 continue;
             }
             let mut decision = match &o.outcome {

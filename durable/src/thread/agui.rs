@@ -90,7 +90,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 if answers.is_empty() {
                     return Err(ApiError::nothing_to_continue("no tool result answers a call the run waits for"));
                 }
-                effects.extend(self.decide_for(caller, &answers, settings, now)?);
+                self.decide_for(caller, &answers, settings, now, effects)?;
                 let resumed: Vec<String> = answers.into_iter().map(|(c, _)| c.request_id).collect();
                 Ok(reply(agui_follow(&run, &resumed)))
             }
@@ -105,7 +105,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        effects.extend(self.settle_lapsed(settings, now)?);
         let mut run: Option<String> = None;
         let mut decisions = Vec::new();
         for a in answers {
@@ -119,7 +118,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let decision = agui_decision(&c.input_type, a);
             decisions.push((c, decision));
         }
-        effects.extend(self.decide_for(caller, &decisions, settings, now)?);
+        self.decide_for(caller, &decisions, settings, now, effects)?;
         let resumed: Vec<String> = decisions.into_iter().map(|(c, _)| c.request_id).collect();
         let run = run.ok_or_else(ApiError::confirmation_not_found)?;
         Ok(reply(agui_follow(&run, &resumed)))

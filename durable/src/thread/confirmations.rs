@@ -98,12 +98,26 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `session` approval approves later calls of the same tool in this
     /// thread.
     pub fn decide(&mut self, request_id: &str, body: &Value, now: i64) -> Result<Confirmation, ApiError> {
+        let (c, decision) = self.check_decision(request_id, body, now)?;
+        self.record_decision(c, decision, now)
+    }
+
+    /// Checks a decision on `request_id` without recording it: the request
+    /// as it stands (a lapsed one is settled as expired first) and the
+    /// decision as it would be recorded, or the refusal `decide` answers.
+    fn check_decision(&mut self, request_id: &str, body: &Value, now: i64) -> Result<(Confirmation, Value), ApiError> {
         let mut c = self.confirmation(request_id)?.ok_or_else(ApiError::confirmation_not_found)?;
         if c.lapsed(now) {
             self.expire(&mut c)?;
         }
         let decision = c.check(body)?;
-        let mut decided = c.clone();
+        Ok((c, decision))
+    }
+
+    /// Records a checked decision: the request settles, and its run goes
+    /// on once nothing else of it is pending.
+    fn record_decision(&mut self, c: Confirmation, decision: Value, now: i64) -> Result<Confirmation, ApiError> {
+        let mut decided = c;
         let session = decided.apply(decision);
         self.store.put_confirmation(&decided).map_err(ApiError::storage)?;
         if let Some(tool) = session {
@@ -155,29 +169,45 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// Decides, for a protocol's client (the AI SDK's, AG-UI's), the
-    /// requests it answered, each with the confirm route's decision body.
-    /// Every one is admitted as the confirm route would admit it before any
-    /// is decided, so a refusal decides nothing; one already settled (in
-    /// another tab) is skipped, its outcome being in the log. Returns what
-    /// the runs that go on need.
+    /// requests it answered, each with the confirm route's decision body,
+    /// and pushes what the runs that go on need onto `effects`.
+    ///
+    /// Invariant: a batch is admitted whole or not at all. Requests whose
+    /// time is up settle first (that is the alarm's work, done early, and
+    /// stands whatever the batch); then every answer is admitted as the
+    /// confirm route would admit it and checked against its request before
+    /// any is recorded, so a refusal (who answers, or an answer that does
+    /// not fit its request) stores nothing and tells no agent anything. An
+    /// answer to a request already settled (in another tab) is skipped, its
+    /// outcome being in the log.
     pub(super) fn decide_for(
         &mut self,
         caller: &Caller,
         answers: &[(Confirmation, Value)],
         settings: &Settings,
         now: i64,
-    ) -> Result<Vec<Effect>, ApiError> {
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), ApiError> {
+        effects.extend(self.settle_lapsed(settings, now)?);
         let owner = self.owner()?;
-        for (c, _) in answers {
+        let mut checked = Vec::with_capacity(answers.len());
+        for (given, body) in answers {
+            // The request as stored now, not as the caller read it.
+            let c = self.confirmation(&given.request_id)?.ok_or_else(ApiError::confirmation_not_found)?;
             let route = Route::Confirm { thread: self.thread_id.clone(), request: c.request_id.clone() };
-            access::decide(&route, caller, &Facts { owner: owner.as_deref(), request: Some(held(Some(c))) })?;
+            access::decide(&route, caller, &Facts { owner: owner.as_deref(), request: Some(held(Some(&c))) })?;
+            if c.state == ConfirmState::Pending
+                && !checked.iter().any(|(d, _): &(Confirmation, _)| d.request_id == c.request_id)
+            {
+                let decision = c.check(body)?;
+                checked.push((c, decision));
+            }
         }
-        let mut effects = Vec::new();
-        for (c, decision) in answers.iter().filter(|(c, _)| c.state == ConfirmState::Pending) {
-            let decided = self.decide(&c.request_id, decision, now)?;
+        for (c, decision) in checked {
+            let decided = self.record_decision(c, decision, now)?;
             effects.extend(self.after_settled(&decided, settings)?);
         }
-        Ok(effects)
+        Ok(())
     }
 
     /// When the next pending confirmation lapses.

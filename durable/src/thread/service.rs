@@ -552,9 +552,10 @@ pub(super) enum Sent {
     Queued(Value),
 }
 
+/// The request a decision route names, as access sees it.
 pub(super) fn held(c: Option<&Confirmation>) -> access::Request<'_> {
     match c {
-        Some(c) => access::Request::Held { approver: c.approver.as_deref() },
+        Some(c) => access::Request::Held { decider: c.decider() },
         None => access::Request::Unknown,
     }
 }

@@ -139,7 +139,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let run = self.store.run(message_id).map_err(ApiError::storage)?.ok_or_else(|| {
             ApiError::nothing_to_continue("the assistant message to continue is not a run of this thread")
         })?;
-        effects.extend(self.settle_lapsed(settings, now)?);
         let mut answers = Vec::new();
         for a in approvals {
             let Some(c) = self.confirmation(&a.id)?.filter(|c| c.run_id == run.run_id) else { continue };
@@ -156,7 +155,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 "no answered approval request or client tool call belongs to this message",
             ));
         }
-        effects.extend(self.decide_for(caller, &answers, settings, now)?);
+        self.decide_for(caller, &answers, settings, now, effects)?;
         let requests: Vec<&str> = answers.iter().map(|(c, _)| c.request_id.as_str()).collect();
         // The stream goes on after the earliest request the client answered.
         let records = self.store.run_records(&run.run_id).map_err(ApiError::storage)?;
