@@ -39,8 +39,8 @@ pub use stream_object::StreamObject;
 use threadline_durable::access::{Caller, CALLER_HEADER};
 use threadline_durable::feed::Plan;
 use threadline_durable::front::{self, Dispatch};
+use threadline_durable::protocols::durable_streams::server::feeds as stream_live;
 use threadline_durable::route::Route;
-use threadline_durable::streams::live as stream_live;
 use threadline_durable::{request, ApiError, Reply, Settings};
 use worker::*;
 
@@ -312,7 +312,7 @@ async fn streams(req: Request, env: &Env, settings: &Settings) -> Result<Respons
 }
 
 async fn streams_inner(req: Request, env: &Env, settings: &Settings) -> Result<Response> {
-    use threadline_durable::streams::wire::COMMON_HEADERS;
+    use threadline_durable::protocols::durable_streams::wire::COMMON_HEADERS;
     let finish = |resp: Response| -> Result<Response> {
         let headers = http::mutable_headers(&resp)?;
         for (k, v) in COMMON_HEADERS {
@@ -327,7 +327,7 @@ async fn streams_inner(req: Request, env: &Env, settings: &Settings) -> Result<R
     if req.method() == Method::Options {
         return finish(Response::empty()?.with_status(204));
     }
-    let limit = threadline_durable::streams::stream::MAX_BODY;
+    let limit = threadline_durable::protocols::durable_streams::server::MAX_BODY;
     if http::header(&req, "content-length").and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > limit as u64)
     {
         return finish(http::reply(Reply::text(413, &format!("the body is over {limit} bytes")))?);

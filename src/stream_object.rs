@@ -1,6 +1,6 @@
 //! `StreamObject`: one standalone Durable Stream (`/v1/stream/*`) per
 //! object, named by its path. A thin shell around the core's
-//! [`Streams`](threadline_durable::streams::stream::Streams): SQLite storage
+//! [`Streams`](threadline_durable::protocols::durable_streams::server::Streams): SQLite storage
 //! ([`SqlLog`]), live readers' sockets, the TTL alarm, and the calls between
 //! a fork and its source object. Every decision is the core's.
 //!
@@ -18,15 +18,15 @@ use crate::now_ms;
 use serde::Deserialize;
 use std::cell::RefCell;
 use std::rc::Rc;
-use threadline_durable::store::{StoreError, StoreResult};
-use threadline_durable::streams::live;
-use threadline_durable::streams::log::{Message, Meta, StreamLog};
-use threadline_durable::streams::offset::Offset;
-use threadline_durable::streams::producer::ProducerState;
-use threadline_durable::streams::stream::{
+use threadline_durable::protocols::durable_streams::offset::Offset;
+use threadline_durable::protocols::durable_streams::producer::ProducerState;
+use threadline_durable::protocols::durable_streams::server::feeds as live;
+use threadline_durable::protocols::durable_streams::server::log::{Message, Meta, StreamLog};
+use threadline_durable::protocols::durable_streams::server::{
     AppendRequest, CreateRequest, ForkRequest, ForkSource, ReadPlan, ReadRequest, Streams,
 };
-use threadline_durable::streams::wire::{self, Reply};
+use threadline_durable::protocols::durable_streams::wire::{self, Reply};
+use threadline_durable::store::{StoreError, StoreResult};
 use worker::*;
 
 /// A stream's [`StreamLog`] on Durable Object SQLite.
@@ -463,7 +463,7 @@ impl Inner {
 
 /// A body, never more than the protocol's limit held (413 past it).
 async fn read_body(req: &mut Request) -> std::result::Result<Vec<u8>, Reply> {
-    let limit = threadline_durable::streams::stream::MAX_BODY;
+    let limit = threadline_durable::protocols::durable_streams::server::MAX_BODY;
     crate::http::body(req, limit).await.map_err(|e| match e {
         crate::http::BodyError::TooLarge => Reply::text(413, &format!("the body is over {limit} bytes")),
         crate::http::BodyError::Unreadable(e) => Reply::text(400, &e),

@@ -3,7 +3,8 @@
 //! same code as wasm once per subscriber per publish.
 //! `cargo run --release -p threadline-durable --example relay_cost`
 use std::time::Instant;
-use threadline_durable::feed::{events::Events, wire, Relay};
+use threadline_durable::feed::{wire, Relay};
+use threadline_durable::protocols::instance_ai::stream::Events;
 
 fn main() {
     let mut hello = Vec::new();

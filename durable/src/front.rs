@@ -206,8 +206,8 @@ pub fn is_stream_path(path: &str) -> bool {
 pub fn head_reply(method: &str, route: &Route) -> Option<Reply> {
     let stream = matches!(route, Route::Events { .. } | Route::AgentStream { .. });
     let headers = match route {
-        Route::UiStream { .. } | Route::UiRunStream { .. } => Some(crate::uistream::HEADERS),
-        Route::AguiStream { .. } => Some(crate::agui::HEADERS),
+        Route::UiStream { .. } | Route::UiRunStream { .. } => Some(crate::protocols::ai_sdk::mapping::HEADERS),
+        Route::AguiStream { .. } => Some(crate::protocols::ag_ui::mapping::HEADERS),
         _ => None,
     };
     if let (true, Some(headers)) = (method == "HEAD", headers) {

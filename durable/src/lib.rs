@@ -59,7 +59,6 @@
 
 pub mod access;
 pub mod agent;
-pub mod agui;
 pub mod auth;
 pub mod coalesce;
 pub mod confirm;
@@ -71,20 +70,18 @@ pub mod feed;
 pub mod front;
 pub mod ids;
 pub mod models;
+pub mod protocols;
 pub mod queue;
 pub mod reducer;
 pub mod reply;
 pub mod request;
 pub mod route;
-pub mod runstream;
 pub mod schema;
 pub mod segment;
 pub mod settings;
 pub mod sse;
 pub mod store;
-pub mod streams;
 pub mod thread;
-pub mod uistream;
 #[cfg(test)]
 mod wire_schema;
 

@@ -17,12 +17,7 @@
 //! reorders or drops what it receives. A socket that drops ends the client's
 //! stream (the client resumes from its cursor), so nothing is lost silently.
 
-pub mod agui;
 pub mod backlog;
-pub mod events;
-pub mod runs;
-pub mod ui;
-pub mod views;
 pub mod wire;
 
 use crate::access::Caller;
@@ -161,24 +156,39 @@ impl Plan {
             Some(Plan { feed, headers, one_shot, until, tick_ms: None, pass: &[] })
         };
         Ok(match route {
-            Route::Events { .. } => plan(Box::new(Relay::new(events::Events)), sse(), false),
+            Route::Events { .. } => {
+                plan(Box::new(Relay::new(crate::protocols::instance_ai::stream::Events)), sse(), false)
+            }
             Route::AgentStream { thread, run } => {
                 let after = request::run_stream_cursor(last_event_id, request::query_first(query, "after").as_deref())?;
-                let headers = runs::headers(thread, run);
-                plan(Box::new(Relay::new(runs::RunFrames::new(thread, run, after))), headers, false)
+                let headers = crate::protocols::agora::stream::headers(thread, run);
+                plan(
+                    Box::new(Relay::new(crate::protocols::agora::stream::RunFrames::new(thread, run, after))),
+                    headers,
+                    false,
+                )
             }
             Route::AguiStream { thread, run } => {
                 let after = request::run_stream_cursor(last_event_id, request::query_first(query, "after").as_deref())?;
                 let resume: Vec<String> = request::query_first(query, "resume")
                     .map(|r| r.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
                     .unwrap_or_default();
-                let feed = Box::new(Relay::new(agui::AguiFrames::new(thread, run, after, &resume)));
+                let feed =
+                    Box::new(Relay::new(crate::protocols::ag_ui::stream::AguiFrames::new(thread, run, after, &resume)));
                 plan(feed, agui_headers(), false)
             }
-            Route::UiStream { .. } => plan(Box::new(Relay::new(ui::UiFrames::new(None, false))), ui_headers(), false),
+            Route::UiStream { .. } => plan(
+                Box::new(Relay::new(crate::protocols::ai_sdk::stream::UiFrames::new(None, false))),
+                ui_headers(),
+                false,
+            ),
             Route::UiRunStream { run, .. } => {
                 let continuing = request::query_first(query, "continue").as_deref() == Some("true");
-                plan(Box::new(Relay::new(ui::UiFrames::new(Some(run), continuing))), ui_headers(), false)
+                plan(
+                    Box::new(Relay::new(crate::protocols::ai_sdk::stream::UiFrames::new(Some(run), continuing))),
+                    ui_headers(),
+                    false,
+                )
             }
             Route::StreamThread { .. } | Route::StreamRun { append: false, .. } => {
                 let run = match route {
@@ -187,10 +197,16 @@ impl Plan {
                 };
                 let cursor = request::query_first(query, "cursor");
                 match request::query_first(query, "live").as_deref() {
-                    Some("sse") => plan(Box::new(Relay::new(views::SseView::new(run, cursor, now))), sse(), false),
-                    Some("long-poll") => {
-                        plan(Box::new(Relay::new(views::LongPoll::new(run, cursor))), Vec::new(), true)
-                    }
+                    Some("sse") => plan(
+                        Box::new(Relay::new(crate::protocols::durable_streams::stream::SseView::new(run, cursor, now))),
+                        sse(),
+                        false,
+                    ),
+                    Some("long-poll") => plan(
+                        Box::new(Relay::new(crate::protocols::durable_streams::stream::LongPoll::new(run, cursor))),
+                        Vec::new(),
+                        true,
+                    ),
                     _ => None,
                 }
             }
@@ -218,15 +234,18 @@ impl Plan {
         match route {
             Route::AgentChat { thread } => {
                 let run = body["runId"].as_str()?;
-                let feed = Box::new(Relay::new(runs::RunFrames::new(thread, run, 0)));
-                Some((plan(feed, runs::headers(thread, run)), format!("/agent/chat/{run}/stream")))
+                let feed = Box::new(Relay::new(crate::protocols::agora::stream::RunFrames::new(thread, run, 0)));
+                Some((
+                    plan(feed, crate::protocols::agora::stream::headers(thread, run)),
+                    format!("/agent/chat/{run}/stream"),
+                ))
             }
             Route::UiChat { thread } => {
                 let follow = &body["follow"];
                 let run = follow["runId"].as_str()?;
                 let after = follow["after"].as_u64()?;
                 let continuing = follow["continue"].as_bool()?;
-                let feed = Box::new(Relay::new(ui::UiFrames::new(Some(run), continuing)));
+                let feed = Box::new(Relay::new(crate::protocols::ai_sdk::stream::UiFrames::new(Some(run), continuing)));
                 let path = format!("/api/chat/{thread}/runs/{run}/stream?after={after}&continue={continuing}");
                 Some((plan(feed, ui_headers()), path))
             }
@@ -235,7 +254,8 @@ impl Plan {
                 let run = follow["runId"].as_str()?;
                 let resume: Vec<String> =
                     follow["resume"].as_array()?.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect();
-                let feed = Box::new(Relay::new(agui::AguiFrames::new(thread, run, 0, &resume)));
+                let feed =
+                    Box::new(Relay::new(crate::protocols::ag_ui::stream::AguiFrames::new(thread, run, 0, &resume)));
                 let path = format!("/ag-ui/threads/{thread}/runs/{run}?resume={}", resume.join(","));
                 Some((plan(feed, agui_headers()), path))
             }
@@ -246,12 +266,12 @@ impl Plan {
 
 /// An AG-UI stream's response headers.
 fn agui_headers() -> Vec<(&'static str, String)> {
-    crate::agui::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+    crate::protocols::ag_ui::mapping::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
 }
 
 /// A UI message stream's response headers.
 fn ui_headers() -> Vec<(&'static str, String)> {
-    crate::uistream::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+    crate::protocols::ai_sdk::mapping::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
 }
 
 /// What the shell does after a message: write `out`, ask for the next

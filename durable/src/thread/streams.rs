@@ -8,13 +8,13 @@
 use super::service::Answer;
 use super::{Follow, Sink, Thread};
 use crate::error::ApiError;
+use crate::protocols::durable_streams::producer::{Producer, ProducerState};
+use crate::protocols::durable_streams::views::{self as view, Position, RunAppend, View};
+use crate::protocols::durable_streams::wire;
 use crate::reply::Reply;
 use crate::request::{self, BatchShape};
 use crate::settings::Settings;
 use crate::store::{Record, RunState, Store};
-use crate::streams::producer::{Producer, ProducerState};
-use crate::streams::view::{self, Position, RunAppend, View};
-use crate::streams::wire;
 
 /// Records one read of the thread log carries at most.
 const PAGE: usize = 1000;

@@ -68,7 +68,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// durable records only) the open segments' text so far.
     pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, ApiError> {
         let high = self.last_seq;
-        let gen = crate::streams::view::stored_generation(&self.store)?.unwrap_or(0);
+        let gen = crate::protocols::durable_streams::views::stored_generation(&self.store)?.unwrap_or(0);
         let mut out = Vec::new();
         wire::hello(high, gen, after, &mut out);
         // A short first page: the Worker frames a whole message before it

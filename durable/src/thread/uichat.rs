@@ -19,11 +19,11 @@ use crate::access::{Caller, Grant};
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::ids;
+use crate::protocols::ai_sdk::mapping as uistream;
 use crate::reply::Reply;
 use crate::request::{self, UiChat};
 use crate::settings::Settings;
 use crate::store::{RunState, Store};
-use crate::uistream;
 use serde_json::{json, Value};
 
 /// What a send follows: the run's UI stream, from a point of its log.

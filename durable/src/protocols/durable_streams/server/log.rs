@@ -4,8 +4,8 @@
 //! request interleaves with (Durable Object SQLite commits such a block
 //! atomically).
 
-use super::offset::Offset;
-use super::producer::ProducerState;
+use crate::protocols::durable_streams::offset::Offset;
+use crate::protocols::durable_streams::producer::ProducerState;
 use crate::store::{StoreError, StoreResult};
 use serde::{Deserialize, Serialize};
 

@@ -2,7 +2,7 @@
 //! event with its seq as the SSE `id:`, live events without one, a `: ping`
 //! comment when quiet (`docs/protocols/000-instance-ai.md`).
 
-use super::Framer;
+use crate::feed::Framer;
 use crate::sse::{Frame, PING};
 
 #[derive(Debug, Default)]

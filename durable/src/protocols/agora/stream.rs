@@ -4,10 +4,10 @@
 //! (`docs/protocols/001-agora.md`, "The SSE envelope"). The frames are the
 //! core's `runstream` mapping, the same live and replayed.
 
-use super::Framer;
+use super::mapping::{self as runstream, FrameMapper};
 use crate::event::{Event, Kind};
+use crate::feed::Framer;
 use crate::ids::ROOT_AGENT;
-use crate::runstream::{self, FrameMapper};
 use crate::sse::PING;
 
 /// A run stream's response headers (the SSE set, agora's cache rule and ids).

@@ -3,10 +3,10 @@
 //! chunks ([`UiMapper`], the same live and replayed), then `data: [DONE]`
 //! once the run finished or waits for a person.
 
-use super::Framer;
+use super::mapping::{self as uistream, UiMapper};
 use crate::event::Event;
+use crate::feed::Framer;
 use crate::ids::ROOT_AGENT;
-use crate::uistream::{self, UiMapper};
 
 pub struct UiFrames {
     /// The run followed; `None` until the first event names it (the

@@ -2,10 +2,10 @@
 //! over) and the new stream's side (copying its inheritance page by page).
 //! A second `impl` of [`Streams`], apart from the reads and appends.
 
+use super::log::{Meta, StreamLog};
 use super::{decode_messages, unavailable, Streams};
-use crate::streams::log::{Meta, StreamLog};
-use crate::streams::offset::Offset;
-use crate::streams::wire::{self, Reply};
+use crate::protocols::durable_streams::offset::Offset;
+use crate::protocols::durable_streams::wire::{self, Reply};
 use serde::{Deserialize, Serialize};
 
 /// Most message bytes one page of a fork's inheritance carries: a fork

@@ -13,14 +13,16 @@
 //! - a stream with live forks is never removed, only soft-deleted (410),
 //!   until its last fork releases it ([`Streams::delete`], [`Streams::release`]).
 
-use super::log::{ClosedBy, Message, Meta, StreamLog};
+use self::log::{ClosedBy, Message, Meta, StreamLog};
 use super::offset::{Offset, Start};
 use super::producer::{self, Producer, Verdict};
 use super::wire::{self, JsonError, Reply};
 use crate::store::StoreError;
 use base64::Engine as _;
 
+pub mod feeds;
 mod fork;
+pub mod log;
 pub use fork::{ForkRequest, ForkSource, FORK_PAGE_BYTES};
 use serde::{Deserialize, Serialize};
 

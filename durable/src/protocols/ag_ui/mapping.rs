@@ -30,12 +30,11 @@
 //! | `confirmation-request` (a client tool) | once nothing else of the step runs: `RUN_FINISHED {outcome: {type: "success", pendingToolCallIds}}` |
 //! | `run-finish` | `RUN_FINISHED`; cancelled: `outcome: {type: "cancelled"}`; failed: `RUN_ERROR {message, code}` |
 
-mod messages;
-
+#[cfg(test)]
+use super::history::AguiMessages;
 use crate::event::{Event, Kind};
 use crate::segment::{Piece, Sent};
 
-pub use messages::AguiMessages;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
 

@@ -4,9 +4,9 @@
 //! each with its number as the SSE `id`, until the run finishes or waits for
 //! a person.
 
-use super::Framer;
-use crate::agui::{self, AguiMapper};
+use super::mapping::{self as agui, AguiMapper};
 use crate::event::{Event, Kind};
+use crate::feed::Framer;
 use crate::ids::ROOT_AGENT;
 use std::collections::HashSet;
 

@@ -4,10 +4,10 @@
 //! `control` event; a long-poll answers its first batch, or 204 when none
 //! came in time (`docs/protocols/004-flue.md`, `docs/protocols/notes.md` §3).
 
-use super::Framer;
+use super::views::{self as view, Position};
+use super::wire;
+use crate::feed::Framer;
 use crate::reply::Reply;
-use crate::streams::view::{self, Position};
-use crate::streams::wire;
 use serde::Deserialize;
 
 /// The fields of a stored event a view needs.

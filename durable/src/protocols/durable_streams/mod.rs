@@ -18,12 +18,11 @@
 //! - [`view`]: a thread's event log and a run's events read as JSON-mode
 //!   streams, with generation-checked offsets.
 
-pub mod live;
-pub mod log;
 pub mod offset;
 pub mod producer;
+pub mod server;
 pub mod stream;
-pub mod view;
+pub mod views;
 pub mod wire;
 
 pub use offset::{Offset, Start};

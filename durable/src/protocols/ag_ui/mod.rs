@@ -1,0 +1,5 @@
+//! AG-UI.
+
+pub mod history;
+pub mod mapping;
+pub mod stream;

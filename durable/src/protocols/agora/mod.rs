@@ -1,0 +1,4 @@
+//! adonis-agora.
+
+pub mod mapping;
+pub mod stream;

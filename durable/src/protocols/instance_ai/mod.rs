@@ -1,0 +1,3 @@
+//! n8n Instance AI.
+
+pub mod stream;
