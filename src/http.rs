@@ -43,11 +43,6 @@ pub fn url_parts(url: &str) -> (std::borrow::Cow<'_, str>, &str, &str) {
     (origin, if path.is_empty() { "/" } else { path }, query)
 }
 
-/// A request URL's query string, without its `?`.
-pub fn query(req: &Request) -> String {
-    url_parts(&req.inner().url()).2.to_owned()
-}
-
 /// A request to an object at `url` with the client's `method` and `body`
 /// and its headers, copied natively as the request is built (one call, not
 /// a crossing per header). The objects trust no header a client can send:
@@ -168,4 +163,20 @@ pub async fn discard_body(raw: web_sys::Request) {
 pub fn mutable_headers(resp: &Response) -> Result<Headers> {
     // One native copy (`new Headers(h)`), not a crossing per header.
     Ok(Headers(web_sys::Headers::new_with_headers(&resp.headers().0)?))
+}
+
+/// The answer as the client gets it: with what every answer of its
+/// exchange carries, and without its body for a `HEAD` (an SSE route's
+/// stream is dropped, which ends its subscription).
+pub fn finish(resp: Response, finish: &threadline_durable::front::Finish) -> Result<Response> {
+    let resp = if finish.head_only {
+        Response::empty()?.with_status(resp.status_code()).with_headers(resp.headers().clone())
+    } else {
+        resp
+    };
+    let headers = mutable_headers(&resp)?;
+    for (k, v) in &finish.headers {
+        headers.set(k, v)?;
+    }
+    Ok(resp.with_headers(headers))
 }

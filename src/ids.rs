@@ -29,3 +29,16 @@ pub fn new_id(prefix: &str) -> String {
 pub fn new_token() -> String {
     format!("tlp_{}", random_hex(32))
 }
+
+/// The platform's CSPRNG as the core's id source.
+pub struct Csprng;
+
+impl threadline_durable::ids::Random for Csprng {
+    fn id(&self, prefix: &str) -> String {
+        new_id(prefix)
+    }
+
+    fn token(&self) -> String {
+        new_token()
+    }
+}

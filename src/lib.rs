@@ -3,29 +3,31 @@
 //! The thin wasm side: it carries bytes and timers and asks the core
 //! (`durable/`, crate `threadline-durable`) what to do. A tour:
 //!
-//! - this file: the stateless entry point. The core's `front` says where a
-//!   request goes and who is calling; the request goes to the thread's
-//!   Durable Object (one per thread id, `idFromName`), a stream's object, or
-//!   the caller's directory, with the caller in one header.
+//! - this file: the stateless entry point. It asks the core's
+//!   [`Exchange`] what each request needs, step by step (answer it, read its
+//!   body, call an object, relay a socket), and carries the steps out.
 //! - [`object`]: the `#[durable_object]` shell of a thread: loads the core,
-//!   hands it each request, accepts subscriber sockets and runs the effects
-//!   it asks for, keeps its timers. It holds no stream, so it can sleep.
+//!   hands it each request, accepts subscriber sockets; [`effects`] carries
+//!   out what the core asks of it (the built-in agent, the webhook, the
+//!   directory, a wipe) and keeps its timers.
 //! - [`live`]: subscriber plumbing on the object's side: the shared core,
 //!   subscribers as hibernatable sockets and their attachments.
 //! - [`relay`]: the Worker's end of a subscriber's socket: the client's
 //!   stream, framed by the core's `feed`, with its keep-alives and ends.
-//! - [`store`]: the core's storage trait on Durable Object SQLite.
+//! - [`store`]: the core's SQL storage on Durable Object SQLite.
 //! - [`agent_host`]: the built-in agent's host: model client and tool runner
 //!   over `fetch`, timers, the publish path.
-//! - [`directory`]: each actor's list of threads and send counter.
+//! - [`directory`]: each actor's directory object.
 //! - [`stream_object`]: `StreamObject`, one standalone Durable Stream
 //!   (`/v1/stream/*`) per object; its live readers are relayed sockets too.
 //! - [`http`], [`ids`]: bytes in and out of the runtime; random ids.
 
 mod agent_host;
 mod directory;
+mod effects;
 mod http;
 mod ids;
+mod instance;
 mod live;
 mod object;
 mod relay;
@@ -36,12 +38,10 @@ pub use directory::Directory;
 pub use object::ThreadObject;
 use std::rc::Rc;
 pub use stream_object::StreamObject;
-use threadline_durable::access::{Caller, CALLER_HEADER};
-use threadline_durable::feed::Plan;
-use threadline_durable::front::{self, Dispatch};
-use threadline_durable::protocols::durable_streams::server::feeds as stream_live;
-use threadline_durable::route::Route;
-use threadline_durable::{request, ApiError, Reply, Settings};
+use threadline_durable::forward::{Body, Call, Object};
+use threadline_durable::front::{Exchange, Step};
+use threadline_durable::input::Head;
+use threadline_durable::{forward, Reply, Settings};
 use worker::*;
 
 pub(crate) fn now_ms() -> i64 {
@@ -92,265 +92,75 @@ pub(crate) fn settings(env: &Env) -> Rc<Settings> {
 }
 
 #[event(fetch)]
-async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let settings = settings(&env);
-    if front::is_stream_path(&req.path()) {
-        return streams(req, &env, &settings).await;
-    }
-    let cors = front::cors(http::header(&req, "origin").as_deref(), &settings);
-    let head = req.method() == Method::Head;
     let raw = Clone::clone(req.inner());
-    let resp = match route(req, &env, &settings, cors.is_some()).await {
-        Ok(resp) => resp,
-        Err(e) => http::error(&e)?,
+    let url = raw.url();
+    let (_, path, query) = http::url_parts(&url);
+    let method = req.method();
+    let header = |name: &str| http::header(&req, name);
+    let head = Head { method: method.as_ref(), path, query, header: &header };
+    let (mut x, mut step) = Exchange::start(&head, &settings, now_ms());
+    // The last call's answer, for a step that passes it on as it is.
+    let mut last: Option<(u16, Headers, Vec<u8>)> = None;
+    let resp = loop {
+        step = match step {
+            Step::Reply(r) => break http::reply(r)?,
+            Step::ReadBody { limit } => {
+                let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit));
+                x.body(body, &ids::new_id)
+            }
+            Step::Call(c) => {
+                let mut resp = call(&env, Some(&raw), &c).await?;
+                let (status, body) = (resp.status_code(), resp.bytes().await?);
+                last = Some((status, resp.headers().clone(), body.clone()));
+                x.answer(status, body)
+            }
+            Step::Respond => match last.take() {
+                Some((status, headers, body)) => {
+                    break Response::from_bytes(body)?.with_status(status).with_headers(headers)
+                }
+                None => break http::reply(Reply::new(502))?,
+            },
+            Step::Pass(c) => break call(&env, Some(&raw), &c).await?,
+            Step::Relay(c, plan) => {
+                let socket = call(&env, Some(&raw), &c).await?;
+                let signal = raw.signal();
+                let relayed = relay::serve(socket, plan, &signal, settings.ping_ms, settings.streams_long_poll_ms);
+                break relayed.await.or_else(|e| http::error(&e))?;
+            }
+        };
     };
     http::discard_body(raw).await;
-    // HEAD: the answer's status and headers, no body (an SSE route's stream
-    // is dropped, which ends its subscription).
-    let resp = if head {
-        Response::empty()?.with_status(resp.status_code()).with_headers(resp.headers().clone())
-    } else {
-        resp
-    };
-    let headers = http::mutable_headers(&resp)?;
-    for (k, v) in front::SECURITY_HEADERS {
-        headers.set(k, v)?;
-    }
-    for (k, v) in cors.iter().flatten() {
-        headers.set(k, v)?;
-    }
-    Ok(resp.with_headers(headers))
+    http::finish(resp, x.finish())
 }
 
-async fn route(
-    mut req: Request,
-    env: &Env,
-    settings: &Settings,
-    cors_allowed: bool,
-) -> std::result::Result<Response, ApiError> {
-    let path = req.path();
-    let query = request::query_pairs(&http::query(&req));
-    let token = request::query_first(&query, "token");
-    let authorization = http::header(&req, "authorization");
-    let (dispatch, caller) =
-        front::plan(req.method().as_ref(), &path, token.as_deref(), authorization.as_deref(), settings, now_ms())?;
-    match dispatch {
-        Dispatch::Preflight => {
-            Ok(Response::empty().map_err(http::internal)?.with_status(if cors_allowed { 204 } else { 403 }))
+/// Makes a call to an object: the client's request (`raw`) as the core
+/// names it (method, body, or a subscriber's socket), or an object's own
+/// request when there is no client's, with the core's decision in
+/// [`forward::HEADER`], set over any copy a client sent.
+pub(crate) async fn call(env: &Env, raw: Option<&web_sys::Request>, c: &Call) -> Result<Response> {
+    let forwarded = match (raw, &c.body) {
+        (Some(raw), _) if c.socket => http::socket_request(raw, &raw.url())?,
+        (Some(raw), Body::None) => http::forwarded(raw, &raw.url(), c.method, None)?,
+        (Some(raw), Body::Client) => http::forwarded(raw, &raw.url(), c.method, raw.body().map(Into::into).as_ref())?,
+        (Some(raw), Body::Bytes(b)) => {
+            http::forwarded(raw, &raw.url(), c.method, Some(&js_sys::Uint8Array::from(b.as_slice()).into()))?
         }
-        Dispatch::Stream => streams(req, env, settings).await.map_err(http::internal),
-        Dispatch::Models => {
-            let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
-            http::reply(Reply::json(200, &catalog.view())).map_err(http::internal)
-        }
-        Dispatch::ThreadList => {
-            let mut resp = directory_call(env, caller.id().unwrap_or_default(), "/threads", None).await?;
-            let body: serde_json::Value = resp.json().await.map_err(http::internal)?;
-            http::reply(Reply::json(200, &body)).map_err(http::internal)
-        }
-        Dispatch::AgoraChat | Dispatch::AgoraDecision { .. } | Dispatch::UiChat | Dispatch::AguiRun => {
-            let limit = settings.limits.max_body_bytes;
-            let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
-            let json = request::json(&body, limit)?;
-            let path = match dispatch {
-                Dispatch::AgoraChat => {
-                    format!("/agent/threads/{}/chat", request::agora_chat_thread(&json, || ids::new_id("thr"))?)
-                }
-                Dispatch::AgoraDecision { approve } => {
-                    let action = if approve { "approve" } else { "reject" };
-                    format!("/agent/threads/{}/tool-call/{action}", request::agora_decision_thread(&json)?)
-                }
-                Dispatch::UiChat => format!("/api/chat/{}", request::ui_chat_thread(&json)?),
-                Dispatch::AguiRun => format!("/ag-ui/threads/{}/run", request::agui_thread(&json)?),
-                _ => unreachable!(),
-            };
-            let route = Route::parse("POST", &path)?;
-            let resp = to_thread(&req, &route, &path, &caller, Forward::Body(body), env, settings).await?;
-            follow_send(&req, &route, &caller, resp, env, settings).await
-        }
-        Dispatch::Thread(route) => {
-            if let Some(reply) = front::head_reply(req.method().as_ref(), &route) {
-                return http::reply(reply).map_err(http::internal);
+        (None, body) => {
+            let init = web_sys::RequestInit::new();
+            init.set_method(c.method);
+            if let Body::Bytes(b) = body {
+                init.set_body(&js_sys::Uint8Array::from(b.as_slice()).into());
             }
-            let last_event_id = http::header(&req, "last-event-id");
-            if let Some(plan) = Plan::of(&route, &query, last_event_id.as_deref(), &caller, now_ms())? {
-                let resp = to_thread(&req, &route, &path, &caller, Forward::Socket, env, settings).await?;
-                return relay::serve(
-                    resp,
-                    plan,
-                    &req.inner().signal(),
-                    settings.ping_ms,
-                    settings.streams_long_poll_ms,
-                )
-                .await;
-            }
-            // The body goes to the object as it arrives, never held here: the
-            // object reads it with the route's cap (a declared length over it
-            // is refused now, before anything is read).
-            let limit = route.body_limit(&settings.limits);
-            if http::declared_length(&req).is_some_and(|n| n > limit as u64) {
-                return Err(ApiError::body_too_large(limit));
-            }
-            to_thread(&req, &route, &path, &caller, Forward::Stream, env, settings).await
+            web_sys::Request::new_with_str_and_init(&format!("https://object{}", c.path), &init)?
         }
-    }
-}
-
-/// agora's and the AI SDK's sends answer with the run they started, as a
-/// stream: the Worker follows the thread's answer with that run's stream
-/// (`Plan::after_send` says which).
-async fn follow_send(
-    req: &Request,
-    route: &Route,
-    caller: &Caller,
-    mut resp: Response,
-    env: &Env,
-    settings: &Settings,
-) -> std::result::Result<Response, ApiError> {
-    if resp.status_code() != 200 || !route.sends() {
-        return Ok(resp);
-    }
-    let headers = resp.headers().clone();
-    let body = resp.bytes().await.map_err(http::internal)?;
-    let reply = Reply::new(200).body(body);
-    let Some((plan, path)) = Plan::after_send(route, &reply) else {
-        return Ok(Response::from_bytes(reply.body).map_err(http::internal)?.with_headers(headers));
     };
-    let stream = Route::parse("GET", path.split('?').next().unwrap_or_default())?;
-    let socket = to_thread(req, &stream, &path, caller, Forward::Socket, env, settings).await?;
-    relay::serve(socket, plan, &req.inner().signal(), settings.ping_ms, settings.streams_long_poll_ms).await
-}
-
-/// What a forwarded request carries: a (capped) body read here, the
-/// client's body as it streams in, or a request for a subscriber socket.
-enum Forward {
-    Body(Vec<u8>),
-    Stream,
-    Socket,
-}
-
-/// Forwards a request to its thread's object with the caller attached
-/// (any copy of the caller header a client sent is dropped). Sends are
-/// counted against the caller's per-minute limit first.
-async fn to_thread(
-    req: &Request,
-    route: &threadline_durable::route::Route,
-    path: &str,
-    caller: &Caller,
-    body: Forward,
-    env: &Env,
-    settings: &Settings,
-) -> std::result::Result<Response, ApiError> {
-    if route.sends() && settings.runs_per_minute > 0 {
-        let key = front::rate_key(caller, http::header(req, "cf-connecting-ip").as_deref(), settings);
-        admit(env, settings, &key).await?;
-    }
-    // The object's URL: this request's origin, the route's path, and the
-    // path's own query if it has one (a send's follow-up stream), else this
-    // request's.
-    let raw = req.inner();
-    let own = raw.url();
-    let (origin, _, own_query) = http::url_parts(&own);
-    let (path, query) = path.split_once('?').unwrap_or((path, own_query));
-    let url = match query {
-        "" => format!("{origin}{path}"),
-        q => format!("{origin}{path}?{q}"),
+    forwarded.headers().set(forward::HEADER, &c.context)?;
+    let (binding, name) = match &c.object {
+        Object::Thread(name) => ("THREAD", name),
+        Object::Stream(name) => ("STREAM", name),
+        Object::Directory(name) => ("DIRECTORY", name),
     };
-    let method = raw.method();
-    let forwarded = match body {
-        Forward::Body(b) if b.is_empty() => http::forwarded(raw, &url, &method, None),
-        Forward::Body(b) => http::forwarded(raw, &url, &method, Some(&js_sys::Uint8Array::from(b.as_slice()).into())),
-        Forward::Stream => http::forwarded(raw, &url, &method, raw.body().map(Into::into).as_ref()),
-        Forward::Socket => http::socket_request(raw, &url),
-    }
-    .map_err(http::internal)?;
-    // Set over any copy the client sent: the one header the object trusts.
-    forwarded.headers().set(CALLER_HEADER, &caller.to_header()).map_err(|e| http::internal(e.into()))?;
-    let stub = namespace(env, "THREAD").and_then(|ns| ns.get_by_name(route.thread())).map_err(http::internal)?;
-    stub.fetch_with_request(Request::from(forwarded)).await.map_err(http::internal)
-}
-
-/// Sends per actor per minute, counted by the actor's directory object.
-async fn admit(env: &Env, settings: &Settings, actor: &str) -> std::result::Result<(), ApiError> {
-    let body = serde_json::json!({ "limit": settings.runs_per_minute, "now": now_ms() });
-    let mut resp = directory_call(env, actor, "/admit", Some(body)).await?;
-    if resp.status_code() == 429 {
-        let answer: serde_json::Value = resp.json().await.map_err(http::internal)?;
-        let retry = answer["retryAfter"].as_i64().unwrap_or(60).max(1);
-        return Err(ApiError::rate_limited(settings.runs_per_minute, retry));
-    }
-    Ok(())
-}
-
-pub(crate) async fn directory_call(
-    env: &Env,
-    actor: &str,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> std::result::Result<Response, ApiError> {
-    let stub =
-        namespace(env, "DIRECTORY").and_then(|ns| ns.get_by_name(&format!("actor:{actor}"))).map_err(http::internal)?;
-    let mut init = RequestInit::new();
-    if let Some(b) = body {
-        let headers = Headers::new();
-        let _ = headers.set("content-type", "application/json");
-        init.with_method(Method::Post).with_headers(headers).with_body(Some(b.to_string().into()));
-    }
-    let req = Request::new_with_init(&format!("https://directory{path}"), &init).map_err(http::internal)?;
-    stub.fetch_with_request(req).await.map_err(http::internal)
-}
-
-/// `/v1/stream/*`: the standalone Durable Streams server, one `StreamObject`
-/// per stream path. CORS is open to any origin (the protocol's browser
-/// clients read streams cross-origin; nothing here rides on cookies) and
-/// every answer carries the protocol's security headers.
-async fn streams(req: Request, env: &Env, settings: &Settings) -> Result<Response> {
-    let raw = Clone::clone(req.inner());
-    let resp = streams_inner(req, env, settings).await;
-    http::discard_body(raw).await;
-    resp
-}
-
-async fn streams_inner(req: Request, env: &Env, settings: &Settings) -> Result<Response> {
-    use threadline_durable::protocols::durable_streams::wire::COMMON_HEADERS;
-    let finish = |resp: Response| -> Result<Response> {
-        let headers = http::mutable_headers(&resp)?;
-        for (k, v) in COMMON_HEADERS {
-            headers.set(k, v)?;
-        }
-        Ok(resp.with_headers(headers))
-    };
-    let authorization = http::header(&req, "authorization");
-    if let Err(e) = front::stream_access(req.method().as_ref(), authorization.as_deref(), settings, now_ms()) {
-        return finish(http::error(&e)?);
-    }
-    if req.method() == Method::Options {
-        return finish(Response::empty()?.with_status(204));
-    }
-    let limit = threadline_durable::protocols::durable_streams::server::MAX_BODY;
-    if http::header(&req, "content-length").and_then(|v| v.trim().parse::<u64>().ok()).is_some_and(|n| n > limit as u64)
-    {
-        return finish(http::reply(Reply::text(413, &format!("the body is over {limit} bytes")))?);
-    }
-    let path = req.path();
-    if path.len() <= "/v1/stream/".len() {
-        return finish(http::error(&ApiError::not_found_route("a stream path is /v1/stream/<name>"))?);
-    }
-    let stub = namespace(env, "STREAM")?.get_by_name(&path)?;
-    let query = request::query_pairs(&http::query(&req));
-    let if_none_match = http::header(&req, "if-none-match");
-    let long_poll_ms = settings.streams_long_poll_ms;
-    let Some(plan) = stream_live::plan(req.method().as_ref(), &path, &query, if_none_match.as_deref(), long_poll_ms)
-    else {
-        return finish(stub.fetch_with_request(req).await?);
-    };
-    // A live read: the object answers with a reader's socket (or refuses),
-    // and this Worker relays it, so the object can sleep meanwhile.
-    let socket = http::socket_request(req.inner(), &req.inner().url())?;
-    let socket = stub.fetch_with_request(Request::from(socket)).await?;
-    let resp = relay::serve(socket, plan, &req.inner().signal(), settings.ping_ms, long_poll_ms).await;
-    finish(match resp {
-        Ok(r) => r,
-        Err(e) => http::error(&e)?,
-    })
+    namespace(env, binding)?.get_by_name(name)?.fetch_with_request(Request::from(forwarded)).await
 }

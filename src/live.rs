@@ -10,15 +10,16 @@
 //! Invariant: every access to the core is one synchronous borrow, never held
 //! across an `.await`.
 
-use crate::store::SqlStore;
+use crate::store::DoSql;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
-use threadline_durable::{Follow, Sink, Thread};
+use threadline_durable::store::SqlStore;
+use threadline_durable::{ApiError, Follow, Sink, Thread};
 use worker::{State, WebSocket, WebSocketPair};
 
-pub type Core = Thread<SqlStore, WsSink>;
+pub type Core = Thread<SqlStore<DoSql>, WsSink>;
 /// The thread, shared by the object's requests and the tasks it spawns
 /// (the agent loop, timers); `None` until first loaded, and after a wipe.
 pub type Shared = Rc<RefCell<Option<Core>>>;
@@ -32,7 +33,7 @@ pub const PING: &str = "ping";
 pub const PONG: &str = "pong";
 
 /// The close code of a subscriber whose thread was deleted.
-pub use threadline_durable::feed::wire::GONE;
+pub use threadline_durable::feed::socket::GONE;
 
 /// What a subscriber socket keeps across the object's sleep.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -63,7 +64,7 @@ thread_local! {
 
 /// The message as JavaScript bytes, copied once per message. Messages
 /// travel as binary frames: no text transcoding on either side (they are
-/// the UTF-8 lines of `feed::wire`).
+/// the UTF-8 lines of `feed::socket`).
 fn js_bytes(message: &Bytes) -> js_sys::Uint8Array {
     LAST.with(|last| {
         let mut last = last.borrow_mut();
@@ -127,4 +128,38 @@ pub fn attachment(ws: &WebSocket) -> Option<Attachment> {
 /// Sends one message on a socket (a replay page).
 pub fn send(ws: &WebSocket, message: &Bytes) {
     send_on(ws, message);
+}
+
+/// Accepts a subscriber: its socket, registered with the core (which sends
+/// its hello) in the same synchronous block, and the Worker's end as the
+/// answer.
+pub fn subscribe(state: &State, core: &Shared, follow: Follow, after: u64) -> Result<worker::Response, ApiError> {
+    let id = crate::ids::subscriber_id();
+    let (client, server) = accept(state, id, &follow).map_err(crate::http::internal)?;
+    let hello = core.borrow_mut().as_mut().ok_or_else(ApiError::thread_not_found)?.subscribe(
+        id,
+        follow,
+        after,
+        WsSink::new(server.clone()),
+    )?;
+    send(&server, &hello);
+    worker::Response::from_websocket(client).map_err(crate::http::internal)
+}
+
+/// A subscriber's relay went away: it is unregistered (a sleeping object is
+/// not woken for it: a closed socket is not among those it finds on waking).
+pub fn gone(core: &Shared, ws: &WebSocket) {
+    if let (Some(a), Some(core)) = (attachment(ws), core.borrow_mut().as_mut()) {
+        core.unsubscribe(a.id);
+    }
+    let _ = ws.close(Some(1000), Some("closed"));
+}
+
+/// A relay asks for the next replay page of its subscription.
+pub fn page(core: &Shared, ws: &WebSocket, text: &str) -> Result<(), ApiError> {
+    let Some((after, high)) = threadline_durable::feed::socket::parse_page_request(text) else { return Ok(()) };
+    let Some(a) = attachment(ws) else { return Ok(()) };
+    let page = core.borrow().as_ref().ok_or_else(ApiError::thread_not_found)?.replay_page(&a.follow, after, high)?;
+    send(ws, &page);
+    Ok(())
 }

@@ -3,20 +3,20 @@
 //! same code as wasm once per subscriber per publish.
 //! `cargo run --release -p threadline-durable --example relay_cost`
 use std::time::Instant;
-use threadline_durable::feed::{wire, Relay};
+use threadline_durable::feed::{socket, Relay};
 use threadline_durable::protocols::instance_ai::stream::Events;
 
 fn main() {
     let mut hello = Vec::new();
-    wire::hello(0, 0, 0, &mut hello);
-    wire::page_end(0, &mut hello);
+    socket::hello(0, 0, 0, &mut hello);
+    socket::page_end(0, &mut hello);
     // One publish of 1,000 tool calls, as the object sends it.
     let mut message = Vec::new();
     for i in 0..1000u64 {
         let event = format!(
             r#"{{"type":"tool-call","runId":"t.run_0123456789abcdef01234567","agentId":"orchestrator","ts":1796073870136,"payload":{{"toolCallId":"m{i}","toolName":"bench","args":{{}}}}}}"#
         );
-        wire::durable(i + 1, &event, &mut message);
+        socket::durable(i + 1, &event, &mut message);
     }
     let message = String::from_utf8(message).expect("feed lines are UTF-8");
     let mut relay = Relay::new(Events);

@@ -1,10 +1,11 @@
 //! Who may do what on a thread: the one access decision, for every route.
 //!
 //! The stateless Worker authenticates (`auth`) and hands the thread a
-//! [`Caller`]; the thread supplies the [`Facts`] it holds (its owner, and for
-//! a decision the request decided); [`decide`] answers with a [`Grant`] or the
-//! refusal. No other code decides access: the shell only carries the caller
-//! across the hop, and the thread only acts within the grant.
+//! [`Caller`]; the route says what it does ([`Access`]); the thread supplies
+//! the [`Facts`] it holds (its owner, and for a decision the request
+//! decided); [`decide`] answers with a [`Grant`] or the refusal. No other
+//! code decides access: the shell only carries the caller across the hop,
+//! and the thread only acts within the grant.
 //!
 //! Invariants enforced here:
 //! - A thread belongs to the actor whose accepted send created it. Anyone
@@ -24,9 +25,6 @@
 
 use crate::auth::Actor;
 use crate::error::ApiError;
-use crate::route::Route;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use base64::Engine;
 use serde::{Deserialize, Serialize};
 
 /// Who is calling, as the Worker authenticated it.
@@ -53,29 +51,7 @@ impl Caller {
             Caller::Actor { id, .. } | Caller::StreamToken { id, .. } => Some(id),
         }
     }
-
-    /// The header value the Worker forwards: base64url JSON, so any `sub`
-    /// and any role travel intact (a raw header would drop what is not
-    /// Latin-1 and trim what has edge spaces).
-    pub fn to_header(&self) -> String {
-        B64.encode(serde_json::to_vec(self).expect("a caller serialises"))
-    }
-
-    /// The caller the Worker forwarded; a missing or unreadable header is no
-    /// caller. Invariant (`src/lib.rs::to_thread`): the Worker sets this
-    /// header on every request it forwards, over any copy a client sent, so
-    /// the object believes only the Worker's; it is the one header the
-    /// object trusts.
-    pub fn from_header(value: Option<&str>) -> Caller {
-        value
-            .and_then(|v| B64.decode(v.trim()).ok())
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or(Caller::Nobody)
-    }
 }
-
-/// The header the Worker forwards the caller in.
-pub const CALLER_HEADER: &str = "x-threadline-caller";
 
 /// What the thread knows that access depends on.
 #[derive(Clone, Copy, Debug, Default)]
@@ -104,6 +80,23 @@ pub enum Decider<'a> {
     Role(&'a str),
 }
 
+/// What a route does, as access sees it: every protocol's route says which
+/// of these it is, and [`decide`] knows nothing else of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Sends a message: the owner's, and anyone's on a thread nobody owns
+    /// (an accepted send claims it).
+    Send,
+    /// The owner's only.
+    Owner,
+    /// Reads the thread's streams: the owner's, and a stream token's.
+    Reader,
+    /// Decides a request: who may, the request says ([`Decider`]).
+    Decide,
+    /// Publishes into a run: the run's token decides, checked by the thread.
+    Publish,
+}
+
 /// What the caller may do on the route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Grant {
@@ -120,17 +113,18 @@ pub enum Grant {
     Publisher,
 }
 
-/// The one access decision. `Err` is the route's refusal: its not-found
-/// answer (existence does not leak), or 403 `approver_required`.
-pub fn decide(route: &Route, caller: &Caller, facts: &Facts) -> Result<Grant, ApiError> {
-    if route.publishes() {
+/// The one access decision. `Err` is the route's refusal: `not_found`, the
+/// answer an unknown id gets on the route (existence does not leak), or
+/// 403 `approver_required`.
+pub fn decide(access: Access, not_found: ApiError, caller: &Caller, facts: &Facts) -> Result<Grant, ApiError> {
+    if access == Access::Publish {
         return Ok(Grant::Publisher);
     }
-    let hidden = || Err(route.not_found());
+    let hidden = || Err(not_found.clone());
     match caller {
         Caller::Nobody => hidden(),
         Caller::StreamToken { id, .. } => {
-            if route.reads_stream() && facts.owner == Some(id.as_str()) {
+            if access == Access::Reader && facts.owner == Some(id.as_str()) {
                 Ok(Grant::Reader)
             } else {
                 hidden()
@@ -138,7 +132,7 @@ pub fn decide(route: &Route, caller: &Caller, facts: &Facts) -> Result<Grant, Ap
         }
         Caller::Actor { id, roles } => {
             let owner = facts.owner == Some(id.as_str());
-            if route.decides() {
+            if access == Access::Decide {
                 return match facts.request {
                     None | Some(Request::Unknown) => hidden(),
                     Some(Request::Held { decider: Decider::Role(role) }) if roles.iter().any(|r| r == role) => {
@@ -153,27 +147,9 @@ pub fn decide(route: &Route, caller: &Caller, facts: &Facts) -> Result<Grant, Ap
             }
             match facts.owner {
                 Some(_) if owner => Ok(Grant::Owner),
-                None if route.sends() => Ok(Grant::Claim),
+                None if access == Access::Send => Ok(Grant::Claim),
                 _ => hidden(),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_caller_travels_intact() {
-        for c in [
-            Caller::Nobody,
-            Caller::Actor { id: " alice\u{7f}用户".into(), roles: vec!["a,b".into(), "c".into()] },
-            Caller::StreamToken { id: "bob".into(), expires_at: 42 },
-        ] {
-            assert_eq!(Caller::from_header(Some(&c.to_header())), c);
-        }
-        assert_eq!(Caller::from_header(Some("not base64!")), Caller::Nobody);
-        assert_eq!(Caller::from_header(None), Caller::Nobody);
     }
 }

@@ -1,9 +1,43 @@
-//! An actor's directory (one small object per actor): the rule of the
-//! per-minute send limit. The shell keeps the actor's sends of the last
-//! minute and asks this rule whether one more may go.
+//! An actor's directory: one small object per actor (`actor:<id>`) that
+//! lists the threads they started and counts their sends for the per-minute
+//! limit. Threads register themselves when a run starts; a thread's own
+//! object stays the source of truth for everything in it. The object's
+//! shell hands each [`Op`] here and answers with the [`Reply`].
+
+use crate::db::{Db, Value};
+use crate::error::ApiError;
+use crate::reply::Reply;
+use crate::schema::{self, OpenError};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 /// The window of the per-minute send limit.
 pub const WINDOW_MS: i64 = 60_000;
+
+/// Most threads one listing holds, newest first.
+pub const LIST_LIMIT: i64 = 200;
+
+/// What a directory is asked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum Op {
+    /// A run started on the thread: list it, or count one more run on it.
+    #[serde(rename_all = "camelCase")]
+    Register { thread_id: String, title: String, at: i64 },
+    /// The thread is gone.
+    #[serde(rename_all = "camelCase")]
+    Unregister { thread_id: String },
+    /// One more send, if the window has room for it (`limit` a minute).
+    Admit { limit: i64, now: i64 },
+    /// The actor's threads, newest first: `{rows: [{threadId, title,
+    /// createdAt, updatedAt, runs}]}`.
+    List,
+}
+
+/// The name of `actor`'s directory object.
+pub fn name(actor: &str) -> String {
+    format!("actor:{actor}")
+}
 
 /// Whether one more send may go, with `count` sends in the window (the
 /// oldest at `oldest`) and at most `limit` a minute: `Err(seconds)` to wait
@@ -14,6 +48,82 @@ pub fn admit(count: i64, oldest: Option<i64>, limit: i64, now: i64) -> Result<()
     }
     let retry_ms = oldest.map_or(WINDOW_MS, |o| o + WINDOW_MS - now).max(1_000);
     Err((retry_ms + 999) / 1000)
+}
+
+/// An actor's directory on its storage.
+pub struct Directory<D: Db> {
+    db: D,
+}
+
+impl<D: Db> Directory<D> {
+    /// Opens the directory, bringing storage to the current layout first.
+    pub fn open(db: D) -> Result<Directory<D>, OpenError> {
+        schema::migrate(&db, &schema::DIRECTORY)?;
+        Ok(Directory { db })
+    }
+
+    /// Carries out `op`.
+    pub fn handle(&self, op: &Op) -> Reply {
+        self.serve(op).unwrap_or_else(|e| Reply::error(&e))
+    }
+
+    fn serve(&self, op: &Op) -> Result<Reply, ApiError> {
+        let db = &self.db;
+        let storage = ApiError::storage;
+        match op {
+            Op::Register { thread_id, title, at } => {
+                db.exec(
+                    "INSERT INTO threads (thread_id, title, created_at, updated_at) VALUES (?, ?, ?, ?)
+                     ON CONFLICT (thread_id) DO UPDATE SET updated_at = excluded.updated_at, runs = runs + 1",
+                    &[thread_id.as_str().into(), title.as_str().into(), (*at).into(), (*at).into()],
+                )
+                .map_err(storage)?;
+                Ok(Reply::new(204))
+            }
+            Op::Unregister { thread_id } => {
+                db.exec("DELETE FROM threads WHERE thread_id = ?", &[thread_id.as_str().into()]).map_err(storage)?;
+                Ok(Reply::new(204))
+            }
+            Op::Admit { limit, now } => {
+                // A sliding window over the last minute's sends.
+                db.exec("DELETE FROM sends WHERE at <= ?", &[(now - WINDOW_MS).into()]).map_err(storage)?;
+                let window = db.run("SELECT COUNT(*), MIN(at) FROM sends", &[]).map_err(storage)?;
+                let row = window.rows.into_iter().next().unwrap_or_default();
+                let count = row.first().map_or(0, Value::int);
+                let oldest = row.get(1).filter(|v| **v != Value::Null).map(Value::int);
+                if let Err(retry) = admit(count, oldest, *limit, *now) {
+                    return Ok(Reply::json(429, &json!({ "retryAfter": retry })));
+                }
+                db.exec("INSERT INTO sends (at) VALUES (?)", &[(*now).into()]).map_err(storage)?;
+                Ok(Reply::new(204))
+            }
+            Op::List => {
+                let rows = db
+                    .run(
+                        "SELECT thread_id, title, created_at, updated_at, runs FROM threads ORDER BY updated_at DESC LIMIT ?",
+                        &[LIST_LIMIT.into()],
+                    )
+                    .map_err(storage)?;
+                let rows: Vec<_> = rows
+                    .rows
+                    .into_iter()
+                    .map(|r| {
+                        let mut r = r.into_iter();
+                        let mut next = || r.next().unwrap_or(Value::Null);
+                        let (thread_id, title) = (next().text(), next().text());
+                        json!({
+                            "threadId": thread_id,
+                            "title": title,
+                            "createdAt": next().int(),
+                            "updatedAt": next().int(),
+                            "runs": next().int(),
+                        })
+                    })
+                    .collect();
+                Ok(Reply::json(200, &json!({ "rows": rows })))
+            }
+        }
+    }
 }
 
 #[cfg(test)]

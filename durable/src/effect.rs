@@ -21,10 +21,9 @@ pub enum Effect {
     Webhook { body: Value, start_of: Option<String> },
     /// Stop this instance's built-in agents and abort their fetches.
     StopAgents,
-    /// List the thread (or refresh it) in its owner's directory.
-    Register { owner: String, thread_id: String, title: String, at: i64 },
-    /// Remove the thread from its owner's directory.
-    Unregister { owner: String, thread_id: String },
+    /// Tell an actor's directory (the thread's owner's: a run started, the
+    /// thread is gone).
+    Directory { actor: String, op: crate::directory::Op },
     /// Delete every row, document and alarm of the thread, and drop it from
     /// memory (its streams end). Deletion and the idle TTL.
     Wipe,
@@ -45,8 +44,7 @@ impl std::fmt::Debug for Effect {
             Effect::Drive(d) => write!(f, "Drive({})", d.job.run_id),
             Effect::Webhook { body, start_of } => write!(f, "Webhook({body}, start_of: {start_of:?})"),
             Effect::StopAgents => f.write_str("StopAgents"),
-            Effect::Register { owner, thread_id, .. } => write!(f, "Register({owner}, {thread_id})"),
-            Effect::Unregister { owner, thread_id } => write!(f, "Unregister({owner}, {thread_id})"),
+            Effect::Directory { actor, op } => write!(f, "Directory({actor}, {op:?})"),
             Effect::Wipe => f.write_str("Wipe"),
         }
     }

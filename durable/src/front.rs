@@ -1,163 +1,320 @@
-//! What the stateless Worker decides before anything reaches an object:
-//! where a request goes, who is calling, and which browser origins may read
-//! the answer. Plain functions of the request's method, path and headers;
-//! the Worker only forwards bytes to the object these name.
+//! What the stateless Worker decides, as one exchange per request: where
+//! the request goes, who is calling, which browser origins may read the
+//! answer. The Worker's shell asks [`Exchange`] what to do next and carries
+//! out each [`Step`] (answer, read the body, call an object, relay a
+//! socket), handing back what it got; it never looks at a path, a route or
+//! a caller itself.
+//!
+//! A request's way through: its route is found (`protocols::parse`); its
+//! caller identified (401 before an unknown path is refused, so a caller
+//! without credentials learns nothing about the surface; publishing goes
+//! without); a route whose thread its body names has the body read first;
+//! a send is counted against the caller's per-minute window (their
+//! directory); then the route's object is called with what the Worker
+//! decided ([`forward`](crate::forward)), its stream relayed, or, for a
+//! send that answers with its run, followed by that run's stream.
 
-use crate::access::Caller;
+use crate::access::{Access, Caller};
 use crate::auth;
+use crate::directory::{self, Op};
 use crate::error::ApiError;
+use crate::feed::Plan;
+use crate::forward::{self, Body, Call, Object};
+use crate::input::{self, Head};
+use crate::protocols::{self, AtWorker, Context, Route, Target};
 use crate::reply::Reply;
-use crate::route::Route;
-use crate::settings::{Settings, StreamsAuth};
+use crate::settings::Settings;
 
-/// Where a request goes.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Dispatch {
-    /// A CORS preflight: answered by the Worker (204 when the origin may
-    /// call, else 403), never forwarded.
-    Preflight,
-    /// `/v1/stream/*`: the standalone Durable Stream named by the path.
-    Stream,
-    /// `GET /agent/models`: the model catalog.
-    Models,
-    /// `GET /agent/threads`: the caller's threads, from their directory.
-    ThreadList,
-    /// agora's `POST /agent/chat`: the thread is named in the body (or new).
-    AgoraChat,
-    /// agora's `POST /agent/tool-call/approve|reject`: the thread is in the
-    /// body's run or call id.
-    AgoraDecision { approve: bool },
-    /// The AI SDK's `POST /api/chat`: the thread is the body's chat `id`.
-    UiChat,
-    /// AG-UI's `POST /ag-ui`: the thread is the body's `threadId`.
-    AguiRun,
-    /// A route of one thread, to the thread's object.
-    Thread(Route),
+/// What the shell does next.
+pub enum Step {
+    /// Answer the client with this.
+    Reply(Reply),
+    /// Read the client's body, at most `limit` bytes, and hand it to
+    /// [`Exchange::body`].
+    ReadBody { limit: usize },
+    /// Make this call and hand its answer to [`Exchange::answer`].
+    Call(Call),
+    /// Answer the client with the last call's answer: its status, its
+    /// headers and the body read from it.
+    Respond,
+    /// Make this call; its answer is the client's.
+    Pass(Call),
+    /// Make this call (a socket) and relay it to the client with the plan.
+    Relay(Call, Plan),
 }
 
-impl Dispatch {
-    /// Parses the request line. Unknown paths are 404, wrong methods 405.
-    pub fn parse(method: &str, path: &str) -> Result<Dispatch, ApiError> {
-        if is_stream_path(path) {
-            return Ok(Dispatch::Stream);
-        }
-        if method == "OPTIONS" {
-            return Ok(Dispatch::Preflight);
-        }
-        let only = |allowed: &str, d: Dispatch| {
-            if method == allowed {
-                Ok(d)
-            } else {
-                Err(ApiError::method_not_allowed(path, allowed))
+/// What every answer carries, whatever its step: the headers the Worker
+/// adds, and whether the body is dropped (`HEAD`).
+#[derive(Clone, Debug, Default)]
+pub struct Finish {
+    pub head_only: bool,
+    pub headers: Vec<(&'static str, String)>,
+}
+
+/// What the exchange waits for.
+enum Waiting {
+    Nothing,
+    /// The client's body, to learn the route's thread.
+    Body(Route, Caller),
+    /// The directory's answer to a send's admission.
+    Admission(Route, Caller, Body),
+    /// The thread's answer to a send that may be followed by its run.
+    Send(Route, Caller),
+    /// The caller's directory's answer.
+    Directory(Route),
+}
+
+/// One request's exchange with the core.
+pub struct Exchange<'s> {
+    settings: &'s Settings,
+    now: i64,
+    method: &'static str,
+    query: Vec<(String, String)>,
+    last_event_id: Option<String>,
+    client_ip: Option<String>,
+    finish: Finish,
+    waiting: Waiting,
+}
+
+/// The methods a request may have, as a static name (a call's).
+fn method_name(method: &str) -> &'static str {
+    const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+    METHODS.into_iter().find(|m| *m == method).unwrap_or("GET")
+}
+
+impl<'s> Exchange<'s> {
+    /// Begins the exchange of `head`: the first step.
+    pub fn start(head: &Head, settings: &'s Settings, now: i64) -> (Exchange<'s>, Step) {
+        let mut x = Exchange {
+            settings,
+            now,
+            method: method_name(head.method),
+            query: input::query_pairs(head.query),
+            last_event_id: (head.header)("last-event-id"),
+            client_ip: (head.header)("cf-connecting-ip"),
+            finish: Finish { head_only: head.method == "HEAD", headers: Vec::new() },
+            waiting: Waiting::Nothing,
+        };
+        let step = x.begin(head).unwrap_or_else(|e| Step::Reply(Reply::error(&e)));
+        (x, step)
+    }
+
+    /// What every answer of this exchange carries.
+    pub fn finish(&self) -> &Finish {
+        &self.finish
+    }
+
+    fn begin(&mut self, head: &Head) -> Result<Step, ApiError> {
+        let parsed = protocols::parse(head.method, head.path);
+        if let Some(own) = parsed.as_ref().ok().and_then(Route::own_headers) {
+            self.finish.headers.extend(own.iter().map(|(k, v)| (*k, (*v).to_owned())));
+        } else {
+            self.finish.headers.extend(SECURITY_HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())));
+            let allowed = cors((head.header)("origin").as_deref(), self.settings);
+            let preflight = head.method == "OPTIONS";
+            if let Some(h) = &allowed {
+                self.finish.headers.extend(h.iter().cloned());
             }
-        };
-        match path {
-            "/agent/models" => only("GET", Dispatch::Models),
-            "/agent/threads" => only("GET", Dispatch::ThreadList),
-            "/agent/chat" => only("POST", Dispatch::AgoraChat),
-            "/agent/tool-call/approve" => only("POST", Dispatch::AgoraDecision { approve: true }),
-            "/agent/tool-call/reject" => only("POST", Dispatch::AgoraDecision { approve: false }),
-            "/api/chat" => only("POST", Dispatch::UiChat),
-            "/ag-ui" => only("POST", Dispatch::AguiRun),
-            _ => Route::parse(method, path).map(Dispatch::Thread),
-        }
-    }
-
-    /// Whether the request needs a caller: everything but publishing (its
-    /// bearer is the run's token, checked by the thread) and the
-    /// standalone streams (their own rule: [`stream_caller`]).
-    pub fn needs_caller(&self) -> bool {
-        match self {
-            Dispatch::Preflight | Dispatch::Stream => false,
-            Dispatch::Thread(route) => !route.publishes(),
-            _ => true,
-        }
-    }
-}
-
-/// The request's destination and caller. A caller is identified before an
-/// unknown path is refused, so a caller without credentials learns nothing
-/// about the surface (401 everywhere); only publishing paths go without.
-pub fn plan(
-    method: &str,
-    path: &str,
-    query_token: Option<&str>,
-    authorization: Option<&str>,
-    settings: &Settings,
-    now: i64,
-) -> Result<(Dispatch, Caller), ApiError> {
-    let dispatch = Dispatch::parse(method, path);
-    let publishing = method == "POST"
-        && ((path.starts_with("/instance-ai/threads/") && path.ends_with("/events")) || path.starts_with("/v1/runs/"));
-    let needs_caller = match &dispatch {
-        Ok(d) => d.needs_caller(),
-        Err(_) => !publishing,
-    };
-    let caller = if needs_caller {
-        let route = match &dispatch {
-            Ok(Dispatch::Thread(r)) => Some(r),
-            _ => None,
-        };
-        identify(route, query_token, authorization, settings, now)?
-    } else {
-        Caller::Nobody
-    };
-    Ok((dispatch?, caller))
-}
-
-/// Who is calling. A browser's EventSource cannot send headers, so the
-/// routes that read a thread's streams also take a stream token in
-/// `?token=`: short lived, for one thread, read-only. A full JWT in a URL is
-/// refused: URLs end up in logs, browser history and `Referer` headers,
-/// where a long-lived credential must never be.
-pub fn identify(
-    route: Option<&Route>,
-    query_token: Option<&str>,
-    authorization: Option<&str>,
-    settings: &Settings,
-    now: i64,
-) -> Result<Caller, ApiError> {
-    if let Some(token) = query_token {
-        if auth::looks_like_jwt(token) {
-            return Err(ApiError::token_in_url());
-        }
-        let route = route.filter(|r| r.reads_stream()).ok_or_else(|| {
-            ApiError::unauthorized("stream tokens are accepted on the events and run-stream routes only")
-        })?;
-        let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
-        let (actor, expires_at) = auth::verify_stream_token(key, token, route.thread(), now)?;
-        return Ok(Caller::StreamToken { id: actor.id, expires_at });
-    }
-    settings.auth.authenticate(authorization, now).map(Caller::actor)
-}
-
-/// Who may use `/v1/stream/*` (`STREAMS_AUTH`): nobody when it is unset
-/// (404, as for any route that does not exist), anyone with `none`, and with
-/// `jwt` authenticated callers holding `STREAMS_ROLE` (401 without a valid
-/// token, 403 `role_required` without the role). A CORS preflight carries
-/// no credentials: it is answered wherever the route is on.
-pub fn stream_access(
-    method: &str,
-    authorization: Option<&str>,
-    settings: &Settings,
-    now: i64,
-) -> Result<Caller, ApiError> {
-    match &settings.streams_auth {
-        StreamsAuth::Off => Err(ApiError::not_found_route(
-            "no route for /v1/stream/*: the Durable Streams server is off (STREAMS_AUTH)",
-        )),
-        StreamsAuth::Invalid(e) => Err(ApiError::misconfigured(e.clone())),
-        _ if method == "OPTIONS" => Ok(Caller::Nobody),
-        StreamsAuth::Open => Ok(Caller::Nobody),
-        StreamsAuth::Role(role) => {
-            let actor = settings.auth.authenticate(authorization, now)?;
-            if actor.roles.iter().any(|r| r == role) {
-                Ok(Caller::actor(actor))
-            } else {
-                Err(ApiError::role_required(role))
+            if preflight {
+                // Answered by the Worker (204 when the origin may call, else
+                // 403), never forwarded.
+                return Ok(Step::Reply(Reply::new(if allowed.is_some() { 204 } else { 403 })));
             }
         }
+        let token = input::query_first(&self.query, "token");
+        let authorization = (head.header)("authorization");
+        let (route, caller) = match parsed {
+            Ok(route) => {
+                let caller = match route.identify(head, self.settings, self.now) {
+                    Some(own) => own?,
+                    None => self.identify(Some(&route), token.as_deref(), authorization.as_deref())?,
+                };
+                (route, caller)
+            }
+            Err(e) => {
+                // A caller is identified before an unknown path is refused,
+                // so without credentials the answer is 401 everywhere; only
+                // publishing paths go without.
+                if !publishing(head.method, head.path) {
+                    self.identify(None, token.as_deref(), authorization.as_deref())?;
+                }
+                return Err(e);
+            }
+        };
+        if let Some(reply) = route.head().filter(|_| self.finish.head_only) {
+            return Ok(Step::Reply(reply));
+        }
+        match route.target() {
+            Target::Worker => match route.at_worker(&caller, head, self.settings)? {
+                AtWorker::Reply(r) => Ok(Step::Reply(r)),
+                AtWorker::Stream { name, context, live } => {
+                    let call = Call {
+                        object: Object::Stream(name),
+                        method: self.method,
+                        context,
+                        body: Body::Client,
+                        socket: false,
+                        path: "/",
+                    };
+                    Ok(match live {
+                        // A live read: the object answers with a reader's
+                        // socket (or refuses), and the Worker relays it, so
+                        // the object can sleep meanwhile.
+                        Some(plan) => Step::Relay(Call { method: "GET", body: Body::None, socket: true, ..call }, plan),
+                        None => Step::Pass(call),
+                    })
+                }
+                AtWorker::Directory(op) => {
+                    let actor = caller.id().ok_or_else(ApiError::thread_not_found)?.to_owned();
+                    self.waiting = Waiting::Directory(route);
+                    Ok(Step::Call(directory_call(&actor, &op)))
+                }
+            },
+            Target::Body => {
+                let limit = route.body().limit(&self.settings.limits);
+                self.waiting = Waiting::Body(route, caller);
+                Ok(Step::ReadBody { limit })
+            }
+            Target::Thread => {
+                // The body goes to the object as it arrives, never held here:
+                // the object reads it with the route's cap (a declared length
+                // over it is refused now, before anything is read).
+                let limit = route.body().limit(&self.settings.limits);
+                if head.declared_length().is_some_and(|n| n > limit as u64) {
+                    return Err(ApiError::body_too_large(limit));
+                }
+                self.toward_thread(route, caller, Body::Client)
+            }
+        }
     }
+
+    /// Who is calling. A browser's EventSource cannot send headers, so the
+    /// routes that read a thread's streams also take a stream token in
+    /// `?token=`: short lived, for one thread, read-only. A full JWT in a URL
+    /// is refused: URLs end up in logs, browser history and `Referer`
+    /// headers, where a long-lived credential must never be.
+    fn identify(
+        &self,
+        route: Option<&Route>,
+        token: Option<&str>,
+        authorization: Option<&str>,
+    ) -> Result<Caller, ApiError> {
+        if route.is_some_and(|r| r.access() == Access::Publish) {
+            return Ok(Caller::Nobody);
+        }
+        if let Some(token) = token {
+            if auth::looks_like_jwt(token) {
+                return Err(ApiError::token_in_url());
+            }
+            let route =
+                route.filter(|r| r.access() == Access::Reader && r.target() == Target::Thread).ok_or_else(|| {
+                    ApiError::unauthorized("stream tokens are accepted on the events and run-stream routes only")
+                })?;
+            let key = self.settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
+            let (actor, expires_at) = auth::verify_stream_token(key, token, route.thread(), self.now)?;
+            return Ok(Caller::StreamToken { id: actor.id, expires_at });
+        }
+        self.settings.auth.authenticate(authorization, self.now).map(Caller::actor)
+    }
+
+    /// The client's body, as [`Step::ReadBody`] asked (or why it could not
+    /// be read): the route learns its thread from it.
+    pub fn body(&mut self, body: Result<Vec<u8>, ApiError>, new_id: &dyn Fn(&str) -> String) -> Step {
+        let Waiting::Body(mut route, caller) = std::mem::replace(&mut self.waiting, Waiting::Nothing) else {
+            return Step::Reply(Reply::error(&ApiError::unavailable("no body was asked for")));
+        };
+        let addressed = body.and_then(|bytes| {
+            let json = input::json(&bytes, route.body().limit(&self.settings.limits))?;
+            route.address(&json, new_id)?;
+            Ok(bytes)
+        });
+        match addressed.and_then(|bytes| self.toward_thread(route, caller, Body::Bytes(bytes))) {
+            Ok(step) => step,
+            Err(e) => Step::Reply(Reply::error(&e)),
+        }
+    }
+
+    /// A call's answer (its status and body), as [`Step::Call`] asked.
+    pub fn answer(&mut self, status: u16, body: Vec<u8>) -> Step {
+        let reply = Reply::new(status).body(body);
+        let next = match std::mem::replace(&mut self.waiting, Waiting::Nothing) {
+            Waiting::Admission(route, caller, body) => {
+                if reply.status == 429 {
+                    let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
+                    let retry = answer["retryAfter"].as_i64().unwrap_or(60).max(1);
+                    Err(ApiError::rate_limited(self.settings.runs_per_minute, retry))
+                } else if reply.status / 100 != 2 {
+                    Err(ApiError::unavailable(format!("the directory answered {}", reply.status)))
+                } else {
+                    self.call_thread(route, caller, body)
+                }
+            }
+            Waiting::Send(route, caller) => match route.after_send(&reply) {
+                Some((plan, follow)) => Ok(Step::Relay(thread_call(follow, caller, Body::None, true), plan)),
+                None => Ok(Step::Respond),
+            },
+            Waiting::Directory(route) => route.directory_reply(&reply.body).map(Step::Reply),
+            Waiting::Nothing | Waiting::Body(..) => Err(ApiError::unavailable("no answer was asked for")),
+        };
+        next.unwrap_or_else(|e| Step::Reply(Reply::error(&e)))
+    }
+
+    /// To the route's thread: sends are counted against the caller's
+    /// per-minute limit first.
+    fn toward_thread(&mut self, route: Route, caller: Caller, body: Body) -> Result<Step, ApiError> {
+        if route.access() == Access::Send && self.settings.runs_per_minute > 0 {
+            let key = rate_key(&caller, self.client_ip.as_deref(), self.settings);
+            let op = Op::Admit { limit: self.settings.runs_per_minute, now: self.now };
+            self.waiting = Waiting::Admission(route, caller, body);
+            return Ok(Step::Call(directory_call(&key, &op)));
+        }
+        self.call_thread(route, caller, body)
+    }
+
+    fn call_thread(&mut self, route: Route, caller: Caller, body: Body) -> Result<Step, ApiError> {
+        if let Some(plan) = route.plan(&self.query, self.last_event_id.as_deref(), self.now)? {
+            let plan = match &caller {
+                // A stream opened with a stream token ends when it expires.
+                Caller::StreamToken { expires_at, .. } => plan.until(*expires_at),
+                _ => plan,
+            };
+            return Ok(Step::Relay(thread_call(route, caller, Body::None, true), plan));
+        }
+        let follows = matches!(body, Body::Bytes(_));
+        let call = Call { method: self.method, ..thread_call(route.clone(), caller.clone(), body, false) };
+        if follows {
+            // A send whose body named its thread may answer with a run to
+            // follow (`Protocol::after_send`).
+            self.waiting = Waiting::Send(route, caller);
+            return Ok(Step::Call(call));
+        }
+        Ok(Step::Pass(call))
+    }
+}
+
+/// A call to a thread's object for `route`.
+fn thread_call(route: Route, caller: Caller, body: Body, socket: bool) -> Call {
+    let object = Object::Thread(route.thread().to_owned());
+    let method = if socket { "GET" } else { "POST" };
+    Call { object, method, context: forward::encode(&Context { caller, route }), body, socket, path: "/" }
+}
+
+/// A call to `actor`'s directory.
+pub fn directory_call(actor: &str, op: &Op) -> Call {
+    Call {
+        object: Object::Directory(directory::name(actor)),
+        method: "POST",
+        context: forward::encode(op),
+        body: Body::None,
+        socket: false,
+        path: "/",
+    }
+}
+
+/// Publishing paths: an external agent's, whose bearer is its run's token.
+fn publishing(method: &str, path: &str) -> bool {
+    method == "POST"
+        && ((path.starts_with("/instance-ai/threads/") && path.ends_with("/events")) || path.starts_with("/v1/runs/"))
 }
 
 /// Whose per-minute send budget a send counts against: the actor's, or,
@@ -195,37 +352,6 @@ pub fn cors(origin: Option<&str>, settings: &Settings) -> Option<Vec<(&'static s
     ])
 }
 
-/// `/v1/stream/*` is the standalone Durable Streams server, with its own
-/// CORS, errors and auth (`stream_caller`).
-pub fn is_stream_path(path: &str) -> bool {
-    path.starts_with("/v1/stream/")
-}
-
-/// `HEAD` on the events and run-stream routes: the stream's headers,
-/// without opening one.
-pub fn head_reply(method: &str, route: &Route) -> Option<Reply> {
-    let stream = matches!(route, Route::Events { .. } | Route::AgentStream { .. });
-    let headers = match route {
-        Route::UiStream { .. } | Route::UiRunStream { .. } => Some(crate::protocols::ai_sdk::mapping::HEADERS),
-        Route::AguiStream { .. } => Some(crate::protocols::ag_ui::mapping::HEADERS),
-        _ => None,
-    };
-    if let (true, Some(headers)) = (method == "HEAD", headers) {
-        let mut r = Reply::new(200);
-        for (k, v) in headers {
-            r.set(k, *v);
-        }
-        return Some(r);
-    }
-    (method == "HEAD" && stream).then(|| {
-        let mut r = Reply::new(200);
-        for (k, v) in crate::sse::HEADERS {
-            r.set(k, *v);
-        }
-        r
-    })
-}
-
 /// Every answer of the Worker carries these.
 pub const SECURITY_HEADERS: &[(&str, &str)] = &[("x-content-type-options", "nosniff")];
 
@@ -233,41 +359,76 @@ pub const SECURITY_HEADERS: &[(&str, &str)] = &[("x-content-type-options", "nosn
 mod tests {
     use super::*;
 
+    fn start<'s>(method: &str, path: &str, headers: &[(&str, &str)], s: &'s Settings) -> (Exchange<'s>, Step) {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        let headers: Vec<(String, String)> = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let header = move |name: &str| headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        Exchange::start(&Head { method, path, query, header: &header }, s, 1)
+    }
+
+    fn refusal(step: &Step) -> (u16, String) {
+        match step {
+            Step::Reply(r) => {
+                let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap_or_default();
+                (r.status, body["error"]["code"].as_str().unwrap_or_default().to_owned())
+            }
+            _ => (0, String::new()),
+        }
+    }
+
     #[test]
-    fn dispatch_and_callers() {
-        assert_eq!(Dispatch::parse("OPTIONS", "/anything").unwrap(), Dispatch::Preflight);
-        assert_eq!(Dispatch::parse("GET", "/v1/stream/a").unwrap(), Dispatch::Stream);
-        assert_eq!(Dispatch::parse("POST", "/agent/models").unwrap_err().code, "method_not_allowed");
-        assert!(!Dispatch::parse("POST", "/instance-ai/threads/t/runs/r/events").unwrap().needs_caller());
-        assert!(Dispatch::parse("GET", "/instance-ai/events/t").unwrap().needs_caller());
+    fn routes_callers_and_stream_tokens() {
         let s = Settings::from_pairs(&[("AUTH_MODE", "dev")]);
-        let events = Route::parse("GET", "/instance-ai/events/t").unwrap();
-        let status = Route::parse("GET", "/instance-ai/threads/t/status").unwrap();
+        let (_, step) = start("POST", "/agent/models", &[], &s);
+        assert_eq!(refusal(&step).1, "method_not_allowed");
+        let (_, step) = start("POST", "/instance-ai/threads/t/runs/r/events", &[], &s);
+        assert!(
+            matches!(step, Step::Pass(Call { ref context, .. }) if forward::decode::<Context>(Some(context)).unwrap().caller == Caller::Nobody)
+        );
         let (token, _) = auth::issue_stream_token(s.stream_key.as_deref().unwrap(), "t", "dev", 0, 1_000);
-        assert!(matches!(identify(Some(&events), Some(&token), None, &s, 1).unwrap(), Caller::StreamToken { .. }));
-        assert_eq!(identify(Some(&status), Some(&token), None, &s, 1).unwrap_err().code, "unauthorized");
-        assert_eq!(identify(Some(&events), Some("eyJa.b.c"), None, &s, 1).unwrap_err().code, "token_in_url");
+        let (_, events) = start("GET", &format!("/instance-ai/events/t?token={token}"), &[], &s);
+        let Step::Relay(call, _) = events else { panic!("a stream") };
+        let ctx: Context = forward::decode(Some(&call.context)).unwrap();
+        assert!(matches!(ctx.caller, Caller::StreamToken { .. }));
+        assert!(call.socket);
+        let (_, status) = start("GET", &format!("/instance-ai/threads/t/status?token={token}"), &[], &s);
+        assert_eq!(refusal(&status).1, "unauthorized");
+        let (_, jwt) = start("GET", "/instance-ai/events/t?token=eyJa.b.c", &[], &s);
+        assert_eq!(refusal(&jwt).1, "token_in_url");
+    }
+
+    #[test]
+    fn unknown_paths_ask_for_credentials_first() {
+        let jwt =
+            Settings::from_pairs(&[("AUTH_MODE", "jwt"), ("AUTH_JWT_SECRET", "0123456789abcdef0123456789abcdef")]);
+        assert_eq!(refusal(&start("GET", "/nope", &[], &jwt).1), (401, "unauthorized".into()));
+        let dev = Settings::from_pairs(&[("AUTH_MODE", "dev")]);
+        assert_eq!(refusal(&start("GET", "/nope", &[], &dev).1), (404, "not_found".into()));
+        // The routes the thread's object once had inside are no routes.
+        for path in
+            ["/agent/threads/t/chat", "/agent/threads/t/tool-call/approve", "/api/chat/t", "/ag-ui/threads/t/run"]
+        {
+            assert_eq!(refusal(&start("POST", path, &[], &dev).1).0 / 100, 4, "{path}");
+            assert_ne!(refusal(&start("POST", path, &[], &dev).1).0, 0, "{path}");
+        }
     }
 
     #[test]
     fn streams_are_off_unless_configured() {
+        let at = |s: &Settings, method: &str| refusal(&start(method, "/v1/stream/a", &[], s).1);
         let off = Settings::from_pairs(&[("AUTH_MODE", "dev")]);
-        assert_eq!(stream_access("GET", None, &off, 0).unwrap_err().status, 404);
-        assert_eq!(stream_access("OPTIONS", None, &off, 0).unwrap_err().status, 404);
+        assert_eq!(at(&off, "GET").0, 404);
+        assert_eq!(at(&off, "OPTIONS").0, 404);
         let open = Settings::from_pairs(&[("STREAMS_AUTH", "none")]);
-        assert_eq!(stream_access("PUT", None, &open, 0), Ok(Caller::Nobody));
+        assert!(matches!(
+            start("PUT", "/v1/stream/a", &[], &open).1,
+            Step::Pass(Call { object: Object::Stream(_), .. })
+        ));
         let jwt = Settings::from_pairs(&[("STREAMS_AUTH", "jwt"), ("AUTH_MODE", "dev")]);
-        assert_eq!(
-            stream_access("GET", None, &jwt, 0).unwrap_err().code,
-            "role_required",
-            "dev's actor lacks `streams`"
-        );
+        assert_eq!(at(&jwt, "GET").1, "role_required", "dev's actor lacks `streams`");
         let custom = Settings::from_pairs(&[("STREAMS_AUTH", "jwt"), ("STREAMS_ROLE", "dev"), ("AUTH_MODE", "dev")]);
-        assert!(stream_access("GET", None, &custom, 0).is_ok());
-        assert_eq!(
-            stream_access("GET", None, &Settings::from_pairs(&[("STREAMS_AUTH", "yes")]), 0).unwrap_err().status,
-            503
-        );
+        assert!(matches!(start("GET", "/v1/stream/a", &[], &custom).1, Step::Pass(_)));
+        assert_eq!(at(&Settings::from_pairs(&[("STREAMS_AUTH", "yes")]), "GET").0, 503);
     }
 
     #[test]

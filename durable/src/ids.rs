@@ -58,14 +58,36 @@ pub fn scoped(thread: &str, local: &str) -> String {
     }
 }
 
-/// Ids for tests and for native runs without a platform CSPRNG:
-/// `prefix-1`, `prefix-2`, ...
-pub fn counter() -> std::rc::Rc<dyn Fn(&str) -> String> {
-    let n = std::cell::Cell::new(0u64);
-    std::rc::Rc::new(move |prefix: &str| {
-        n.set(n.get() + 1);
-        format!("{prefix}-{}", n.get())
-    })
+/// Where a thread draws new ids and secrets: the platform's CSPRNG in the
+/// Worker, a counter in tests.
+pub trait Random {
+    /// A new id with `prefix` (`run_…`, `msg_…`): unique, not secret.
+    fn id(&self, prefix: &str) -> String;
+    /// A bearer token (a run's publish token): secret, so with the entropy
+    /// a credential needs.
+    fn token(&self) -> String;
+}
+
+/// Ids and tokens for tests and for native runs without a platform CSPRNG:
+/// `prefix-1`, `prefix-2`, ..., `token-3`.
+#[derive(Debug, Default)]
+pub struct Counter(std::cell::Cell<u64>);
+
+impl Counter {
+    fn next(&self, prefix: &str) -> String {
+        self.0.set(self.0.get() + 1);
+        format!("{prefix}-{}", self.0.get())
+    }
+}
+
+impl Random for Counter {
+    fn id(&self, prefix: &str) -> String {
+        self.next(prefix)
+    }
+
+    fn token(&self) -> String {
+        self.next("token")
+    }
 }
 
 #[cfg(test)]

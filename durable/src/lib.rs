@@ -23,7 +23,7 @@
 //!   Durable Streams) and `service` (every route answered, with the effects
 //!   the shell must run).
 //! - [`feed`]: a subscriber's stream in the Worker: the socket's message
-//!   format (`feed::wire`), replay then live across the hop (`Relay`), each
+//!   format (`feed::socket`), replay then live across the hop (`Relay`), each
 //!   protocol's framing (`events`, `runs`, `views`), and whether the client
 //!   still reads (`backlog`).
 //! - [`event`]: the protocol's event schema. A published event is parsed,
@@ -61,20 +61,20 @@ pub mod access;
 pub mod agent;
 pub mod auth;
 pub mod coalesce;
-pub mod confirm;
+pub mod db;
 pub mod directory;
 pub mod effect;
 pub mod error;
 pub mod event;
 pub mod feed;
+pub mod forward;
 pub mod front;
 pub mod ids;
+pub mod input;
 pub mod models;
 pub mod protocols;
-pub mod queue;
 pub mod reducer;
 pub mod reply;
-pub mod request;
 pub mod route;
 pub mod schema;
 pub mod segment;
@@ -82,6 +82,7 @@ pub mod settings;
 pub mod sse;
 pub mod store;
 pub mod thread;
+pub mod webhook;
 #[cfg(test)]
 mod wire_schema;
 

@@ -17,6 +17,15 @@ impl Reply {
         Reply { status, headers: Vec::new(), body: Vec::new() }
     }
 
+    /// An answer with these headers and no body yet.
+    pub fn with_headers(status: u16, headers: &[(&'static str, &'static str)]) -> Reply {
+        let mut r = Reply::new(status);
+        for (k, v) in headers {
+            r.set(k, *v);
+        }
+        r
+    }
+
     /// A refusal with a short `text/plain` sentence, as the Durable Streams
     /// reference server and its conformance suite expect.
     pub fn text(status: u16, message: &str) -> Reply {

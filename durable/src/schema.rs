@@ -3,7 +3,7 @@
 //! current layout, in one step, before it serves anything.
 //!
 //! A layout's history is a list of [`Migration`]s, plain ordered steps in
-//! SQL; the shell only executes them ([`Sql`]), here and natively in tests.
+//! SQL; the shell only executes them (`db::Db`), here and natively in tests.
 //! Version 1 is the layout of the first release (commit `2369c0a`, recorded
 //! in `local/RELEASE`), which had no version table: its migration is that
 //! layout's own `CREATE ... IF NOT EXISTS` statements, so it finds old
@@ -20,6 +20,7 @@
 //!   versions in the message), never read: a rolling deploy can wake an
 //!   object under older code for a while, and misreading would corrupt it.
 
+use crate::db::Db;
 use crate::error::ApiError;
 use crate::store::StoreError;
 
@@ -59,18 +60,6 @@ impl Schema {
     }
 }
 
-/// What storage a migration runs on: Durable Object SQLite in the Worker,
-/// an in-memory SQLite in native tests.
-pub trait Sql {
-    /// Runs one statement that returns no rows.
-    fn exec(&mut self, sql: &str) -> Result<(), StoreError>;
-    /// The first column of the first row of `sql` as an integer (`None`
-    /// when there is no row, or it is NULL).
-    fn query_int(&self, sql: &str) -> Result<Option<i64>, StoreError>;
-    /// The column names of `table` (empty when it does not exist).
-    fn columns(&self, table: &str) -> Result<Vec<String>, StoreError>;
-}
-
 /// Why storage could not be opened.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpenError {
@@ -103,14 +92,15 @@ const VERSION_TABLE: &str =
 
 /// The version storage records (0: none recorded, a new object or one
 /// written by the first release).
-pub fn stored_version(db: &mut impl Sql) -> Result<u32, StoreError> {
-    db.exec(VERSION_TABLE)?;
-    Ok(db.query_int("SELECT version FROM schema_version WHERE id = 1")?.unwrap_or(0) as u32)
+pub fn stored_version(db: &impl Db) -> Result<u32, StoreError> {
+    db.exec(VERSION_TABLE, &[])?;
+    let version = db.run("SELECT version FROM schema_version WHERE id = 1", &[])?.first();
+    Ok(version.map_or(0, |v| v.int()) as u32)
 }
 
 /// Brings storage to `schema`'s current layout; returns the version it
 /// found. Runs nothing when storage is current (one read).
-pub fn migrate(db: &mut impl Sql, schema: &Schema) -> Result<u32, OpenError> {
+pub fn migrate(db: &impl Db, schema: &Schema) -> Result<u32, OpenError> {
     let stored = stored_version(db)?;
     let current = schema.current();
     if stored > current {
@@ -118,30 +108,30 @@ pub fn migrate(db: &mut impl Sql, schema: &Schema) -> Result<u32, OpenError> {
     }
     for m in schema.migrations.iter().filter(|m| m.version > stored) {
         run(db, m)?;
-        db.exec(&format!(
-            "INSERT INTO schema_version (id, version) VALUES (1, {0}) ON CONFLICT (id) DO UPDATE SET version = {0}",
-            m.version
-        ))?;
+        db.exec(
+            "INSERT INTO schema_version (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version",
+            &[i64::from(m.version).into()],
+        )?;
     }
     Ok(stored)
 }
 
 /// Runs a migration's steps (not its version write).
-pub fn run(db: &mut impl Sql, m: &Migration) -> Result<(), StoreError> {
+pub fn run(db: &impl Db, m: &Migration) -> Result<(), StoreError> {
     for step in m.steps {
         run_step(db, step)?;
     }
     Ok(())
 }
 
-pub fn run_step(db: &mut impl Sql, step: &Step) -> Result<(), StoreError> {
+pub fn run_step(db: &impl Db, step: &Step) -> Result<(), StoreError> {
     match *step {
-        Step::Sql(sql) => db.exec(sql),
+        Step::Sql(sql) => db.exec(sql, &[]).map(drop),
         Step::AddColumn { table, column, decl } => {
             if db.columns(table)?.iter().any(|c| c == column) {
                 Ok(())
             } else {
-                db.exec(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"))
+                db.exec(&format!("ALTER TABLE {table} ADD COLUMN {column} {decl}"), &[]).map(drop)
             }
         }
     }

@@ -10,9 +10,9 @@
 use crate::agent::tools::Toolbox;
 use crate::agent::AgentConfig;
 use crate::auth::Mode;
-use crate::confirm::Policy;
 use crate::models::Catalog;
 use crate::store::Driver;
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -267,5 +267,34 @@ impl Settings {
             }
         }
         (endpoint, cfg)
+    }
+}
+
+/// `APPROVAL_POLICY`: per tool, whether approval is required, who may
+/// approve, and how long a request waits before it lapses.
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Policy(pub BTreeMap<String, ToolPolicy>);
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolPolicy {
+    #[serde(default)]
+    pub required: Option<bool>,
+    #[serde(default)]
+    pub approver: Option<String>,
+    #[serde(default)]
+    pub ttl_ms: Option<i64>,
+}
+
+impl Policy {
+    pub fn parse(json: Option<&str>) -> Result<Policy, String> {
+        match json.map(str::trim).filter(|s| !s.is_empty()) {
+            None => Ok(Policy::default()),
+            Some(s) => serde_json::from_str(s).map_err(|e| format!("APPROVAL_POLICY is invalid: {e}")),
+        }
+    }
+
+    pub fn get(&self, tool: &str) -> Option<&ToolPolicy> {
+        self.0.get(tool)
     }
 }

@@ -12,9 +12,9 @@ mod support;
 use serde_json::{json, Value};
 use support::{actor, serve, Req, T};
 use threadline_durable::access::Caller;
-use threadline_durable::confirm::{ConfirmState, Confirmation};
 use threadline_durable::effect::Effect;
-use threadline_durable::thread::service::Answer;
+use threadline_durable::store::{ConfirmState, Confirmation};
+use threadline_durable::thread::Answer;
 use threadline_durable::{Settings, Store};
 
 fn settings() -> Settings {
@@ -103,7 +103,7 @@ enum Got {
     No(u16, String),
 }
 
-fn got(o: &threadline_durable::thread::service::Outcome) -> Got {
+fn got(o: &threadline_durable::thread::Outcome) -> Got {
     match support::status(o) {
         204 => Got::Empty,
         200..=299 => Got::Ok,
@@ -191,6 +191,7 @@ fn every_caller_on_every_route() {
     let (run, queued) = (probe.1.clone(), probe.3.clone());
     let delta = json!([{"type": "text-delta", "agentId": "orchestrator", "payload": {"text": "x"}}]);
     let send = json!({"message": "more", "mode": "queue"});
+    let agora_send = json!({"threadId": "t1", "message": "more", "mode": "queue"});
     // The fixture's run is active: the owner answers one of its requests.
     let agui_send = json!({"threadId": "t1", "runId": "r", "messages": [],
         "resume": [{"interruptId": "t1.r-wipe", "status": "resolved", "payload": {"approved": true}}]});
@@ -211,7 +212,7 @@ fn every_caller_on_every_route() {
     ];
     let mut routes: Vec<(&str, String, Value, Kind)> = vec![
         ("POST", "/instance-ai/chat/t1".into(), send.clone(), Kind::Owner("thread_not_found")),
-        ("POST", "/agent/threads/t1/chat".into(), send.clone(), Kind::Owner("thread_not_found")),
+        ("POST", "/agent/chat".into(), agora_send, Kind::Owner("thread_not_found")),
         ("POST", "/instance-ai/chat/t1/cancel".into(), Value::Null, Kind::Owner("thread_not_found")),
         ("GET", "/instance-ai/events/t1".into(), Value::Null, Kind::Reader("thread_not_found")),
         ("GET", format!("/agent/chat/{run}/stream"), Value::Null, Kind::Reader("nothing_to_resume")),
@@ -232,12 +233,12 @@ fn every_caller_on_every_route() {
         ("POST", "/instance-ai/threads/t1/queue/resume".into(), Value::Null, Kind::Owner("thread_not_found")),
         ("GET", "/agent/threads/t1".into(), Value::Null, Kind::Owner("thread_not_found")),
         ("PATCH", "/agent/threads/t1".into(), json!({"model": null}), Kind::Owner("thread_not_found")),
-        ("POST", "/api/chat/t1".into(), ui_send, Kind::Owner("thread_not_found")),
+        ("POST", "/api/chat".into(), ui_send, Kind::Owner("thread_not_found")),
         ("GET", "/api/chat/t1/stream".into(), Value::Null, Kind::ReaderElseEmpty),
         ("GET", format!("/api/chat/t1/runs/{run}/stream"), Value::Null, Kind::Reader("nothing_to_resume")),
         ("GET", "/api/chat/t1/messages".into(), Value::Null, Kind::Owner("thread_not_found")),
         ("POST", "/api/chat/t1/stop".into(), Value::Null, Kind::Owner("thread_not_found")),
-        ("POST", "/ag-ui/threads/t1/run".into(), agui_send, Kind::Owner("thread_not_found")),
+        ("POST", "/ag-ui".into(), agui_send, Kind::Owner("thread_not_found")),
         ("GET", format!("/ag-ui/threads/t1/runs/{run}"), Value::Null, Kind::Reader("nothing_to_resume")),
         ("GET", "/ag-ui/threads/t1/messages".into(), Value::Null, Kind::Owner("thread_not_found")),
     ];
@@ -255,7 +256,7 @@ fn every_caller_on_every_route() {
         }
         routes.push((
             "POST",
-            "/agent/threads/t1/tool-call/approve".into(),
+            "/agent/tool-call/approve".into(),
             decide_call(&format!("c-{tool}")),
             kind("tool_call_not_found"),
         ));
@@ -389,12 +390,7 @@ fn a_batch_of_answers_is_admitted_whole_or_not_at_all() {
     {
         let (mut t, _, _, _) = fixture(&s);
         let (records, confirmations) = (t.store().records.clone(), t.store().confirmations.clone());
-        let refused = serve(
-            &mut t,
-            &s,
-            Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&resume(entries)),
-            10,
-        );
+        let refused = serve(&mut t, &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&resume(entries)), 10);
         assert_eq!(support::code(&refused), code);
         assert_eq!(t.store().records, records, "{code}: nothing of the batch is in the log");
         assert_eq!(t.store().confirmations, confirmations, "{code}: no request is decided");
@@ -404,12 +400,7 @@ fn a_batch_of_answers_is_admitted_whole_or_not_at_all() {
     // The same batch, every answer fitting: both decided, the agent told of each.
     let (mut t, _, _, _) = fixture(&s);
     let good = json!({"interruptId": "t1.r-ask", "status": "resolved", "payload": {"answers": [{"questionId": "q1", "selectedOptions": ["a"]}]}});
-    let ok = serve(
-        &mut t,
-        &s,
-        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&resume(json!([wipe, good]))),
-        10,
-    );
+    let ok = serve(&mut t, &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&resume(json!([wipe, good]))), 10);
     assert_eq!(support::status(&ok), 200, "{:?}", ok.answer);
     for id in ["t1.r-wipe", "t1.r-ask"] {
         assert_ne!(t.confirmation(id).unwrap().unwrap().state, ConfirmState::Pending, "{id}");

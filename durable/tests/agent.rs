@@ -581,12 +581,8 @@ fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
     let tools = json!([{"name": "locate", "description": "Where the user is", "parameters": {"type": "object", "properties": {}}}]);
     let body = json!({"threadId": "t1", "runId": "r1", "tools": tools,
         "messages": [{"id": "m1", "role": "user", "content": "where am I"}]});
-    let sent = serve(
-        &mut f.thread.borrow_mut(),
-        &s,
-        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&body),
-        1_000,
-    );
+    let sent =
+        serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&body), 1_000);
     assert_eq!(support::status(&sent), 200, "{:?}", sent.answer);
     let run = support::json(&sent)["follow"]["runId"].as_str().unwrap().to_owned();
     assert_eq!(drive_all(&f, &s, sent.effects), [End::Suspended]);
@@ -602,12 +598,8 @@ fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
     let mut answer = body.clone();
     answer["messages"] = json!([{"id": "m1", "role": "user", "content": "where am I"},
         {"id": "tr1", "role": "tool", "toolCallId": call, "content": "Oslo"}]);
-    let resumed = serve(
-        &mut f.thread.borrow_mut(),
-        &s,
-        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&answer),
-        2_000,
-    );
+    let resumed =
+        serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&answer), 2_000);
     assert_eq!(support::status(&resumed), 200, "{:?}", resumed.answer);
     assert_eq!(drive_all(&f, &s, resumed.effects), [End::Completed]);
     let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap();
@@ -617,11 +609,7 @@ fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
     let mut clash = body.clone();
     clash["tools"] = json!([{"name": "wipe", "description": "mine"}]);
     clash["messages"][0]["id"] = "m2".into();
-    let refused = serve(
-        &mut f.thread.borrow_mut(),
-        &s,
-        Req::new("POST", "/ag-ui/threads/t1/run", actor("alice", &[])).body(&clash),
-        3_000,
-    );
+    let refused =
+        serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&clash), 3_000);
     assert_eq!(support::code(&refused), "invalid_client_tools");
 }

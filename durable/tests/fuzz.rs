@@ -5,9 +5,10 @@
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use threadline_durable::auth::{self, Verifier};
+use threadline_durable::protocols::{self, Target};
 use threadline_durable::store::{Driver, MemoryStore};
 use threadline_durable::thread::Discard;
-use threadline_durable::{confirm, event, ids, request, route, Config, StartRun, Thread};
+use threadline_durable::{event, ids, input, Config, StartRun, Thread};
 
 /// Arbitrary JSON, biased toward the shapes the schema cares about.
 fn json_value() -> impl Strategy<Value = Value> {
@@ -89,12 +90,12 @@ proptest! {
 
     #[test]
     fn paths_and_cursors_never_panic(method in "[A-Z]{0,7}", path in "(/[a-zA-Z0-9._%~\\-]{0,20}){0,8}", h in ".{0,20}", q in ".{0,20}") {
-        if let Ok(r) = route::Route::parse(&method, &path) {
-            prop_assert!(!r.thread().is_empty());
+        if let Ok(r) = protocols::parse(&method, &path) {
+            prop_assert!(r.target() != Target::Thread || !r.thread().is_empty());
         }
-        let _ = request::cursor(Some(&h), Some(&q));
+        let _ = input::cursor(Some(&h), Some(&q));
         let _ = ids::run_id(&h);
-        let _ = confirm::thread_of(&q);
+        let _ = ids::thread_of(&q);
     }
 
     #[test]
@@ -123,7 +124,7 @@ proptest! {
 
     #[test]
     fn decisions_and_tokens_never_panic(body in json_value(), kind in prop::sample::select(vec!["approval", "text", "questions", "plan-review"]), token in ".{0,80}") {
-        if let Err(e) = confirm::check_decision(kind, &body) {
+        if let Err(e) = threadline_durable::thread::check_decision(kind, &body) {
             prop_assert_eq!(e.status, 400);
         }
         let v = Verifier::new(Some("0123456789abcdef0123456789abcdef"), None, None, None).unwrap();

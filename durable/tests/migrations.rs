@@ -3,35 +3,20 @@
 //! release's layout with its data, after an attempt interrupted at every
 //! step, and refusing storage written by newer code.
 
-use rusqlite::{Connection, OptionalExtension};
-use threadline_durable::schema::{self, OpenError, Schema, Sql};
-use threadline_durable::store::StoreError;
+mod support;
+
+use support::Lite;
+use threadline_durable::db::Db;
+use threadline_durable::schema::{self, OpenError, Schema};
 use threadline_durable::ApiError;
 
-struct Lite(Connection);
-
-fn err(e: rusqlite::Error) -> StoreError {
-    StoreError(e.to_string())
-}
-
-impl Sql for Lite {
-    fn exec(&mut self, sql: &str) -> Result<(), StoreError> {
-        self.0.execute_batch(sql).map_err(err)
-    }
-
-    fn query_int(&self, sql: &str) -> Result<Option<i64>, StoreError> {
-        self.0.query_row(sql, [], |r| r.get::<_, Option<i64>>(0)).optional().map(Option::flatten).map_err(err)
-    }
-
-    fn columns(&self, table: &str) -> Result<Vec<String>, StoreError> {
-        let mut stmt = self.0.prepare(&format!("PRAGMA table_info({table})")).map_err(err)?;
-        let cols = stmt.query_map([], |r| r.get::<_, String>(1)).map_err(err)?;
-        cols.collect::<Result<_, _>>().map_err(err)
-    }
-}
-
 fn lite() -> Lite {
-    Lite(Connection::open_in_memory().unwrap())
+    support::lite()
+}
+
+/// The integer a query answers.
+fn count(db: &Lite, sql: &str) -> i64 {
+    db.run(sql, &[]).unwrap().first().map_or(-1, |v| v.int())
 }
 
 /// The layout as SQLite records it (tables, indexes, their SQL with its
@@ -95,48 +80,48 @@ INSERT INTO meta VALUES ('owner', 'alice');
 #[test]
 fn new_storage_gets_the_current_layout_and_its_version() {
     for s in SCHEMAS {
-        let mut db = lite();
-        assert_eq!(schema::migrate(&mut db, &s).unwrap(), 0, "{}: nothing was stored", s.class);
-        assert_eq!(schema::stored_version(&mut db).unwrap(), s.current());
+        let db = lite();
+        assert_eq!(schema::migrate(&db, &s).unwrap(), 0, "{}: nothing was stored", s.class);
+        assert_eq!(schema::stored_version(&db).unwrap(), s.current());
         let once = layout(&db);
-        assert_eq!(schema::migrate(&mut db, &s).unwrap(), s.current(), "{}: a second open finds it current", s.class);
+        assert_eq!(schema::migrate(&db, &s).unwrap(), s.current(), "{}: a second open finds it current", s.class);
         assert_eq!(layout(&db), once, "{}: and changes nothing", s.class);
     }
 }
 
 #[test]
 fn storage_of_the_first_release_is_brought_up_with_its_data() {
-    let mut db = lite();
-    db.exec(RELEASE_1_THREAD).unwrap();
-    assert_eq!(schema::migrate(&mut db, &schema::THREAD).unwrap(), 0, "the first release recorded no version");
-    assert_eq!(schema::stored_version(&mut db).unwrap(), schema::THREAD.current());
-    assert_eq!(db.query_int("SELECT COUNT(*) FROM events").unwrap(), Some(1));
-    assert_eq!(db.query_int("SELECT COUNT(*) FROM runs WHERE state = 'running'").unwrap(), Some(1));
-    let mut fresh = lite();
-    schema::migrate(&mut fresh, &schema::THREAD).unwrap();
+    let db = lite();
+    db.0.execute_batch(RELEASE_1_THREAD).unwrap();
+    assert_eq!(schema::migrate(&db, &schema::THREAD).unwrap(), 0, "the first release recorded no version");
+    assert_eq!(schema::stored_version(&db).unwrap(), schema::THREAD.current());
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM events"), 1);
+    assert_eq!(count(&db, "SELECT COUNT(*) FROM runs WHERE state = 'running'"), 1);
+    let fresh = lite();
+    schema::migrate(&fresh, &schema::THREAD).unwrap();
     assert_eq!(layout(&db), layout(&fresh), "the same layout as new storage");
 }
 
 #[test]
 fn every_migration_survives_an_attempt_interrupted_at_any_step() {
     for s in SCHEMAS {
-        let mut clean = lite();
-        schema::migrate(&mut clean, &s).unwrap();
+        let clean = lite();
+        schema::migrate(&clean, &s).unwrap();
         let want = layout(&clean);
         for (i, m) in s.migrations.iter().enumerate() {
             for k in 0..=m.steps.len() {
-                let mut db = lite();
+                let db = lite();
                 for earlier in &s.migrations[..i] {
                     let partial = Schema { class: s.class, migrations: std::slice::from_ref(earlier) };
-                    schema::migrate(&mut db, &partial).unwrap();
+                    schema::migrate(&db, &partial).unwrap();
                 }
                 // The attempt stops after k of its steps, before its version.
                 for step in &m.steps[..k] {
-                    schema::run_step(&mut db, step).unwrap();
+                    schema::run_step(&db, step).unwrap();
                 }
-                schema::migrate(&mut db, &s).unwrap();
+                schema::migrate(&db, &s).unwrap();
                 assert_eq!(layout(&db), want, "{} v{}: interrupted after {k} steps", s.class, m.version);
-                assert_eq!(schema::stored_version(&mut db).unwrap(), s.current());
+                assert_eq!(schema::stored_version(&db).unwrap(), s.current());
             }
         }
     }
@@ -145,12 +130,12 @@ fn every_migration_survives_an_attempt_interrupted_at_any_step() {
 #[test]
 fn storage_written_by_newer_code_is_refused_not_misread() {
     for s in SCHEMAS {
-        let mut db = lite();
-        schema::migrate(&mut db, &s).unwrap();
+        let db = lite();
+        schema::migrate(&db, &s).unwrap();
         let newer = s.current() + 1;
-        db.exec(&format!("UPDATE schema_version SET version = {newer}")).unwrap();
+        db.exec("UPDATE schema_version SET version = ?", &[i64::from(newer).into()]).unwrap();
         let before = layout(&db);
-        let e = schema::migrate(&mut db, &s).unwrap_err();
+        let e = schema::migrate(&db, &s).unwrap_err();
         assert_eq!(e, OpenError::TooNew { class: s.class, stored: newer, current: s.current() });
         let api = ApiError::from(e);
         assert_eq!((api.status, api.code), (503, "storage_too_new"));

@@ -161,7 +161,7 @@ fn regenerate_answers_the_last_message_again_and_drops_the_old_answer() {
     assert_eq!((status, again["regenerated"].as_bool()), (200, Some(true)));
     let active = t.active_run().unwrap();
     assert_eq!((active.message.as_str(), active.run_id != run), ("question", true));
-    let messages = t.messages("t1", 50, 0).unwrap();
+    let messages = t.messages(50, 0).unwrap();
     let runs: Vec<_> = messages["messages"].as_array().unwrap().iter().map(|m| m["runId"].clone()).collect();
     assert!(!runs.contains(&json!(run)), "the replaced answer leaves the messages view");
 }
@@ -306,7 +306,7 @@ fn the_stored_queue_stays_under_its_byte_limit_and_a_refusal_changes_nothing() {
     );
     assert_eq!(accepted, 6, "six fit in 200 KB");
     assert_eq!(t.queue().items.len(), accepted, "memory holds what storage holds");
-    let stored: threadline_durable::queue::Queue =
+    let stored: threadline_durable::store::Queue =
         serde_json::from_str(&t.store().meta("queue").unwrap().unwrap()).unwrap();
     assert_eq!(&stored, t.queue());
     // The queue goes on working: a small message fits, and an edit that

@@ -108,7 +108,7 @@ impl Conn {
         let step = self.relay.on_message(std::str::from_utf8(message).unwrap(), 0, 0);
         self.out.extend_from_slice(&step.out);
         if let Some(p) = step.page {
-            self.page = threadline_durable::feed::wire::parse_page_request(&p);
+            self.page = threadline_durable::feed::socket::parse_page_request(&p);
         }
     }
 

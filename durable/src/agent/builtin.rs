@@ -40,7 +40,7 @@ pub(super) fn confirmation_payload(kind: &ToolKind<'_>, call: &openai::ToolCallP
             "args": args,
             "severity": "info",
             "message": format!("`{}` runs in the client", tool.name),
-            "inputType": crate::confirm::CLIENT_TOOL,
+            "inputType": crate::store::CLIENT_TOOL,
         }),
         _ => Value::Null,
     }

@@ -137,7 +137,23 @@ pub async fn run_orchestrator<H: Host>(
     }
 }
 
-/// The reason a run ends with when the provider cannot be used.
+/// What one of a step's calls does next.
+enum Next<'t> {
+    /// Waits for a person (or the client): a confirmation is requested.
+    Waits(ToolKind<'t>),
+    /// Changes the task list (`create-tasks`, `update-tasks`), in order,
+    /// before the step's other calls run.
+    Tasks { create: bool },
+    /// Runs now, beside the step's other calls.
+    Runs(Runnable<'t>),
+}
+
+/// A call that runs beside the others of its step.
+enum Runnable<'t> {
+    Http(&'t tools::HttpTool),
+    SpawnAgent,
+}
+
 /// What the model is told of a call a person denied (the UI stream maps a
 /// `tool-error` starting so to a denial).
 pub const DENIED: &str = "The user denied this tool call";
@@ -145,6 +161,7 @@ pub const DENIED: &str = "The user denied this tool call";
 /// What the model is told of a call whose approval nobody gave in time.
 pub const EXPIRED: &str = "The approval request expired";
 
+/// The reason a run ends with when the provider cannot be used.
 pub const PROVIDER_UNAVAILABLE: &str = "LLM provider unavailable";
 
 impl<H: Host> Agent<H> {
@@ -375,7 +392,10 @@ impl<H: Host> Agent<H> {
     async fn run_tools(&self, calls: &[openai::ToolCallParts], tasks: &mut Vec<Value>) -> Result<Vec<StepCall>, Halt> {
         let mut results: Vec<Option<String>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<(String, Value)>> = vec![None; calls.len()];
-        let mut runnable = Vec::new();
+        // Built-in task tools change the list in order, before the rest run
+        // beside each other.
+        let mut in_order = Vec::new();
+        let mut concurrent = Vec::new();
         for (i, call) in calls.iter().enumerate() {
             let args: Value =
                 match serde_json::from_str(if call.arguments.trim().is_empty() { "{}" } else { &call.arguments }) {
@@ -392,8 +412,8 @@ impl<H: Host> Agent<H> {
             self.publish(vec![
                 self.event(Kind::ToolCall, json!({ "toolCallId": call.id, "toolName": call.name, "args": args }))
             ])?;
-            match self.resolve(&call.name, &args) {
-                Ok(kind) if self.asks_first(&kind) => {
+            match self.resolve(&call.name, &args).map(|kind| self.next(kind)) {
+                Ok(Next::Waits(kind)) => {
                     if !self.orchestrator {
                         let msg = format!(
                             "`{}` needs a person's approval, which only the orchestrator can ask for",
@@ -409,27 +429,19 @@ impl<H: Host> Agent<H> {
                     let request_id = self.host.request_confirmation(&self.agent_id, request)?;
                     waiting[i] = Some((request_id, args));
                 }
-                Ok(kind) => runnable.push((i, kind, args)),
+                Ok(Next::Tasks { create }) => in_order.push((i, create, args)),
+                Ok(Next::Runs(runnable)) => concurrent.push((i, runnable, args)),
                 Err(msg) => {
                     self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
                     results[i] = Some(format!("Error: {msg}"));
                 }
             }
         }
-        // Built-in task tools change the list in order, before the rest run.
-        let mut concurrent = Vec::new();
-        for (i, kind, args) in runnable {
-            match kind {
-                ToolKind::CreateTasks | ToolKind::UpdateTasks => {
-                    let out = apply_tasks(tasks, &args, matches!(kind, ToolKind::CreateTasks));
-                    self.publish(vec![self.event(Kind::TasksUpdate, json!({ "tasks": { "tasks": tasks.clone() } }))])?;
-                    self.publish(vec![
-                        self.event(Kind::ToolResult, json!({ "toolCallId": calls[i].id, "result": out }))
-                    ])?;
-                    results[i] = Some(out.to_string());
-                }
-                _ => concurrent.push((i, kind, args)),
-            }
+        for (i, create, args) in in_order {
+            let out = apply_tasks(tasks, &args, create);
+            self.publish(vec![self.event(Kind::TasksUpdate, json!({ "tasks": { "tasks": tasks.clone() } }))])?;
+            self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": calls[i].id, "result": out }))])?;
+            results[i] = Some(out.to_string());
         }
         if !concurrent.is_empty() {
             let names: Vec<&str> = concurrent.iter().map(|(i, _, _)| calls[*i].name.as_str()).collect();
@@ -482,12 +494,20 @@ impl<H: Host> Agent<H> {
         }
     }
 
-    /// Whether this call must wait for a person (or the client) first.
-    fn asks_first(&self, kind: &ToolKind<'_>) -> bool {
+    /// What a call does next: wait for a person (or the client) first,
+    /// change the task list, or run.
+    fn next<'t>(&self, kind: ToolKind<'t>) -> Next<'t> {
         match kind {
-            ToolKind::AskUser | ToolKind::Client(_) => true,
-            ToolKind::Http(tool) => self.host.needs_approval(&tool.name, tool.approval == tools::Approval::Required),
-            _ => false,
+            ToolKind::AskUser | ToolKind::Client(_) => Next::Waits(kind),
+            ToolKind::Http(tool)
+                if self.host.needs_approval(&tool.name, tool.approval == tools::Approval::Required) =>
+            {
+                Next::Waits(kind)
+            }
+            ToolKind::Http(tool) => Next::Runs(Runnable::Http(tool)),
+            ToolKind::CreateTasks => Next::Tasks { create: true },
+            ToolKind::UpdateTasks => Next::Tasks { create: false },
+            ToolKind::SpawnAgent => Next::Runs(Runnable::SpawnAgent),
         }
     }
 
@@ -575,21 +595,18 @@ impl<H: Host> Agent<H> {
     /// One tool call: `Ok(Ok(result))`, `Ok(Err(tool error))`, or a halt.
     async fn run_tool(
         &self,
-        kind: ToolKind<'_>,
+        kind: Runnable<'_>,
         call: &openai::ToolCallParts,
         args: Value,
     ) -> Result<Result<Value, String>, Halt> {
         match kind {
-            ToolKind::Http(tool) => {
+            Runnable::Http(tool) => {
                 let body =
                     json!({ "args": args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
                 let limit = self.cfg.max_tool_result_bytes;
                 Ok(self.host.call_http_tool(tool, body, limit).await.and_then(|a| a.outcome(limit)))
             }
-            ToolKind::SpawnAgent => self.spawn_agent(args).await,
-            ToolKind::CreateTasks | ToolKind::UpdateTasks | ToolKind::AskUser | ToolKind::Client(_) => {
-                unreachable!("task tools run in order before; ask-user and client tools wait")
-            }
+            Runnable::SpawnAgent => self.spawn_agent(args).await,
         }
     }
 

@@ -190,12 +190,8 @@ impl Toolbox {
         }
         let builtin = builtin_definitions()
             .into_iter()
-            .map(|d| {
-                let v = compile(d["name"].as_str().unwrap_or_default(), &d["parameters"])
-                    .expect("built-in schemas are valid");
-                (d, v)
-            })
-            .collect();
+            .map(|d| compile(d["name"].as_str().unwrap_or_default(), &d["parameters"]).map(|v| (d, v)))
+            .collect::<Result<_, _>>()?;
         Ok(Toolbox { http, builtin })
     }
 
@@ -299,6 +295,17 @@ fn validate(v: &jsonschema::Validator, args: &Value) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A built-in tool whose schema did not compile would refuse every
+    /// built-in run (503 `invalid_tools`): caught here, not in production.
+    #[test]
+    fn every_built_in_schema_compiles() {
+        for d in builtin_definitions() {
+            let name = d["name"].as_str().unwrap();
+            assert!(compile(name, &d["parameters"]).is_ok(), "{name}");
+        }
+        assert_eq!(Toolbox::parse(None).unwrap().builtin.len(), builtin_definitions().len());
+    }
 
     const TOOLS: &str = r#"[{"name":"weather","description":"Weather","url":"http://x.test/w",
         "parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}]"#;

@@ -2,7 +2,7 @@
 //! the stateless Worker that holds the client's connection.
 //!
 //! The object keeps no streaming response: it accepts one hibernatable
-//! socket per subscriber, and sends it [`wire`] messages (the hello with the
+//! socket per subscriber, and sends it [`socket`] messages (the hello with the
 //! first replay page and the open segments' snapshot, then one message per
 //! publish). The Worker runs a [`Relay`] over the socket: it turns the
 //! messages into the client's protocol with a [`Framer`] (the events route,
@@ -18,14 +18,11 @@
 //! stream (the client resumes from its cursor), so nothing is lost silently.
 
 pub mod backlog;
-pub mod wire;
+pub mod socket;
 
-use crate::access::Caller;
 use crate::error::ApiError;
 use crate::reply::Reply;
-use crate::request;
-use crate::route::Route;
-use wire::Line;
+use socket::Line;
 
 /// A client protocol, fed the thread's items in order.
 pub trait Framer {
@@ -87,11 +84,11 @@ pub trait Feed {
     fn reply(&mut self) -> Option<Reply>;
     fn timeout(&self, now: i64, random: u64) -> Option<Reply>;
     /// A one-shot protocol's answer when the object closed the socket
-    /// before answering: the thread was deleted ([`wire::GONE`]), or the
+    /// before answering: the thread was deleted ([`socket::GONE`]), or the
     /// socket dropped (answered as a wait that ran out: the reader asks
     /// again from where it stands).
     fn on_close(&mut self, code: u16, now: i64, random: u64) -> Option<Reply> {
-        if code == wire::GONE {
+        if code == socket::GONE {
             return Some(Reply::error(&ApiError::thread_not_found()));
         }
         self.reply().or_else(|| self.timeout(now, random))
@@ -137,141 +134,20 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan of a route that streams, from its query and `Last-Event-ID`;
-    /// `None` for a plain request. A malformed cursor is 400, before any
-    /// socket is opened.
-    pub fn of(
-        route: &Route,
-        query: &[(String, String)],
-        last_event_id: Option<&str>,
-        caller: &Caller,
-        now: i64,
-    ) -> Result<Option<Plan>, ApiError> {
-        let until = match caller {
-            Caller::StreamToken { expires_at, .. } => Some(*expires_at),
-            _ => None,
-        };
-        let sse = || crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect::<Vec<_>>();
-        let plan = |feed: Box<dyn Feed>, headers, one_shot| {
-            Some(Plan { feed, headers, one_shot, until, tick_ms: None, pass: &[] })
-        };
-        Ok(match route {
-            Route::Events { .. } => {
-                plan(Box::new(Relay::new(crate::protocols::instance_ai::stream::Events)), sse(), false)
-            }
-            Route::AgentStream { thread, run } => {
-                let after = request::run_stream_cursor(last_event_id, request::query_first(query, "after").as_deref())?;
-                let headers = crate::protocols::agora::stream::headers(thread, run);
-                plan(
-                    Box::new(Relay::new(crate::protocols::agora::stream::RunFrames::new(thread, run, after))),
-                    headers,
-                    false,
-                )
-            }
-            Route::AguiStream { thread, run } => {
-                let after = request::run_stream_cursor(last_event_id, request::query_first(query, "after").as_deref())?;
-                let resume: Vec<String> = request::query_first(query, "resume")
-                    .map(|r| r.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect())
-                    .unwrap_or_default();
-                let feed =
-                    Box::new(Relay::new(crate::protocols::ag_ui::stream::AguiFrames::new(thread, run, after, &resume)));
-                plan(feed, agui_headers(), false)
-            }
-            Route::UiStream { .. } => plan(
-                Box::new(Relay::new(crate::protocols::ai_sdk::stream::UiFrames::new(None, false))),
-                ui_headers(),
-                false,
-            ),
-            Route::UiRunStream { run, .. } => {
-                let continuing = request::query_first(query, "continue").as_deref() == Some("true");
-                plan(
-                    Box::new(Relay::new(crate::protocols::ai_sdk::stream::UiFrames::new(Some(run), continuing))),
-                    ui_headers(),
-                    false,
-                )
-            }
-            Route::StreamThread { .. } | Route::StreamRun { append: false, .. } => {
-                let run = match route {
-                    Route::StreamRun { run, .. } => Some(run.clone()),
-                    _ => None,
-                };
-                let cursor = request::query_first(query, "cursor");
-                match request::query_first(query, "live").as_deref() {
-                    Some("sse") => plan(
-                        Box::new(Relay::new(crate::protocols::durable_streams::stream::SseView::new(run, cursor, now))),
-                        sse(),
-                        false,
-                    ),
-                    Some("long-poll") => plan(
-                        Box::new(Relay::new(crate::protocols::durable_streams::stream::LongPoll::new(run, cursor))),
-                        Vec::new(),
-                        true,
-                    ),
-                    _ => None,
-                }
-            }
-            _ => None,
-        })
+    /// A stream relayed with `feed` under `headers`.
+    pub fn new(feed: Box<dyn Feed>, headers: Vec<(&'static str, String)>) -> Plan {
+        Plan { feed, headers, one_shot: false, until: None, tick_ms: None, pass: &[] }
     }
 
-    /// A send that answers with the run it started, as a stream: agora's
-    /// (`POST /agent/chat`, the thread's `{runId}`) and the AI SDK's
-    /// (`POST /api/chat`, the thread's `{follow}`). The plan, and the path of
-    /// the stream route the Worker follows the thread's answer with.
-    pub fn after_send(route: &Route, reply: &Reply) -> Option<(Plan, String)> {
-        if reply.status != 200 {
-            return None;
-        }
-        let body: serde_json::Value = serde_json::from_slice(&reply.body).ok()?;
-        let plan = |feed: Box<dyn Feed>, headers| Plan {
-            feed,
-            headers,
-            one_shot: false,
-            until: None,
-            tick_ms: None,
-            pass: &[],
-        };
-        match route {
-            Route::AgentChat { thread } => {
-                let run = body["runId"].as_str()?;
-                let feed = Box::new(Relay::new(crate::protocols::agora::stream::RunFrames::new(thread, run, 0)));
-                Some((
-                    plan(feed, crate::protocols::agora::stream::headers(thread, run)),
-                    format!("/agent/chat/{run}/stream"),
-                ))
-            }
-            Route::UiChat { thread } => {
-                let follow = &body["follow"];
-                let run = follow["runId"].as_str()?;
-                let after = follow["after"].as_u64()?;
-                let continuing = follow["continue"].as_bool()?;
-                let feed = Box::new(Relay::new(crate::protocols::ai_sdk::stream::UiFrames::new(Some(run), continuing)));
-                let path = format!("/api/chat/{thread}/runs/{run}/stream?after={after}&continue={continuing}");
-                Some((plan(feed, ui_headers()), path))
-            }
-            Route::AguiRun { thread } => {
-                let follow = &body["follow"];
-                let run = follow["runId"].as_str()?;
-                let resume: Vec<String> =
-                    follow["resume"].as_array()?.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect();
-                let feed =
-                    Box::new(Relay::new(crate::protocols::ag_ui::stream::AguiFrames::new(thread, run, 0, &resume)));
-                let path = format!("/ag-ui/threads/{thread}/runs/{run}?resume={}", resume.join(","));
-                Some((plan(feed, agui_headers()), path))
-            }
-            _ => None,
-        }
+    /// One answer, not a stream (a long-poll).
+    pub fn one_shot(self) -> Plan {
+        Plan { one_shot: true, ..self }
     }
-}
 
-/// An AG-UI stream's response headers.
-fn agui_headers() -> Vec<(&'static str, String)> {
-    crate::protocols::ag_ui::mapping::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
-}
-
-/// A UI message stream's response headers.
-fn ui_headers() -> Vec<(&'static str, String)> {
-    crate::protocols::ai_sdk::mapping::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+    /// The stream ends at `at` (the stream token that opened it expires).
+    pub fn until(self, at: i64) -> Plan {
+        Plan { until: Some(at), ..self }
+    }
 }
 
 /// What the shell does after a message: write `out`, ask for the next
@@ -323,7 +199,7 @@ impl<F: Framer> Relay<F> {
                     if after >= high {
                         self.finish_replay(now, random, &mut step.out);
                     } else {
-                        step.page = Some(wire::page_request(after, high));
+                        step.page = Some(socket::page_request(after, high));
                     }
                 }
             }
@@ -343,7 +219,7 @@ impl<F: Framer> Relay<F> {
     }
 
     fn take(&mut self, text: &str, now: i64, random: u64, out: &mut Vec<u8>) {
-        for line in wire::lines(text) {
+        for line in socket::lines(text) {
             match line {
                 Line::Hello { high, gen, after } => {
                     self.framer.begin(gen, after, high, out);

@@ -1,7 +1,249 @@
-//! The wire protocols, each in its own folder.
+//! The wire protocols, each in its own folder, and the one place they are
+//! registered: the [`protocols!`] line at the bottom of this file. A
+//! protocol's folder holds its routes and what they do (`mod.rs`), its
+//! request bodies (`bodies.rs`), the mapping from the thread's log to its
+//! frames (`mapping.rs`), its live framer (`stream.rs`) and its history view
+//! (`history.rs`), over the thread's protocol-agnostic operations
+//! (`thread`) and the relay (`feed`). Removing a folder and its name in
+//! that line leaves everything else as it was.
+//!
+//! A protocol is a route type implementing [`Protocol`]: its table of
+//! paths ([`route::Spec`](crate::route::Spec)), where each route's requests
+//! go ([`Target`]), what each does as access sees it, and how it is served.
+//! The registry makes one [`Route`] of them, which the Worker forwards to an
+//! object with the request (`forward`), so the object serves exactly the
+//! route the Worker matched.
 
-pub mod ag_ui;
-pub mod agora;
-pub mod ai_sdk;
-pub mod durable_streams;
-pub mod instance_ai;
+use crate::access::{Access, Caller};
+use crate::directory;
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::feed::Plan;
+use crate::input::Head;
+use crate::reply::Reply;
+use crate::route::Spec;
+use crate::settings::{Limits, Settings};
+use crate::store::Store;
+use crate::thread::{Answer, Call, Outcome, Sink, Thread};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where a route's requests go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The thread the route names (from its path).
+    Thread,
+    /// The thread its body names: the Worker reads the body first
+    /// ([`Protocol::address`]).
+    Body,
+    /// No thread: the Worker answers it ([`Protocol::at_worker`]).
+    Worker,
+}
+
+/// What the Worker does with a route that goes to no thread.
+pub enum AtWorker {
+    /// Answer this.
+    Reply(Reply),
+    /// Ask the caller's directory, and answer with
+    /// [`Protocol::directory_reply`].
+    Directory(directory::Op),
+    /// A standalone Durable Stream's object answers (`/v1/stream/*`): the
+    /// request goes to it as it is, or, for a live read, asks it for a
+    /// reader's socket relayed with `live`.
+    Stream { name: String, context: String, live: Option<Plan> },
+}
+
+/// How much body a route reads (its cap: `Limits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    /// A JSON body of at most `MAX_BODY_BYTES`.
+    Json,
+    /// A publish batch of at most `MAX_BATCH_BYTES`.
+    Batch,
+}
+
+impl BodyKind {
+    /// The most body bytes a route of this kind reads: the shell refuses a
+    /// larger declared length before reading, and stops a chunked body at it.
+    pub fn limit(self, limits: &Limits) -> usize {
+        match self {
+            BodyKind::None => 0,
+            BodyKind::Json => limits.max_body_bytes,
+            BodyKind::Batch => limits.max_batch_bytes,
+        }
+    }
+}
+
+/// One protocol: its routes, and how each is served.
+pub trait Protocol: Sized + 'static {
+    /// The protocol's routes, in matching order.
+    const ROUTES: &'static [Spec<Self>];
+
+    /// Where the route's requests go.
+    fn target(&self) -> Target {
+        Target::Thread
+    }
+    /// The thread it names (empty until a body-addressed route is addressed).
+    fn thread(&self) -> &str;
+    /// What it does, as access sees it.
+    fn access(&self) -> Access;
+    /// What it answers for an id it does not know, and a caller it may not
+    /// serve on a thread that exists: the same, so existence does not leak.
+    fn not_found(&self) -> ApiError {
+        ApiError::thread_not_found()
+    }
+    /// How much body it reads.
+    fn body(&self) -> BodyKind {
+        BodyKind::None
+    }
+    /// A body-addressed route ([`Target::Body`]) learns its thread from the
+    /// JSON body (a new thread's id from `new_id`).
+    fn address(&mut self, _body: &Value, _new_id: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
+        Ok(())
+    }
+    /// Serves the route on its thread.
+    fn serve<S: Store, K: Sink>(
+        &self,
+        t: &mut Thread<S, K>,
+        call: &Call,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Answer, ApiError>;
+    /// How the Worker relays the route's stream, from its query and
+    /// `Last-Event-ID`; `None` for a route that does not stream.
+    fn plan(
+        &self,
+        _query: &[(String, String)],
+        _last_event_id: Option<&str>,
+        _now: i64,
+    ) -> Result<Option<Plan>, ApiError> {
+        Ok(None)
+    }
+    /// A send that answers with the run it started: from the thread's
+    /// answer, the stream the Worker follows it with and how to relay it.
+    fn after_send(&self, _reply: &Reply) -> Option<(Plan, Self)> {
+        None
+    }
+    /// A `HEAD` on a streaming route: the stream's headers, without one.
+    fn head(&self) -> Option<Reply> {
+        None
+    }
+    /// A route of no thread ([`Target::Worker`]), for `caller`.
+    fn at_worker(&self, _caller: &Caller, _head: &Head, _settings: &Settings) -> Result<AtWorker, ApiError> {
+        Err(ApiError::not_found_route("this route is answered on its thread"))
+    }
+    /// Who calls the route, when it has its own rule (a standalone stream's
+    /// `STREAMS_AUTH`); `None`: the Worker's authentication, with stream
+    /// tokens on [`Access::Reader`] routes.
+    fn identify(&self, _head: &Head, _settings: &Settings, _now: i64) -> Option<Result<Caller, ApiError>> {
+        None
+    }
+    /// The headers every answer of the route carries, when they are the
+    /// route's own rather than the Worker's (`ALLOWED_ORIGINS`' CORS).
+    fn own_headers(&self) -> Option<&'static [(&'static str, &'static str)]> {
+        None
+    }
+    /// The answer to a route the caller's directory answered.
+    fn directory_reply(&self, _body: &[u8]) -> Result<Reply, ApiError> {
+        Err(ApiError::unavailable("no directory answer is expected"))
+    }
+}
+
+/// What the Worker forwards to a thread's object with a request: who is
+/// calling, and the route it matched (`forward`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Context {
+    pub caller: Caller,
+    pub route: Route,
+}
+
+macro_rules! protocols {
+    ($($name:ident => $variant:ident),* $(,)?) => {
+        $(pub mod $name;)*
+
+        /// A route of any protocol.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "protocol", content = "route", rename_all = "snake_case")]
+        pub enum Route {
+            $($variant($name::Route),)*
+        }
+
+        /// The route `method` + `path` names, of the first protocol whose
+        /// table has the path: 404 `not_found` for no protocol's, 405 for a
+        /// known path with another method, 400 for a malformed id.
+        pub fn parse(method: &str, path: &str) -> Result<Route, ApiError> {
+            $(if let Some(r) = crate::route::find($name::Route::ROUTES, method, path) {
+                return r.map(Route::$variant);
+            })*
+            Err(ApiError::not_found_route(format!("no route for {path}")))
+        }
+
+        /// Every route served: `(methods, path pattern)`, in matching order.
+        pub fn table() -> Vec<(&'static [&'static str], &'static str)> {
+            let mut out = Vec::new();
+            $(out.extend($name::Route::ROUTES.iter().map(|s| (s.methods, s.path)));)*
+            out
+        }
+
+        impl Route {
+            pub fn target(&self) -> Target { match self { $(Route::$variant(r) => r.target(),)* } }
+            pub fn thread(&self) -> &str { match self { $(Route::$variant(r) => r.thread(),)* } }
+            pub fn access(&self) -> Access { match self { $(Route::$variant(r) => r.access(),)* } }
+            pub fn not_found(&self) -> ApiError { match self { $(Route::$variant(r) => r.not_found(),)* } }
+            pub fn body(&self) -> BodyKind { match self { $(Route::$variant(r) => r.body(),)* } }
+            pub fn address(&mut self, body: &Value, new_id: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
+                match self { $(Route::$variant(r) => r.address(body, new_id),)* }
+            }
+            pub fn plan(&self, query: &[(String, String)], last_event_id: Option<&str>, now: i64) -> Result<Option<Plan>, ApiError> {
+                match self { $(Route::$variant(r) => r.plan(query, last_event_id, now),)* }
+            }
+            pub fn after_send(&self, reply: &Reply) -> Option<(Plan, Route)> {
+                match self { $(Route::$variant(r) => r.after_send(reply).map(|(p, r)| (p, Route::$variant(r))),)* }
+            }
+            pub fn head(&self) -> Option<Reply> { match self { $(Route::$variant(r) => r.head(),)* } }
+            pub fn at_worker(&self, caller: &Caller, head: &Head, settings: &Settings) -> Result<AtWorker, ApiError> {
+                match self { $(Route::$variant(r) => r.at_worker(caller, head, settings),)* }
+            }
+            pub fn identify(&self, head: &Head, settings: &Settings, now: i64) -> Option<Result<Caller, ApiError>> {
+                match self { $(Route::$variant(r) => r.identify(head, settings, now),)* }
+            }
+            pub fn own_headers(&self) -> Option<&'static [(&'static str, &'static str)]> {
+                match self { $(Route::$variant(r) => r.own_headers(),)* }
+            }
+            pub fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
+                match self { $(Route::$variant(r) => r.directory_reply(body),)* }
+            }
+            fn serve<S: Store, K: Sink>(
+                &self,
+                t: &mut Thread<S, K>,
+                call: &Call,
+                settings: &Settings,
+                now: i64,
+                effects: &mut Vec<Effect>,
+            ) -> Result<Answer, ApiError> {
+                match self { $(Route::$variant(r) => r.serve(t, call, settings, now, effects),)* }
+            }
+        }
+    };
+}
+
+/// Serves one request on its thread. Refusals are answers too: nothing
+/// here fails. Whatever the request did may have started a queued message:
+/// its launch is among the effects.
+pub fn handle<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    route: &Route,
+    call: &Call,
+    settings: &Settings,
+    now: i64,
+) -> Outcome {
+    t.set_thread_id(route.thread());
+    let mut effects = Vec::new();
+    let answer = route.serve(t, call, settings, now, &mut effects).unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
+    effects.extend(t.launch_started(settings, now));
+    Outcome { answer, effects }
+}
+
+protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, ai_sdk => AiSdk, ag_ui => AgUi }

@@ -5,11 +5,11 @@
 
 use super::{Sink, Thread};
 use crate::agent::{self, BackgroundTask, Checkpoint, Job, Scope};
-use crate::confirm::{ConfirmState, Confirmation};
 use crate::effect::{Drive, Effect};
 use crate::error::ApiError;
 use crate::event::{Event, FinishStatus, Kind};
 use crate::settings::Settings;
+use crate::store::{ConfirmState, Confirmation};
 use crate::store::{Driver, RunRecord, RunState, Store};
 use serde_json::{json, Value};
 
@@ -125,8 +125,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// the thread owner's to give (`Confirmation::decider`), so a policy
     /// that names an approver for the name would mean nothing for it, and a
     /// deployer who wrote one must not believe it applies.
-    pub(super) fn client_tools(&self, body: &Value, settings: &Settings) -> Result<Vec<Value>, ApiError> {
-        let declared = match body.get("tools") {
+    pub fn client_tools(&self, declared: Option<&Value>, settings: &Settings) -> Result<Vec<Value>, ApiError> {
+        let declared = match declared {
             None | Some(Value::Null) => return Ok(Vec::new()),
             Some(Value::Array(a)) => a,
             Some(_) => return Err(ApiError::invalid_client_tools("`tools` must be an array")),
@@ -147,15 +147,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The requests of run `run_id` that the client's tool `outputs` answer
     /// (client tools' only), with their decision bodies: the result, or
     /// the error, and the message that carried it.
-    pub(super) fn client_tool_answers(
+    pub fn client_tool_answers(
         &self,
         run_id: &str,
-        outputs: &[crate::request::ToolOutput],
+        outputs: &[crate::input::ToolOutput],
     ) -> Result<Vec<(Confirmation, Value)>, ApiError> {
         let mut answers = Vec::new();
         for o in outputs {
             let Some(c) = self.confirmation_for_call(&o.tool_call_id, Some(run_id))? else { continue };
-            if c.input_type != crate::confirm::CLIENT_TOOL {
+            if c.input_type != crate::store::CLIENT_TOOL {
                 continue;
             }
             let mut decision = match &o.outcome {

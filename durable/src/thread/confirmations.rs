@@ -3,16 +3,17 @@
 //! The rules of a request's life are `confirm`'s; who may decide is
 //! `access`'s; this file keeps the records and the run's suspension in step.
 
-use super::service::held;
+use super::serve::held;
 use super::{Sink, Thread};
-use crate::access::{self, Caller, Facts};
-use crate::confirm::{self, ConfirmState, Confirmation};
+use crate::access::{Access, Caller, Decider};
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::{self, Event, Kind};
-use crate::route::Route;
+use crate::settings::Policy;
 use crate::settings::Settings;
 use crate::store::Store;
+use crate::store::{ConfirmState, Confirmation, CLIENT_TOOL};
+use serde_json::Map;
 use serde_json::Value;
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -47,7 +48,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         agent_request_id: Option<String>,
         now: i64,
     ) -> Result<(Event, Confirmation), ApiError> {
-        let request_id = confirm::request_id(&self.thread_id, local_id);
+        let request_id = crate::ids::scoped(&self.thread_id, local_id);
         payload["requestId"] = request_id.clone().into();
         let payload =
             event::canonical_payload(Kind::ConfirmationRequest, payload).map_err(|e| ApiError::invalid_event(e.0))?;
@@ -160,7 +161,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Settles the requests whose time is up (their runs go on), so a late
     /// decision meets 410 and no run is left waiting.
-    pub(super) fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+    pub fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
         let mut effects = Vec::new();
         for lapsed in self.expire_due(now)? {
             effects.extend(self.after_settled(&lapsed, settings)?);
@@ -180,7 +181,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// not fit its request) stores nothing and tells no agent anything. An
     /// answer to a request already settled (in another tab) is skipped, its
     /// outcome being in the log.
-    pub(super) fn decide_for(
+    pub fn decide_batch(
         &mut self,
         caller: &Caller,
         answers: &[(Confirmation, Value)],
@@ -189,13 +190,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects: &mut Vec<Effect>,
     ) -> Result<(), ApiError> {
         effects.extend(self.settle_lapsed(settings, now)?);
-        let owner = self.owner()?;
         let mut checked = Vec::with_capacity(answers.len());
         for (given, body) in answers {
             // The request as stored now, not as the caller read it.
             let c = self.confirmation(&given.request_id)?.ok_or_else(ApiError::confirmation_not_found)?;
-            let route = Route::Confirm { thread: self.thread_id.clone(), request: c.request_id.clone() };
-            access::decide(&route, caller, &Facts { owner: owner.as_deref(), request: Some(held(Some(&c))) })?;
+            self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(Some(&c))))?;
             if c.state == ConfirmState::Pending
                 && !checked.iter().any(|(d, _): &(Confirmation, _)| d.request_id == c.request_id)
             {
@@ -242,5 +241,213 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Whether `tool` was approved with scope `session` on this thread.
     pub fn session_approved(&self, tool: &str) -> Result<bool, ApiError> {
         self.store.session_approved(tool).map_err(ApiError::storage)
+    }
+}
+
+impl Confirmation {
+    /// A new pending request for a canonical `confirmation-request`
+    /// `payload`, with the TTL and approver the policy sets for its tool.
+    pub fn pending(
+        request_id: String,
+        run_id: &str,
+        agent_id: &str,
+        payload: &Value,
+        policy: &Policy,
+        agent_request_id: Option<String>,
+        now: i64,
+    ) -> Confirmation {
+        let field = |k: &str| payload[k].as_str().unwrap_or_default().to_owned();
+        let rule = policy.get(payload["toolName"].as_str().unwrap_or_default());
+        let input_type = payload["inputType"].as_str().unwrap_or("approval").to_owned();
+        // Only approvals go to a role: what a client tool returned, and the
+        // owner's answers, are the owner's to give.
+        let approver = match input_type.as_str() {
+            "approval" | "plan-review" => rule.and_then(|p| p.approver.clone()),
+            _ => None,
+        };
+        Confirmation {
+            request_id,
+            run_id: run_id.to_owned(),
+            agent_id: agent_id.to_owned(),
+            tool_call_id: field("toolCallId"),
+            tool_name: field("toolName"),
+            input_type,
+            state: ConfirmState::Pending,
+            created_at: now,
+            expires_at: rule.and_then(|p| p.ttl_ms).map(|ttl| now + ttl),
+            approver,
+            decision: None,
+            agent_request_id,
+        }
+    }
+
+    /// Who may decide it. A client tool's result and an answer to a
+    /// question are the thread owner's whatever the record names (a record
+    /// stored before this rule may carry a policy's role); an approval or a
+    /// plan review goes to the role its policy named, else to the owner.
+    pub fn decider(&self) -> Decider<'_> {
+        match (self.input_type.as_str(), self.approver.as_deref()) {
+            (CLIENT_TOOL | "text" | "questions", _) | (_, None) => Decider::Owner,
+            (_, Some(role)) => Decider::Role(role),
+        }
+    }
+
+    /// Still pending, but its time is up: it settles as expired.
+    pub fn lapsed(&self, now: i64) -> bool {
+        self.state == ConfirmState::Pending && self.expires_at.is_some_and(|t| t <= now)
+    }
+
+    /// Checks a decision `body` against this request: 410
+    /// `confirmation_expired` once it lapsed, 409 `confirmation_decided`
+    /// once settled, 400 `invalid_decision` for a body that does not fit its
+    /// input type. Returns the decision as it is recorded.
+    pub fn check(&self, body: &Value) -> Result<Value, ApiError> {
+        match self.state {
+            ConfirmState::Pending => {}
+            ConfirmState::Expired => return Err(ApiError::confirmation_expired()),
+            other => return Err(ApiError::confirmation_decided(other.as_str())),
+        }
+        check_decision(&self.input_type, body)
+    }
+
+    /// Records a checked decision. Returns the tool approved for the rest of
+    /// the thread, when the decision says `scope: "session"`.
+    pub fn apply(&mut self, decision: Value) -> Option<String> {
+        let approved = decision["approved"].as_bool() == Some(true);
+        self.state = if approved { ConfirmState::Approved } else { ConfirmState::Denied };
+        let session = (approved && decision["scope"] == "session").then(|| self.tool_name.clone());
+        self.decision = Some(decision);
+        session
+    }
+
+    /// What the external agent's webhook is told once this request settles.
+    pub fn webhook_signal(&self) -> Value {
+        let mut decision = self.decision.clone().unwrap_or_else(|| serde_json::json!({ "approved": false }));
+        decision["state"] = self.state.as_str().into();
+        serde_json::json!({
+            "type": "confirmation",
+            "runId": self.run_id,
+            "requestId": self.agent_request_id.clone().unwrap_or_else(|| self.request_id.clone()),
+            "toolCallId": self.tool_call_id,
+            "decision": decision,
+        })
+    }
+}
+
+/// A decision body checked against the request's input type.
+///
+/// - `approval`: `{approved: bool, userInput?: string, scope?: "once"|"session"}`
+/// - `plan-review`: `{approved: bool, userInput?: string}`
+/// - `client-tool`: `{result}` (any JSON) or `{error}` (a string): what the client's run of it gave
+/// - `text`, `questions`: `{answers: [{questionId, selectedOptions[], customText?, skipped?}]}`
+///   (`approved` optional, default true)
+pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, ApiError> {
+    let bad = |m: &str| ApiError::invalid_decision(m.to_owned());
+    let Some(obj) = body.as_object() else { return Err(bad("the body must be a JSON object")) };
+    let mut out = Map::new();
+    let approved = match obj.get("approved") {
+        Some(Value::Bool(b)) => Some(*b),
+        None => None,
+        Some(_) => return Err(bad("`approved` must be a boolean")),
+    };
+    match obj.get("userInput") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s.len() <= 8_192 => {
+            out.insert("userInput".into(), s.clone().into());
+        }
+        Some(_) => return Err(bad("`userInput` must be a string of at most 8 KiB")),
+    }
+    match obj.get("scope") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) if s == "once" || s == "session" => {
+            if input_type != "approval" {
+                return Err(bad("`scope` applies to approvals only"));
+            }
+            out.insert("scope".into(), s.clone().into());
+        }
+        Some(_) => return Err(bad("`scope` must be \"once\" or \"session\"")),
+    }
+    match input_type {
+        // The client ran the tool: its result (any JSON), or its error.
+        CLIENT_TOOL => {
+            match (obj.get("result"), obj.get("error")) {
+                (_, Some(Value::String(e))) => {
+                    out.insert("error".into(), e.clone().into());
+                }
+                (Some(r), None | Some(Value::Null)) => {
+                    out.insert("result".into(), r.clone());
+                }
+                _ if approved == Some(false) => {}
+                _ => return Err(bad("a client tool's outcome is `{result}` or `{error}` (a string)")),
+            }
+            if let Some(Value::String(m)) = obj.get("messageId") {
+                out.insert("messageId".into(), m.clone().into());
+            }
+            out.insert("approved".into(), approved.unwrap_or(true).into());
+        }
+        "text" | "questions" => {
+            let Some(Value::Array(answers)) = obj.get("answers") else {
+                return Err(bad("`answers` (an array) is required for this request"));
+            };
+            let mut clean = Vec::with_capacity(answers.len());
+            for a in answers {
+                let qid = a.get("questionId").and_then(Value::as_str);
+                let opts = a.get("selectedOptions").map(|v| v.as_array().map(|x| x.iter().all(Value::is_string)));
+                let custom = a.get("customText");
+                let skipped = a.get("skipped");
+                let ok = qid.is_some()
+                    && matches!(opts, None | Some(Some(true)))
+                    && custom.is_none_or(|c| c.is_string() || c.is_null())
+                    && skipped.is_none_or(|s| s.is_boolean() || s.is_null());
+                if !ok {
+                    return Err(bad("each answer is {questionId, selectedOptions[], customText?, skipped?}"));
+                }
+                let mut entry = Map::new();
+                entry.insert("questionId".into(), qid.unwrap_or_default().into());
+                entry.insert(
+                    "selectedOptions".into(),
+                    a.get("selectedOptions").cloned().unwrap_or(Value::Array(vec![])),
+                );
+                if let Some(Value::String(t)) = custom {
+                    entry.insert("customText".into(), t.clone().into());
+                }
+                if let Some(Value::Bool(s)) = skipped {
+                    entry.insert("skipped".into(), (*s).into());
+                }
+                clean.push(Value::Object(entry));
+            }
+            out.insert("approved".into(), approved.unwrap_or(true).into());
+            out.insert("answers".into(), Value::Array(clean));
+        }
+        _ => {
+            let Some(a) = approved else { return Err(bad("`approved` (a boolean) is required")) };
+            out.insert("approved".into(), a.into());
+        }
+    }
+    Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decisions_by_input_type() {
+        assert_eq!(
+            check_decision("approval", &json!({"approved":true,"scope":"session","extra":1})).unwrap(),
+            json!({"scope":"session","approved":true})
+        );
+        assert_eq!(check_decision("approval", &json!({"approved":false,"userInput":"no"})).unwrap()["userInput"], "no");
+        assert!(check_decision("approval", &json!({})).is_err());
+        assert!(check_decision("approval", &json!({"approved":"yes"})).is_err());
+        assert!(check_decision("approval", &json!({"approved":true,"scope":"forever"})).is_err());
+        assert!(check_decision("plan-review", &json!({"approved":true,"scope":"session"})).is_err());
+        let q = check_decision("questions", &json!({"answers":[{"questionId":"q1","selectedOptions":["a"]}]})).unwrap();
+        assert_eq!(q["approved"], true);
+        assert_eq!(q["answers"][0]["selectedOptions"], json!(["a"]));
+        assert!(check_decision("questions", &json!({"answers":[{"selectedOptions":[]}]})).is_err());
+        assert!(check_decision("text", &json!({"approved":true})).is_err());
+        assert!(check_decision("text", &json!([])).is_err());
     }
 }

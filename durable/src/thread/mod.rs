@@ -10,32 +10,36 @@
 //! path, what starts next when a run ends, and the deadlines. They stay
 //! together because they call each other (a run's finish starts the next
 //! queued message in the same block; a batch stores its confirmations). The
-//! other files of the folder add methods to [`Thread`] by topic and import
-//! only from here:
+//! other files of the folder add the thread's operations by concern and
+//! import only from here:
 //!
+//! - `send`: sending a message (start, queue, interrupt, regenerate), a
+//!   client's own message ids, and launching the runs a send started;
+//! - `serve`: what a request carries and is answered with, and the
+//!   operations routes are made of (admission, follow, cancel, decide,
+//!   delete, the alarm);
 //! - `subscribe`: subscriptions (the hello a socket gets first), replay
-//!   pages and fan-out, in the `feed::wire` format the Worker relays;
-//! - `confirmations`: requests waiting for a person, their decisions and lapses;
+//!   pages and fan-out, in the `feed::socket` format the Worker relays;
+//! - `confirmations`: requests waiting for a person, their decisions (one,
+//!   or a batch admitted whole) and lapses;
 //! - `queue`: the message queue's operations, interrupt and regenerate;
 //! - `agent`: what the built-in agent's loop stores and how it resumes;
-//! - `views`: status, messages, history and the debug figures;
-//! - `streams`: the log and a run read as Durable Streams (read plans and
-//!   SSE turns, as the standalone stream object has them);
-//! - `service`: every route's request, parsed, admitted and answered, with
-//!   the [`Effect`](crate::effect::Effect)s the shell must carry out.
+//! - `transcript`: status, messages with their agent trees, the conversation
+//!   memory a run starts from, and the debug figures.
+//!
+//! No protocol is named here: each protocol's routes (`protocols/`) are
+//! made of these operations.
 //!
 //! Callers never hold the thread across an `.await`: every method here is
 //! synchronous, so each is one block no other request can interleave with.
 
 mod agent;
-mod agui;
 mod confirmations;
 mod queue;
-pub mod service;
-pub mod streams;
+pub mod send;
+pub mod serve;
 mod subscribe;
-mod uichat;
-mod views;
+mod transcript;
 
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
@@ -44,18 +48,19 @@ use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
 use crate::feed;
 use crate::ids;
-use crate::queue::{Queue, QueueItem};
 use crate::reducer::{self, TreeBuilder};
 use crate::store::{Driver, Record, RunRecord, RunState, Store};
+use crate::store::{Queue, QueueItem};
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::rc::Rc;
 
 pub use crate::ids::ROOT_AGENT;
 pub use crate::settings::Config;
-pub use agui::{agui_decision, agui_follow};
+pub use confirmations::check_decision;
+pub use send::{Given, Seen, Sender, Sent};
+pub use serve::{Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
-pub use uichat::follow_body;
 
 /// Where a subscriber's messages go: the socket the Worker relays from (a
 /// hibernatable WebSocket), a vector in tests. Each `send` is one message.
@@ -70,7 +75,7 @@ pub trait Sink {
 /// client left ([`Thread::make_room`]): a relay answers it by writing its
 /// protocol's keep-alive, and a write is how a stateless Worker learns that
 /// its client is gone (it then closes the socket, freeing the slot).
-pub const PROBE: &[u8] = crate::feed::wire::PROBE.as_bytes();
+pub const PROBE: &[u8] = crate::feed::socket::PROBE.as_bytes();
 
 /// A sink that keeps nothing: for benchmarks and fuzzing.
 pub struct Discard;
@@ -132,7 +137,7 @@ pub struct Thread<S: Store, K: Sink> {
     /// to launch: signal the webhook or start the built-in agent.
     started: Vec<Started>,
     /// Random ids and tokens (the platform's CSPRNG in the Worker).
-    ids: Rc<dyn Fn(&str) -> String>,
+    ids: Rc<dyn ids::Random>,
     /// When the log last grew (ms): a thread idle past its TTL is deleted.
     last_write_at: i64,
     /// The origin of the last accepted send (publish URLs without
@@ -197,7 +202,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             queue: Queue::default(),
             interrupting: None,
             started: Vec::new(),
-            ids: ids::counter(),
+            ids: Rc::new(ids::Counter::default()),
             last_write_at: now,
             send_origin: None,
         };
@@ -262,7 +267,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// Replaces the id source (the Worker's is its CSPRNG).
-    pub fn set_id_source(&mut self, ids: Rc<dyn Fn(&str) -> String>) {
+    pub fn set_id_source(&mut self, ids: Rc<dyn ids::Random>) {
         self.ids = ids;
     }
 
@@ -493,11 +498,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 Staged::Durable(ev) => {
                     seq += 1;
                     let data = ev.to_json();
-                    feed::wire::durable(seq, &data, &mut message);
-                    feed::wire::durable(seq, &data, &mut durable);
+                    feed::socket::durable(seq, &data, &mut message);
+                    feed::socket::durable(seq, &data, &mut durable);
                     records.push(Record { seq, run_id: ev.run_id.clone(), kind: ev.kind, data });
                 }
-                Staged::Live(ev) => feed::wire::live(&ev.to_json(), &mut message),
+                Staged::Live(ev) => feed::socket::live(&ev.to_json(), &mut message),
             }
         }
         let runs: Vec<RunRecord> = run.into_iter().collect();
@@ -643,7 +648,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// keeps the client's message id).
     fn new_item(&self, message: String, model: Option<String>, given: Option<(String, String)>, now: i64) -> QueueItem {
         let (message_id, run_id) = given.unwrap_or_else(|| {
-            let id = ids::scoped(&self.thread_id, &(self.ids)("msg"));
+            let id = ids::scoped(&self.thread_id, &self.ids.id("msg"));
             (id.clone(), id)
         });
         QueueItem { message_id, run_id, message, queued_at: now, model }
@@ -652,7 +657,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Takes the run lock for `item`; the run waits in `started` for the
     /// service to launch it.
     fn start_item(&mut self, item: QueueItem, now: i64) -> Result<RunRecord, ApiError> {
-        let token = (self.ids)("tlp");
+        let token = self.ids.token();
         let run = self.start_run(
             StartRun {
                 run_id: item.run_id,

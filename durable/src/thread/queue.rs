@@ -6,7 +6,7 @@
 use super::{Sink, Thread};
 use crate::error::ApiError;
 use crate::event::FinishStatus;
-use crate::queue::{Queue, QueueItem};
+use crate::store::{Queue, QueueItem};
 use crate::store::{RunRecord, Store};
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -98,7 +98,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         last.replaced = true;
         self.store.commit(&[], std::slice::from_ref(&last)).map_err(ApiError::storage)?;
         // The same user message, answered again: it keeps its id.
-        let run_id = crate::ids::scoped(&self.thread_id, &(self.ids)("run"));
+        let run_id = crate::ids::scoped(&self.thread_id, &self.ids.id("run"));
         let item = self.new_item(last.message, model, Some((last.message_id, run_id)), now);
         self.start_item(item, now)
     }

@@ -1,4 +1,4 @@
-//! Subscriptions: what each subscriber's socket gets, in the `feed::wire`
+//! Subscriptions: what each subscriber's socket gets, in the `feed::socket`
 //! format the stateless Worker relays to the client (who frames it for its
 //! protocol). The object holds no stream, only sockets: between publishes it
 //! can sleep, and it finds its subscribers again on waking
@@ -12,7 +12,7 @@
 
 use super::{Sink, Staged, Subscriber, Thread};
 use crate::error::ApiError;
-use crate::feed::wire;
+use crate::feed::socket;
 use crate::store::{Record, RunState, Store};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -42,7 +42,31 @@ impl Follow {
     }
 }
 
+/// The meta key the log's generation is stored under (its name predates
+/// other readers than the Durable Streams views: stored data keeps it).
+pub const GENERATION_KEY: &str = "ds_generation";
+
 impl<S: Store, K: Sink> Thread<S, K> {
+    /// The log's generation: a random number drawn (from `draw`) when the
+    /// log is first read from a position and stored with it. A reader's
+    /// position names it, and deleting the thread deletes it, so a position
+    /// in a deleted log is never taken for one in the log that replaced it.
+    pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, ApiError> {
+        if let Some(g) = self.stored_generation()? {
+            return Ok(g);
+        }
+        // 1..=10^15: fits the 16 digits of an offset half, never 0.
+        let g = draw() % 1_000_000_000_000_000 + 1;
+        self.store.set_meta(GENERATION_KEY, Some(&g.to_string())).map_err(ApiError::storage)?;
+        Ok(g)
+    }
+
+    /// The log's generation if one was drawn (a log never read from a
+    /// position has none yet).
+    pub fn stored_generation(&self) -> Result<Option<u64>, ApiError> {
+        Ok(self.store.meta(GENERATION_KEY).map_err(ApiError::storage)?.and_then(|v| v.parse().ok()))
+    }
+
     pub fn subscriber_count(&self) -> usize {
         self.subscribers.len()
     }
@@ -68,9 +92,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// durable records only) the open segments' text so far.
     pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, ApiError> {
         let high = self.last_seq;
-        let gen = crate::protocols::durable_streams::views::stored_generation(&self.store)?.unwrap_or(0);
+        let gen = self.stored_generation()?.unwrap_or(0);
         let mut out = Vec::new();
-        wire::hello(high, gen, after, &mut out);
+        socket::hello(high, gen, after, &mut out);
         // A short first page: the Worker frames a whole message before it
         // writes, so the client's first byte waits for this page only; the
         // pages it asks for next are full ones.
@@ -78,13 +102,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Some(run) = &follow.run {
             // Its `run-finish` is stored in the same commit as the state.
             if self.store.run(run).map_err(ApiError::storage)?.is_some_and(|r| r.state != RunState::Running) {
-                wire::ended(&mut out);
+                socket::ended(&mut out);
             }
         }
         if !follow.durable {
             for ev in self.coalescer.snapshots() {
                 if follow.run.as_ref().is_none_or(|r| *r == ev.run_id) {
-                    wire::snapshot(&ev.to_json(), &mut out);
+                    socket::snapshot(&ev.to_json(), &mut out);
                 }
             }
         }
@@ -128,13 +152,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         .map_err(ApiError::storage)?;
         for r in &records {
-            wire::durable(r.seq, &r.data, out);
+            socket::durable(r.seq, &r.data, out);
         }
         let last = match records.last() {
             Some(r) if records.len() == limit && r.seq < high => r.seq,
             _ => high,
         };
-        wire::page_end(last, out);
+        socket::page_end(last, out);
         Ok(())
     }
 
@@ -164,5 +188,22 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let chunk = if sub.follow.durable { &durable } else { &message };
             chunk.is_empty() || sub.sink.send(chunk.clone())
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::store::MemoryStore;
+    use crate::thread::{Discard, Thread};
+
+    #[test]
+    fn the_generation_is_drawn_once_and_stored() {
+        let mut t: Thread<MemoryStore, Discard> = Thread::load(MemoryStore::default(), Default::default(), 0).unwrap();
+        assert_eq!(t.stored_generation().unwrap(), None);
+        assert_eq!(t.generation(|| 41).unwrap(), 42);
+        assert_eq!(t.generation(|| 7).unwrap(), 42);
+        // Deleting the log (its meta) draws another.
+        t.store_mut().meta.clear();
+        assert_eq!(t.generation(|| 7).unwrap(), 8);
     }
 }

@@ -10,9 +10,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use threadline_durable::access::Caller;
 use threadline_durable::event::Event;
-use threadline_durable::request;
-use threadline_durable::route::Route;
-use threadline_durable::thread::service::{Answer, Incoming, Outcome};
+use threadline_durable::input;
+use threadline_durable::protocols::{self, Target};
+use threadline_durable::thread::{Answer, Call, Outcome};
 use threadline_durable::{MemoryStore, Settings, Sink, Thread};
 
 /// A subscriber whose live bytes the test can read; `closed` simulates a
@@ -73,15 +73,20 @@ impl<'a> Req<'a> {
     }
 }
 
-/// Serves `req` on `t` (the path's query string included).
+/// Serves `req` on `t` (the path's query string included), as the Worker
+/// and the object would: the route found, a body-addressed route addressed
+/// from its body, then served on the thread.
 pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
     let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
-    let route = Route::parse(req.method, path).expect("a valid route");
-    let query = request::query_pairs(query);
+    let mut route = protocols::parse(req.method, path).expect("a valid route");
+    if route.target() == Target::Body {
+        let body: Value = serde_json::from_str(&req.body).expect("a JSON body");
+        route.address(&body, &|prefix| format!("{prefix}_new")).expect("the body names its thread");
+    }
+    let query = input::query_pairs(query);
     let headers = req.headers.clone();
     let header = move |name: &str| headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
-    let incoming = Incoming {
-        route: &route,
+    let call = Call {
         caller: &req.caller,
         query: &query,
         header: &header,
@@ -90,7 +95,7 @@ pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
         random: 42,
         instance: &Default::default(),
     };
-    t.handle(&incoming, settings, now)
+    protocols::handle(t, &route, &call, settings, now)
 }
 
 /// The status of an outcome (a stream opened counts as 200).
@@ -138,4 +143,54 @@ pub fn parse(bytes: &[u8]) -> Vec<(Option<u64>, Event)> {
 /// The thread's durable log, parsed.
 pub fn log(t: &T) -> Vec<Event> {
     t.store().records.iter().map(|r| serde_json::from_str(&r.data).unwrap()).collect()
+}
+
+/// An in-memory SQLite (the engine Durable Objects run) as the core's
+/// [`Db`](threadline_durable::db::Db).
+pub struct Lite(pub rusqlite::Connection);
+
+/// A fresh, empty in-memory SQLite.
+pub fn lite() -> Lite {
+    Lite(rusqlite::Connection::open_in_memory().unwrap())
+}
+
+impl threadline_durable::db::Db for Lite {
+    fn run(
+        &self,
+        sql: &str,
+        args: &[threadline_durable::db::Value],
+    ) -> threadline_durable::store::StoreResult<threadline_durable::db::Rows> {
+        use rusqlite::types::{Value as V, ValueRef};
+        use threadline_durable::db::{failed, Rows, Value};
+        let mut stmt = self.0.prepare(sql).map_err(failed)?;
+        let params: Vec<V> = args
+            .iter()
+            .map(|a| match a {
+                Value::Null => V::Null,
+                Value::Int(i) => V::Integer(*i),
+                Value::Real(f) => V::Real(*f),
+                Value::Text(s) => V::Text(s.clone()),
+                Value::Blob(b) => V::Blob(b.clone()),
+            })
+            .collect();
+        let columns = stmt.column_count();
+        let before = self.0.total_changes();
+        let mut rows = stmt.query(rusqlite::params_from_iter(params)).map_err(failed)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(failed)? {
+            let mut values = Vec::with_capacity(columns);
+            for i in 0..columns {
+                values.push(match row.get_ref(i).map_err(failed)? {
+                    ValueRef::Null => Value::Null,
+                    ValueRef::Integer(i) => Value::Int(i),
+                    ValueRef::Real(f) => Value::Real(f),
+                    ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(b) => Value::Blob(b.to_vec()),
+                });
+            }
+            out.push(values);
+        }
+        drop(rows);
+        Ok(Rows { rows: out, written: self.0.total_changes() - before })
+    }
 }

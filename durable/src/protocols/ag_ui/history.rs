@@ -1,8 +1,51 @@
-//! The messages an AG-UI client holds: a port of `@ag-ui/client`'s
-//! `defaultApplyEvents` for the events [`super::AguiMapper`] sends, so the
-//! history route shows what a client that read the stream holds.
+//! The history as AG-UI messages (`GET /ag-ui/threads/:id/messages`): the
+//! messages an `HttpAgent` holds, by a port of `@ag-ui/client`'s
+//! `defaultApplyEvents` ([`AguiMessages`]) applied to the same numbered
+//! events the streams send ([`AguiMapper`]), so the history route shows what
+//! a client that read the stream holds.
 
+use super::mapping::AguiMapper;
+use crate::error::ApiError;
+use crate::event::Kind;
+use crate::store::{RunState, Store};
+use crate::thread::{Sink, Thread};
 use serde_json::{json, Value};
+
+/// The conversation as the messages an `HttpAgent` holds (a page of runs,
+/// oldest first). A running run's answer is left out: its stream brings it.
+pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize) -> Result<Value, ApiError> {
+    let (runs, _) = t.store().runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+    let mut fold = AguiMessages::default();
+    for run in runs.iter().rev().filter(|r| !r.replaced) {
+        let running = run.state == RunState::Running;
+        let waiting = t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended();
+        if running && !waiting {
+            fold.apply(&json!({ "type": "RUN_STARTED", "input": { "messages": [
+                { "id": run.message_id, "role": "user", "content": run.message }
+            ] } }));
+            continue;
+        }
+        let events = t.run_events(&run.run_id)?;
+        // The client tool results the client sent, by call: the history
+        // shows them under the client's message ids.
+        let mut client_results = std::collections::HashMap::new();
+        for ev in events.iter().filter(|e| matches!(e.kind, Kind::ToolResult | Kind::ToolError)) {
+            let call = ev.payload["toolCallId"].as_str().unwrap_or_default();
+            if let Some(c) = t.confirmation_for_call(call, Some(&run.run_id))? {
+                if let Some(m) = c.decision.as_ref().and_then(|d| d["messageId"].as_str()) {
+                    client_results.insert(call.to_owned(), m.to_owned());
+                }
+            }
+        }
+        let mut mapper = AguiMapper::new(t.thread_id(), &run.run_id, &run.agent_id).with_client_results(client_results);
+        for ev in events {
+            for (_, e) in mapper.map(&ev) {
+                fold.apply(&e);
+            }
+        }
+    }
+    Ok(Value::Array(fold.messages))
+}
 
 /// The messages an `HttpAgent` holds after reading a run's events (the
 /// client's `defaultApplyEvents`, for the events [`AguiMapper`] sends).

@@ -319,7 +319,7 @@ impl AguiMapper {
                 self.close_text(agent, out);
                 let call = text("toolCallId");
                 let input_type = p.get("inputType").and_then(Value::as_str).unwrap_or("approval");
-                if input_type == crate::confirm::CLIENT_TOOL {
+                if input_type == crate::store::CLIENT_TOOL {
                     if agent == self.root && !call.is_empty() && !self.step_calls.contains(&call) {
                         self.step_calls.push(call.clone());
                     }

@@ -274,7 +274,7 @@ impl UiMapper {
                     self.step_call(&call);
                     self.waiting.insert(call.clone());
                 }
-                if input_type == crate::confirm::CLIENT_TOOL {
+                if input_type == crate::store::CLIENT_TOOL {
                     // The client runs it: its part is `input-available`, and
                     // the client's `addToolOutput` continues the message.
                 } else if input_type == "approval" && !call.is_empty() {

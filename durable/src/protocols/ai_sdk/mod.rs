@@ -1,4 +1,312 @@
-//! The AI SDK's UI message stream.
+//! The AI SDK's UI message stream (`ai`'s `useChat` with its
+//! `DefaultChatTransport`, `docs/protocols/005-ai-sdk.md`): a send answered
+//! with its run's chunks ([`mapping`], [`stream`]), the reconnect of
+//! `useChat({resume: true})`, stop, and the history as `UIMessage[]`
+//! ([`history`]). The thread holds the history: of what the client sends,
+//! only its last message is read ([`bodies::UiChat`]).
+//!
+//! Invariants, each enforced here:
+//! - a user message id the thread has seen starts nothing: the send
+//!   follows that message's run while it is active, else 409;
+//! - a continuation decides only requests of the message it continues, each
+//!   as the confirm route would (the same access rule), the batch whole or
+//!   not at all, and its stream begins after the earliest of those
+//!   requests, so the client, which holds the message up to them, gets the
+//!   rest once;
+//! - the history's assistant message of a run has the id its stream's
+//!   `start` carries (the run id), and is the fold of the same chunks.
 
+pub mod bodies;
+pub mod history;
 pub mod mapping;
 pub mod stream;
+
+use super::{BodyKind, Target};
+use crate::access::{Access, Caller};
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::feed::{Plan, Relay};
+use crate::input::{self, ToolOutput};
+use crate::reply::Reply;
+use crate::route::Spec;
+use crate::settings::Settings;
+use crate::store::Store;
+use crate::thread::{Answer, Call, Follow, Given, Seen, Sender, Sent, Sink, Thread};
+use bodies::{UiApproval, UiChat};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// An AI SDK route.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "route", rename_all = "camelCase")]
+pub enum Route {
+    /// `POST /api/chat {id, messages, trigger}`: the thread is the chat's `id`.
+    Chat { thread: String },
+    /// `GET /api/chat/:id/stream`: `useChat({resume: true})`'s reconnect to
+    /// the active run (204 when there is none).
+    Stream { thread: String },
+    /// `GET /api/chat/:id/runs/:runId/stream?after=&continue=`: one run as a
+    /// UI message stream from a point of its log (what a send answers with:
+    /// then the point is the route's own, not the query's).
+    RunStream { thread: String, run: String, after: Option<u64>, continuing: bool },
+    /// `GET /api/chat/:id/messages`: the history as `UIMessage[]`.
+    Messages { thread: String },
+    /// `POST /api/chat/:id/stop`: cancels the active run.
+    Stop { thread: String },
+}
+
+use Route as R;
+
+impl super::Protocol for Route {
+    const ROUTES: &'static [Spec<Route>] = &[
+        Spec { path: "/api/chat", methods: &["POST"], build: |_, _| Ok(R::Chat { thread: String::new() }) },
+        Spec { path: "/api/chat/:id/stream", methods: &["GET"], build: |p, _| Ok(R::Stream { thread: p.thread("id")? }) },
+        Spec { path: "/api/chat/:id/messages", methods: &["GET"], build: |p, _| Ok(R::Messages { thread: p.thread("id")? }) },
+        Spec { path: "/api/chat/:id/stop", methods: &["POST"], build: |p, _| Ok(R::Stop { thread: p.thread("id")? }) },
+        Spec {
+            path: "/api/chat/:id/runs/:runId/stream",
+            methods: &["GET"],
+            build: |p, _| {
+                let thread = p.thread("id")?;
+                let run = crate::ids::run_id(p.raw("runId"))?;
+                if crate::ids::thread_of(&run) != Some(thread.as_str()) {
+                    return Err(ApiError::nothing_to_resume());
+                }
+                Ok(R::RunStream { thread, run, after: None, continuing: false })
+            },
+        },
+    ];
+
+    fn target(&self) -> Target {
+        match self {
+            R::Chat { .. } => Target::Body,
+            _ => Target::Thread,
+        }
+    }
+
+    fn thread(&self) -> &str {
+        match self {
+            R::Chat { thread } | R::Stream { thread } | R::RunStream { thread, .. } | R::Messages { thread } | R::Stop { thread } => {
+                thread
+            }
+        }
+    }
+
+    fn access(&self) -> Access {
+        match self {
+            R::Chat { .. } => Access::Send,
+            R::Stream { .. } | R::RunStream { .. } => Access::Reader,
+            R::Messages { .. } | R::Stop { .. } => Access::Owner,
+        }
+    }
+
+    fn not_found(&self) -> ApiError {
+        match self {
+            R::RunStream { .. } => ApiError::nothing_to_resume(),
+            _ => ApiError::thread_not_found(),
+        }
+    }
+
+    fn body(&self) -> BodyKind {
+        match self {
+            R::Chat { .. } | R::Stop { .. } => BodyKind::Json,
+            _ => BodyKind::None,
+        }
+    }
+
+    fn address(&mut self, body: &Value, _: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
+        if let R::Chat { thread } = self {
+            *thread = bodies::ui_chat_thread(body)?;
+        }
+        Ok(())
+    }
+
+    fn plan(&self, query: &[(String, String)], _: Option<&str>, _: i64) -> Result<Option<Plan>, ApiError> {
+        Ok(match self {
+            R::Stream { .. } => Some(ui_plan(None, false)),
+            R::RunStream { run, after: None, .. } => {
+                let continuing = input::query_first(query, "continue").as_deref() == Some("true");
+                Some(ui_plan(Some(run), continuing))
+            }
+            R::RunStream { run, continuing, .. } => Some(ui_plan(Some(run), *continuing)),
+            _ => None,
+        })
+    }
+
+    /// A send's answer names the run to follow and from where.
+    fn after_send(&self, reply: &Reply) -> Option<(Plan, Route)> {
+        let R::Chat { thread } = self else { return None };
+        if reply.status != 200 {
+            return None;
+        }
+        let body: Value = serde_json::from_slice(&reply.body).ok()?;
+        let follow = &body["follow"];
+        let run = follow["runId"].as_str()?;
+        let after = follow["after"].as_u64()?;
+        let continuing = follow["continue"].as_bool()?;
+        let route = R::RunStream { thread: thread.clone(), run: run.to_owned(), after: Some(after), continuing };
+        Some((ui_plan(Some(run), continuing), route))
+    }
+
+    fn head(&self) -> Option<Reply> {
+        matches!(self, R::Stream { .. } | R::RunStream { .. }).then(|| Reply::with_headers(200, mapping::HEADERS))
+    }
+
+    fn serve<S: Store, K: Sink>(
+        &self,
+        t: &mut Thread<S, K>,
+        call: &Call,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Answer, ApiError> {
+        let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
+        match self {
+            R::Chat { .. } => {
+                let who = Sender { grant: admit(t)?, caller: call.caller, origin: call.origin };
+                let body = input::json(call.body, settings.limits.max_body_bytes)?;
+                chat(t, &body, who, settings, now, effects)
+            }
+            R::Stream { .. } => {
+                // A thread that is not the caller's answers as one with no run.
+                let granted = match admit(t) {
+                    Ok(_) => true,
+                    Err(e) if e.status == 404 => false,
+                    Err(e) => return Err(e),
+                };
+                match t.active_run().filter(|_| granted).map(|r| r.run_id.clone()) {
+                    Some(run) => t.follow(Follow::run(&run), 0, settings),
+                    None => Ok(Answer::Reply(Reply::new(204))),
+                }
+            }
+            R::RunStream { run, after, .. } => {
+                admit(t)?;
+                let after = match after {
+                    Some(a) => *a,
+                    None => input::cursor(None, input::query_first(call.query, "after").as_deref())?,
+                };
+                t.follow_run(run, after, settings)
+            }
+            R::Messages { .. } => {
+                admit(t)?;
+                let (limit, page) = input::messages_page(call.query)?;
+                Ok(Answer::json(200, &history::messages(t, limit, page)?))
+            }
+            R::Stop { .. } => {
+                admit(t)?;
+                let cancelled = t.cancel_run(settings, now, effects)?;
+                let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
+                if let Some(run_id) = cancelled {
+                    body["runId"] = run_id.into();
+                }
+                Ok(Answer::json(200, &body))
+            }
+        }
+    }
+}
+
+/// What a send answers: the run the Worker follows, from a point of its log.
+fn follow_body(run_id: &str, after: u64, continuing: bool) -> Answer {
+    Answer::json(200, &json!({ "follow": { "runId": run_id, "after": after, "continue": continuing } }))
+}
+
+/// How the Worker relays a run as a UI message stream.
+fn ui_plan(run: Option<&str>, continuing: bool) -> Plan {
+    let headers = mapping::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    Plan::new(Box::new(Relay::new(stream::UiFrames::new(run, continuing))), headers)
+}
+
+/// `POST /api/chat`: a new user message (sent with the client's id), a
+/// regenerate, or the continuation of an assistant message whose approval
+/// requests the person answered (or whose client tools ran). Answers what
+/// the Worker follows, or, for a queued message, a stream that says so.
+fn chat<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    body: &Value,
+    who: Sender,
+    settings: &Settings,
+    now: i64,
+    effects: &mut Vec<Effect>,
+) -> Result<Answer, ApiError> {
+    let options = |extra: Value| {
+        let mut send = extra;
+        for k in ["mode", "model"] {
+            if let Some(v) = body.get(k) {
+                send[k] = v.clone();
+            }
+        }
+        send
+    };
+    let sent = match UiChat::parse(body, settings.limits.max_message_bytes)? {
+        UiChat::Message { id, text } => {
+            let run_id = match t.message_run(&id)? {
+                Seen::New(run_id) => run_id,
+                Seen::Active(run_id) => return Ok(follow_body(&run_id, 0, false)),
+            };
+            let client_tools = t.client_tools(body.get("tools"), settings)?;
+            let send = options(json!({ "message": text }));
+            t.send(&send, Given { ids: Some((id, run_id)), client_tools }, who, settings, now, effects)?
+        }
+        UiChat::Regenerate => {
+            let send = options(json!({ "regenerate": true }));
+            t.send(&send, Given::default(), who, settings, now, effects)?
+        }
+        UiChat::Continue { message_id, approvals, outputs } => {
+            return resume(t, &message_id, &approvals, &outputs, who.caller, settings, now, effects);
+        }
+    };
+    Ok(match sent {
+        Sent::Run { run_id, .. } => follow_body(&run_id, 0, false),
+        Sent::Queued(queued) => {
+            let mut out = Vec::new();
+            mapping::encode(&json!({ "type": "data-queued", "data": queued, "transient": true }), &mut out);
+            out.extend_from_slice(mapping::DONE);
+            Answer::Reply(Reply::with_headers(200, mapping::HEADERS).body(out))
+        }
+    })
+}
+
+/// Decides the answered requests of run `message_id` (a batch admitted
+/// whole) and follows the run from its earliest one.
+#[allow(clippy::too_many_arguments)]
+fn resume<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    message_id: &str,
+    approvals: &[UiApproval],
+    outputs: &[ToolOutput],
+    caller: &Caller,
+    settings: &Settings,
+    now: i64,
+    effects: &mut Vec<Effect>,
+) -> Result<Answer, ApiError> {
+    let run = t.store().run(message_id).map_err(ApiError::storage)?.ok_or_else(|| {
+        ApiError::nothing_to_continue("the assistant message to continue is not a run of this thread")
+    })?;
+    let mut answers = Vec::new();
+    for a in approvals {
+        let Some(c) = t.confirmation(&a.id)?.filter(|c| c.run_id == run.run_id) else { continue };
+        let mut decision = json!({ "approved": a.approved });
+        if let Some(reason) = &a.reason {
+            decision["userInput"] = reason.clone().into();
+        }
+        answers.push((c, decision));
+    }
+    // The client's own tools: its outcomes settle their requests.
+    answers.extend(t.client_tool_answers(&run.run_id, outputs)?);
+    if answers.is_empty() {
+        return Err(ApiError::nothing_to_continue(
+            "no answered approval request or client tool call belongs to this message",
+        ));
+    }
+    t.decide_batch(caller, &answers, settings, now, effects)?;
+    let requests: Vec<&str> = answers.iter().map(|(c, _)| c.request_id.as_str()).collect();
+    // The stream goes on after the earliest request the client answered.
+    let records = t.store().run_records(&run.run_id).map_err(ApiError::storage)?;
+    let after = records
+        .iter()
+        .filter(|r| r.data.contains("\"confirmation-request\"") && requests.iter().any(|q| r.data.contains(q)))
+        .map(|r| r.seq)
+        .min()
+        .unwrap_or(t.last_seq());
+    Ok(follow_body(&run.run_id, after, true))
+}

@@ -11,33 +11,19 @@
 //!
 //! Only durable facts travel (the records the log stores): live text deltas
 //! have no offset, and reach these views as the `text-block` facts they are
-//! coalesced into.
+//! coalesced into. A catch-up read (and `view=history`) is answered here; a
+//! live read (`live=sse`, `live=long-poll`) becomes a subscriber that
+//! follows durable records after the offset, which the Worker relays in the
+//! protocol's frames (`stream`), so the object holds no waiting request.
 
 use super::offset::{Offset, Start};
 use super::producer::{self, Producer, ProducerState, Verdict};
 use super::wire::{self, Reply};
 use crate::error::ApiError;
-use crate::store::{Record, Store};
-
-/// The meta key a log's generation is stored under.
-pub const GENERATION_KEY: &str = "ds_generation";
-
-/// The log's generation, drawing and storing one (from `draw`) on first use.
-pub fn generation<S: Store>(store: &mut S, draw: impl FnOnce() -> u64) -> Result<u64, ApiError> {
-    if let Some(g) = store.meta(GENERATION_KEY).map_err(ApiError::storage)?.and_then(|v| v.parse().ok()) {
-        return Ok(g);
-    }
-    // 1..=10^15: fits the 16 digits of an offset half, never 0.
-    let g = draw() % 1_000_000_000_000_000 + 1;
-    store.set_meta(GENERATION_KEY, Some(&g.to_string())).map_err(ApiError::storage)?;
-    Ok(g)
-}
-
-/// The log's generation if one was drawn (a log never read as a stream has
-/// none yet).
-pub fn stored_generation<S: Store>(store: &S) -> Result<Option<u64>, ApiError> {
-    Ok(store.meta(GENERATION_KEY).map_err(ApiError::storage)?.and_then(|v| v.parse().ok()))
-}
+use crate::input::{self, BatchShape};
+use crate::settings::Settings;
+use crate::store::{Record, RunState, Store};
+use crate::thread::{Answer, Follow, Sink, Thread};
 
 /// The offset after `seq` in generation `gen`.
 pub fn offset(gen: u64, seq: u64) -> String {
@@ -206,22 +192,181 @@ pub fn check_producer(
     }
 }
 
+/// Records one read of the thread log carries at most.
+const PAGE: usize = 1000;
+
+/// Which log a read follows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Thread,
+    Run(String),
+}
+
+/// The records after `after` and the position they leave the reader at.
+fn batch<S: Store, K: Sink>(
+    t: &Thread<S, K>,
+    scope: &Scope,
+    gen: u64,
+    after: u64,
+    tail: Option<usize>,
+) -> Result<(Vec<Record>, Position), ApiError> {
+    let last = t.last_seq();
+    let store = t.store();
+    match scope {
+        Scope::Thread => {
+            let records = store.read_range(after, last, PAGE).map_err(ApiError::storage)?;
+            let seq = records.last().map_or(after, |r| r.seq);
+            Ok((records, Position { gen, seq, up_to_date: seq >= last, closed: false }))
+        }
+        Scope::Run(run) => {
+            let record = store.run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
+            // `tail=N` is a bounded diagnostic read of the run's suffix;
+            // every other read pages through the run's index after `after`.
+            let (records, up_to_date) = match tail {
+                Some(n) => {
+                    let mut all: Vec<Record> = store
+                        .run_records(run)
+                        .map_err(ApiError::storage)?
+                        .into_iter()
+                        .filter(|r| r.seq > after)
+                        .collect();
+                    (all.split_off(all.len().saturating_sub(n)), true)
+                }
+                None => {
+                    let page = store.run_range(run, after, PAGE).map_err(ApiError::storage)?;
+                    let full = page.len() == PAGE;
+                    (page, !full)
+                }
+            };
+            let seq = if up_to_date { last.max(after) } else { records.last().map_or(after, |r| r.seq) };
+            // Closed once its `run-finish` is stored: the run record's state
+            // changes in the same commit as that event.
+            let closed = record.state != RunState::Running && up_to_date;
+            Ok((records, Position { gen, seq, up_to_date, closed }))
+        }
+    }
+}
+
+/// `GET /v1/threads/:threadId` and `GET /v1/runs/:runId`: a catch-up
+/// answer, the `view=history` snapshot, or a live read's subscription.
+/// `random`: a fresh random number (a new log's generation).
+pub fn read<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    run: Option<&str>,
+    query: &[(String, String)],
+    random: u64,
+    settings: &Settings,
+) -> Result<Answer, ApiError> {
+    let q = |name: &str| input::query_first(query, name);
+    let offsets = input::query_all(query, "offset");
+    let scope = run.map_or(Scope::Thread, |r| Scope::Run(r.to_owned()));
+    let tail = tail_param(q("tail").as_deref())?;
+    let which = match scope {
+        Scope::Thread if tail.is_some() => return Err(ApiError::tail_not_supported()),
+        Scope::Thread => View::parse(q("view").as_deref(), !offsets.is_empty())?,
+        Scope::Run(_) if q("view").is_some() => return Err(ApiError::invalid_view("a run's stream has no views")),
+        Scope::Run(_) => View::Log,
+    };
+    let live = match q("live").as_deref() {
+        None => false,
+        Some("long-poll" | "sse") if !offsets.is_empty() => true,
+        Some("long-poll" | "sse") => {
+            return Err(ApiError::offset_required("a live read resumes after an offset: pass ?offset="))
+        }
+        Some(_) => return Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
+    };
+    if which == View::History && live {
+        return Err(ApiError::invalid_live("view=history is one snapshot; follow it with view=updates"));
+    }
+    let offsets: Vec<&str> = offsets.iter().map(String::as_str).collect();
+    let gen = t.generation(|| random)?;
+    let last = t.last_seq();
+    let after = resolve(&offsets, gen, last)?.unwrap_or(0);
+    if which == View::History {
+        let mut body = t.messages(1000, 0)?;
+        body["offset"] = offset(gen, last).into();
+        let reply = Reply::json(200, &body).header(wire::NEXT_OFFSET, offset(gen, last)).header(wire::UP_TO_DATE, "true");
+        return Ok(Answer::Reply(reply));
+    }
+    if let Scope::Run(run) = &scope {
+        t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
+    }
+    if live {
+        let follow = Follow { run: run.map(str::to_owned), durable: true };
+        return t.follow(follow, after, settings);
+    }
+    let (records, pos) = batch(t, &scope, gen, after, tail)?;
+    Ok(Answer::Reply(batch_reply(&records, pos, None)))
+}
+
+/// `POST /v1/runs/:runId`: an external agent appends events to its run
+/// with its publish token, through the thread's one publish path. With
+/// `Producer-Id`/`-Epoch`/`-Seq` a retried batch lands once: the
+/// producer's state is stored in the same synchronous block as the
+/// batch it admits, so both land or neither does.
+pub fn append<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    run: &str,
+    header: &dyn Fn(&str) -> Option<String>,
+    body: &[u8],
+    random: u64,
+    settings: &Settings,
+    now: i64,
+) -> Result<Reply, ApiError> {
+    let producer = Producer::from_headers(
+        header(wire::PRODUCER_ID).as_deref(),
+        header(wire::PRODUCER_EPOCH).as_deref(),
+        header(wire::PRODUCER_SEQ).as_deref(),
+    )
+    .map_err(ApiError::invalid_producer)?;
+    t.authorize_publish(run, input::bearer(header("authorization").as_deref()))?;
+    let limits = &settings.limits;
+    let batch = input::batch(input::json(body, limits.max_batch_bytes)?, BatchShape::Stream, limits.max_batch_events)?;
+    let gen = t.generation(|| random)?;
+    let state: Option<ProducerState> = match &producer {
+        Some(p) => t
+            .store()
+            .meta(&producer_key(run, &p.id))
+            .map_err(ApiError::storage)?
+            .and_then(|v| serde_json::from_str(&v).ok()),
+        None => None,
+    };
+    match check_producer(run, producer.as_ref(), state.as_ref(), gen, t.last_seq(), now) {
+        Err(refusal) => {
+            let (e, headers) = *refusal;
+            let mut reply = Reply::error(&e);
+            for (k, v) in headers {
+                reply.set(k, v);
+            }
+            Ok(reply)
+        }
+        Ok(RunAppend::Duplicate(reply)) => Ok(reply),
+        Ok(RunAppend::Publish(admitted)) => {
+            let last = t.publish(run, batch, now)?;
+            if let Some((key, s)) = admitted {
+                let json = serde_json::to_string(&s).expect("state serialises");
+                t.store_mut().set_meta(&key, Some(&json)).map_err(ApiError::storage)?;
+            }
+            let closed = t.store().run(run).ok().flatten().is_some_and(|r| r.state != RunState::Running);
+            let mut reply =
+                Reply::new(if producer.is_some() { 200 } else { 204 }).header(wire::NEXT_OFFSET, offset(gen, last));
+            if let Some(p) = &producer {
+                reply = reply
+                    .header(wire::PRODUCER_EPOCH, p.epoch.to_string())
+                    .header(wire::PRODUCER_SEQ, p.seq.to_string());
+            }
+            if closed {
+                reply.set(wire::CLOSED, "true");
+            }
+            Ok(reply)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::Kind;
-    use crate::store::MemoryStore;
-
-    #[test]
-    fn generation_is_drawn_once_and_stored() {
-        let mut s = MemoryStore::default();
-        let g = generation(&mut s, || 41).unwrap();
-        assert_eq!(g, 42);
-        assert_eq!(generation(&mut s, || 7).unwrap(), 42);
-        // Deleting the log (its meta) draws another.
-        s.meta.clear();
-        assert_eq!(generation(&mut s, || 7).unwrap(), 8);
-    }
 
     #[test]
     fn offsets_resolve_within_their_generation_only() {

@@ -1,3 +1,308 @@
-//! n8n Instance AI.
+//! n8n Instance AI's streaming protocol (n8n's streaming protocol,
+//! `docs/protocols/000-instance-ai.md`), the primary one: its routes at the
+//! paths it names. The log's events are its events (`event`), so its stream
+//! is the log itself ([`stream::Events`]) and its history is the thread's
+//! messages with their agent trees (`Thread::messages`).
 
 pub mod stream;
+
+use crate::access::Access;
+use crate::auth;
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::feed::{Plan, Relay};
+use crate::input::{self, BatchShape};
+use crate::reply::Reply;
+use crate::route::Spec;
+use crate::settings::Settings;
+use crate::sse;
+use crate::store::Store;
+use crate::thread::{Answer, Call, Follow, Given, Sender, Sent, Sink, Thread};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+/// An Instance AI route.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "route", rename_all = "camelCase")]
+pub enum Route {
+    /// `POST /instance-ai/chat/:threadId`
+    Chat { thread: String },
+    /// `POST /instance-ai/chat/:threadId/cancel`
+    Cancel { thread: String },
+    /// `GET /instance-ai/events/:threadId`
+    Events { thread: String },
+    /// `POST /instance-ai/threads/:threadId/runs/:runId/events`
+    Publish { thread: String, run: String },
+    /// `GET /instance-ai/threads/:threadId/status`
+    Status { thread: String },
+    /// `GET /instance-ai/threads/:threadId/messages`
+    Messages { thread: String },
+    /// `GET /instance-ai/threads/:threadId/debug/stats` (only with `DEBUG_ROUTES`)
+    Stats { thread: String },
+    /// `POST /instance-ai/confirm/:requestId` (the thread is in the request id)
+    Confirm { thread: String, request: String },
+    /// `GET /instance-ai/threads/:threadId/queue`
+    QueueList { thread: String },
+    /// `POST /instance-ai/threads/:threadId/stream-token`
+    StreamToken { thread: String },
+    /// `DELETE /instance-ai/threads/:threadId`
+    Delete { thread: String },
+    /// `POST /instance-ai/threads/:threadId/queue/pause` and `/resume`
+    QueuePause { thread: String, paused: bool },
+    /// `PATCH` (edit `{message}`) or `DELETE` `/instance-ai/threads/:threadId/queue/:messageId`
+    QueueItem { thread: String, message: String, delete: bool },
+    /// `POST /instance-ai/threads/:threadId/queue/:messageId/move` `{position}`
+    QueueMove { thread: String, message: String },
+}
+
+use Route as R;
+
+impl super::Protocol for Route {
+    const ROUTES: &'static [Spec<Route>] = &[
+        Spec { path: "/instance-ai/chat/:threadId", methods: &["POST"], build: |p, _| Ok(R::Chat { thread: p.thread("threadId")? }) },
+        Spec {
+            path: "/instance-ai/chat/:threadId/cancel",
+            methods: &["POST"],
+            build: |p, _| Ok(R::Cancel { thread: p.thread("threadId")? }),
+        },
+        Spec { path: "/instance-ai/events/:threadId", methods: &["GET"], build: |p, _| Ok(R::Events { thread: p.thread("threadId")? }) },
+        Spec {
+            path: "/instance-ai/threads/:threadId/runs/:runId/events",
+            methods: &["POST"],
+            build: |p, _| Ok(R::Publish { thread: p.thread("threadId")?, run: crate::ids::run_id(p.raw("runId"))? }),
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/status",
+            methods: &["GET"],
+            build: |p, _| Ok(R::Status { thread: p.thread("threadId")? }),
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/messages",
+            methods: &["GET"],
+            build: |p, _| Ok(R::Messages { thread: p.thread("threadId")? }),
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/debug/stats",
+            methods: &["GET"],
+            build: |p, _| Ok(R::Stats { thread: p.thread("threadId")? }),
+        },
+        Spec {
+            path: "/instance-ai/confirm/:requestId",
+            methods: &["POST"],
+            build: |p, _| {
+                let (thread, request) = p.scoped("requestId", ApiError::confirmation_not_found)?;
+                Ok(R::Confirm { thread, request })
+            },
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/queue",
+            methods: &["GET"],
+            build: |p, _| Ok(R::QueueList { thread: p.thread("threadId")? }),
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/stream-token",
+            methods: &["POST"],
+            build: |p, _| Ok(R::StreamToken { thread: p.thread("threadId")? }),
+        },
+        Spec { path: "/instance-ai/threads/:threadId", methods: &["DELETE"], build: |p, _| Ok(R::Delete { thread: p.thread("threadId")? }) },
+        Spec {
+            path: "/instance-ai/threads/:threadId/queue/pause",
+            methods: &["POST"],
+            build: |p, _| Ok(R::QueuePause { thread: p.thread("threadId")?, paused: true }),
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/queue/resume",
+            methods: &["POST"],
+            build: |p, _| Ok(R::QueuePause { thread: p.thread("threadId")?, paused: false }),
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/queue/:messageId",
+            methods: &["PATCH", "DELETE"],
+            build: |p, method| {
+                let (thread, message) = (p.thread("threadId")?, crate::ids::run_id(p.raw("messageId"))?);
+                Ok(R::QueueItem { thread, message, delete: method == "DELETE" })
+            },
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/queue/:messageId/move",
+            methods: &["POST"],
+            build: |p, _| {
+                Ok(R::QueueMove { thread: p.thread("threadId")?, message: crate::ids::run_id(p.raw("messageId"))? })
+            },
+        },
+    ];
+
+    fn thread(&self) -> &str {
+        match self {
+            R::Chat { thread }
+            | R::Cancel { thread }
+            | R::Events { thread }
+            | R::Publish { thread, .. }
+            | R::Status { thread }
+            | R::Messages { thread }
+            | R::Stats { thread }
+            | R::Confirm { thread, .. }
+            | R::QueueList { thread }
+            | R::StreamToken { thread }
+            | R::Delete { thread }
+            | R::QueuePause { thread, .. }
+            | R::QueueItem { thread, .. }
+            | R::QueueMove { thread, .. } => thread,
+        }
+    }
+
+    fn access(&self) -> Access {
+        match self {
+            R::Chat { .. } => Access::Send,
+            R::Events { .. } => Access::Reader,
+            R::Publish { .. } => Access::Publish,
+            R::Confirm { .. } => Access::Decide,
+            _ => Access::Owner,
+        }
+    }
+
+    fn not_found(&self) -> ApiError {
+        match self {
+            R::Confirm { .. } => ApiError::confirmation_not_found(),
+            _ => ApiError::thread_not_found(),
+        }
+    }
+
+    fn body(&self) -> super::BodyKind {
+        use super::BodyKind::*;
+        match self {
+            R::Publish { .. } => Batch,
+            R::Events { .. } | R::Status { .. } | R::Messages { .. } | R::Stats { .. } | R::QueueList { .. } | R::Delete { .. } => None,
+            _ => Json,
+        }
+    }
+
+    fn plan(&self, _: &[(String, String)], _: Option<&str>, _: i64) -> Result<Option<Plan>, ApiError> {
+        Ok(match self {
+            R::Events { .. } => Some(Plan::new(Box::new(Relay::new(stream::Events)), sse_headers())),
+            _ => None,
+        })
+    }
+
+    fn head(&self) -> Option<Reply> {
+        matches!(self, R::Events { .. }).then(|| Reply::with_headers(200, sse::HEADERS))
+    }
+
+    fn serve<S: Store, K: Sink>(
+        &self,
+        t: &mut Thread<S, K>,
+        call: &Call,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Answer, ApiError> {
+        let limits = &settings.limits;
+        let json_body = || input::json(call.body, limits.max_body_bytes);
+        let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
+        let ok = |v: serde_json::Value| Ok(Answer::json(200, &v));
+        match self {
+            // A decision is admitted for the request it names.
+            R::Confirm { request, .. } => {
+                let body = json_body()?;
+                let c = t.decide_as(call.caller, request, &body, settings, now, effects)?;
+                ok(json!({ "ok": true, "requestId": c.request_id, "state": c.state.as_str() }))
+            }
+            R::Chat { .. } => {
+                let who = Sender { grant: admit(t)?, caller: call.caller, origin: call.origin };
+                match t.send(&json_body()?, Given::default(), who, settings, now, effects)? {
+                    Sent::Run { run_id, regenerated } => {
+                        let mut out = json!({ "runId": run_id });
+                        if regenerated {
+                            out["regenerated"] = true.into();
+                        }
+                        ok(out)
+                    }
+                    Sent::Queued(body) => Ok(Answer::json(202, &body)),
+                }
+            }
+            R::Cancel { .. } => {
+                admit(t)?;
+                let cancelled = t.cancel_run(settings, now, effects)?;
+                let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
+                if let Some(run_id) = cancelled {
+                    body["runId"] = run_id.into();
+                }
+                ok(body)
+            }
+            R::Events { .. } => {
+                admit(t)?;
+                let query = input::query_first(call.query, "lastEventId");
+                let after = input::cursor((call.header)("last-event-id").as_deref(), query.as_deref())?;
+                t.follow(Follow::log(), after, settings)
+            }
+            R::Publish { run, .. } => {
+                admit(t)?;
+                t.authorize_publish(run, input::bearer((call.header)("authorization").as_deref()))?;
+                let body = input::json(call.body, limits.max_batch_bytes)?;
+                let batch = input::batch(body, BatchShape::Events, limits.max_batch_events)?;
+                let accepted = batch.len();
+                let last = t.publish(run, batch, now)?;
+                ok(json!({ "ok": true, "accepted": accepted, "lastEventId": last }))
+            }
+            R::Status { .. } => {
+                admit(t)?;
+                ok(t.status())
+            }
+            R::Messages { .. } => {
+                admit(t)?;
+                let (limit, page) = input::messages_page(call.query)?;
+                ok(t.messages(limit, page)?)
+            }
+            R::Stats { .. } => {
+                admit(t)?;
+                if !settings.debug_routes {
+                    return Err(ApiError::debug_routes_off());
+                }
+                ok(t.stats(call.instance))
+            }
+            R::StreamToken { thread } => {
+                admit(t)?;
+                let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
+                let actor = call.caller.id().unwrap_or_default();
+                let (token, expires_at) = auth::issue_stream_token(key, thread, actor, now, settings.stream_token_ttl_ms);
+                ok(json!({ "token": token, "expiresAt": expires_at }))
+            }
+            R::Delete { thread } => {
+                admit(t)?;
+                t.delete(effects)?;
+                ok(json!({ "ok": true, "deleted": thread }))
+            }
+            R::QueueList { .. } => {
+                admit(t)?;
+                ok(json!({ "queue": t.queue() }))
+            }
+            R::QueueItem { message, delete: true, .. } => {
+                admit(t)?;
+                t.queue_remove(message, now)?;
+                ok(json!({ "ok": true, "queue": t.queue() }))
+            }
+            R::QueueItem { message, delete: false, .. } => {
+                admit(t)?;
+                let text = input::queue_edit(&json_body()?, limits.max_message_bytes)?;
+                t.queue_edit(message, text, now)?;
+                ok(json!({ "ok": true, "queue": t.queue() }))
+            }
+            R::QueueMove { message, .. } => {
+                admit(t)?;
+                let position = input::queue_move(&json_body()?)?;
+                t.queue_move(message, position, now)?;
+                ok(json!({ "ok": true, "queue": t.queue() }))
+            }
+            R::QueuePause { paused, .. } => {
+                admit(t)?;
+                t.queue_pause(*paused, now)?;
+                ok(json!({ "ok": true, "queue": t.queue() }))
+            }
+        }
+    }
+}
+
+/// An SSE stream's response headers.
+fn sse_headers() -> Vec<(&'static str, String)> {
+    sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+}

@@ -29,7 +29,7 @@ impl Framer for Events {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::{wire, Feed, Relay};
+    use crate::feed::{socket, Feed, Relay};
 
     fn message(f: impl FnOnce(&mut Vec<u8>)) -> String {
         let mut out = Vec::new();
@@ -43,14 +43,14 @@ mod tests {
     #[test]
     fn live_frames_depend_on_the_message_alone() {
         let hello = message(|o| {
-            wire::hello(2, 1, 0, o);
-            wire::durable(1, "{\"a\":1}", o);
-            wire::durable(2, "{\"a\":2}", o);
-            wire::page_end(2, o);
+            socket::hello(2, 1, 0, o);
+            socket::durable(1, "{\"a\":1}", o);
+            socket::durable(2, "{\"a\":2}", o);
+            socket::page_end(2, o);
         });
         let next = message(|o| {
-            wire::durable(3, "{\"a\":3}", o);
-            wire::live("{\"t\":\"x\\ny\"}", o);
+            socket::durable(3, "{\"a\":3}", o);
+            socket::live("{\"t\":\"x\\ny\"}", o);
         });
         let mut seasoned = Relay::new(Events);
         assert_eq!(seasoned.shared_frames(), None, "not live before its hello");
@@ -61,7 +61,7 @@ mod tests {
             let _ = Feed::on_message(&mut seasoned, &next, i, i as u64);
         }
         let mut fresh = Relay::new(Events);
-        let _ = Feed::on_message(&mut fresh, &message(|o| wire::hello(2, 1, 2, o)), 0, 9);
+        let _ = Feed::on_message(&mut fresh, &message(|o| socket::hello(2, 1, 2, o)), 0, 9);
         let fresh = Feed::on_message(&mut fresh, &next, 50, 77);
         let again = Feed::on_message(&mut seasoned, &next, 99, 5);
         assert_eq!(again.out, fresh.out);

@@ -68,10 +68,10 @@ pub fn plan(
     if method != "GET" {
         return None;
     }
-    let q = |name: &str| crate::request::query_first(query, name);
+    let q = |name: &str| crate::input::query_first(query, name);
     let req = ReadRequest {
         path: path.to_owned(),
-        offsets: crate::request::query_all(query, "offset"),
+        offsets: crate::input::query_all(query, "offset"),
         live: q("live"),
         cursor: q("cursor"),
         if_none_match: if_none_match.map(str::to_owned),

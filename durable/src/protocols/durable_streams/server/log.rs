@@ -1,11 +1,13 @@
-//! A stream's storage behind a trait: [`MemoryLog`] natively, Durable
-//! Object SQLite on workerd (`src/stream_object.rs`). Synchronous, like the
-//! thread's store, so a decision and its writes form one block no other
-//! request interleaves with (Durable Object SQLite commits such a block
-//! atomically).
+//! A stream's storage behind a trait: [`MemoryLog`] in memory, [`SqlLog`]
+//! on SQL (Durable Object SQLite on workerd, SQLite natively in tests).
+//! Synchronous, like the thread's store, so a decision and its writes form
+//! one block no other request interleaves with (Durable Object SQLite
+//! commits such a block atomically).
 
 use crate::protocols::durable_streams::offset::Offset;
 use crate::protocols::durable_streams::producer::ProducerState;
+use crate::db::{Db, Value};
+use crate::schema::{self, OpenError};
 use crate::store::{StoreError, StoreResult};
 use serde::{Deserialize, Serialize};
 
@@ -134,5 +136,91 @@ impl StreamLog for MemoryLog {
         self.write()?;
         *self = MemoryLog::default();
         Ok(())
+    }
+}
+
+/// A stream's log on SQL (`ds_meta`, `ds_messages`, `ds_producers`).
+pub struct SqlLog<D: Db> {
+    db: D,
+}
+
+impl<D: Db> SqlLog<D> {
+    /// Opens the log, bringing storage to the current layout first.
+    pub fn open(db: D) -> Result<SqlLog<D>, OpenError> {
+        schema::migrate(&db, &schema::STREAM)?;
+        Ok(SqlLog { db })
+    }
+
+    /// The `data` of the first row of a one-column query, parsed.
+    fn document<T: serde::de::DeserializeOwned>(&self, sql: &str, args: &[Value]) -> StoreResult<Option<T>> {
+        let Some(data) = self.db.run(sql, args)?.first().and_then(Value::text) else { return Ok(None) };
+        serde_json::from_str(&data).map(Some).map_err(|e| StoreError(e.to_string()))
+    }
+}
+
+impl<D: Db> StreamLog for SqlLog<D> {
+    fn meta(&self) -> StoreResult<Option<Meta>> {
+        self.document("SELECT data FROM ds_meta WHERE k = 1", &[])
+    }
+
+    fn put_meta(&mut self, meta: &Meta) -> StoreResult<()> {
+        let data = serde_json::to_string(meta).expect("meta serialises");
+        self.db
+            .exec(
+                "INSERT INTO ds_meta (k, data) VALUES (1, ?) ON CONFLICT (k) DO UPDATE SET data = excluded.data",
+                &[data.into()],
+            )
+            .map(drop)
+    }
+
+    fn append(&mut self, messages: &[Message]) -> StoreResult<()> {
+        for m in messages {
+            self.db.exec(
+                "INSERT INTO ds_messages (hi, lo, data) VALUES (?, ?, ?)",
+                &[(m.offset.hi as i64).into(), (m.offset.lo as i64).into(), m.data.clone().into()],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn read(&self, after: Offset, up_to: Offset, max_bytes: usize) -> StoreResult<Vec<Message>> {
+        let bound = |v: u64| Value::Int(v.min(i64::MAX as u64) as i64);
+        let rows = self.db.run(
+            "SELECT hi, lo, data FROM ds_messages WHERE (hi, lo) > (?, ?) AND (hi, lo) <= (?, ?) ORDER BY hi, lo",
+            &[bound(after.hi), bound(after.lo), bound(up_to.hi), bound(up_to.lo)],
+        )?;
+        let mut out = Vec::new();
+        let mut size = 0;
+        for row in rows.rows {
+            let mut row = row.into_iter();
+            let (hi, lo) = (row.next().map_or(0, |v| v.int()), row.next().map_or(0, |v| v.int()));
+            let data = row.next().map(Value::bytes).unwrap_or_default();
+            if !out.is_empty() && size + data.len() > max_bytes {
+                break;
+            }
+            size += data.len();
+            out.push(Message { offset: Offset::new(hi as u64, lo as u64), data });
+        }
+        Ok(out)
+    }
+
+    fn producer(&self, id: &str) -> StoreResult<Option<ProducerState>> {
+        Ok(self.document("SELECT data FROM ds_producers WHERE id = ?", &[id.into()]).ok().flatten())
+    }
+
+    fn put_producer(&mut self, id: &str, state: &ProducerState) -> StoreResult<()> {
+        let data = serde_json::to_string(state).expect("state serialises");
+        self.db
+            .exec(
+                "INSERT INTO ds_producers (id, data) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+                &[id.into(), data.into()],
+            )
+            .map(drop)
+    }
+
+    fn clear(&mut self) -> StoreResult<()> {
+        self.db.exec("DELETE FROM ds_messages", &[])?;
+        self.db.exec("DELETE FROM ds_producers", &[])?;
+        self.db.exec("DELETE FROM ds_meta", &[]).map(drop)
     }
 }

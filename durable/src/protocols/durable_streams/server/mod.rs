@@ -20,6 +20,7 @@ use super::wire::{self, JsonError, Reply};
 use crate::store::StoreError;
 use base64::Engine as _;
 
+pub mod exchange;
 pub mod feeds;
 mod fork;
 pub mod log;

@@ -26,7 +26,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// messages oldest first within it, each assistant message with its agent
     /// tree folded from the log. `nextEventId` is read in the same block, so a
     /// client that connects from `nextEventId - 1` sees nothing twice.
-    pub fn messages(&self, thread_id: &str, limit: usize, page: usize) -> Result<Value, ApiError> {
+    pub fn messages(&self, limit: usize, page: usize) -> Result<Value, ApiError> {
+        let thread_id = &self.thread_id;
         let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
         for run in runs.iter().rev().filter(|r| !r.replaced) {
@@ -121,7 +122,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
     /// written since the store opened, subscribers, unstored delta bytes,
     /// and the object's instance as its shell reports it.
-    pub fn stats(&mut self, instance: &super::service::Instance) -> Value {
+    pub fn stats(&mut self, instance: &super::serve::Instance) -> Value {
         self.prune_subscribers();
         json!({
             "lastEventId": self.last_seq,

@@ -1,14 +1,19 @@
 //! Storage behind a trait (as azul keeps its storage), so the thread's rules
-//! run natively against [`MemoryStore`], with faults injected, and on workerd
-//! against Durable Object SQLite (`src/store.rs` in the Worker crate).
+//! run against [`MemoryStore`], with faults injected, and against SQL
+//! ([`SqlStore`]: Durable Object SQLite on workerd, SQLite natively in
+//! tests).
 //!
 //! The store is synchronous on purpose: Durable Object SQLite is, and a
 //! synchronous store lets the thread persist and fan out in one block that no
 //! other request can interleave with.
 
-use crate::confirm::{ConfirmState, Confirmation};
 use crate::event::{FinishStatus, Kind};
 use serde::{Deserialize, Serialize};
+
+mod records;
+mod sql;
+pub use records::{ConfirmState, Confirmation, Queue, QueueItem, CLIENT_TOOL, MAX_ITEMS};
+pub use sql::SqlStore;
 
 /// One durable row of the log: `seq` is the SSE `id:`, `data` the event JSON.
 #[derive(Clone, Debug, PartialEq)]

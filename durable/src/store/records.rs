@@ -1,11 +1,76 @@
-//! The thread's message queue (`docs/protocols/001-agora.md`, "Message queue"): messages sent
-//! while a run holds the thread wait here, server-side, and start one by one
-//! as the run ahead settles. The whole queue is one small document, stored
-//! and announced (`queue-updated`) as a whole snapshot on every change.
+//! The shapes the thread stores besides its log's records: the requests
+//! that wait for a person ([`Confirmation`]) and the message queue
+//! ([`Queue`]). Stored data outlives the code: a change to one of these is
+//! a change to a stored shape, with its migration (`schema`). The rules of a
+//! request's life are the thread's (`thread::confirmations`).
 
 use crate::error::ApiError;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
+/// The input type of a request a client's own tool waits on.
+pub const CLIENT_TOOL: &str = "client-tool";
+
+/// Where a confirmation stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfirmState {
+    Pending,
+    Approved,
+    Denied,
+    Expired,
+    Cancelled,
+}
+
+impl ConfirmState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfirmState::Pending => "pending",
+            ConfirmState::Approved => "approved",
+            ConfirmState::Denied => "denied",
+            ConfirmState::Expired => "expired",
+            ConfirmState::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> ConfirmState {
+        match s {
+            "approved" => ConfirmState::Approved,
+            "denied" => ConfirmState::Denied,
+            "expired" => ConfirmState::Expired,
+            "cancelled" => ConfirmState::Cancelled,
+            _ => ConfirmState::Pending,
+        }
+    }
+}
+
+/// One confirmation a thread holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Confirmation {
+    pub request_id: String,
+    pub run_id: String,
+    pub agent_id: String,
+    pub tool_call_id: String,
+    pub tool_name: String,
+    /// `approval | text | questions | plan-review`
+    pub input_type: String,
+    pub state: ConfirmState,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    /// The role a decider must hold, from the approval policy.
+    pub approver: Option<String>,
+    /// The decision as given (`{approved, userInput?, scope?, answers?}`).
+    pub decision: Option<Value>,
+    /// The id the external agent chose, sent back in its webhook callback.
+    pub agent_request_id: Option<String>,
+}
+
+/// The thread's message queue (`docs/protocols/001-agora.md`, "Message
+/// queue"): messages sent while a run holds the thread wait here,
+/// server-side, and start one by one as the run ahead settles. The whole
+/// queue is one small document, stored and announced (`queue-updated`) as a
+/// whole snapshot on every change.
 /// Most messages a queue holds.
 pub const MAX_ITEMS: usize = 100;
 

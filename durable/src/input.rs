@@ -1,0 +1,291 @@
+//! What every protocol reads the same way, parsed and checked apart from any
+//! I/O (as mini-redis keeps its parser apart from its connection): JSON
+//! bodies, queries, cursors, a send's fields, publish batches, the queue's
+//! bodies. A protocol's own bodies are in its folder (`bodies.rs`). What
+//! comes back is typed, or a 4xx [`ApiError`] with a stable code; nothing
+//! here touches state, so a refused request stores nothing.
+
+use crate::error::ApiError;
+use crate::models::Catalog;
+use serde_json::Value;
+
+/// A request as the stateless Worker first sees it: its line and headers.
+pub struct Head<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// The query string, without its `?`.
+    pub query: &'a str,
+    /// A request header, by lower-case name.
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Head<'_> {
+    /// The declared `Content-Length`.
+    pub fn declared_length(&self) -> Option<u64> {
+        (self.header)("content-length").and_then(|v| v.trim().parse::<u64>().ok())
+    }
+}
+
+/// A JSON body: 400 `invalid_json` when empty or not JSON, 413
+/// `body_too_large` over `limit` bytes.
+pub fn json(bytes: &[u8], limit: usize) -> Result<Value, ApiError> {
+    if bytes.len() > limit {
+        return Err(ApiError::body_too_large(limit));
+    }
+    if bytes.is_empty() {
+        return Err(ApiError::invalid_json("the body is empty; a JSON body is required"));
+    }
+    serde_json::from_slice(bytes).map_err(|e| ApiError::invalid_json(format!("the body is not valid JSON: {e}")))
+}
+
+/// The query string's pairs, percent-decoded, in order.
+pub fn query_pairs(query: &str) -> Vec<(String, String)> {
+    form_urlencoded::parse(query.trim_start_matches('?').as_bytes()).into_owned().collect()
+}
+
+/// The first value of query parameter `name`.
+pub fn query_first(pairs: &[(String, String)], name: &str) -> Option<String> {
+    pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+}
+
+/// Every value of query parameter `name`, in order.
+pub fn query_all(pairs: &[(String, String)], name: &str) -> Vec<String> {
+    pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.clone()).collect()
+}
+
+/// What a send does while a run holds the thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// 409 `run_active` (the default).
+    Reject,
+    /// Wait in the thread's queue (202).
+    Queue,
+    /// Cancel the active run and run this message next.
+    Interrupt,
+}
+
+/// What a send asks for, once its body is checked.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Send {
+    /// `regenerate: true`: answer the last user message again.
+    Regenerate {
+        model: Option<String>,
+    },
+    Message {
+        message: String,
+        mode: Mode,
+        model: Option<String>,
+    },
+}
+
+impl Send {
+    /// `{message, mode?, model?, regenerate?}` (`POST /instance-ai/chat/:id`,
+    /// agora's `POST /agent/chat`). The model is checked against `catalog`;
+    /// checks run in this order: model, regenerate, message, size, mode.
+    pub fn parse(body: &Value, catalog: &Catalog, max_message_bytes: usize) -> Result<Send, ApiError> {
+        let model = match body.get("model") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(id)) => Some(catalog.check(id).map(|_| id.clone())?),
+            Some(_) => return Err(ApiError::model_not_allowed("`model` must be a catalog model id")),
+        };
+        if body.get("regenerate").and_then(Value::as_bool) == Some(true) {
+            return Ok(Send::Regenerate { model });
+        }
+        let message = match body.get("message") {
+            Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
+            Some(Value::String(_)) | None => {
+                return Err(ApiError::message_required("`message` must be a non-empty string"))
+            }
+            Some(_) => return Err(ApiError::message_required("`message` must be a string")),
+        };
+        if message.len() > max_message_bytes {
+            return Err(ApiError::message_too_large(max_message_bytes));
+        }
+        let mode = match body.get("mode") {
+            None | Some(Value::Null) => Mode::Reject,
+            Some(Value::String(m)) if m == "reject" => Mode::Reject,
+            Some(Value::String(m)) if m == "queue" => Mode::Queue,
+            Some(Value::String(m)) if m == "interrupt" => Mode::Interrupt,
+            Some(_) => return Err(ApiError::invalid_mode()),
+        };
+        Ok(Send::Message { message, mode, model })
+    }
+}
+
+/// `PATCH .../queue/:messageId {message}`: the new text.
+pub fn queue_edit(body: &Value, max_message_bytes: usize) -> Result<String, ApiError> {
+    match body.get("message") {
+        Some(Value::String(m)) if !m.trim().is_empty() && m.len() <= max_message_bytes => Ok(m.clone()),
+        _ => Err(ApiError::message_required("`message` must be a non-empty string")),
+    }
+}
+
+/// `POST .../queue/:messageId/move {position}` (0 runs next).
+pub fn queue_move(body: &Value) -> Result<usize, ApiError> {
+    body.get("position").and_then(Value::as_u64).map(|p| p as usize).ok_or_else(ApiError::invalid_position)
+}
+
+/// `PATCH /agent/threads/:id {model}`: a catalog model id to pin, or `null`.
+pub fn pin(body: &Value, catalog: &Catalog) -> Result<Option<String>, ApiError> {
+    match body.get("model") {
+        Some(Value::Null) => Ok(None),
+        Some(Value::String(id)) => Ok(Some(catalog.check(id).map(|_| id.clone())?)),
+        _ => Err(ApiError::model_not_allowed("`model` must be a catalog model id or null")),
+    }
+}
+
+/// `GET .../messages?limit&page`: limit 1..=200 (default 50), page from 0.
+pub fn messages_page(query: &[(String, String)]) -> Result<(usize, usize), ApiError> {
+    let param = |name: &str, default: usize, max: usize| -> Result<usize, ApiError> {
+        match query_first(query, name) {
+            None => Ok(default),
+            Some(v) => v
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n <= max)
+                .ok_or_else(|| ApiError::invalid_query(format!("`{name}` must be 0..={max}"))),
+        }
+    };
+    Ok((param("limit", 50, 200)?.max(1), param("page", 0, 1_000_000)?))
+}
+
+/// The SSE replay cursor: a `Last-Event-ID` header wins, else the query
+/// value, else 0 (full history). Either one malformed is 400 `invalid_cursor`.
+pub fn cursor(header: Option<&str>, query: Option<&str>) -> Result<u64, ApiError> {
+    let parse = |source: &str, v: &str| {
+        let v = v.trim();
+        if v.is_empty() || v.len() > 15 || !v.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ApiError::invalid_cursor(format!("{source} must be a non-negative integer event id")));
+        }
+        Ok(v.parse::<u64>().expect("checked digits"))
+    };
+    match (header.filter(|h| !h.is_empty()), query) {
+        (Some(h), _) => parse("Last-Event-ID", h),
+        (None, Some(q)) => parse("lastEventId", q),
+        (None, None) => Ok(0),
+    }
+}
+
+/// agora's re-attach cursor: `?after=n` wins over `Last-Event-ID`.
+pub fn run_stream_cursor(header: Option<&str>, after: Option<&str>) -> Result<u64, ApiError> {
+    match after {
+        Some(a) => cursor(None, Some(a)),
+        None => cursor(header, None),
+    }
+}
+
+/// The shape a publish route accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchShape {
+    /// `POST .../runs/:runId/events`: an array (possibly empty) or `{events: [...]}`.
+    Events,
+    /// `POST /v1/runs/:runId`: an array (not empty), `{events: [...]}`, or one event.
+    Stream,
+}
+
+/// A publish body as its list of events; 413 `batch_too_large` past
+/// `max_events`. One parser for both publish routes.
+pub fn batch(body: Value, shape: BatchShape, max_events: usize) -> Result<Vec<Value>, ApiError> {
+    let items = match (body, shape) {
+        (Value::Object(mut o), _) if o.get("events").is_some_and(Value::is_array) => {
+            return batch(o.remove("events").unwrap_or_default(), shape, max_events)
+        }
+        (Value::Array(items), BatchShape::Events) => items,
+        (Value::Array(items), BatchShape::Stream) if !items.is_empty() => items,
+        (Value::Array(_), BatchShape::Stream) => return Err(ApiError::invalid_batch("an empty batch appends nothing")),
+        (v @ Value::Object(_), BatchShape::Stream) => vec![v],
+        (_, BatchShape::Events) => {
+            return Err(ApiError::invalid_batch("the body must be a JSON array of events (or {\"events\": [...]})"))
+        }
+        (_, BatchShape::Stream) => {
+            return Err(ApiError::invalid_batch("the body must be a JSON event or an array of events"))
+        }
+    };
+    if items.len() > max_events {
+        return Err(ApiError::batch_too_large(max_events));
+    }
+    Ok(items)
+}
+
+/// The bearer token of an `Authorization` header.
+pub fn bearer(authorization: Option<&str>) -> Option<&str> {
+    authorization.and_then(|h| h.strip_prefix("Bearer ")).map(str::trim).filter(|t| !t.is_empty())
+}
+
+/// A client tool's outcome, sent back by the client: its result, or its
+/// error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    pub tool_call_id: String,
+    pub outcome: Result<Value, String>,
+    /// The message that carries it, when the client keeps one (AG-UI's
+    /// tool message): the history shows it under the same id.
+    pub message_id: Option<String>,
+}
+
+/// Longest message id a client may choose (the AI SDK's, AG-UI's): the run
+/// id made from it must be an id too.
+pub const MAX_CLIENT_MESSAGE_ID: usize = 100;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn catalog() -> Catalog {
+        Catalog::parse(None, "m").unwrap()
+    }
+
+    #[test]
+    fn sends_in_check_order() {
+        let c = catalog();
+        let code = |b: Value| Send::parse(&b, &c, 10).unwrap_err().code;
+        assert_eq!(code(json!({"model": "nope", "message": ""})), "model_not_allowed");
+        assert_eq!(Send::parse(&json!({"regenerate": true}), &c, 10).unwrap(), Send::Regenerate { model: None });
+        assert_eq!(code(json!({"message": "  "})), "message_required");
+        assert_eq!(code(json!({"message": 3})), "message_required");
+        assert_eq!(code(json!({"message": "x".repeat(11)})), "message_too_large");
+        assert_eq!(code(json!({"message": "hi", "mode": "later"})), "invalid_mode");
+        assert_eq!(
+            Send::parse(&json!({"message": "hi", "mode": "queue", "model": "m"}), &c, 10).unwrap(),
+            Send::Message { message: "hi".into(), mode: Mode::Queue, model: Some("m".into()) }
+        );
+    }
+
+    #[test]
+    fn bodies_and_queries() {
+        assert_eq!(json(b"", 10).unwrap_err().code, "invalid_json");
+        assert_eq!(json(b"{", 10).unwrap_err().code, "invalid_json");
+        assert_eq!(json(b"[1,2,3,4,5]", 3).unwrap_err().code, "body_too_large");
+        let q = query_pairs("?a=1&b=x%20y&a=2");
+        assert_eq!(query_all(&q, "a"), ["1", "2"]);
+        assert_eq!(query_first(&q, "b").as_deref(), Some("x y"));
+        assert_eq!(messages_page(&query_pairs("limit=0&page=2")).unwrap(), (1, 2));
+        assert_eq!(messages_page(&query_pairs("limit=201")).unwrap_err().code, "invalid_query");
+        assert_eq!(queue_move(&json!({"position": -1})).unwrap_err().code, "invalid_position");
+        assert_eq!(queue_edit(&json!({"message": ""}), 5).unwrap_err().code, "message_required");
+    }
+
+    #[test]
+    fn cursor_precedence_and_errors() {
+        assert_eq!(cursor(None, None), Ok(0));
+        assert_eq!(cursor(Some("7"), Some("3")), Ok(7));
+        assert_eq!(cursor(None, Some("3")), Ok(3));
+        assert_eq!(cursor(Some(""), Some("3")), Ok(3));
+        for bad in ["-1", "abc", "1.5", "9999999999999999"] {
+            assert_eq!(cursor(Some(bad), None).unwrap_err().code, "invalid_cursor");
+            assert_eq!(cursor(None, Some(bad)).unwrap_err().code, "invalid_cursor");
+        }
+    }
+
+    #[test]
+    fn one_batch_parser_for_both_publish_routes() {
+        assert_eq!(batch(json!([]), BatchShape::Events, 5).unwrap().len(), 0);
+        assert_eq!(batch(json!({"events": [{}]}), BatchShape::Events, 5).unwrap().len(), 1);
+        assert_eq!(batch(json!({}), BatchShape::Events, 5).unwrap_err().code, "invalid_batch");
+        assert_eq!(batch(json!([]), BatchShape::Stream, 5).unwrap_err().code, "invalid_batch");
+        assert_eq!(batch(json!({"type": "x"}), BatchShape::Stream, 5).unwrap().len(), 1);
+        assert_eq!(batch(json!([1, 2, 3]), BatchShape::Events, 2).unwrap_err().code, "batch_too_large");
+        assert_eq!(batch(json!(3), BatchShape::Stream, 2).unwrap_err().code, "invalid_batch");
+    }
+}

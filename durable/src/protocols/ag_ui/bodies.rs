@@ -1,0 +1,168 @@
+//! AG-UI's `RunAgentInput` (`POST /ag-ui`), checked apart from I/O.
+
+use crate::error::ApiError;
+use crate::ids;
+use crate::input::{ToolOutput, MAX_CLIENT_MESSAGE_ID};
+use serde_json::Value;
+
+/// AG-UI's `POST /ag-ui` body (`RunAgentInput`): the thread is `threadId`.
+pub fn agui_thread(body: &Value) -> Result<String, ApiError> {
+    match body.get("threadId") {
+        Some(Value::String(t)) => ids::id(t),
+        None | Some(Value::Null) => Err(ApiError::thread_required("`threadId` is required")),
+        Some(_) => Err(ApiError::invalid_id("`threadId` must be a string")),
+    }
+}
+
+/// A message's `content` as text: a string, or its text parts joined.
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// What an AG-UI run asks for. As on the AI SDK route, the thread holds the
+/// history: of the client's `messages` only the last one is read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AguiRun {
+    /// A new user message: the client's id and its text.
+    Message { id: String, text: String },
+    /// Answers to the interrupts a run stopped at (`resume`).
+    Resume(Vec<AguiResume>),
+    /// The client ran its own tools: the tool messages that end `messages`.
+    ToolResults(Vec<ToolOutput>),
+}
+
+/// One `resume` entry: an interrupt (a confirmation's request id), resolved
+/// with a payload, or cancelled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AguiResume {
+    pub interrupt_id: String,
+    pub resolved: bool,
+    pub payload: Option<Value>,
+}
+
+impl AguiRun {
+    /// Checks `messages` (an array), then `resume` when present, else the
+    /// last message: a user message with an id and text content.
+    pub fn parse(body: &Value, max_message_bytes: usize) -> Result<AguiRun, ApiError> {
+        let Some(Value::Array(messages)) = body.get("messages") else {
+            return Err(ApiError::message_required("`messages` must be an array of AG-UI messages"));
+        };
+        match body.get("resume") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(entries)) if !entries.is_empty() => {
+                let mut out = Vec::new();
+                for e in entries {
+                    let id = e.get("interruptId").and_then(Value::as_str);
+                    let status = e.get("status").and_then(Value::as_str);
+                    match (id, status) {
+                        (Some(id), Some(s @ ("resolved" | "cancelled"))) => out.push(AguiResume {
+                            interrupt_id: id.to_owned(),
+                            resolved: s == "resolved",
+                            payload: e.get("payload").filter(|p| !p.is_null()).cloned(),
+                        }),
+                        _ => {
+                            return Err(ApiError::invalid_decision(
+                                "each `resume` entry needs `interruptId` and `status` (`resolved` or `cancelled`)",
+                            ))
+                        }
+                    }
+                }
+                return Ok(AguiRun::Resume(out));
+            }
+            Some(_) => return Err(ApiError::invalid_decision("`resume` must be a non-empty array")),
+        }
+        let Some(last) = messages.last() else {
+            return Err(ApiError::message_required("`messages` is empty: send the user's message"));
+        };
+        let results: Vec<ToolOutput> = messages
+            .iter()
+            .rev()
+            .take_while(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+            .filter_map(|m| {
+                let call = m.get("toolCallId")?.as_str()?.to_owned();
+                let outcome = match m.get("error").and_then(Value::as_str) {
+                    Some(e) => Err(e.to_owned()),
+                    None => Ok(Value::String(content_text(m.get("content")))),
+                };
+                let message_id = m.get("id").and_then(Value::as_str).map(str::to_owned);
+                Some(ToolOutput { tool_call_id: call, outcome, message_id })
+            })
+            .collect();
+        if !results.is_empty() {
+            return Ok(AguiRun::ToolResults(results.into_iter().rev().collect()));
+        }
+        if last.get("role").and_then(Value::as_str) != Some("user") {
+            return Err(ApiError::message_required("the last message must be the user's (or send `resume`)"));
+        }
+        let id = match last.get("id") {
+            Some(Value::String(id)) if id.len() <= MAX_CLIENT_MESSAGE_ID => ids::id(id)?,
+            Some(Value::String(_)) => {
+                return Err(ApiError::invalid_id(format!("message ids are at most {MAX_CLIENT_MESSAGE_ID} characters")))
+            }
+            _ => return Err(ApiError::invalid_body("the last message has no string `id`")),
+        };
+        let text = match last.get("content") {
+            Some(Value::String(t)) => t.clone(),
+            Some(Value::Array(parts)) => {
+                let mut text = Vec::new();
+                for part in parts {
+                    match part.get("type").and_then(Value::as_str) {
+                        Some("text") => text.push(part.get("text").and_then(Value::as_str).unwrap_or_default()),
+                        Some(kind) => return Err(ApiError::unsupported_part(kind)),
+                        None => return Err(ApiError::invalid_body("a content part has no `type`")),
+                    }
+                }
+                text.join("\n")
+            }
+            _ => return Err(ApiError::message_required("the user message has no `content`")),
+        };
+        if text.trim().is_empty() {
+            return Err(ApiError::message_required("the user message has no text"));
+        }
+        if text.len() > max_message_bytes {
+            return Err(ApiError::message_too_large(max_message_bytes));
+        }
+        Ok(AguiRun::Message { id, text })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agui_inputs() {
+        let parse = |b: Value| AguiRun::parse(&b, 100);
+        let user = |content: Value| json!({"threadId":"t","runId":"r","messages":[{"id":"m1","role":"user","content":content}]});
+        assert_eq!(parse(user(json!("hi"))).unwrap(), AguiRun::Message { id: "m1".into(), text: "hi".into() });
+        assert_eq!(
+            parse(user(json!([{"type":"text","text":"a"},{"type":"text","text":"b"}]))).unwrap(),
+            AguiRun::Message { id: "m1".into(), text: "a\nb".into() }
+        );
+        assert_eq!(parse(user(json!([{"type":"image","source":{}}]))).unwrap_err().code, "unsupported_part");
+        assert_eq!(parse(user(json!(""))).unwrap_err().code, "message_required");
+        assert_eq!(parse(json!({"threadId":"t"})).unwrap_err().code, "message_required");
+        let resume =
+            json!({"messages":[],"resume":[{"interruptId":"q","status":"resolved","payload":{"approved":true}}]});
+        assert_eq!(
+            parse(resume).unwrap(),
+            AguiRun::Resume(vec![AguiResume {
+                interrupt_id: "q".into(),
+                resolved: true,
+                payload: Some(json!({"approved":true}))
+            }])
+        );
+        assert_eq!(parse(json!({"messages":[],"resume":[{"status":"nope"}]})).unwrap_err().code, "invalid_decision");
+        assert_eq!(agui_thread(&json!({})).unwrap_err().code, "thread_required");
+    }
+}

@@ -1,0 +1,112 @@
+//! agora's request bodies: a decision on a tool call, and where a send's
+//! thread is.
+
+use crate::error::ApiError;
+use crate::ids;
+use serde_json::Value;
+
+/// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId,
+/// reason?, via?, remember?}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDecision {
+    pub tool_call_id: String,
+    pub run_id: Option<String>,
+    /// Who decided, as the client says (`web` by default).
+    pub via: String,
+    /// `remember: true` approves the tool for the rest of the thread.
+    pub remember: bool,
+    pub reason: Option<String>,
+}
+
+impl ToolDecision {
+    pub fn parse(body: &Value, approve: bool) -> Result<ToolDecision, ApiError> {
+        let bad = |m: &str| ApiError::invalid_decision(m.to_owned());
+        let Some(call) = body.get("toolCallId").and_then(Value::as_str) else {
+            return Err(bad("`toolCallId` is required"));
+        };
+        let run_id = match body.get("runId") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(bad("`runId` must be a string")),
+        };
+        let via = match body.get("via") {
+            None | Some(Value::Null) => "web".to_owned(),
+            Some(Value::String(v)) if (1..=64).contains(&v.chars().count()) => v.clone(),
+            Some(_) => return Err(bad("`via` is 1 to 64 characters")),
+        };
+        let remember = match body.get("remember") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) if *b && !approve => return Err(bad("`remember` applies to approvals")),
+            Some(Value::Bool(b)) => *b,
+            Some(_) => return Err(bad("`remember` must be a boolean")),
+        };
+        let reason = match body.get("reason") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(r)) => Some(r.clone()),
+            Some(_) => return Err(bad("`reason` must be a string")),
+        };
+        Ok(ToolDecision { tool_call_id: call.to_owned(), run_id, via, remember, reason })
+    }
+
+    /// The decision body this amounts to on the confirm route.
+    pub fn as_decision(&self, approve: bool) -> Value {
+        let mut decision = serde_json::json!({ "approved": approve });
+        if self.remember {
+            decision["scope"] = "session".into();
+        }
+        if let Some(r) = &self.reason {
+            decision["userInput"] = r.clone().into();
+        }
+        decision
+    }
+}
+
+/// agora's `POST /agent/chat {threadId?, ...}`: the thread it names, or a new
+/// one (`new_thread`) when none is named. `regenerate` needs a thread.
+pub fn agora_chat_thread(body: &Value, new_thread: impl FnOnce() -> String) -> Result<String, ApiError> {
+    let named = match body.get("threadId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => Some(ids::id(t)?),
+        Some(_) => return Err(ApiError::invalid_id("`threadId` must be a string")),
+    };
+    if body.get("regenerate").and_then(Value::as_bool) == Some(true) && named.is_none() {
+        return Err(ApiError::thread_required("regenerate needs `threadId`"));
+    }
+    Ok(named.unwrap_or_else(new_thread))
+}
+
+/// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId}`: the
+/// thread is in the run id, or in the call id the built-in agent made.
+pub fn agora_decision_thread(body: &Value) -> Result<String, ApiError> {
+    let str_of = |k: &str| body.get(k).and_then(Value::as_str);
+    str_of("runId")
+        .and_then(ids::thread_of)
+        .or_else(|| str_of("toolCallId").and_then(ids::thread_of))
+        .map(str::to_owned)
+        .ok_or_else(ApiError::tool_call_not_found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_decisions() {
+        let d = ToolDecision::parse(&json!({"toolCallId": "t.c", "remember": true, "reason": "ok"}), true).unwrap();
+        assert_eq!(d.as_decision(true), json!({"approved": true, "scope": "session", "userInput": "ok"}));
+        assert!(ToolDecision::parse(&json!({"toolCallId": "c", "remember": true}), false).is_err());
+        assert!(ToolDecision::parse(&json!({"toolCallId": "c", "via": ""}), true).is_err());
+        assert!(ToolDecision::parse(&json!({}), true).is_err());
+    }
+
+    #[test]
+    fn agora_threads() {
+        assert_eq!(agora_chat_thread(&json!({}), || "new".into()).unwrap(), "new");
+        assert_eq!(agora_chat_thread(&json!({"threadId": "t1"}), || "new".into()).unwrap(), "t1");
+        assert_eq!(agora_chat_thread(&json!({"regenerate": true}), || "n".into()).unwrap_err().code, "thread_required");
+        assert_eq!(agora_chat_thread(&json!({"threadId": 5}), || "n".into()).unwrap_err().code, "invalid_id");
+        assert_eq!(agora_decision_thread(&json!({"toolCallId": "t1.tc_1"})).unwrap(), "t1");
+        assert_eq!(agora_decision_thread(&json!({"runId": "x"})).unwrap_err().code, "tool_call_not_found");
+    }
+}

@@ -1,0 +1,29 @@
+//! The history as the `UIMessage[]` `useChat` starts from
+//! (`GET /api/chat/:id/messages`): the fold of the same chunks the stream
+//! sends ([`mapping::fold`](super::mapping::fold)), so a client's message
+//! and the history's are the same message.
+
+use super::mapping;
+use crate::error::ApiError;
+use crate::store::{RunState, Store};
+use crate::thread::{Sink, Thread};
+use serde_json::Value;
+
+/// The thread's conversation, oldest first (a page of runs, newest page
+/// first, as on the messages route). A running run's answer is left out:
+/// its stream (`resumeStream()`) brings it whole; a run waiting for a
+/// person is in, with its request to answer.
+pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize) -> Result<Value, ApiError> {
+    let (runs, _) = t.store().runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+    let mut out = Vec::with_capacity(runs.len() * 2);
+    for run in runs.iter().rev().filter(|r| !r.replaced) {
+        out.push(mapping::user_message(&run.message_id, &run.message));
+        let running = run.state == RunState::Running;
+        if running && !(t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended()) {
+            continue;
+        }
+        let events = t.run_events(&run.run_id)?;
+        out.push(mapping::fold(&run.run_id, &run.agent_id, &events).to_json());
+    }
+    Ok(Value::Array(out))
+}

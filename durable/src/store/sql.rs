@@ -1,0 +1,276 @@
+//! A thread's [`Store`] on SQL: the layout of `schema::THREAD` (events,
+//! runs, confirmations, checkpoints, session approvals, meta).
+//!
+//! Durable Object SQLite commits every write made in one synchronous block
+//! (no `await` between them) atomically, so a [`Store::commit`] of events
+//! plus a run update is all-or-nothing without an explicit transaction.
+
+use super::{Driver, Record, RunRecord, RunState, Store, StoreResult};
+use crate::db::{Db, Value};
+use crate::event::Kind;
+use crate::schema::{self, OpenError};
+use crate::store::Confirmation;
+use std::cell::Cell;
+
+/// Largest JSON text bound to one insert (SQLite strings stop at 2 MB).
+const MAX_BOUND_BYTES: usize = 1_500_000;
+
+const RUN_COLUMNS: &str =
+    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage, model, replaced";
+
+pub struct SqlStore<D: Db> {
+    db: D,
+    rows_written: Cell<u64>,
+}
+
+/// Reads a row's columns in order.
+struct Columns(std::vec::IntoIter<Value>);
+
+impl Columns {
+    fn next(&mut self) -> Value {
+        self.0.next().unwrap_or(Value::Null)
+    }
+
+    fn text(&mut self) -> String {
+        self.next().text().unwrap_or_default()
+    }
+
+    fn opt(&mut self) -> Option<String> {
+        self.next().text()
+    }
+
+    fn int(&mut self) -> i64 {
+        self.next().int()
+    }
+}
+
+fn run_of(row: Vec<Value>) -> RunRecord {
+    let mut c = Columns(row.into_iter());
+    RunRecord {
+        run_id: c.text(),
+        message_id: c.text(),
+        message: c.text(),
+        agent_id: c.text(),
+        state: RunState::parse(&c.text()).unwrap_or(RunState::Error),
+        reason: c.opt(),
+        token_hash: c.text(),
+        created_at: c.int(),
+        finished_at: match c.next() {
+            Value::Null => None,
+            v => Some(v.int()),
+        },
+        driver: Driver::parse(&c.text()),
+        usage: c.opt(),
+        model: c.opt(),
+        replaced: c.int() != 0,
+    }
+}
+
+fn record_of(row: Vec<Value>) -> Option<Record> {
+    let mut c = Columns(row.into_iter());
+    let (seq, run_id, kind, data) = (c.int() as u64, c.text(), c.text(), c.text());
+    Some(Record { seq, run_id, kind: Kind::parse(&kind)?, data })
+}
+
+impl<D: Db> SqlStore<D> {
+    /// Opens the store, bringing storage to the current layout first.
+    pub fn open(db: D) -> Result<SqlStore<D>, OpenError> {
+        schema::migrate(&db, &schema::THREAD)?;
+        Ok(SqlStore { db, rows_written: Cell::new(0) })
+    }
+
+    /// Runs a write, counting the rows it wrote.
+    fn write(&self, sql: &str, args: &[Value]) -> StoreResult<()> {
+        let written = self.db.exec(sql, args)?;
+        self.rows_written.set(self.rows_written.get() + written);
+        Ok(())
+    }
+
+    fn insert_events(&self, records: &[Record]) -> StoreResult<()> {
+        // One statement per ~1.5 MB of rows: the rows travel as one JSON
+        // array bound to one parameter and are unpacked by `json_each`.
+        let mut start = 0;
+        while start < records.len() {
+            let mut size = 0;
+            let mut end = start;
+            while end < records.len() && (end == start || size + records[end].data.len() < MAX_BOUND_BYTES) {
+                size += records[end].data.len() + 64;
+                end += 1;
+            }
+            let rows: Vec<serde_json::Value> = records[start..end]
+                .iter()
+                .map(|r| serde_json::json!([r.seq, r.run_id, r.kind.as_str(), r.data]))
+                .collect();
+            self.write(
+                "INSERT INTO events (seq, run_id, type, data)
+                 SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+                        json_extract(value, '$[2]'), json_extract(value, '$[3]')
+                 FROM json_each(?)",
+                &[serde_json::Value::Array(rows).to_string().into()],
+            )?;
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn upsert_run(&self, run: &RunRecord) -> StoreResult<()> {
+        self.write(
+            &format!(
+                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, reason = excluded.reason,
+                   finished_at = excluded.finished_at, usage = excluded.usage, replaced = excluded.replaced"
+            ),
+            &[
+                run.run_id.as_str().into(),
+                run.message_id.as_str().into(),
+                run.message.as_str().into(),
+                run.agent_id.as_str().into(),
+                run.state.as_str().into(),
+                run.reason.clone().into(),
+                run.token_hash.as_str().into(),
+                run.created_at.into(),
+                run.finished_at.into(),
+                run.driver.as_str().into(),
+                run.usage.clone().into(),
+                run.model.clone().into(),
+                (run.replaced as i64).into(),
+            ],
+        )
+    }
+
+    fn events(&self, sql: &str, args: &[Value]) -> StoreResult<Vec<Record>> {
+        Ok(self.db.run(sql, args)?.rows.into_iter().filter_map(record_of).collect())
+    }
+
+    fn confirmations(&self, sql: &str, args: &[Value]) -> StoreResult<Vec<Confirmation>> {
+        let rows = self.db.run(sql, args)?.rows;
+        Ok(rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().and_then(Value::text))
+            .filter_map(|data| serde_json::from_str(&data).ok())
+            .collect())
+    }
+
+    fn runs(&self, sql: &str, args: &[Value]) -> StoreResult<Vec<RunRecord>> {
+        Ok(self.db.run(sql, args)?.rows.into_iter().map(run_of).collect())
+    }
+
+    fn count(&self, sql: &str, args: &[Value]) -> StoreResult<i64> {
+        Ok(self.db.run(sql, args)?.first().map_or(0, |v| v.int()))
+    }
+}
+
+impl<D: Db> Store for SqlStore<D> {
+    fn commit(&mut self, records: &[Record], runs: &[RunRecord]) -> StoreResult<()> {
+        for run in runs {
+            self.upsert_run(run)?;
+        }
+        self.insert_events(records)
+    }
+
+    fn last_seq(&self) -> StoreResult<u64> {
+        Ok(self.count("SELECT MAX(seq) FROM events", &[])? as u64)
+    }
+
+    fn read_range(&self, after: u64, up_to: u64, limit: usize) -> StoreResult<Vec<Record>> {
+        self.events(
+            "SELECT seq, run_id, type, data FROM events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
+            &[(after as i64).into(), (up_to as i64).into(), (limit as i64).into()],
+        )
+    }
+
+    fn run_records(&self, run_id: &str) -> StoreResult<Vec<Record>> {
+        self.events("SELECT seq, run_id, type, data FROM events WHERE run_id = ? ORDER BY seq", &[run_id.into()])
+    }
+
+    fn run_range(&self, run_id: &str, after: u64, limit: usize) -> StoreResult<Vec<Record>> {
+        self.events(
+            "SELECT seq, run_id, type, data FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            &[run_id.into(), (after as i64).into(), (limit as i64).into()],
+        )
+    }
+
+    fn run(&self, run_id: &str) -> StoreResult<Option<RunRecord>> {
+        Ok(self.runs(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE run_id = ?"), &[run_id.into()])?.pop())
+    }
+
+    fn running(&self) -> StoreResult<Option<RunRecord>> {
+        Ok(self.runs(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE state = 'running'"), &[])?.pop())
+    }
+
+    fn runs_page(&self, offset: usize, limit: usize) -> StoreResult<(Vec<RunRecord>, usize)> {
+        let page = self.runs(
+            &format!("SELECT {RUN_COLUMNS} FROM runs ORDER BY rowid DESC LIMIT ? OFFSET ?"),
+            &[(limit as i64).into(), (offset as i64).into()],
+        )?;
+        Ok((page, self.count("SELECT COUNT(*) FROM runs", &[])? as usize))
+    }
+
+    fn rows_written(&self) -> u64 {
+        self.rows_written.get()
+    }
+
+    fn save_checkpoint(&mut self, run_id: &str, data: &str) -> StoreResult<()> {
+        self.write(
+            "INSERT INTO checkpoints (run_id, data) VALUES (?, ?)
+             ON CONFLICT (run_id) DO UPDATE SET data = excluded.data",
+            &[run_id.into(), data.into()],
+        )
+    }
+
+    fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>> {
+        Ok(self
+            .db
+            .run("SELECT data FROM checkpoints WHERE run_id = ?", &[run_id.into()])?
+            .first()
+            .and_then(Value::text))
+    }
+
+    fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()> {
+        let data = serde_json::to_string(c).expect("confirmations serialise");
+        self.write(
+            "INSERT INTO confirmations (request_id, run_id, state, data) VALUES (?, ?, ?, ?)
+             ON CONFLICT (request_id) DO UPDATE SET state = excluded.state, data = excluded.data",
+            &[c.request_id.as_str().into(), c.run_id.as_str().into(), c.state.as_str().into(), data.into()],
+        )
+    }
+
+    fn confirmation(&self, request_id: &str) -> StoreResult<Option<Confirmation>> {
+        Ok(self.confirmations("SELECT data FROM confirmations WHERE request_id = ?", &[request_id.into()])?.pop())
+    }
+
+    fn confirmation_by_call(&self, tool_call_id: &str) -> StoreResult<Option<Confirmation>> {
+        Ok(self
+            .confirmations(
+                "SELECT data FROM confirmations WHERE json_extract(data, '$.toolCallId') = ? ORDER BY rowid DESC LIMIT 1",
+                &[tool_call_id.into()],
+            )?
+            .pop())
+    }
+
+    fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>> {
+        self.confirmations("SELECT data FROM confirmations WHERE state = 'pending' ORDER BY rowid", &[])
+    }
+
+    fn meta(&self, key: &str) -> StoreResult<Option<String>> {
+        Ok(self.db.run("SELECT value FROM meta WHERE key = ?", &[key.into()])?.first().and_then(Value::text))
+    }
+
+    fn set_meta(&mut self, key: &str, value: Option<&str>) -> StoreResult<()> {
+        match value {
+            Some(v) => self.write(
+                "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[key.into(), v.into()],
+            ),
+            None => self.write("DELETE FROM meta WHERE key = ?", &[key.into()]),
+        }
+    }
+
+    fn approve_for_session(&mut self, tool: &str) -> StoreResult<()> {
+        self.write("INSERT OR IGNORE INTO session_approvals (tool) VALUES (?)", &[tool.into()])
+    }
+
+    fn session_approved(&self, tool: &str) -> StoreResult<bool> {
+        Ok(self.count("SELECT COUNT(*) FROM session_approvals WHERE tool = ?", &[tool.into()])? > 0)
+    }
+}

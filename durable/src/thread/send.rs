@@ -1,0 +1,271 @@
+//! Sending a message, whichever protocol carries it: the send operation
+//! (start, queue, interrupt or regenerate), a client's own message ids, and
+//! the launch of the runs a send (or the queue) started.
+
+use super::{Sink, StartRun, Started, Thread};
+use crate::access::{Caller, Grant};
+use crate::agent;
+use crate::directory::Op;
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::event::{Event, FinishStatus, Kind};
+use crate::ids;
+use crate::input::{Mode, Send};
+use crate::settings::Settings;
+use crate::store::{Driver, RunRecord, Store};
+use serde_json::{json, Value};
+
+/// Where a thread keeps the actor who created it.
+pub const OWNER_KEY: &str = "owner";
+/// Where a thread keeps the origin of its last accepted send.
+pub const SEND_ORIGIN_KEY: &str = "send_origin";
+
+/// Who sends, as the route admitted them, and where the request came in.
+#[derive(Clone, Copy, Debug)]
+pub struct Sender<'a> {
+    pub grant: Grant,
+    pub caller: &'a Caller,
+    /// The origin the request came in at (`https://host`).
+    pub origin: &'a str,
+}
+
+/// What a protocol's send names itself: the user message's id and its
+/// run's (the client's id kept), and the tools the client declared.
+#[derive(Debug, Default)]
+pub struct Given {
+    pub ids: Option<(String, String)>,
+    pub client_tools: Vec<Value>,
+}
+
+/// What a send did.
+#[derive(Debug)]
+pub enum Sent {
+    /// A run started (or regenerated).
+    Run { run_id: String, regenerated: bool },
+    /// The 202 body of a queued (or interrupting) send.
+    Queued(Value),
+}
+
+/// A client's user message, by the client's id.
+#[derive(Debug)]
+pub enum Seen {
+    /// Not seen: the run it will start.
+    New(String),
+    /// Its run is active: the send follows it.
+    Active(String),
+}
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Sends a message: starts, queues or regenerates. `body` is the send's
+    /// JSON, `{message, mode?, model?, regenerate?}` (`input::Send`): a
+    /// protocol whose body says more, or says it another way, passes what
+    /// it asks for in this shape.
+    ///
+    /// `mode`: `reject` (default: 409 `run_active` while a run holds the
+    /// thread), `queue` (202; starts at once when the thread is free, else
+    /// waits in the thread's queue) or `interrupt` (cancels the active run and
+    /// runs this message next). A send that is refused stores nothing; the
+    /// first accepted send of a thread makes its caller the owner.
+    pub fn send(
+        &mut self,
+        body: &Value,
+        given: Given,
+        who: Sender,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Sent, ApiError> {
+        let catalog = self.ready_to_send(settings)?;
+        let send = Send::parse(body, catalog, settings.limits.max_message_bytes)?;
+        let pin = self.pin()?;
+        let pick = |model: Option<&str>| catalog.pick(model, pin.as_deref()).map(|m| Some(m.to_owned()));
+        let thread = self.thread_id.clone();
+        let sent = match send {
+            Send::Regenerate { model } => {
+                let model = pick(model.as_deref())?;
+                let run = self.regenerate(model, now)?;
+                self.claim(who)?;
+                Sent::Run { run_id: run.run_id, regenerated: true }
+            }
+            Send::Message { message, mode: Mode::Reject, model } => {
+                let model = pick(model.as_deref())?;
+                let token = self.ids.token();
+                let (message_id, run_id) =
+                    given.ids.unwrap_or_else(|| (self.ids.id("msg"), ids::scoped(&thread, &self.ids.id("run"))));
+                let start = StartRun {
+                    run_id,
+                    message_id,
+                    message,
+                    publish_token: token.clone(),
+                    driver: self.config.driver,
+                    model,
+                };
+                let run = self.start_run(start, now)?;
+                self.claim(who)?;
+                self.started.push(Started { run: run.clone(), publish_token: token, client_tools: given.client_tools });
+                Sent::Run { run_id: run.run_id, regenerated: false }
+            }
+            Send::Message { message, mode: Mode::Queue, model } => {
+                let model = pick(model.as_deref())?;
+                let (item, position, started) = self.enqueue(message, model, given.ids, now)?;
+                self.claim(who)?;
+                Sent::Queued(self.queued_reply(&item.message_id, position, started.map(|r| r.run_id)))
+            }
+            Send::Message { message, mode: Mode::Interrupt, model } => {
+                let model = pick(model.as_deref())?;
+                let (item, interrupted) = self.interrupt(message, model, given.ids, now)?;
+                self.claim(who)?;
+                let mut body = self.queued_reply(&item.message_id, 0, Some(item.run_id.clone()));
+                if let Some(old) = interrupted {
+                    effects.push(Effect::StopAgents);
+                    effects.extend(tell_agent(settings, crate::webhook::cancel(&old, "interrupted")));
+                    body["interrupting"] = old.into();
+                }
+                Sent::Queued(body)
+            }
+        };
+        Ok(sent)
+    }
+
+    /// What a send needs before it is read: a readable policy and catalog,
+    /// and (for the built-in agent) a model and tools. Refusals are 503s.
+    fn ready_to_send<'s>(&self, settings: &'s Settings) -> Result<&'s crate::models::Catalog, ApiError> {
+        if let Some(e) = &settings.policy_error {
+            return Err(ApiError::invalid_approval_policy(e.clone()));
+        }
+        let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
+        if self.config.driver == Driver::Builtin {
+            Self::builtin_ready(settings)?;
+        }
+        Ok(catalog)
+    }
+
+    /// An accepted send claims a thread nobody owns, and its origin is
+    /// where the runs it starts tell their agent to publish (unless
+    /// `PUBLIC_URL` says): never another request's Host.
+    fn claim(&mut self, who: Sender) -> Result<(), ApiError> {
+        if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
+            self.store.set_meta(OWNER_KEY, Some(id)).map_err(ApiError::storage)?;
+        }
+        self.record_send_origin(who.origin)
+    }
+
+    /// The 202 body of a queued send: `{queued, threadId, messageId,
+    /// position, queue: {items, paused}, runId?}`.
+    fn queued_reply(&self, message_id: &str, position: usize, run_id: Option<String>) -> Value {
+        let mut body = json!({ "queued": true, "threadId": self.thread_id, "messageId": message_id, "position": position, "queue": self.queue });
+        if let Some(run_id) = run_id {
+            body["runId"] = run_id.into();
+        }
+        body
+    }
+
+    /// The run of the client's user message `id` (`<thread>.u_<id>`, so
+    /// finding it needs no scan). A message the thread has seen starts
+    /// nothing: its run while active, else 409 `message_already_sent` (also
+    /// while it waits in the queue). One message is one run, whichever
+    /// protocol sent it.
+    pub fn message_run(&self, id: &str) -> Result<Seen, ApiError> {
+        let run_id = ids::scoped(&self.thread_id, &format!("u_{id}"));
+        if let Some(run) = self.store.run(&run_id).map_err(ApiError::storage)? {
+            if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
+                return Ok(Seen::Active(run.run_id));
+            }
+            return Err(ApiError::message_already_sent(&run.run_id));
+        }
+        if self.queue.items.iter().any(|i| i.message_id == id) {
+            return Err(ApiError::message_already_sent(&run_id));
+        }
+        Ok(Seen::New(run_id))
+    }
+
+    /// The actor who created the thread.
+    pub fn owner(&self) -> Result<Option<String>, ApiError> {
+        self.store.meta(OWNER_KEY).map_err(ApiError::storage)
+    }
+
+    /// Launches the runs the thread started (a send, or the queue when a run
+    /// ended): lists the thread in its owner's directory, then starts the
+    /// built-in agent or signals the external one. A run whose agent cannot
+    /// start ends at once with an error rather than lock the thread.
+    pub fn launch_started(&mut self, settings: &Settings, now: i64) -> Vec<Effect> {
+        let mut effects = Vec::new();
+        while !self.started.is_empty() {
+            for s in std::mem::take(&mut self.started) {
+                effects.extend(self.launch(s, settings, now));
+            }
+        }
+        effects
+    }
+
+    fn launch(&mut self, s: Started, settings: &Settings, now: i64) -> Vec<Effect> {
+        let run = &s.run;
+        let mut effects = Vec::new();
+        if let Ok(Some(owner)) = self.owner() {
+            let title = agent::title_from(&run.message);
+            let op = Op::Register { thread_id: self.thread_id.clone(), title, at: run.created_at };
+            effects.push(Effect::Directory { actor: owner, op });
+        }
+        let started = match run.driver {
+            Driver::Builtin => self.start_builtin(run, s.client_tools.clone(), settings, now).map_err(|e| e.message),
+            Driver::Webhook => match &settings.webhook_url {
+                None => Err("no agent webhook is configured".to_owned()),
+                Some(_) => Ok(Effect::Webhook {
+                    body: self.start_signal(run, &s.publish_token, settings),
+                    start_of: Some(run.run_id.clone()),
+                }),
+            },
+        };
+        match started {
+            Ok(effect) => effects.push(effect),
+            Err(why) => self.launch_failed(&run.run_id, &why, now),
+        }
+        effects
+    }
+
+    /// The origin of the last accepted send, stored (meta `send_origin`)
+    /// when it changes.
+    fn record_send_origin(&mut self, origin: &str) -> Result<(), ApiError> {
+        if self.send_origin()?.as_deref() == Some(origin) || origin.is_empty() {
+            return Ok(());
+        }
+        self.store.set_meta(SEND_ORIGIN_KEY, Some(origin)).map_err(ApiError::storage)?;
+        self.send_origin = Some(Some(origin.to_owned()));
+        Ok(())
+    }
+
+    fn send_origin(&mut self) -> Result<Option<String>, ApiError> {
+        if self.send_origin.is_none() {
+            self.send_origin = Some(self.store.meta(SEND_ORIGIN_KEY).map_err(ApiError::storage)?);
+        }
+        Ok(self.send_origin.clone().flatten())
+    }
+
+    /// The external agent's start signal, its publish URL on `PUBLIC_URL`,
+    /// else on the origin of the send that started the run.
+    fn start_signal(&mut self, run: &RunRecord, token: &str, settings: &Settings) -> Value {
+        let origin = settings.public_url.clone().or_else(|| self.send_origin().ok().flatten()).unwrap_or_default();
+        crate::webhook::start(&self.thread_id, run, token, &origin)
+    }
+
+    /// A run's agent could not start (`why`): the run ends with an `error`
+    /// event and `run-finish {error}`; the next queued message may start.
+    pub fn launch_failed(&mut self, run_id: &str, why: &str, now: i64) {
+        let Some(run) = self.active_run().filter(|r| r.run_id == run_id).cloned() else { return };
+        let reason = if run.driver == Driver::Webhook { "agent webhook failed" } else { "agent failed to start" };
+        let err = Event::new(Kind::Error, run_id, &run.agent_id, now, json!({ "content": why }));
+        // A storage failure here leaves the run to its idle timeout.
+        if self.publish_run(run_id, vec![err], now).is_ok() {
+            let _ = self.end_run(run_id, FinishStatus::Error, reason, now);
+        }
+    }
+}
+
+/// A signal to the external agent, when there is one.
+pub(super) fn tell_agent(settings: &Settings, body: Value) -> Vec<Effect> {
+    if settings.webhook_url.is_some() {
+        vec![Effect::Webhook { body, start_of: None }]
+    } else {
+        Vec::new()
+    }
+}

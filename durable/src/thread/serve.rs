@@ -1,0 +1,213 @@
+//! A request on a thread, whichever protocol it came in: what it carries
+//! ([`Call`]), what it is answered with ([`Answer`], [`Outcome`]), and the
+//! operations the protocols' routes are made of (admission, cancel, follow,
+//! decide, delete, the alarm). Which route does what is each protocol's
+//! (`protocols/<name>/mod.rs`); none of them is named here.
+
+use super::send::tell_agent;
+use super::{Follow, Sink, Thread};
+use crate::access::{self, Access, Caller, Facts, Grant};
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::reply::Reply;
+use crate::settings::Settings;
+use crate::store::Confirmation;
+use crate::store::{Driver, Store};
+use serde_json::Value;
+
+/// Where a thread keeps its pinned model.
+pub const PIN_KEY: &str = "pinned_model";
+
+/// One request as the object's shell received it, its route apart.
+pub struct Call<'a> {
+    pub caller: &'a Caller,
+    /// The query string's pairs.
+    pub query: &'a [(String, String)],
+    /// A request header, by lower-case name.
+    pub header: &'a dyn Fn(&str) -> Option<String>,
+    pub body: &'a [u8],
+    /// The origin the request came in at (`https://host`).
+    pub origin: &'a str,
+    /// A fresh random number (a log's generation, cursor jitter).
+    pub random: u64,
+    /// What the object's shell knows of its own instance (debug stats).
+    pub instance: &'a Instance,
+}
+
+/// The object's instance, as its shell counts it: reported by the debug
+/// stats, so a test can see that an idle thread holds no request and that
+/// it was evicted (a new instance answers after it slept).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Instance {
+    /// A random id drawn when the instance was constructed.
+    pub id: String,
+    /// Requests and socket events in progress, this one excluded.
+    pub inflight: u32,
+    /// Events this instance has handled, this one included.
+    pub handled: u64,
+    /// Events handled by every instance of the object (with
+    /// `DEBUG_WAKES=1`, which stores the count: it outlives eviction).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub handled_ever: Option<u64>,
+    /// In-memory timers and built-in agent loops running (each keeps the
+    /// object awake).
+    pub tasks: u32,
+}
+
+/// What to answer.
+#[derive(Debug)]
+pub enum Answer {
+    Reply(Reply),
+    /// A stream: open a subscriber socket following `follow` after seq
+    /// `after` (`Thread::subscribe` gives its hello). The Worker relays it to
+    /// the client in the route's protocol (`feed`).
+    Follow {
+        follow: Follow,
+        after: u64,
+    },
+}
+
+impl Answer {
+    /// A JSON answer.
+    pub fn json(status: u16, body: &Value) -> Answer {
+        Answer::Reply(Reply::json(status, body))
+    }
+}
+
+/// The answer, and what the shell must do.
+#[derive(Debug)]
+pub struct Outcome {
+    pub answer: Answer,
+    pub effects: Vec<Effect>,
+}
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Whether `caller` may do what a route of kind `access` does here
+    /// (`access::decide`, on the owner this thread holds; for a decision,
+    /// on the request it names). `not_found` is the route's answer for an
+    /// unknown id, which everyone the thread hides itself from gets.
+    pub fn admit(
+        &self,
+        access: Access,
+        not_found: ApiError,
+        caller: &Caller,
+        request: Option<access::Request>,
+    ) -> Result<Grant, ApiError> {
+        // Publishing depends on the run's token only: no read on the hot path.
+        let owner = if access == Access::Publish { None } else { self.owner()? };
+        access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), request })
+    }
+
+    /// Follows `follow` from seq `after`: the stream the Worker relays, once
+    /// there is room for one more.
+    pub fn follow(&mut self, follow: Follow, after: u64, settings: &Settings) -> Result<Answer, ApiError> {
+        self.make_room(settings.limits.max_subscribers)?;
+        Ok(Answer::Follow { follow, after })
+    }
+
+    /// Follows run `run` of this thread from seq `after` (404
+    /// `nothing_to_resume` for a run it never had).
+    pub fn follow_run(&mut self, run: &str, after: u64, settings: &Settings) -> Result<Answer, ApiError> {
+        self.store.run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::nothing_to_resume)?;
+        self.follow(Follow::run(run), after, settings)
+    }
+
+    /// Cancels the active run, if any, and stops its agents: the built-in
+    /// agent (and its sub-agents, background ones too) stop and their
+    /// fetches are aborted; an external one is told. The run's events end
+    /// with the `run-finish` just stored. Returns the run cancelled.
+    pub fn cancel_run(
+        &mut self,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Option<String>, ApiError> {
+        let cancelled = self.cancel(now)?;
+        effects.push(Effect::StopAgents);
+        if let Some(run_id) = &cancelled {
+            effects.extend(tell_agent(settings, crate::webhook::cancel(run_id, "user_cancelled")));
+        }
+        Ok(cancelled)
+    }
+
+    /// Deletes the thread: its agents stop, its storage is wiped (its
+    /// streams end), and its owner's directory forgets it.
+    pub fn delete(&mut self, effects: &mut Vec<Effect>) -> Result<(), ApiError> {
+        effects.push(Effect::StopAgents);
+        effects.push(Effect::Wipe);
+        if let Some(owner) = self.owner()? {
+            let op = crate::directory::Op::Unregister { thread_id: self.thread_id.clone() };
+            effects.push(Effect::Directory { actor: owner, op });
+        }
+        Ok(())
+    }
+
+    /// The thread's pinned model, if any.
+    pub fn pin(&self) -> Result<Option<String>, ApiError> {
+        self.store.meta(PIN_KEY).map_err(ApiError::storage)
+    }
+
+    /// Pins a model for the thread's later sends (`None` unpins).
+    pub fn set_pin(&mut self, model: Option<&str>) -> Result<(), ApiError> {
+        self.store.set_meta(PIN_KEY, model).map_err(ApiError::storage)
+    }
+
+    /// Decides request `request_id` for `caller` with decision `body`:
+    /// requests whose time is up settle first, the caller is admitted for
+    /// the request it names, the decision is recorded, and its run goes on.
+    pub fn decide_as(
+        &mut self,
+        caller: &Caller,
+        request_id: &str,
+        body: &Value,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Confirmation, ApiError> {
+        effects.extend(self.settle_lapsed(settings, now)?);
+        let found = self.confirmation(request_id)?;
+        self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(found.as_ref())))?;
+        let c = self.decide(request_id, body, now)?;
+        effects.extend(self.after_settled(&c, settings)?);
+        Ok(c)
+    }
+
+    /// A confirmation was decided or lapsed: its run goes on. The built-in
+    /// agent resumes once every request of its step is settled; an external
+    /// agent is told through its webhook.
+    pub(super) fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, ApiError> {
+        let driver = self.store.run(&c.run_id).map_err(ApiError::storage)?.map(|r| r.driver);
+        Ok(match driver {
+            Some(Driver::Builtin) => self.resume_if_ready(&c.run_id, settings)?.into_iter().collect(),
+            Some(Driver::Webhook) => tell_agent(settings, c.webhook_signal()),
+            None => Vec::new(),
+        })
+    }
+
+    /// The alarm: the thread's TTL, lapsed confirmations, idle flushes and
+    /// run deadlines, each decided here.
+    pub fn on_alarm(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+        if self.expiry(settings.thread_ttl_ms).is_some_and(|t| t <= now) {
+            // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
+            let mut effects = Vec::new();
+            self.delete(&mut effects)?;
+            return Ok(effects);
+        }
+        let mut effects = self.settle_lapsed(settings, now)?;
+        self.flush_idle(now)?;
+        if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
+            effects.extend(tell_agent(settings, crate::webhook::cancel(&run_id, reason)));
+        }
+        effects.extend(self.launch_started(settings, now));
+        Ok(effects)
+    }
+}
+
+/// The request a decision route names, as access sees it.
+pub fn held(c: Option<&Confirmation>) -> access::Request<'_> {
+    match c {
+        Some(c) => access::Request::Held { decider: c.decider() },
+        None => access::Request::Unknown,
+    }
+}
