@@ -15,8 +15,8 @@ use std::time::Duration;
 use threadline_durable::agent::{
     self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped, ToolAnswer,
 };
-use threadline_durable::settings::ModelEndpoint;
 use threadline_durable::Event;
+use threadline_durable::ModelEndpoint;
 use worker::*;
 
 /// One run's host. Cloned into sub-agents and background tasks.

@@ -1,22 +1,22 @@
 //! `Directory`: an actor's directory object (the threads they started,
 //! their sends of the last minute). A shell around the core's
-//! [`directory::Directory`]: every operation arrives decided
+//! `Directory` (the core's): every operation arrives decided
 //! ([`forward`]) and is answered by the core.
 
-use threadline_durable::directory::{self, Op};
 use threadline_durable::{forward, ApiError};
+use threadline_durable::{Directory as Core, DirectoryOp as Op};
 use worker::*;
 
 #[durable_object]
 pub struct Directory {
     /// The core over the object's SQLite, or why its storage could not be
     /// opened (every request is then refused with it).
-    core: std::result::Result<directory::Directory<crate::store::DoSql>, ApiError>,
+    core: std::result::Result<Core<crate::store::DoSql>, ApiError>,
 }
 
 impl DurableObject for Directory {
     fn new(state: State, _env: Env) -> Self {
-        let core = directory::Directory::open(crate::store::DoSql(state.storage().sql())).map_err(Into::into);
+        let core = Core::open(crate::store::DoSql(state.storage().sql())).map_err(Into::into);
         Directory { core }
     }
 

@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::agent::{self, cancel::CancelToken};
-use threadline_durable::effect::{Drive, Effect};
+use threadline_durable::{Drive, Effect};
 use worker::*;
 
 impl Inner {

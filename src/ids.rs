@@ -33,7 +33,7 @@ pub fn new_token() -> String {
 /// The platform's CSPRNG as the core's id source.
 pub struct Csprng;
 
-impl threadline_durable::ids::Random for Csprng {
+impl threadline_durable::Random for Csprng {
     fn id(&self, prefix: &str) -> String {
         new_id(prefix)
     }

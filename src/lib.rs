@@ -40,7 +40,7 @@ use std::rc::Rc;
 pub use stream_object::StreamObject;
 use threadline_durable::forward::{Body, Call, Object};
 use threadline_durable::front::{Exchange, Step};
-use threadline_durable::input::Head;
+use threadline_durable::Head;
 use threadline_durable::{forward, Reply, Settings};
 use worker::*;
 

@@ -18,11 +18,11 @@ use crate::{ids, now_ms};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use threadline_durable::agent::cancel::CancelToken;
-use threadline_durable::effect::Effect;
 use threadline_durable::protocols::{self, Context};
 use threadline_durable::store::SqlStore;
 use threadline_durable::thread::{Answer, Call};
-use threadline_durable::{forward, input, ApiError, Settings, Thread};
+use threadline_durable::Effect;
+use threadline_durable::{forward, query_pairs, ApiError, Settings, Thread};
 use worker::*;
 
 #[durable_object]
@@ -164,7 +164,7 @@ impl Inner {
         let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
         let url = req.inner().url();
         let (origin, _, query) = http::url_parts(&url);
-        let query = input::query_pairs(query);
+        let query = query_pairs(query);
         let header = |name: &str| http::header(&req, name);
         let instance = self.instance().await;
         let mut effects = self.load()?;

@@ -5,8 +5,8 @@
 //! Durable Object SQLite is synchronous and commits every write made in one
 //! synchronous block (no `await` between them) atomically.
 
-use threadline_durable::db::{Db, Rows, Value};
 use threadline_durable::store::{StoreError, StoreResult};
+use threadline_durable::{Db, Rows, Value};
 use worker::{SqlStorage, SqlStorageValue};
 
 /// Durable Object SQLite as the core's [`Db`]: statements run to

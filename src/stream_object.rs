@@ -23,7 +23,7 @@ use threadline_durable::protocols::durable_streams::server::exchange::{
 use threadline_durable::protocols::durable_streams::server::log::SqlLog;
 use threadline_durable::protocols::durable_streams::server::{feeds, Streams, MAX_BODY};
 use threadline_durable::protocols::durable_streams::wire::{self, Reply};
-use threadline_durable::{forward, input, ApiError};
+use threadline_durable::{forward, query_pairs, ApiError};
 use worker::*;
 
 type Core = Streams<SqlLog<DoSql>>;
@@ -55,7 +55,7 @@ impl DurableObject for StreamObject {
             crate::http::BodyError::TooLarge => BodyError::TooLarge,
             crate::http::BodyError::Unreadable(e) => BodyError::Unreadable(e),
         });
-        let query = input::query_pairs(query);
+        let query = query_pairs(query);
         let method = req.method();
         let header = |name: &str| crate::http::header(&req, name);
         let incoming = Incoming {

@@ -285,10 +285,6 @@ impl Coalescer {
             .collect()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.open.is_empty()
-    }
-
     /// Bytes of text held in memory.
     pub fn buffered_bytes(&self) -> usize {
         self.open.iter().map(|s| s.text.len()).sum()
@@ -321,7 +317,7 @@ mod tests {
         assert_eq!(blocks[0].kind, Kind::TextBlock);
         assert_eq!(blocks[0].payload["text"], "Hello world");
         assert_eq!(blocks[0].response_id.as_deref(), Some("s1"));
-        assert!(c.is_empty());
+        assert_eq!(c.buffered_bytes(), 0, "nothing is held once the segment is stored");
     }
 
     #[test]

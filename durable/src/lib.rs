@@ -1,94 +1,86 @@
-//! # threadline-durable: the pure core of a thread
+//! # threadline-durable: the pure core
 //!
-//! Everything a thread's Durable Object holds and decides, with no `worker`
-//! dependency, tested natively with injected time and fakes. The Worker crate
-//! (`src/`) is a thin shell: it hands this core bytes (a request's route,
-//! caller, query, headers and body), carries out what the core answers (a
-//! reply, a stream to open, [`effect::Effect`]s), and keeps its timers. A
-//! shell on another runtime would re-decide nothing.
+//! Everything the Worker and its Durable Objects decide, with no `worker`
+//! dependency, tested natively with injected time and fakes. The Worker
+//! crate (`src/`) is a thin shell: it hands this core a request's parts and
+//! bytes, carries out what the core answers (a reply, an object to call, a
+//! socket to relay, [`Effect`]s), and keeps its timers. A shell on another
+//! runtime would re-decide nothing.
 //!
 //! A tour, in the order a request travels:
 //!
-//! - [`front`]: what the stateless Worker decides: where a request goes
-//!   ([`front::Dispatch`]), who is calling, which origins may read it.
-//! - [`route`]: the thread's HTTP paths as data; [`ids`]: thread, run and
-//!   scoped ids (`<threadId>.<id>`, so a run or request finds its thread).
-//! - [`request`]: every body and query, parsed and checked, apart from I/O.
-//! - [`access`]: the one access decision: who may do what on a thread.
-//! - [`thread`]: the thread itself. `thread/mod.rs` is the state machine (run
-//!   lock, the one publish path: coalesce, assign seqs, persist, then fan
-//!   out; what starts next; deadlines); beside it `subscribe` (replay then
-//!   live in one block, as socket messages), `confirmations`, `queue`,
-//!   `agent` (checkpoints, resume, recovery), `views`, `streams` (the log as
-//!   Durable Streams) and `service` (every route answered, with the effects
-//!   the shell must run).
-//! - [`feed`]: a subscriber's stream in the Worker: the socket's message
-//!   format (`feed::socket`), replay then live across the hop (`Relay`), each
-//!   protocol's framing (`events`, `runs`, `views`), and whether the client
-//!   still reads (`backlog`).
-//! - [`event`]: the protocol's event schema. A published event is parsed,
-//!   checked against its kind's payload schema and stamped with `runId`/`ts`.
-//! - [`coalesce`]: text and reasoning deltas become `text-block` /
-//!   `reasoning-block` facts, so a thousand deltas cost one row.
-//! - [`store`]: the storage trait the thread persists through, and an
-//!   in-memory store with fault injection for tests; [`schema`]: each object
-//!   class's storage layout as versioned, re-runnable migrations.
-//! - [`sse`]: SSE framing, apart from I/O, validated and byte-exact;
-//!   [`reply`]: a decided answer (status, headers, body).
-//! - [`reducer`]: folds events into the agent activity tree; the messages view
-//!   and the restart sweep use it, and fold(replay) == fold(live) is tested on it.
-//! - [`agent`]: the built-in agent: the orchestrator loop over an
-//!   OpenAI-compatible streaming model, tools, tasks and sub-agents, written
-//!   against a `Host` trait (model client, tool runner, publish path).
-//! - [`confirm`]: confirmation records and the rules of their life, the
-//!   approval policy, decision bodies.
-//! - [`queue`]: the thread's message queue; [`models`]: the model catalog;
-//!   [`directory`]: an actor's per-minute send window.
-//! - [`runstream`]: a run's events as agora run-stream frames, numbered
-//!   the same live and replayed.
-//! - [`streams`]: the Durable Streams protocol: offsets, frames, producers,
-//!   one standalone stream's decisions (`/v1/stream/*`) and its live reads
-//!   across the hop (`streams::live`), and the views of a thread's log and a
-//!   run's events (`/v1/threads`, `/v1/runs`).
+//! - [`front`]: the Worker's exchange for one request: route, caller, body,
+//!   send limit, the object to call and how to answer.
+//! - [`protocols`]: the wire protocols, one folder each (`instance_ai`,
+//!   `agora`, `durable_streams`, `ai_sdk`, `ag_ui`), registered on one line.
+//! - `route`: route tables as data (paths, methods, builders).
+//! - [`forward`]: what travels with a request to an object (its route and
+//!   caller, one header), and the calls objects make.
+//! - `input`: what every protocol parses the same way (JSON bodies, queries,
+//!   cursors, a send, publish batches), apart from I/O.
+//! - `access`: the one access decision: who may do what on a thread.
 //! - [`auth`]: bearer JWTs (HS256, RS256, ES256), stream tokens, token hashes.
-//! - [`settings`]: the deployment's configuration, read once.
-//! - [`effect`]: what the core asks the shell to do.
-//! - [`error`]: every refusal's status and stable code, one constructor each.
-//! - `wire_schema` (tests only): the JSON Schema of the wire types, generated
-//!   from these types for the TypeScript client (`client/schema/`).
+//! - [`thread`]: the thread's state machine (run lock, the one publish path,
+//!   send, cancel, decide, subscribe, queue), naming no protocol.
+//! - [`feed`]: a subscriber's stream across the hop between the thread's
+//!   object and the Worker (replay then live), framed by a protocol's framer.
+//! - `event`: the log's event schema; `coalesce`: deltas into block facts;
+//!   `segment`: reading text segments back; `reducer`: the agent-tree fold.
+//! - [`agent`]: the built-in agent: the orchestrator loop over an
+//!   OpenAI-compatible model, tools, tasks, sub-agents, behind a host trait.
+//! - `webhook`: the external agent's contract (start, cancel, settled).
+//! - `directory`: an actor's directory (their threads, their send window).
+//! - [`store`]: the thread's storage trait, its stored shapes, in memory and
+//!   on SQL; `db`: SQL as every object's storage runs it; [`schema`]: each
+//!   object class's layout as versioned, re-runnable migrations.
+//! - `models`: the model catalog; `settings`: the deployment's configuration.
+//! - `effect`: what the core asks the shell to do; `reply`: a decided
+//!   answer; `error`: every refusal's status and stable code; `ids`: ids
+//!   and scoped ids; `sse`: SSE framing, validated and byte-exact.
+//! - `wire_schema` (tests only): the wire types' JSON Schema, for the
+//!   TypeScript client (`client/schema/`).
 
-pub mod access;
+mod access;
 pub mod agent;
 pub mod auth;
-pub mod coalesce;
-pub mod db;
-pub mod directory;
-pub mod effect;
-pub mod error;
-pub mod event;
+mod coalesce;
+mod db;
+mod directory;
+mod effect;
+mod error;
+mod event;
 pub mod feed;
 pub mod forward;
 pub mod front;
-pub mod ids;
-pub mod input;
-pub mod models;
+mod ids;
+mod input;
+mod models;
 pub mod protocols;
-pub mod reducer;
-pub mod reply;
-pub mod route;
+mod reducer;
+mod reply;
+mod route;
 pub mod schema;
-pub mod segment;
-pub mod settings;
-pub mod sse;
+mod segment;
+mod settings;
+mod sse;
 pub mod store;
 pub mod thread;
-pub mod webhook;
+mod webhook;
 #[cfg(test)]
 mod wire_schema;
 
+pub use access::{Access, Caller, Decider, Grant};
+pub use db::{failed, Db, Rows, Value};
+pub use directory::{Directory, Op as DirectoryOp};
+pub use effect::{Drive, Effect};
 pub use error::ApiError;
-pub use event::{Event, Kind};
+pub use event::{parse_published, Event, Kind};
+pub use ids::{run_id, scoped, thread_of, Random};
+pub use input::{cursor, query_pairs, Head};
+pub use models::Catalog;
+pub use reducer::{fold, AgentNode};
 pub use reply::Reply;
-pub use settings::Settings;
+pub use settings::{Config, ModelEndpoint, Settings};
+pub use sse::{PING, PING_INTERVAL_MS};
 pub use store::{MemoryStore, Record, RunRecord, RunState, Store};
-pub use thread::{Config, Follow, Sink, StartRun, Thread};
+pub use thread::{Follow, Sink, StartRun, Thread};

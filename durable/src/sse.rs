@@ -87,17 +87,6 @@ fn split_lines(s: &str) -> impl Iterator<Item = &str> {
     })
 }
 
-/// Appends an SSE comment (`: text`), used for keep-alive pings.
-pub fn encode_comment(text: &str, out: &mut Vec<u8>) -> Result<(), FieldError> {
-    if text.contains(['\r', '\n']) {
-        return Err(FieldError::LineBreak("comment"));
-    }
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(text.as_bytes());
-    out.extend_from_slice(b"\n\n");
-    Ok(())
-}
-
 /// The headers of every SSE response (the events route, run streams, the
 /// Durable Streams views): exactly `text/event-stream`, never cached, and
 /// nothing on the way may buffer or compress it (`content-encoding:
@@ -150,9 +139,5 @@ mod tests {
     #[test]
     fn event_name_with_line_break_is_refused() {
         assert_eq!(Frame::data("x").event("a\nb"), Err(FieldError::LineBreak("event")));
-        let mut out = Vec::new();
-        assert!(encode_comment("a\rb", &mut out).is_err());
-        encode_comment("ping", &mut out).unwrap();
-        assert_eq!(out, PING);
     }
 }

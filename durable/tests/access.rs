@@ -11,10 +11,10 @@ mod support;
 
 use serde_json::{json, Value};
 use support::{actor, serve, Req, T};
-use threadline_durable::access::Caller;
-use threadline_durable::effect::Effect;
 use threadline_durable::store::{ConfirmState, Confirmation};
 use threadline_durable::thread::Answer;
+use threadline_durable::Caller;
+use threadline_durable::Effect;
 use threadline_durable::{Settings, Store};
 
 fn settings() -> Settings {

@@ -18,9 +18,9 @@ use threadline_durable::agent::cancel::CancelToken;
 use threadline_durable::agent::{
     self, tools::HttpTool, BackgroundTask, ByteStream, Checkpoint, End, Host, ModelFailure, Scope, Stopped, ToolAnswer,
 };
-use threadline_durable::effect::{Drive, Effect};
-use threadline_durable::event::{Event, Kind};
 use threadline_durable::Settings;
+use threadline_durable::{Drive, Effect};
+use threadline_durable::{Event, Kind};
 
 /// One scripted model answer.
 enum Answer {
@@ -272,7 +272,7 @@ fn text_and_reasoning_stream_and_the_run_completes() {
         ]
     );
     assert_eq!(finish_of(&f), json!({"status": "completed"}));
-    let tree = threadline_durable::reducer::fold(&events(&f)).tree().unwrap();
+    let tree = threadline_durable::fold(&events(&f)).tree().unwrap();
     assert_eq!((tree.text_content.as_str(), tree.reasoning.as_str()), ("Hello", "thinking"));
     // The model got the system prompt and the user's message.
     let req = &f.requests.borrow()[0];
@@ -408,7 +408,7 @@ fn a_sub_agent_runs_with_only_its_tools_and_answers_its_parent() {
         f.requests.borrow()[1]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].clone()).collect();
     assert_eq!(child_tools, [json!("weather")]);
     assert!(f.requests.borrow()[2]["messages"].to_string().contains("sunny"));
-    let tree = threadline_durable::reducer::fold(&evs).tree().unwrap();
+    let tree = threadline_durable::fold(&evs).tree().unwrap();
     assert_eq!(tree.children.len(), 1);
 }
 

@@ -8,7 +8,7 @@ use threadline_durable::auth::{self, Verifier};
 use threadline_durable::protocols::{self, Target};
 use threadline_durable::store::{Driver, MemoryStore};
 use threadline_durable::thread::Discard;
-use threadline_durable::{event, ids, input, Config, StartRun, Thread};
+use threadline_durable::{cursor, parse_published, run_id, thread_of, Config, Event, StartRun, Thread};
 
 /// Arbitrary JSON, biased toward the shapes the schema cares about.
 fn json_value() -> impl Strategy<Value = Value> {
@@ -93,16 +93,16 @@ proptest! {
         if let Ok(r) = protocols::parse(&method, &path) {
             prop_assert!(r.target() != Target::Thread || !r.thread().is_empty());
         }
-        let _ = input::cursor(Some(&h), Some(&q));
-        let _ = ids::run_id(&h);
-        let _ = ids::thread_of(&q);
+        let _ = cursor(Some(&h), Some(&q));
+        let _ = run_id(&h);
+        let _ = thread_of(&q);
     }
 
     #[test]
     fn events_parse_or_refuse(v in json_value()) {
-        if let Ok(ev) = event::parse_published(v, "r", 1) {
+        if let Ok(ev) = parse_published(v, "r", 1) {
             // What is accepted serialises and parses back to itself.
-            let back: event::Event = serde_json::from_str(&ev.to_json()).unwrap();
+            let back: Event = serde_json::from_str(&ev.to_json()).unwrap();
             prop_assert_eq!(back, ev);
         }
     }

@@ -6,9 +6,9 @@
 mod support;
 
 use support::Lite;
-use threadline_durable::db::Db;
 use threadline_durable::schema::{self, OpenError, Schema};
 use threadline_durable::ApiError;
+use threadline_durable::Db;
 
 fn lite() -> Lite {
     support::lite()

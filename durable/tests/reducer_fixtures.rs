@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 use std::path::Path;
-use threadline_durable::{reducer, Event};
+use threadline_durable::{fold, Event};
 
 #[test]
 fn fixture_logs_fold_to_their_recorded_trees() {
@@ -19,7 +19,7 @@ fn fixture_logs_fold_to_their_recorded_trees() {
         let mut fixture: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let events: Vec<Event> =
             serde_json::from_value(fixture["events"].clone()).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let tree = serde_json::to_value(reducer::fold(&events).tree()).unwrap();
+        let tree = serde_json::to_value(fold(&events).tree()).unwrap();
         if bless {
             fixture["tree"] = tree;
             std::fs::write(path, serde_json::to_string_pretty(&fixture).unwrap() + "\n").unwrap();

@@ -8,9 +8,9 @@ mod support;
 
 use serde_json::{json, Value};
 use support::{actor, serve, Req, T};
-use threadline_durable::access::Caller;
-use threadline_durable::effect::Effect;
-use threadline_durable::event::Kind;
+use threadline_durable::Caller;
+use threadline_durable::Effect;
+use threadline_durable::Kind;
 use threadline_durable::{MemoryStore, Settings, Store, Thread};
 
 fn settings() -> Settings {

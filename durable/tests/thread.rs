@@ -7,12 +7,10 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::rc::Rc;
-use threadline_durable::event::Event;
 use threadline_durable::feed::Relay;
 use threadline_durable::protocols::instance_ai::stream::Events;
-use threadline_durable::reducer::{self, AgentNode};
 use threadline_durable::store::{Driver, MemoryStore};
-use threadline_durable::{Config, Follow, Sink, StartRun, Store, Thread};
+use threadline_durable::{fold, AgentNode, Config, Event, Follow, Sink, StartRun, Store, Thread};
 
 /// A subscriber's socket: the messages the thread sent it, in order;
 /// `closed` simulates a client that went away.
@@ -146,7 +144,7 @@ thread_local! {
 }
 
 fn tree(events: &[Event]) -> Option<AgentNode> {
-    reducer::fold(events).tree()
+    fold(events).tree()
 }
 
 fn durable_log(t: &T) -> Vec<Event> {
@@ -271,7 +269,7 @@ fn a_full_thread_probes_its_subscribers() {
     let err = t.make_room(1).unwrap_err();
     assert_eq!(err.code, "too_many_subscribers");
     a.pump();
-    assert_eq!(&a.out[before..], threadline_durable::sse::PING, "the probe is answered with the keep-alive");
+    assert_eq!(&a.out[before..], threadline_durable::PING, "the probe is answered with the keep-alive");
     // The client left: its relay ends and unsubscribes; the room is back.
     t.unsubscribe(NEXT.with(|n| n.get()));
     assert!(t.make_room(1).is_ok());

@@ -116,8 +116,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         settings.tools.clone().map_err(ApiError::invalid_tools)
     }
 
-    /// The tools a client declared with its message (`tools`, AG-UI's and
-    /// the AI SDK's shape: `[{name, description, parameters}]`), checked
+    /// The tools a client declared with its message (`[{name, description,
+    /// parameters}]`, the shape protocols' clients declare them in), checked
     /// against the server's; offered to the built-in agent only.
     ///
     /// Invariant: a client tool's name is no server tool's and no

@@ -169,7 +169,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(effects)
     }
 
-    /// Decides, for a protocol's client (the AI SDK's, AG-UI's), the
+    /// Decides, for a protocol's client that answers several at once, the
     /// requests it answered, each with the confirm route's decision body,
     /// and pushes what the runs that go on need onto `effects`.
     ///
@@ -215,7 +215,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The confirmation of tool call `tool_call_id` (of `run_id`, if given):
-    /// agora's approve/reject routes name the call, not the request.
+    /// a route may name the call rather than the request.
     pub fn confirmation_for_call(
         &self,
         tool_call_id: &str,

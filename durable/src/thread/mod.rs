@@ -643,9 +643,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         [run, expiry, self.expiry(ttl_ms)].into_iter().flatten().min()
     }
 
-    /// A new queued message (its id is also its run's, known up front).
-    /// A queue item; `given` names its message and run (an AI SDK send
-    /// keeps the client's message id).
+    /// A new queued message (its id is also its run's, known up front);
+    /// `given` names its message and run (a client's send keeps the
+    /// client's message id).
     fn new_item(&self, message: String, model: Option<String>, given: Option<(String, String)>, now: i64) -> QueueItem {
         let (message_id, run_id) = given.unwrap_or_else(|| {
             let id = ids::scoped(&self.thread_id, &self.ids.id("msg"));

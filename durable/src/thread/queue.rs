@@ -1,6 +1,5 @@
-//! The message queue's operations (`docs/protocols/001-agora.md`, "Message
-//! queue"): queue, interrupt, edit, move, remove, pause, resume, and
-//! regenerate. Each stores the new queue and announces it before the queue
+//! The message queue's operations (the queue itself is `store::Queue`):
+//! queue, interrupt, edit, move, remove, pause, resume, and regenerate. Each stores the new queue and announces it before the queue
 //! in memory changes (`Thread::save_queue`).
 
 use super::{Sink, Thread};

@@ -27,7 +27,7 @@ pub struct Follow {
     /// `None`: the thread's log; `Some(run)`: one run's events.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
-    /// Durable records only (the Durable Streams views): no live events.
+    /// Durable records only (readers of stored positions): no live events.
     #[serde(default)]
     pub durable: bool,
 }
@@ -43,7 +43,7 @@ impl Follow {
 }
 
 /// The meta key the log's generation is stored under (its name predates
-/// other readers than the Durable Streams views: stored data keeps it).
+/// other readers than its first: stored data keeps it).
 pub const GENERATION_KEY: &str = "ds_generation";
 
 impl<S: Store, K: Sink> Thread<S, K> {

@@ -8,11 +8,10 @@ use bytes::Bytes;
 use serde_json::Value;
 use std::cell::RefCell;
 use std::rc::Rc;
-use threadline_durable::access::Caller;
-use threadline_durable::event::Event;
-use threadline_durable::input;
 use threadline_durable::protocols::{self, Target};
 use threadline_durable::thread::{Answer, Call, Outcome};
+use threadline_durable::Caller;
+use threadline_durable::Event;
 use threadline_durable::{MemoryStore, Settings, Sink, Thread};
 
 /// A subscriber whose live bytes the test can read; `closed` simulates a
@@ -83,7 +82,7 @@ pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
         let body: Value = serde_json::from_str(&req.body).expect("a JSON body");
         route.address(&body, &|prefix| format!("{prefix}_new")).expect("the body names its thread");
     }
-    let query = input::query_pairs(query);
+    let query = threadline_durable::query_pairs(query);
     let headers = req.headers.clone();
     let header = move |name: &str| headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
     let call = Call {
@@ -146,7 +145,7 @@ pub fn log(t: &T) -> Vec<Event> {
 }
 
 /// An in-memory SQLite (the engine Durable Objects run) as the core's
-/// [`Db`](threadline_durable::db::Db).
+/// [`Db`](threadline_durable::Db).
 pub struct Lite(pub rusqlite::Connection);
 
 /// A fresh, empty in-memory SQLite.
@@ -154,14 +153,14 @@ pub fn lite() -> Lite {
     Lite(rusqlite::Connection::open_in_memory().unwrap())
 }
 
-impl threadline_durable::db::Db for Lite {
+impl threadline_durable::Db for Lite {
     fn run(
         &self,
         sql: &str,
-        args: &[threadline_durable::db::Value],
-    ) -> threadline_durable::store::StoreResult<threadline_durable::db::Rows> {
+        args: &[threadline_durable::Value],
+    ) -> threadline_durable::store::StoreResult<threadline_durable::Rows> {
         use rusqlite::types::{Value as V, ValueRef};
-        use threadline_durable::db::{failed, Rows, Value};
+        use threadline_durable::{failed, Rows, Value};
         let mut stmt = self.0.prepare(sql).map_err(failed)?;
         let params: Vec<V> = args
             .iter()

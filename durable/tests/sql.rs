@@ -1,0 +1,153 @@
+//! Every object class's SQL storage, natively, on SQLite (the engine Durable
+//! Objects run): the thread's store answers as the in-memory one does, the
+//! directory keeps its threads and its send window, and a stream's log pages
+//! its messages by size.
+
+mod support;
+
+use serde_json::json;
+use support::lite;
+use threadline_durable::protocols::durable_streams::offset::Offset;
+use threadline_durable::protocols::durable_streams::server::log::{Message, SqlLog, StreamLog};
+use threadline_durable::store::{ConfirmState, Confirmation, Driver, SqlStore};
+use threadline_durable::{Directory, DirectoryOp, Kind, MemoryStore, Record, RunRecord, RunState, Store};
+
+fn run(id: &str, state: RunState) -> RunRecord {
+    RunRecord {
+        run_id: id.into(),
+        message_id: format!("m-{id}"),
+        message: "hello".into(),
+        agent_id: "orchestrator".into(),
+        state,
+        reason: None,
+        token_hash: "h".into(),
+        created_at: 5,
+        finished_at: (state != RunState::Running).then_some(9),
+        driver: Driver::Builtin,
+        usage: Some("{\"prompt_tokens\":3}".into()),
+        model: Some("m".into()),
+        replaced: false,
+    }
+}
+
+fn record(seq: u64, run: &str) -> Record {
+    Record {
+        seq, run_id: run.into(), kind: Kind::ToolCall, data: json!({ "seq": seq, "text": "é\u{0}x" }).to_string()
+    }
+}
+
+fn confirmation(id: &str, run: &str, call: &str) -> Confirmation {
+    Confirmation {
+        request_id: id.into(),
+        run_id: run.into(),
+        agent_id: "orchestrator".into(),
+        tool_call_id: call.into(),
+        tool_name: "pay".into(),
+        input_type: "approval".into(),
+        state: ConfirmState::Pending,
+        created_at: 1,
+        expires_at: Some(10),
+        approver: Some("finance".into()),
+        decision: None,
+        agent_request_id: None,
+    }
+}
+
+/// The same writes on both stores, and every read compared.
+#[test]
+fn the_sql_store_answers_as_the_memory_store() {
+    let mut sql = SqlStore::open(lite()).unwrap();
+    let mut mem = MemoryStore::default();
+    let stores: [&mut dyn Store; 2] = [&mut sql, &mut mem];
+    for s in stores {
+        s.commit(&[record(1, "t.a"), record(2, "t.a")], &[run("t.a", RunState::Running)]).unwrap();
+        s.commit(&[record(3, "t.a")], &[run("t.a", RunState::Completed)]).unwrap();
+        s.commit(&[record(4, "t.b")], &[run("t.b", RunState::Running)]).unwrap();
+        s.put_confirmation(&confirmation("t.r1", "t.b", "c1")).unwrap();
+        let mut decided = confirmation("t.r2", "t.b", "c2");
+        s.put_confirmation(&decided).unwrap();
+        decided.state = ConfirmState::Approved;
+        decided.decision = Some(json!({"approved": true}));
+        s.put_confirmation(&decided).unwrap();
+        s.save_checkpoint("t.b", "{\"step\":1}").unwrap();
+        s.save_checkpoint("t.b", "{\"step\":2}").unwrap();
+        s.set_meta("owner", Some("alice")).unwrap();
+        s.set_meta("pin", Some("m")).unwrap();
+        s.set_meta("pin", None).unwrap();
+        s.approve_for_session("weather").unwrap();
+        s.approve_for_session("weather").unwrap();
+    }
+    assert_eq!(sql.last_seq().unwrap(), mem.last_seq().unwrap());
+    assert_eq!(sql.read_range(1, 4, 2).unwrap(), mem.read_range(1, 4, 2).unwrap());
+    assert_eq!(sql.read_range(0, 3, 10).unwrap(), mem.read_range(0, 3, 10).unwrap());
+    assert_eq!(sql.run_records("t.a").unwrap(), mem.run_records("t.a").unwrap());
+    assert_eq!(sql.run_range("t.a", 1, 1).unwrap(), mem.run_range("t.a", 1, 1).unwrap());
+    assert_eq!(sql.run("t.a").unwrap(), mem.run("t.a").unwrap());
+    assert_eq!(sql.run("nope").unwrap(), None);
+    assert_eq!(sql.running().unwrap(), mem.running().unwrap());
+    assert_eq!(sql.runs_page(0, 1).unwrap(), mem.runs_page(0, 1).unwrap());
+    assert_eq!(sql.runs_page(1, 5).unwrap(), mem.runs_page(1, 5).unwrap());
+    assert_eq!(sql.confirmation("t.r2").unwrap(), mem.confirmation("t.r2").unwrap());
+    assert_eq!(sql.confirmation_by_call("c1").unwrap(), mem.confirmation_by_call("c1").unwrap());
+    assert_eq!(sql.pending_confirmations().unwrap(), mem.pending_confirmations().unwrap());
+    assert_eq!(sql.checkpoint("t.b").unwrap().as_deref(), Some("{\"step\":2}"));
+    assert_eq!(sql.meta("owner").unwrap().as_deref(), Some("alice"));
+    assert_eq!(sql.meta("pin").unwrap(), None);
+    assert!(sql.session_approved("weather").unwrap() && !sql.session_approved("other").unwrap());
+    assert!(sql.rows_written() > 0, "writes are counted");
+}
+
+#[test]
+fn an_empty_sql_store_has_nothing() {
+    let sql = SqlStore::open(lite()).unwrap();
+    assert_eq!(sql.last_seq().unwrap(), 0);
+    assert_eq!(sql.running().unwrap(), None);
+    assert_eq!(sql.runs_page(0, 10).unwrap(), (vec![], 0));
+    assert_eq!(sql.checkpoint("x").unwrap(), None);
+}
+
+#[test]
+fn a_directory_lists_threads_and_keeps_the_send_window() {
+    let d = Directory::open(lite()).unwrap();
+    let ok = |r: threadline_durable::Reply| assert_eq!(r.status / 100, 2, "{r:?}");
+    ok(d.handle(&DirectoryOp::Register { thread_id: "a".into(), title: "first".into(), at: 1 }));
+    ok(d.handle(&DirectoryOp::Register { thread_id: "b".into(), title: "second".into(), at: 2 }));
+    ok(d.handle(&DirectoryOp::Register { thread_id: "a".into(), title: "ignored".into(), at: 3 }));
+    let list = d.handle(&DirectoryOp::List);
+    let rows: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
+    assert_eq!(
+        rows["rows"],
+        json!([
+            {"threadId": "a", "title": "first", "createdAt": 1, "updatedAt": 3, "runs": 2},
+            {"threadId": "b", "title": "second", "createdAt": 2, "updatedAt": 2, "runs": 1},
+        ])
+    );
+    ok(d.handle(&DirectoryOp::Unregister { thread_id: "a".into() }));
+    let rows: serde_json::Value = serde_json::from_slice(&d.handle(&DirectoryOp::List).body).unwrap();
+    assert_eq!(rows["rows"].as_array().unwrap().len(), 1);
+    // Two sends a minute: the third waits until the first leaves the window.
+    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 1_000 }));
+    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 2_000 }));
+    let refused = d.handle(&DirectoryOp::Admit { limit: 2, now: 31_000 });
+    assert_eq!(refused.status, 429);
+    let retry: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
+    assert_eq!(retry["retryAfter"], 30);
+    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 61_001 }));
+}
+
+#[test]
+fn a_stream_log_pages_its_messages_by_size() {
+    let mut log = SqlLog::open(lite()).unwrap();
+    assert_eq!(log.meta().unwrap(), None);
+    let messages: Vec<Message> =
+        (1..=5).map(|i| Message { offset: Offset::new(1, i * 10), data: vec![b'a' + i as u8; 100] }).collect();
+    log.append(&messages).unwrap();
+    let all = log.read(Offset::ZERO, Offset::new(1, 50), 10_000).unwrap();
+    assert_eq!(all, messages);
+    let page = log.read(Offset::new(1, 10), Offset::new(1, 50), 250).unwrap();
+    assert_eq!(page, messages[1..3], "whole messages up to the size, after the offset");
+    let one = log.read(Offset::ZERO, Offset::new(1, 50), 1).unwrap();
+    assert_eq!(one.len(), 1, "at least one message, however small the size");
+    log.clear().unwrap();
+    assert!(log.read(Offset::ZERO, Offset::new(9, 9), 10_000).unwrap().is_empty());
+}
