@@ -105,7 +105,10 @@ impl<'s> Exchange<'s> {
     }
 
     fn begin(&mut self, head: &Head) -> Result<Step, ApiError> {
-        let parsed = protocols::parse(head.method, head.path);
+        let parsed = match head.path {
+            ROUTES_PATH if self.settings.debug_routes => Err(ApiError::not_found_route("answered below")),
+            _ => protocols::parse(head.method, head.path),
+        };
         if let Some(own) = parsed.as_ref().ok().and_then(Route::own_headers) {
             self.finish.headers.extend(own.iter().map(|(k, v)| (*k, (*v).to_owned())));
         } else {
@@ -137,6 +140,9 @@ impl<'s> Exchange<'s> {
                 // publishing paths go without.
                 if !publishing(head.method, head.path) {
                     self.identify(None, token.as_deref(), authorization.as_deref())?;
+                }
+                if head.path == ROUTES_PATH && self.settings.debug_routes {
+                    return Ok(Step::Reply(route_table(head.method)?));
                 }
                 return Err(e);
             }
@@ -290,6 +296,23 @@ impl<'s> Exchange<'s> {
         }
         Ok(Step::Pass(call))
     }
+}
+
+/// `GET /debug/routes` (only with `DEBUG_ROUTES`): every route the router
+/// has, `{routes: [{methods, path}]}` in matching order, this one last, so
+/// a test can hold each of them against its access matrix.
+pub const ROUTES_PATH: &str = "/debug/routes";
+
+fn route_table(method: &str) -> Result<Reply, ApiError> {
+    if method != "GET" && method != "HEAD" {
+        return Err(ApiError::method_not_allowed(ROUTES_PATH, "GET"));
+    }
+    let mut routes: Vec<_> = protocols::table()
+        .into_iter()
+        .map(|(methods, path)| serde_json::json!({ "methods": methods, "path": path }))
+        .collect();
+    routes.push(serde_json::json!({ "methods": ["GET"], "path": ROUTES_PATH }));
+    Ok(Reply::json(200, &serde_json::json!({ "routes": routes })))
 }
 
 /// A call to a thread's object for `route`.
