@@ -12,6 +12,7 @@
 
 use crate::agent_host::WorkerHost;
 use crate::http;
+use crate::instance::{Counts, Event};
 use crate::live::{self, Core, Shared};
 use crate::store::DoSql;
 use crate::{ids, now_ms};
@@ -47,7 +48,7 @@ pub struct Inner {
     /// read from storage once): arming it reads no storage per event.
     pub(crate) alarm_at: Cell<Option<Option<i64>>>,
     /// This instance, as the debug stats report it.
-    pub(crate) counts: crate::instance::Counts,
+    counts: Counts,
 }
 
 impl DurableObject for ThreadObject {
@@ -67,7 +68,7 @@ impl DurableObject for ThreadObject {
             flush_timer: Rc::default(),
             agents: Rc::default(),
             alarm_at: Cell::new(None),
-            counts: crate::instance::Counts::new(),
+            counts: Counts::new(),
         };
         ThreadObject { inner: Rc::new(inner) }
     }
@@ -125,6 +126,10 @@ impl DurableObject for ThreadObject {
 }
 
 impl Inner {
+    async fn event(&self) -> Event<'_> {
+        self.counts.event(&self.storage, self.settings.debug_wakes).await
+    }
+
     /// Runs `f` on the loaded core. The borrow ends when `f` returns.
     pub(crate) fn with_core<R>(&self, f: impl FnOnce(&mut Core) -> R) -> std::result::Result<R, ApiError> {
         let mut slot = self.core.borrow_mut();
@@ -166,7 +171,8 @@ impl Inner {
         let (origin, _, query) = http::url_parts(&url);
         let query = query_pairs(query);
         let header = |name: &str| http::header(&req, name);
-        let instance = self.instance().await;
+        let tasks = u32::from(self.flush_timer.get().is_some()) + self.agents.borrow().len() as u32;
+        let instance = self.counts.facts(&self.storage, self.settings.debug_wakes, tasks).await;
         let mut effects = self.load()?;
         let call = Call {
             caller: &context.caller,

@@ -17,12 +17,10 @@
 use crate::now_ms;
 use crate::store::DoSql;
 use std::cell::RefCell;
-use threadline_durable::protocols::durable_streams::server::exchange::{
-    self, After, BodyError, Exchange, Incoming, Notice, Op, Step,
-};
-use threadline_durable::protocols::durable_streams::server::log::SqlLog;
-use threadline_durable::protocols::durable_streams::server::{feeds, Streams, MAX_BODY};
-use threadline_durable::protocols::durable_streams::wire::{self, Reply};
+use threadline_durable::streams::exchange::{self, After, BodyError, Exchange, Incoming, Notice, Op, Step};
+use threadline_durable::streams::log::SqlLog;
+use threadline_durable::streams::wire::{self, Reply};
+use threadline_durable::streams::{feeds, Streams, MAX_BODY};
 use threadline_durable::{forward, query_pairs, ApiError};
 use worker::*;
 

@@ -3,13 +3,13 @@
  * connection for threadline's streams, for browser apps (and Node 20+).
  *
  * - `events`: the wire types, generated from the Rust core's schema.
- * - `reducer`: folds a run's events into its agent tree (the Rust fold's twin).
+ * - `tree`: folds a run's events into its agent tree (the Rust reducer's twin).
  * - `connection`: a resumable SSE connection (cursor, dedup, backoff, tokens).
  * - `api`: the HTTP routes, typed, with stable error codes.
  * - `session`: a thread as a page shows it, restored and kept current.
  */
 export * from "./events.js";
-export { TreeBuilder, fold } from "./reducer.js";
+export { TreeBuilder, fold } from "./tree.js";
 export { SseParser, type SseMessage } from "./sse.js";
 export { ResumableStream, type ConnectionState, type StreamOptions } from "./connection.js";
 export * from "./api.js";

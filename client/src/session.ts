@@ -10,7 +10,7 @@
  */
 import type { AgentNode, AgentToolCall, Queue } from "./schema.gen.js";
 import type { StreamEvent } from "./events.js";
-import { TreeBuilder } from "./reducer.js";
+import { TreeBuilder } from "./tree.js";
 import { ThreadlineClient, ThreadlineError, type Decision, type SendOptions, type SendResult } from "./api.js";
 import type { ConnectionState, ResumableStream } from "./connection.js";
 

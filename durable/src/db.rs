@@ -8,7 +8,17 @@
 //! (no `await` between them) atomically: a sequence of [`Db::run`] calls
 //! made without yielding is all-or-nothing, without an explicit transaction.
 
-use crate::store::{StoreError, StoreResult};
+/// Why storage could not do what it was asked: nothing was stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreError(pub String);
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
 
 /// A value bound to a statement, or read from a row.
 #[derive(Clone, Debug, PartialEq)]

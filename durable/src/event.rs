@@ -225,7 +225,7 @@ pub fn canonical_payload(kind: Kind, payload: Value) -> Result<Value, SchemaErro
         Kind::Error => reshape::<ErrorMsg>(payload),
         Kind::ThreadTitleUpdated => reshape::<Title>(payload),
         Kind::FilesystemRequest => reshape::<FilesystemRequest>(payload),
-        Kind::QueueUpdated => reshape::<crate::store::Queue>(payload),
+        Kind::QueueUpdated => reshape::<crate::queued::Queue>(payload),
         Kind::StepStart => reshape::<StepStart>(payload),
         Kind::StepFinish => reshape::<StepFinish>(payload),
     }

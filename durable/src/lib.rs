@@ -29,10 +29,13 @@
 //! - [`agent`]: the built-in agent: the orchestrator loop over an
 //!   OpenAI-compatible model, tools, tasks, sub-agents, behind a host trait.
 //! - `webhook`: the external agent's contract (start, cancel, settled).
+//! - [`streams`]: Durable Streams' wire (offsets, headers, producers), and a
+//!   standalone stream's decisions (one object per stream).
 //! - `directory`: an actor's directory (their threads, their send window).
 //! - [`store`]: the thread's storage trait, its stored shapes, in memory and
 //!   on SQL; `db`: SQL as every object's storage runs it; [`schema`]: each
 //!   object class's layout as versioned, re-runnable migrations.
+//! - `queued`: the message queue's shape (stored, and every `queue-updated`).
 //! - `models`: the model catalog; `settings`: the deployment's configuration.
 //! - `effect`: what the core asks the shell to do; `reply`: a decided
 //!   answer; `error`: every refusal's status and stable code; `ids`: ids
@@ -56,6 +59,7 @@ mod ids;
 mod input;
 mod models;
 pub mod protocols;
+mod queued;
 mod reducer;
 mod reply;
 mod route;
@@ -64,6 +68,7 @@ mod segment;
 mod settings;
 mod sse;
 pub mod store;
+pub mod streams;
 pub mod thread;
 mod webhook;
 #[cfg(test)]
@@ -78,6 +83,7 @@ pub use event::{parse_published, Event, Kind};
 pub use ids::{run_id, scoped, thread_of, Random};
 pub use input::{cursor, query_pairs, Head};
 pub use models::Catalog;
+pub use queued::{Queue, QueueItem};
 pub use reducer::{fold, AgentNode};
 pub use reply::Reply;
 pub use settings::{Config, ModelEndpoint, Settings};

@@ -21,8 +21,8 @@
 //!   object under older code for a while, and misreading would corrupt it.
 
 use crate::db::Db;
+use crate::db::StoreError;
 use crate::error::ApiError;
-use crate::store::StoreError;
 
 /// One statement of a migration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,7 +33,7 @@ fn payload(kind: Kind, g: &mut SchemaGenerator) -> Schema {
         Kind::Error => g.subschema_for::<p::ErrorMsg>(),
         Kind::ThreadTitleUpdated => g.subschema_for::<p::Title>(),
         Kind::FilesystemRequest => g.subschema_for::<p::FilesystemRequest>(),
-        Kind::QueueUpdated => g.subschema_for::<crate::store::Queue>(),
+        Kind::QueueUpdated => g.subschema_for::<crate::queued::Queue>(),
         Kind::StepStart => g.subschema_for::<p::StepStart>(),
         Kind::StepFinish => g.subschema_for::<p::StepFinish>(),
     }
@@ -81,7 +81,7 @@ fn generate() -> Value {
     }
     defs.insert("ThreadEvent".into(), json!({ "oneOf": variants }));
     let tree = g.subschema_for::<crate::reducer::AgentNode>();
-    let queue = g.subschema_for::<crate::store::Queue>();
+    let queue = g.subschema_for::<crate::queued::Queue>();
     for (k, v) in g.take_definitions(true) {
         defs.insert(k, v);
     }

@@ -306,8 +306,7 @@ fn the_stored_queue_stays_under_its_byte_limit_and_a_refusal_changes_nothing() {
     );
     assert_eq!(accepted, 6, "six fit in 200 KB");
     assert_eq!(t.queue().items.len(), accepted, "memory holds what storage holds");
-    let stored: threadline_durable::store::Queue =
-        serde_json::from_str(&t.store().meta("queue").unwrap().unwrap()).unwrap();
+    let stored: threadline_durable::Queue = serde_json::from_str(&t.store().meta("queue").unwrap().unwrap()).unwrap();
     assert_eq!(&stored, t.queue());
     // The queue goes on working: a small message fits, and an edit that
     // shrinks an item is always allowed.

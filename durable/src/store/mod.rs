@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 mod records;
 mod sql;
-pub use records::{ConfirmState, Confirmation, Queue, QueueItem, CLIENT_TOOL, MAX_ITEMS};
+pub use records::{ConfirmState, Confirmation, CLIENT_TOOL};
 pub use sql::SqlStore;
 
 /// One durable row of the log: `seq` is the SSE `id:`, `data` the event JSON.
@@ -121,16 +121,7 @@ pub struct RunRecord {
     pub replaced: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreError(pub String);
-
-impl std::fmt::Display for StoreError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-pub type StoreResult<T> = Result<T, StoreError>;
+pub use crate::db::{StoreError, StoreResult};
 
 pub trait Store {
     /// Appends `records` (seqs contiguous, above every stored seq) and, in the

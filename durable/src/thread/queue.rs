@@ -5,7 +5,7 @@
 use super::{Sink, Thread};
 use crate::error::ApiError;
 use crate::event::FinishStatus;
-use crate::store::{Queue, QueueItem};
+use crate::queued::{Queue, QueueItem};
 use crate::store::{RunRecord, Store};
 
 impl<S: Store, K: Sink> Thread<S, K> {

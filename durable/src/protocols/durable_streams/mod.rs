@@ -1,31 +1,14 @@
-//! # Durable Streams
-//!
-//! The Durable Streams protocol (durable-streams' `PROTOCOL.md`, and Flue's
-//! use of its offsets: `docs/protocols/004-flue.md`) as pure decisions,
-//! shared by the standalone `/v1/stream/*` server (one Durable Object per
-//! stream) and the thread and run views (`/v1/threads/:id`,
-//! `/v1/runs/:runId`), so all of them agree on offsets, headers and frames.
-//!
-//! - [`offset`]: the `%016d_%016d` offsets and the `offset` parameter.
-//! - [`wire`]: header names, [`wire::Reply`], SSE `data`/`control` frames,
-//!   cursors, JSON mode, `Stream-Expires-At` timestamps.
-//! - [`producer`]: the idempotent-producer state machine.
-//! - [`views`]: a thread's event log and a run's events read as JSON-mode
-//!   streams, with generation-checked offsets; [`stream`]: their live
-//!   framers (SSE, long-poll).
-//! - [`server`]: one standalone stream's decisions (create, append, read,
-//!   long-poll, SSE, HEAD, DELETE, TTL, forks), its storage trait, and its
-//!   live reads across the hop (`server::feeds`).
+//! Durable Streams as threadline's thread views, and Flue's use of its
+//! offsets (`docs/protocols/004-flue.md`): a thread's log and one run's
+//! events read as JSON-mode streams (`/v1/threads/:id`, `/v1/runs/:runId`:
+//! [`views`], their live framers in [`stream`]), and the route of the
+//! standalone streams (`/v1/stream/*`), which are `streams`' (one object per
+//! stream). Offsets, headers, frames and producers are `streams`' too, so
+//! both agree on them.
 
-pub mod offset;
-pub mod producer;
-pub mod server;
 pub mod stream;
 pub mod views;
-pub mod wire;
 
-pub use offset::{Offset, Start};
-pub use wire::Reply;
 
 use super::{AtWorker, BodyKind, Target};
 use crate::access::{Access, Caller};
@@ -35,6 +18,7 @@ use crate::feed::{Plan, Relay};
 use crate::input::{self, Head};
 use crate::route::Spec;
 use crate::settings::{Settings, StreamsAuth};
+use crate::reply::Reply;
 use crate::store::Store;
 use crate::thread::{Answer, Call, Sink, Thread};
 use serde::{Deserialize, Serialize};
@@ -150,7 +134,7 @@ impl super::Protocol for Route {
     /// is open to any origin: its browser clients read streams cross-origin,
     /// and nothing here rides on cookies).
     fn own_headers(&self) -> Option<&'static [(&'static str, &'static str)]> {
-        matches!(self, R::Stream { .. }).then_some(wire::COMMON_HEADERS)
+        matches!(self, R::Stream { .. }).then_some(crate::streams::wire::COMMON_HEADERS)
     }
 
     fn at_worker(&self, _: &Caller, head: &Head, settings: &Settings) -> Result<AtWorker, ApiError> {
@@ -158,14 +142,14 @@ impl super::Protocol for Route {
         if head.method == "OPTIONS" {
             return Ok(AtWorker::Reply(Reply::new(204)));
         }
-        let limit = server::MAX_BODY;
+        let limit = crate::streams::MAX_BODY;
         if head.declared_length().is_some_and(|n| n > limit as u64) {
             return Ok(AtWorker::Reply(Reply::text(413, &format!("the body is over {limit} bytes"))));
         }
         let query = input::query_pairs(head.query);
         let if_none_match = (head.header)("if-none-match");
-        let live = server::feeds::plan(head.method, name, &query, if_none_match.as_deref(), settings.streams_long_poll_ms);
-        let context = crate::forward::encode(&server::exchange::Op::Client { path: name.clone() });
+        let live = crate::streams::feeds::plan(head.method, name, &query, if_none_match.as_deref(), settings.streams_long_poll_ms);
+        let context = crate::forward::encode(&crate::streams::exchange::Op::Client { path: name.clone() });
         Ok(AtWorker::Stream { name: name.clone(), context, live })
     }
 

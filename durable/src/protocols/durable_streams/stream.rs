@@ -5,7 +5,7 @@
 //! came in time (`docs/protocols/004-flue.md`, `docs/protocols/notes.md` §3).
 
 use super::views::{self as view, Position};
-use super::wire;
+use crate::streams::wire;
 use crate::feed::Framer;
 use crate::reply::Reply;
 use serde::Deserialize;

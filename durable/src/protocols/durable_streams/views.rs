@@ -16,9 +16,9 @@
 //! follows durable records after the offset, which the Worker relays in the
 //! protocol's frames (`stream`), so the object holds no waiting request.
 
-use super::offset::{Offset, Start};
-use super::producer::{self, Producer, ProducerState, Verdict};
-use super::wire::{self, Reply};
+use crate::streams::offset::{Offset, Start};
+use crate::streams::producer::{self, Producer, ProducerState, Verdict};
+use crate::streams::wire::{self, Reply};
 use crate::error::ApiError;
 use crate::input::{self, BatchShape};
 use crate::settings::Settings;

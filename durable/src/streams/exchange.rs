@@ -15,10 +15,12 @@
 //!   (once the source answered).
 
 use super::log::StreamLog;
-use super::{AppendRequest, CreateRequest, ForkRequest, ForkSource, PreparedCreate, ReadPlan, ReadRequest, Streams, MAX_BODY};
+use super::offset::Offset;
+use super::wire::{self, Reply};
+use super::{
+    AppendRequest, CreateRequest, ForkRequest, ForkSource, PreparedCreate, ReadPlan, ReadRequest, Streams, MAX_BODY,
+};
 use crate::forward::{self, Body, Call, Object};
-use crate::protocols::durable_streams::offset::Offset;
-use crate::protocols::durable_streams::wire::{self, Reply};
 use serde::{Deserialize, Serialize};
 
 /// What a request to a stream's object is.
@@ -81,7 +83,10 @@ pub enum Step {
     Reply(Reply),
     /// Accept a live reader's socket, send it `first`, answer with it
     /// (marking its data `base64` when the stream is binary).
-    Socket { first: String, base64: bool },
+    Socket {
+        first: String,
+        base64: bool,
+    },
     /// Make this call to another stream's object and hand its answer to
     /// [`Exchange::answer`].
     Call(Call),
@@ -240,7 +245,9 @@ impl Exchange {
                 }
                 Step::Socket { first: streams.batch(after, true, now).encode(), base64 }
             }
-            _ => Step::Reply(Reply::text(405, "Method not allowed").header("allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS")),
+            _ => Step::Reply(
+                Reply::text(405, "Method not allowed").header("allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS"),
+            ),
         }
     }
 

@@ -1,8 +1,16 @@
-//! One Durable Stream's decisions: create, append, close, read (catch-up,
-//! long-poll, SSE), HEAD, DELETE, TTL and forks. Pure: the caller passes the
-//! time and the request's parts, and gets a [`Reply`] (or a plan to wait).
-//! The Durable Object shell (`src/stream_object.rs`) only does the I/O:
-//! waiting, SSE bodies, and the calls to a fork's source stream.
+//! # Durable Streams
+//!
+//! The Durable Streams protocol (durable-streams' `PROTOCOL.md`): its wire
+//! ([`offset`]: the `%016d_%016d` offsets and the `offset` parameter;
+//! [`wire`]: header names, replies, SSE `data`/`control` frames, cursors,
+//! JSON mode; [`producer`]: the idempotent-producer state machine), shared
+//! with the thread views (`protocols::durable_streams`), and one standalone
+//! stream's decisions (`/v1/stream/*`, one object per stream): create,
+//! append, close, read (catch-up, long-poll, SSE), HEAD, DELETE, TTL and
+//! forks ([`Streams`]); its storage ([`log`]); a request's steps at its
+//! object ([`exchange`]); and its live reads across the hop ([`feeds`]).
+//! Pure: the caller passes the time and the request's parts, and gets a
+//! [`Reply`] (or a step to carry out).
 //!
 //! Invariants, each enforced where noted:
 //! - persist, then notify: an append's message, its new tail and its
@@ -14,16 +22,19 @@
 //!   until its last fork releases it ([`Streams::delete`], [`Streams::release`]).
 
 use self::log::{ClosedBy, Message, Meta, StreamLog};
-use super::offset::{Offset, Start};
-use super::producer::{self, Producer, Verdict};
-use super::wire::{self, JsonError, Reply};
-use crate::store::StoreError;
+use self::offset::{Offset, Start};
+use self::producer::{Producer, Verdict};
+use self::wire::{JsonError, Reply};
+use crate::db::StoreError;
 use base64::Engine as _;
 
 pub mod exchange;
 pub mod feeds;
 mod fork;
 pub mod log;
+pub mod offset;
+pub mod producer;
+pub mod wire;
 pub use fork::{ForkRequest, ForkSource, FORK_PAGE_BYTES};
 use serde::{Deserialize, Serialize};
 

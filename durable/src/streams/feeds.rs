@@ -17,10 +17,10 @@
 //! every message reaches the reader once, in order.
 
 use super::log::Message;
+use super::offset::Offset;
+use super::wire::{self, Reply};
 use super::{data_reply, nothing_new, sse_turn, Batch, ReadRequest, SseState, Tail};
 use crate::feed::{Feed, Plan, Step};
-use crate::protocols::durable_streams::offset::Offset;
-use crate::protocols::durable_streams::wire::{self, Reply};
 use base64::Engine as _;
 
 /// The Worker's request for the messages after `after`.

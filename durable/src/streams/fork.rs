@@ -3,9 +3,9 @@
 //! A second `impl` of [`Streams`], apart from the reads and appends.
 
 use super::log::{Meta, StreamLog};
+use super::offset::Offset;
+use super::wire::{self, Reply};
 use super::{decode_messages, unavailable, Streams};
-use crate::protocols::durable_streams::offset::Offset;
-use crate::protocols::durable_streams::wire::{self, Reply};
 use serde::{Deserialize, Serialize};
 
 /// Most message bytes one page of a fork's inheritance carries: a fork

@@ -4,11 +4,11 @@
 //! one block no other request interleaves with (Durable Object SQLite
 //! commits such a block atomically).
 
-use crate::protocols::durable_streams::offset::Offset;
-use crate::protocols::durable_streams::producer::ProducerState;
+use super::offset::Offset;
+use super::producer::ProducerState;
 use crate::db::{Db, Value};
+use crate::db::{StoreError, StoreResult};
 use crate::schema::{self, OpenError};
-use crate::store::{StoreError, StoreResult};
 use serde::{Deserialize, Serialize};
 
 /// One appended message: the offset just after it, and its bytes (for a
