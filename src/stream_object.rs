@@ -7,7 +7,7 @@
 //!
 //! It holds no waiting request: a live read (`live=sse`, `live=long-poll`)
 //! is a hibernatable socket the stateless Worker relays to its client
-//! (`server::feeds`), so between appends the object sleeps.
+//! (`streams::feeds`), so between appends the object sleeps.
 //!
 //! Invariant enforced here: every access to the core is one synchronous
 //! borrow (never held across an `.await`), so a step and the notices it

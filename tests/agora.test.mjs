@@ -1,4 +1,4 @@
-// agora's routes (docs/protocols/001-agora.md): run streams in its SSE envelope, re-attaching by
+// agora's routes (docs/protocols/agora-streaming-and-http.md): run streams in its SSE envelope, re-attaching by
 // frame number, and approve/reject by tool call.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";

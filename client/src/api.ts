@@ -1,5 +1,5 @@
 /**
- * The thread's HTTP routes (Instance AI's, docs/protocols/000-instance-ai.md), typed. Every refusal
+ * The thread's HTTP routes (Instance AI's, docs/protocols/n8n-instance-ai-streaming-protocol.md), typed. Every refusal
  * the server sends is `{error: {code, message}}`; it surfaces here as a
  * {@link ThreadlineError} with that stable `code`.
  */
@@ -61,7 +61,7 @@ export type SendResult =
   | { queued: true; messageId: string; position: number; queue: Queue; runId?: string };
 
 export interface SendOptions {
-  /** What to do when a run is active: see the README, "Busy threads". */
+  /** What to do when a run is active: see docs/agents.md, "Busy threads". */
   mode?: "queue" | "interrupt" | "reject";
   model?: string;
   regenerate?: boolean;

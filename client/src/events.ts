@@ -20,7 +20,7 @@ export type EventOf<T extends EventType> = Extract<ThreadEvent, { type: T }>;
 
 /**
  * Events sent live without an `id:` and never replayed. A durable event
- * always carries an id; these never do (see the README, "How the log works").
+ * always carries an id; these never do (see docs/architecture.md, "How the log works").
  */
 export const EPHEMERAL_TYPES: ReadonlySet<EventType> = new Set<EventType>([
   "text-delta",

@@ -3,7 +3,7 @@
  * title, the status line, the queue, the open confirmations and the
  * connection state, kept current from the event stream.
  *
- * Session restore follows the protocol's order (docs/protocols/000-instance-ai.md, "Session Restore"): load the
+ * Session restore follows the protocol's order (docs/protocols/n8n-instance-ai-streaming-protocol.md, "Session Restore"): load the
  * messages, then the status, then connect the stream with
  * `lastEventId = nextEventId - 1`, so nothing folded into the restored trees
  * is applied twice and nothing published since is missed.

@@ -1,10 +1,10 @@
 /**
  * The agent-tree reducer: folds a run's events into the activity tree a page
- * renders (docs/protocols/000-instance-ai.md, "Frontend Rendering"). A port of the Rust core's
+ * renders (docs/protocols/n8n-instance-ai-streaming-protocol.md, "Frontend Rendering"). A port of the Rust core's
  * `durable/src/reducer.rs`; both fold the same fixture logs
  * (`durable/tests/fixtures/reducer/`) to the same trees, in both test suites.
  *
- * Rules the server's coalescing relies on (README, "How the log works"):
+ * Rules the server's coalescing relies on (docs/architecture.md, "How the log works"):
  * - a `text-block` / `reasoning-block`, or a delta with `snapshot: true`,
  *   REPLACES the timeline entry of the same `responseId` it extends, so text
  *   seen live as deltas and then replayed as a block is shown once;

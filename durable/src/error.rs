@@ -3,7 +3,7 @@
 //!
 //! Every code is built here, by a named constructor, so a code is spelled
 //! once and its status never drifts between the routes that answer it. The
-//! README's API and Trust sections list the same codes.
+//! docs/protocols/ and docs/security.md list the same codes.
 
 use serde_json::{json, Map, Value};
 

@@ -1,4 +1,4 @@
-//! The event schema of the Instance AI protocol (`docs/protocols/000-instance-ai.md`, `docs/protocols/notes.md` §1).
+//! The event schema of the Instance AI protocol (`docs/protocols/n8n-instance-ai-streaming-protocol.md`, `docs/protocols/notes-from-source-and-trackers.md` §1).
 //!
 //! An incoming event is parsed into an [`Event`] whose payload has been checked
 //! against the typed schema of its kind and re-serialised in canonical form:
@@ -62,7 +62,7 @@ kinds! {
     StepFinish = "step-finish" => Structural,
 }
 
-/// The three classes of `docs/protocols/notes.md` §1 "Durable log".
+/// The three classes of `docs/protocols/notes-from-source-and-trackers.md` §1 "Durable log".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
     /// Sent live without an `id:`, never stored one by one.
@@ -181,7 +181,7 @@ fn check_id(field: &str, id: &str) -> Result<(), SchemaError> {
 }
 
 /// Rejects object keys that poison JavaScript prototypes in clients that fold
-/// events with plain objects (`docs/protocols/notes.md` §1, reducer rules).
+/// events with plain objects (`docs/protocols/notes-from-source-and-trackers.md` §1, reducer rules).
 fn reject_proto_keys(v: &Value) -> Result<(), SchemaError> {
     match v {
         Value::Object(map) => {
@@ -259,7 +259,7 @@ fn tasks_update(payload: Value) -> Result<Value, SchemaError> {
 
 pub use schema::FinishStatus;
 
-/// Typed payloads, one per event type (`docs/protocols/notes.md` §1 "Payloads").
+/// Typed payloads, one per event type (`docs/protocols/notes-from-source-and-trackers.md` §1 "Payloads").
 pub mod schema {
     use serde::{Deserialize, Serialize};
     use serde_json::Value;

@@ -1,4 +1,4 @@
-//! The model catalog (`LLM_MODELS`, `docs/protocols/001-agora.md` "Models"): which models a
+//! The model catalog (`LLM_MODELS`, `docs/protocols/agora-streaming-and-http.md` "Models"): which models a
 //! send may pick, the default, and the rule for a turn's model: the send's
 //! pick, else the thread's pin, else the default. A model the catalog does
 //! not list as available is refused (400 `model_not_allowed`), on a send and

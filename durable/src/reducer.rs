@@ -1,5 +1,5 @@
 //! The agent-tree reducer: folds a run's events into the activity tree the
-//! frontend renders (`docs/protocols/000-instance-ai.md` "Frontend Rendering", `docs/protocols/notes.md` §1
+//! frontend renders (`docs/protocols/n8n-instance-ai-streaming-protocol.md` "Frontend Rendering", `docs/protocols/notes-from-source-and-trackers.md` §1
 //! "Reducer rules"). The server uses it for `GET .../messages` and to find a
 //! dead run's open tool calls; clients fold the same events the same way.
 

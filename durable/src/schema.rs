@@ -38,7 +38,7 @@ pub enum Step {
 #[derive(Clone, Copy, Debug)]
 pub struct Migration {
     pub version: u32,
-    /// What changed, for people (the README's upgrade notes list these).
+    /// What changed, for people (docs/upgrades.md lists these).
     pub note: &'static str,
     /// Empty for an additive change (a new meta key, a new optional JSON
     /// field): nothing to convert, but older code must not read storage

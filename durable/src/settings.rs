@@ -1,7 +1,7 @@
 //! The deployment's configuration, read from `wrangler.toml` vars and
 //! secrets through a lookup the shell supplies (`env.var(name)` on workerd, a
-//! map in tests). Every variable, its default and meaning is in the README's
-//! configuration table; this is the one place that reads them.
+//! map in tests). Every variable, its default and meaning is in
+//! docs/configuration.md; this is the one place that reads them.
 //!
 //! Invalid values never fail the read: a variable that cannot be parsed is
 //! kept as the reason a request is refused later (503 with its own code), so

@@ -95,7 +95,7 @@ pub fn base64(data: &[u8]) -> String {
 
 /// How long a live SSE connection is held before the server ends it; clients
 /// resume from their last offset, so no connection is kept forever
-/// (`docs/protocols/notes.md` §3: recycle at about 60 s).
+/// (`docs/protocols/notes-from-source-and-trackers.md` §3: recycle at about 60 s).
 pub const SSE_RECYCLE_MS: i64 = 60_000;
 
 /// The jitter, in cursor intervals (1 to 180), a live answer adds to a cursor

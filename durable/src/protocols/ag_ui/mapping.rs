@@ -1,5 +1,5 @@
 //! AG-UI 1.0 (`@ag-ui/core` 1.0.0, `@ag-ui/client` 1.0.0;
-//! `docs/protocols/006-ag-ui.md`): a run's events as AG-UI events, and
+//! `docs/protocols/ag-ui-http-agent.md`): a run's events as AG-UI events, and
 //! their fold into the `Message[]` an `HttpAgent` ends up holding.
 //!
 //! One mapping, [`AguiMapper`], serves the live stream, a re-attach and the

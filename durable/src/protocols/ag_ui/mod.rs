@@ -1,4 +1,4 @@
-//! AG-UI 1.0 (`@ag-ui/client`'s `HttpAgent`, `docs/protocols/006-ag-ui.md`):
+//! AG-UI 1.0 (`@ag-ui/client`'s `HttpAgent`, `docs/protocols/ag-ui-http-agent.md`):
 //! a run (`POST /ag-ui`) answered with its AG-UI events ([`mapping`],
 //! [`stream`]), interrupts answered by `resume`, client-declared tools, the
 //! re-attach by `Last-Event-ID` the protocol lacks, and the history as

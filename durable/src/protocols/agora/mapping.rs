@@ -1,4 +1,4 @@
-//! Run streams in adonis-agora's envelope (`docs/protocols/001-agora.md`, "The SSE envelope"):
+//! Run streams in adonis-agora's envelope (`docs/protocols/agora-streaming-and-http.md`, "The SSE envelope"):
 //! a run's events mapped to `AgentStreamEvent` frames, each with an SSE `id:`
 //! equal to its 1-based position in the run.
 //!

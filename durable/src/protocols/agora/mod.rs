@@ -1,5 +1,5 @@
 //! adonis-agora's streaming and HTTP contract (agora's streaming and HTTP
-//! page, `docs/protocols/001-agora.md`): a send that streams its run in
+//! page, `docs/protocols/agora-streaming-and-http.md`): a send that streams its run in
 //! agora's envelope ([`mapping`], [`stream`]), the re-attach after a frame
 //! number, decisions on a tool call, the thread's detail, the caller's
 //! threads and the model catalog.

@@ -1,7 +1,7 @@
 //! A run's stream in agora's envelope (`GET /agent/chat/:runId/stream`, and
 //! the answer of `POST /agent/chat`): `event: meta`, one frame per event of
 //! the run numbered by its position in the run, then `done` or `error`
-//! (`docs/protocols/001-agora.md`, "The SSE envelope"). The frames are the
+//! (`docs/protocols/agora-streaming-and-http.md`, "The SSE envelope"). The frames are the
 //! core's `runstream` mapping, the same live and replayed.
 
 use super::mapping::{self as runstream, FrameMapper};

@@ -1,5 +1,5 @@
 //! The AI SDK's UI message stream (`ai`'s `useChat` with its
-//! `DefaultChatTransport`, `docs/protocols/005-ai-sdk.md`): a send answered
+//! `DefaultChatTransport`, `docs/protocols/ai-sdk-ui-message-stream.md`): a send answered
 //! with its run's chunks ([`mapping`], [`stream`]), the reconnect of
 //! `useChat({resume: true})`, stop, and the history as `UIMessage[]`
 //! ([`history`]). The thread holds the history: of what the client sends,

@@ -1,5 +1,5 @@
 //! Durable Streams as threadline's thread views, and Flue's use of its
-//! offsets (`docs/protocols/004-flue.md`): a thread's log and one run's
+//! offsets (`docs/protocols/flue-streaming-protocol.md`): a thread's log and one run's
 //! events read as JSON-mode streams (`/v1/threads/:id`, `/v1/runs/:runId`:
 //! [`views`], their live framers in [`stream`]), and the route of the
 //! standalone streams (`/v1/stream/*`), which are `streams`' (one object per

@@ -2,7 +2,7 @@
 //! (`GET /v1/threads/:id?live=sse|long-poll`, `GET /v1/runs/:runId?...`):
 //! only durable records travel, as JSON arrays, each batch followed by its
 //! `control` event; a long-poll answers its first batch, or 204 when none
-//! came in time (`docs/protocols/004-flue.md`, `docs/protocols/notes.md` §3).
+//! came in time (`docs/protocols/flue-streaming-protocol.md`, `docs/protocols/notes-from-source-and-trackers.md` §3).
 
 use super::views::{self as view, Position};
 use crate::streams::wire;

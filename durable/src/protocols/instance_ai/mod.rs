@@ -1,5 +1,5 @@
 //! n8n Instance AI's streaming protocol (n8n's streaming protocol,
-//! `docs/protocols/000-instance-ai.md`), the primary one: its routes at the
+//! `docs/protocols/n8n-instance-ai-streaming-protocol.md`), the primary one: its routes at the
 //! paths it names. The log's events are its events (`event`), so its stream
 //! is the log itself ([`stream::Events`]) and its history is the thread's
 //! messages with their agent trees (`Thread::messages`).

@@ -1,6 +1,6 @@
 //! The events route (`GET /instance-ai/events/:threadId`): every durable
 //! event with its seq as the SSE `id:`, live events without one, a `: ping`
-//! comment when quiet (`docs/protocols/000-instance-ai.md`).
+//! comment when quiet (`docs/protocols/n8n-instance-ai-streaming-protocol.md`).
 
 use crate::feed::Framer;
 use crate::sse::{Frame, PING};
