@@ -361,12 +361,15 @@ async function uiReconnect(api, hook, size, trials = 15) {
   return { events, firstByte: pct(firsts, 50) };
 }
 
-// Every figure is measured on today's build and on the release it would
-// replace (local/RELEASE, built once by local/baseline.sh), alternately in
-// the same run: this machine is too noisy for figures from different runs.
+// Every figure is measured on this build and on a baseline, alternately in
+// the same run (figures from different runs of a shared machine do not
+// compare): the release in local/RELEASE, or BENCH_BASELINE=<commit> (e.g.
+// `BENCH_BASELINE=main make bench` to hold a change against main), built
+// once by local/baseline.sh.
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",")) : null;
 const want = (name) => !only || only.has(name);
-const release = execFileSync("sh", ["local/baseline.sh"], { encoding: "utf8" }).trim();
+const baselineCommit = process.env.BENCH_BASELINE ? [process.env.BENCH_BASELINE] : [];
+const release = execFileSync("sh", ["local/baseline.sh", ...baselineCommit], { encoding: "utf8" }).trim();
 const hook = await startWebhook();
 const vars = { AGENT_WEBHOOK_URL: hook.url, MAX_BATCH_EVENTS: "5000", MAX_BATCH_BYTES: "8388608" };
 const builds = [
