@@ -92,7 +92,7 @@ pub(crate) fn settings(env: &Env) -> Rc<Settings> {
 }
 
 #[event(fetch)]
-async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let settings = settings(&env);
     let raw = Clone::clone(req.inner());
     let url = raw.url();
