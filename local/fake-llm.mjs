@@ -16,7 +16,7 @@
 //   - the last message is a `tool` result  -> a text summary of the results
 //   - the last user message has [[name]] / [[name:arg]] -> that behaviour
 //     (reason, reasoning-field, tool, calls, parallel, badargs, spawn, spawn-bg,
-//     tasks, ask, error, stall, slow, length, long, drop; see planReply)
+//     tasks, ask, error, stall, slow, length, long, drop, say; see planReply)
 //   - otherwise                             -> a friendly echo of the message
 //
 // Requests from a sub-agent (a system message containing "You are a
@@ -44,7 +44,7 @@ const ARG_FRAGMENT_SIZES = [3, 5, 4];
 const QUOTE_LIMIT = 200;
 const DIRECTIVES = new Set([
   "reason", "reasoning-field", "tool", "parallel", "badargs", "spawn", "spawn-bg",
-  "tasks", "ask", "error", "stall", "slow", "length", "long", "drop", "calls",
+  "tasks", "ask", "error", "stall", "slow", "length", "long", "drop", "calls", "say",
 ]);
 
 // ---------------------------------------------------------------------------
@@ -266,6 +266,10 @@ export function planReply(body) {
   switch (directive?.name) {
     case undefined:
       return textReply(echo);
+
+    case "say":
+      // [[say:TEXT]]: exactly TEXT (a structured answer, say).
+      return textReply(directive.arg ?? "");
 
     case "reason":
     case "reasoning-field": {

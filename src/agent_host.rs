@@ -185,8 +185,8 @@ impl Host for WorkerHost {
         }
     }
 
-    fn needs_approval(&self, tool: &str, declared: bool) -> bool {
-        self.core.borrow().as_ref().is_none_or(|core| core.needs_approval(tool, declared))
+    fn approval(&self, tool: &str, declared: bool) -> agent::Asking {
+        self.core.borrow().as_ref().map_or(agent::Asking::Ask, |core| core.approval(tool, declared))
     }
 
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> std::result::Result<String, Stopped> {

@@ -182,6 +182,7 @@ impl Inner {
             origin: &origin,
             random: ids::random_u64(),
             instance: &instance,
+            budget: context.budget,
         };
         let upgrade = http::header(&req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
         let outcome = self.with_core(|c| protocols::handle(c, &context.route, &call, &self.settings, now_ms()))?;

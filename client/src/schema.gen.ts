@@ -20,6 +20,7 @@ export type ThreadEvent =
   | AgentSpawnedEvent
   | AgentCompletedEvent
   | ConfirmationRequestEvent
+  | ConfirmationSettledEvent
   | TasksUpdateEvent
   | StatusEvent
   | ErrorEvent
@@ -124,6 +125,10 @@ export interface RunStart {
    * client on the thread (another tab, another device) shows it.
    */
   message?: string | null;
+  /**
+   * The agent the turn runs as, when its send named one.
+   */
+  agent?: string | null;
 }
 /**
  * A `run-finish` event (Structural).
@@ -149,6 +154,12 @@ export interface RunFinishEvent {
 export interface RunFinish {
   status: FinishStatus;
   reason?: string | null;
+  /**
+   * A structured run's answer, as JSON (a send's `output`).
+   */
+  output?: {
+    [k: string]: unknown | undefined;
+  };
 }
 /**
  * A `text-delta` event (Ephemeral).
@@ -289,6 +300,10 @@ export interface ToolCall {
   args?: {
     [k: string]: unknown | undefined;
   };
+  /**
+   * What kind of tool it is for people (`read`, `action`, ...).
+   */
+  toolKind?: string | null;
 }
 /**
  * A `tool-result` event (Structural).
@@ -461,6 +476,14 @@ export interface ConfirmationRequest {
   domainAccess?: DomainAccess | null;
   projectId?: string | null;
   workflowId?: string | null;
+  /**
+   * Who may decide it: a role, or `requester` (the thread's owner).
+   */
+  approver?: string | null;
+  /**
+   * When it lapses (ms since the epoch), if it does.
+   */
+  expiresAt?: number | null;
 }
 /**
  * This interface was referenced by `Threadline`'s JSON-Schema
@@ -486,6 +509,43 @@ export interface CredentialFlow {
 export interface DomainAccess {
   url: string;
   host: string;
+}
+/**
+ * A `confirmation-settled` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ConfirmationSettledEvent".
+ */
+export interface ConfirmationSettledEvent {
+  type: "confirmation-settled";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ConfirmationSettled;
+}
+/**
+ * How a request for a person settled (or that a tool's approval was
+ * remembered for the thread, `decidedVia: "remembered"`).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ConfirmationSettled".
+ */
+export interface ConfirmationSettled {
+  requestId?: string | null;
+  toolCallId: string;
+  toolName?: string;
+  /**
+   * `approved`, `denied` or `expired`.
+   */
+  status: string;
+  decidedBy?: string | null;
+  decidedVia?: string | null;
+  remember?: boolean | null;
+  reason?: string | null;
 }
 /**
  * A `tasks-update` event (Structural).
@@ -657,8 +717,18 @@ export interface QueueUpdatedEvent {
 export interface Queue {
   items: QueueItem[];
   paused: boolean;
+  /**
+   * Why the thread paused it itself (`quota_exceeded`); none when a
+   * person paused it.
+   */
+  pausedReason?: string | null;
 }
 /**
+ * What a user message asked of the turn that answers it, stored with the
+ * message (on its run, and on its queue item while it waits): the agent it
+ * runs as, the page the person was on, a structured answer, when it was
+ * sent, and who sent it (whose budget the turn spends).
+ *
  * This interface was referenced by `Threadline`'s JSON-Schema
  * via the `definition` "QueueItem".
  */
@@ -671,6 +741,16 @@ export interface QueueItem {
   message: string;
   queuedAt: number;
   model?: string | null;
+  agent?: string | null;
+  pageContext?: unknown;
+  /**
+   * `{schema, name}`.
+   */
+  output?: {
+    [k: string]: unknown | undefined;
+  };
+  sentAt?: number | null;
+  actor?: string | null;
 }
 /**
  * A `step-start` event (Structural).
@@ -721,6 +801,14 @@ export interface StepFinishEvent {
 export interface StepFinish {
   usage?: unknown;
   finishReason?: string | null;
+  /**
+   * What the step cost, when the catalog has the model's prices.
+   */
+  costUsd?: number | null;
+  /**
+   * The catalog id the step ran on.
+   */
+  model?: string | null;
 }
 /**
  * One agent of the tree, with its children nested.

@@ -15,6 +15,7 @@ fn main() {
             publish_token: "k".into(),
             driver: threadline_durable::store::Driver::Webhook,
             model: None,
+            turn: Default::default(),
         },
         0,
     )

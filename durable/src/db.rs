@@ -40,6 +40,15 @@ impl Value {
         }
     }
 
+    /// A real column (an integer one widened; anything else is 0).
+    pub fn real(&self) -> f64 {
+        match self {
+            Value::Real(f) => *f,
+            Value::Int(i) => *i as f64,
+            _ => 0.0,
+        }
+    }
+
     /// A text column, or `None` for NULL (a blob is read as UTF-8).
     pub fn text(self) -> Option<String> {
         match self {

@@ -1,11 +1,12 @@
 //! An actor's directory: one small object per actor (`actor:<id>`) that
-//! lists the threads they started and counts their sends for the per-minute
-//! limit. Threads register themselves when a run starts; a thread's own
+//! lists the threads they started, counts their sends for the per-minute
+//! limit, and sums what their turns used for their budget (`QUOTA`). Threads register themselves when a run starts; a thread's own
 //! object stays the source of truth for everything in it. The object's
 //! shell hands each [`Op`] here and answers with the [`Reply`].
 
 use crate::db::{Db, Value};
 use crate::error::ApiError;
+use crate::quota::{Limit, Quota, Used};
 use crate::reply::Reply;
 use crate::schema::{self, OpenError};
 use serde::{Deserialize, Serialize};
@@ -27,8 +28,20 @@ pub enum Op {
     /// The thread is gone.
     #[serde(rename_all = "camelCase")]
     Unregister { thread_id: String },
-    /// One more send, if the window has room for it (`limit` a minute).
-    Admit { limit: i64, now: i64 },
+    /// One more send, if the window has room for it (`limit` a minute; 0:
+    /// no limit). With `since` (the start of the budget's period) the answer
+    /// is `{used: {tokens, costUsd}}`, what the actor used since.
+    Admit {
+        limit: i64,
+        now: i64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        since: Option<i64>,
+    },
+    /// A turn of the actor's ended having used this much.
+    #[serde(rename_all = "camelCase")]
+    Usage { at: i64, tokens: u64, cost_usd: f64 },
+    /// `GET /agent/quota`: the actor's standing in the period holding `now`.
+    Quota { quota: Quota, limit: Limit, now: i64 },
     /// The actor's threads, newest first: `{rows: [{threadId, title,
     /// createdAt, updatedAt, runs}]}`.
     List,
@@ -84,18 +97,37 @@ impl<D: Db> Directory<D> {
                 db.exec("DELETE FROM threads WHERE thread_id = ?", &[thread_id.as_str().into()]).map_err(storage)?;
                 Ok(Reply::new(204))
             }
-            Op::Admit { limit, now } => {
-                // A sliding window over the last minute's sends.
-                db.exec("DELETE FROM sends WHERE at <= ?", &[(now - WINDOW_MS).into()]).map_err(storage)?;
-                let window = db.run("SELECT COUNT(*), MIN(at) FROM sends", &[]).map_err(storage)?;
-                let row = window.rows.into_iter().next().unwrap_or_default();
-                let count = row.first().map_or(0, Value::int);
-                let oldest = row.get(1).filter(|v| **v != Value::Null).map(Value::int);
-                if let Err(retry) = admit(count, oldest, *limit, *now) {
-                    return Ok(Reply::json(429, &json!({ "retryAfter": retry })));
+            Op::Admit { limit, now, since } => {
+                if *limit > 0 {
+                    // A sliding window over the last minute's sends.
+                    db.exec("DELETE FROM sends WHERE at <= ?", &[(now - WINDOW_MS).into()]).map_err(storage)?;
+                    let window = db.run("SELECT COUNT(*), MIN(at) FROM sends", &[]).map_err(storage)?;
+                    let row = window.rows.into_iter().next().unwrap_or_default();
+                    let count = row.first().map_or(0, Value::int);
+                    let oldest = row.get(1).filter(|v| **v != Value::Null).map(Value::int);
+                    if let Err(retry) = admit(count, oldest, *limit, *now) {
+                        return Ok(Reply::json(429, &json!({ "retryAfter": retry })));
+                    }
+                    db.exec("INSERT INTO sends (at) VALUES (?)", &[(*now).into()]).map_err(storage)?;
                 }
-                db.exec("INSERT INTO sends (at) VALUES (?)", &[(*now).into()]).map_err(storage)?;
+                match since {
+                    Some(since) => Ok(Reply::json(200, &json!({ "used": self.used(*since)? }))),
+                    None => Ok(Reply::new(204)),
+                }
+            }
+            Op::Usage { at, tokens, cost_usd } => {
+                // Nothing older than the longest period is ever asked for.
+                db.exec("DELETE FROM usage WHERE at < ?", &[(at - USAGE_KEPT_MS).into()]).map_err(storage)?;
+                db.exec(
+                    "INSERT INTO usage (at, tokens, cost_usd) VALUES (?, ?, ?)",
+                    &[(*at).into(), (*tokens as i64).into(), Value::Real(*cost_usd)],
+                )
+                .map_err(storage)?;
                 Ok(Reply::new(204))
+            }
+            Op::Quota { quota, limit, now } => {
+                let used = self.used(quota.period.window(*now).0)?;
+                Ok(Reply::json(200, &quota.view(used, *limit, *now)))
             }
             Op::List => {
                 let rows = db
@@ -125,6 +157,27 @@ impl<D: Db> Directory<D> {
         }
     }
 }
+
+impl<D: Db> Directory<D> {
+    /// What the actor's turns used since `since`.
+    fn used(&self, since: i64) -> Result<Used, ApiError> {
+        let sums = self
+            .db
+            .run(
+                "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_usd), 0.0) FROM usage WHERE at >= ?",
+                &[since.into()],
+            )
+            .map_err(ApiError::storage)?;
+        let row = sums.rows.into_iter().next().unwrap_or_default();
+        Ok(Used {
+            tokens: row.first().map_or(0, Value::int).max(0) as u64,
+            cost_usd: row.get(1).map_or(0.0, Value::real),
+        })
+    }
+}
+
+/// How long usage rows are kept: longer than the longest period (a month).
+const USAGE_KEPT_MS: i64 = 32 * 86_400_000;
 
 #[cfg(test)]
 mod tests {

@@ -97,6 +97,30 @@ impl ApiError {
         ApiError::new(400, "thread_required", message)
     }
 
+    pub fn quota_exceeded() -> ApiError {
+        ApiError::new(
+            429,
+            "quota_exceeded",
+            "your budget for this period is spent (GET /agent/quota says when it resets)",
+        )
+    }
+
+    pub fn agent_not_found(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "agent_not_found", message)
+    }
+
+    pub fn invalid_page_context(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_page_context", message)
+    }
+
+    pub fn invalid_output(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_output", message)
+    }
+
+    pub fn invalid_sent_at() -> ApiError {
+        ApiError::new(400, "invalid_sent_at", "`sentAt` must be a time in milliseconds since the epoch")
+    }
+
     pub fn model_not_allowed(message: impl Into<String>) -> ApiError {
         ApiError::new(400, "model_not_allowed", message)
     }
@@ -330,6 +354,14 @@ impl ApiError {
 
     pub fn invalid_models(message: impl Into<String>) -> ApiError {
         ApiError::new(503, "invalid_models", message)
+    }
+
+    pub fn invalid_agents(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "invalid_agents", message)
+    }
+
+    pub fn invalid_quota(message: impl Into<String>) -> ApiError {
+        ApiError::new(503, "invalid_quota", message)
     }
 
     pub fn invalid_approval_policy(message: impl Into<String>) -> ApiError {

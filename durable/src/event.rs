@@ -52,6 +52,7 @@ kinds! {
     AgentSpawned = "agent-spawned" => Structural,
     AgentCompleted = "agent-completed" => Structural,
     ConfirmationRequest = "confirmation-request" => Structural,
+    ConfirmationSettled = "confirmation-settled" => Structural,
     TasksUpdate = "tasks-update" => Structural,
     Status = "status" => Ephemeral,
     Error = "error" => Structural,
@@ -220,6 +221,7 @@ pub fn canonical_payload(kind: Kind, payload: Value) -> Result<Value, SchemaErro
         Kind::AgentSpawned => reshape::<AgentSpawned>(payload),
         Kind::AgentCompleted => reshape::<AgentCompleted>(payload),
         Kind::ConfirmationRequest => reshape::<ConfirmationRequest>(payload),
+        Kind::ConfirmationSettled => reshape::<ConfirmationSettled>(payload),
         Kind::TasksUpdate => tasks_update(payload),
         Kind::Status => reshape::<StatusMsg>(payload),
         Kind::Error => reshape::<ErrorMsg>(payload),
@@ -275,6 +277,9 @@ pub mod schema {
         /// client on the thread (another tab, another device) shows it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub message: Option<String>,
+        /// The agent the turn runs as, when its send named one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub agent: Option<String>,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -305,6 +310,9 @@ pub mod schema {
         pub status: FinishStatus,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub reason: Option<String>,
+        /// A structured run's answer, as JSON (a send's `output`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub output: Option<Value>,
     }
 
     /// `text-delta`, `reasoning-delta`, `text-block`, `reasoning-block`.
@@ -348,6 +356,9 @@ pub mod schema {
         pub tool_name: String,
         #[serde(default)]
         pub args: Value,
+        /// What kind of tool it is for people (`read`, `action`, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub tool_kind: Option<String>,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -504,6 +515,35 @@ pub mod schema {
         pub project_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub workflow_id: Option<String>,
+        /// Who may decide it: a role, or `requester` (the thread's owner).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub approver: Option<String>,
+        /// When it lapses (ms since the epoch), if it does.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub expires_at: Option<i64>,
+    }
+
+    /// How a request for a person settled (or that a tool's approval was
+    /// remembered for the thread, `decidedVia: "remembered"`).
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ConfirmationSettled {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub request_id: Option<String>,
+        pub tool_call_id: String,
+        #[serde(default)]
+        pub tool_name: String,
+        /// `approved`, `denied` or `expired`.
+        pub status: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub decided_by: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub decided_via: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub remember: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reason: Option<String>,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -562,6 +602,12 @@ pub mod schema {
         pub usage: Option<Value>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub finish_reason: Option<String>,
+        /// What the step cost, when the catalog has the model's prices.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cost_usd: Option<f64>,
+        /// The catalog id the step ran on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub model: Option<String>,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -700,7 +746,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(Kind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(Kind::ALL.len(), 22);
+        assert_eq!(Kind::ALL.len(), 23);
     }
 
     #[test]

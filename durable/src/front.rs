@@ -22,6 +22,7 @@ use crate::feed::Plan;
 use crate::forward::{self, Body, Call, Object};
 use crate::input::{self, Head};
 use crate::protocols::{self, AtWorker, Context, Route, Target};
+use crate::quota::Budget;
 use crate::reply::Reply;
 use crate::settings::Settings;
 
@@ -151,7 +152,7 @@ impl<'s> Exchange<'s> {
             return Ok(Step::Reply(reply));
         }
         match route.target() {
-            Target::Worker => match route.at_worker(&caller, head, self.settings)? {
+            Target::Worker => match route.at_worker(&caller, head, self.settings, self.now)? {
                 AtWorker::Reply(r) => Ok(Step::Reply(r)),
                 AtWorker::Stream { name, context, live } => {
                     let call = Call {
@@ -245,18 +246,29 @@ impl<'s> Exchange<'s> {
         let reply = Reply::new(status).body(body);
         let next = match std::mem::replace(&mut self.waiting, Waiting::Nothing) {
             Waiting::Admission(route, caller, body) => {
+                let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
                 if reply.status == 429 {
-                    let answer: serde_json::Value = serde_json::from_slice(&reply.body).unwrap_or_default();
                     let retry = answer["retryAfter"].as_i64().unwrap_or(60).max(1);
                     Err(ApiError::rate_limited(self.settings.runs_per_minute, retry))
                 } else if reply.status / 100 != 2 {
                     Err(ApiError::unavailable(format!("the directory answered {}", reply.status)))
                 } else {
-                    self.call_thread(route, caller, body)
+                    // With `QUOTA`, the directory said what the caller used
+                    // in the period so far: the thread checks it as the turn
+                    // starts.
+                    let budget = match (&self.settings.quota, &caller) {
+                        (Ok(Some(q)), Caller::Actor { roles, .. }) => Some(Budget {
+                            limit: q.limit_for(roles),
+                            used: serde_json::from_value(answer["used"].clone()).unwrap_or_default(),
+                            since: q.period.window(self.now).0,
+                        }),
+                        _ => None,
+                    };
+                    self.call_thread(route, caller, body, budget)
                 }
             }
             Waiting::Send(route, caller) => match route.after_send(&reply) {
-                Some((plan, follow)) => Ok(Step::Relay(thread_call(follow, caller, Body::None, true), plan)),
+                Some((plan, follow)) => Ok(Step::Relay(thread_call(follow, caller, Body::None, true, None), plan)),
                 None => Ok(Step::Respond),
             },
             Waiting::Directory(route) => route.directory_reply(&reply.body).map(Step::Reply),
@@ -266,28 +278,37 @@ impl<'s> Exchange<'s> {
     }
 
     /// To the route's thread: sends are counted against the caller's
-    /// per-minute limit first.
+    /// per-minute limit first, and with `QUOTA` their directory says what
+    /// they used in the period so far.
     fn toward_thread(&mut self, route: Route, caller: Caller, body: Body) -> Result<Step, ApiError> {
-        if route.access() == Access::Send && self.settings.runs_per_minute > 0 {
+        let quota = self.settings.quota.as_ref().map_err(|e| ApiError::invalid_quota(e.clone()))?;
+        if route.access() == Access::Send && (self.settings.runs_per_minute > 0 || quota.is_some()) {
             let key = rate_key(&caller, self.client_ip.as_deref(), self.settings);
-            let op = Op::Admit { limit: self.settings.runs_per_minute, now: self.now };
+            let since = quota.as_ref().map(|q| q.period.window(self.now).0);
+            let op = Op::Admit { limit: self.settings.runs_per_minute, now: self.now, since };
             self.waiting = Waiting::Admission(route, caller, body);
             return Ok(Step::Call(directory_call(&key, &op)));
         }
-        self.call_thread(route, caller, body)
+        self.call_thread(route, caller, body, None)
     }
 
-    fn call_thread(&mut self, route: Route, caller: Caller, body: Body) -> Result<Step, ApiError> {
+    fn call_thread(
+        &mut self,
+        route: Route,
+        caller: Caller,
+        body: Body,
+        budget: Option<Budget>,
+    ) -> Result<Step, ApiError> {
         if let Some(plan) = route.plan(&self.query, self.last_event_id.as_deref(), self.now)? {
             let plan = match &caller {
                 // A stream opened with a stream token ends when it expires.
                 Caller::StreamToken { expires_at, .. } => plan.until(*expires_at),
                 _ => plan,
             };
-            return Ok(Step::Relay(thread_call(route, caller, Body::None, true), plan));
+            return Ok(Step::Relay(thread_call(route, caller, Body::None, true, None), plan));
         }
         let follows = matches!(body, Body::Bytes(_));
-        let call = Call { method: self.method, ..thread_call(route.clone(), caller.clone(), body, false) };
+        let call = Call { method: self.method, ..thread_call(route.clone(), caller.clone(), body, false, budget) };
         if follows {
             // A send whose body named its thread may answer with a run to
             // follow (`Protocol::after_send`).
@@ -316,10 +337,10 @@ fn route_table(method: &str) -> Result<Reply, ApiError> {
 }
 
 /// A call to a thread's object for `route`.
-fn thread_call(route: Route, caller: Caller, body: Body, socket: bool) -> Call {
+fn thread_call(route: Route, caller: Caller, body: Body, socket: bool, budget: Option<Budget>) -> Call {
     let object = Object::Thread(route.thread().to_owned());
     let method = if socket { "GET" } else { "POST" };
-    Call { object, method, context: forward::encode(&Context { caller, route }), body, socket, path: "/" }
+    Call { object, method, context: forward::encode(&Context { caller, route, budget }), body, socket, path: "/" }
 }
 
 /// A call to `actor`'s directory.

@@ -64,32 +64,105 @@ pub enum Mode {
     Interrupt,
 }
 
+/// Largest `pageContext` a send may carry, as JSON.
+pub const MAX_PAGE_CONTEXT_BYTES: usize = 16 * 1024;
+
+/// What a send asks of its turn, besides its message: the model, the agent
+/// it runs as, the page the person is on, a structured answer, and when
+/// it was sent. Checked here for shape; the model and the agent are
+/// resolved against the catalogs by the thread.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Asked {
+    pub model: Option<String>,
+    pub agent: Option<String>,
+    /// A JSON object or string, at most [`MAX_PAGE_CONTEXT_BYTES`].
+    pub page_context: Option<Value>,
+    /// `{schema, name?}`: the answer must be JSON matching `schema`.
+    pub output: Option<Value>,
+    /// When the person sent it (ms since the epoch), as the client says.
+    pub sent_at: Option<i64>,
+}
+
+impl Asked {
+    fn parse(body: &Value) -> Result<Asked, ApiError> {
+        let string = |k: &str, bad: fn(String) -> ApiError| match body.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(bad(format!("`{k}` must be a string"))),
+        };
+        let model = string("model", |m| ApiError::model_not_allowed(m.replace("a string", "a catalog model id")))?;
+        let agent = string("agent", ApiError::agent_not_found)?;
+        let page_context = match body.get("pageContext") {
+            None | Some(Value::Null) => None,
+            Some(v @ (Value::Object(_) | Value::String(_))) => {
+                let size = v.to_string().len();
+                if size > MAX_PAGE_CONTEXT_BYTES {
+                    return Err(ApiError::invalid_page_context(format!(
+                        "`pageContext` is {size} bytes as JSON; at most {MAX_PAGE_CONTEXT_BYTES}"
+                    )));
+                }
+                Some(v.clone())
+            }
+            Some(_) => return Err(ApiError::invalid_page_context("`pageContext` must be a JSON object or a string")),
+        };
+        let output = match body.get("output") {
+            None | Some(Value::Null) => None,
+            Some(o) => Some(output_spec(o)?),
+        };
+        let sent_at = match body.get("sentAt") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(v.as_i64().filter(|t| *t >= 0).ok_or_else(ApiError::invalid_sent_at)?),
+        };
+        Ok(Asked { model, agent, page_context, output, sent_at })
+    }
+}
+
+/// `output: {schema, name?}`: `schema` a JSON Schema the validator
+/// accepts, `name` 1 to 64 of A-Z a-z 0-9 _ - (the provider's rule).
+fn output_spec(o: &Value) -> Result<Value, ApiError> {
+    let bad = |m: String| Err(ApiError::invalid_output(m));
+    let Some(schema) = o.get("schema").filter(|s| s.is_object()) else {
+        return bad("`output` must be {schema, name?} with `schema` a JSON Schema object".to_owned());
+    };
+    if let Err(e) = jsonschema::validator_for(schema) {
+        return bad(format!("`output.schema` is not a valid JSON Schema: {e}"));
+    }
+    let name = match o.get("name") {
+        None | Some(Value::Null) => "answer".to_owned(),
+        Some(Value::String(n))
+            if (1..=64).contains(&n.len())
+                && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') =>
+        {
+            n.clone()
+        }
+        Some(_) => return bad("`output.name` must be 1 to 64 of A-Z a-z 0-9 _ -".to_owned()),
+    };
+    Ok(serde_json::json!({ "schema": schema, "name": name }))
+}
+
 /// What a send asks for, once its body is checked.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Send {
     /// `regenerate: true`: answer the last user message again.
     Regenerate {
-        model: Option<String>,
+        asked: Asked,
     },
     Message {
         message: String,
         mode: Mode,
-        model: Option<String>,
+        asked: Asked,
     },
 }
 
 impl Send {
-    /// `{message, mode?, model?, regenerate?}` (`POST /instance-ai/chat/:id`,
-    /// agora's `POST /agent/chat`). The model is checked against `catalog`;
-    /// checks run in this order: model, regenerate, message, size, mode.
-    pub fn parse(body: &Value, catalog: &Catalog, max_message_bytes: usize) -> Result<Send, ApiError> {
-        let model = match body.get("model") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(id)) => Some(catalog.check(id).map(|_| id.clone())?),
-            Some(_) => return Err(ApiError::model_not_allowed("`model` must be a catalog model id")),
-        };
+    /// `{message, mode?, model?, agent?, pageContext?, output?, sentAt?,
+    /// regenerate?}` (`POST /instance-ai/chat/:id`, agora's `POST
+    /// /agent/chat`). Checks run in this order: what is asked of the turn,
+    /// regenerate, message, size, mode.
+    pub fn parse(body: &Value, max_message_bytes: usize) -> Result<Send, ApiError> {
+        let asked = Asked::parse(body)?;
         if body.get("regenerate").and_then(Value::as_bool) == Some(true) {
-            return Ok(Send::Regenerate { model });
+            return Ok(Send::Regenerate { asked });
         }
         let message = match body.get("message") {
             Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
@@ -108,7 +181,7 @@ impl Send {
             Some(Value::String(m)) if m == "interrupt" => Mode::Interrupt,
             Some(_) => return Err(ApiError::invalid_mode()),
         };
-        Ok(Send::Message { message, mode, model })
+        Ok(Send::Message { message, mode, asked })
     }
 }
 
@@ -232,24 +305,45 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn catalog() -> Catalog {
-        Catalog::parse(None, "m").unwrap()
-    }
-
     #[test]
     fn sends_in_check_order() {
-        let c = catalog();
-        let code = |b: Value| Send::parse(&b, &c, 10).unwrap_err().code;
-        assert_eq!(code(json!({"model": "nope", "message": ""})), "model_not_allowed");
-        assert_eq!(Send::parse(&json!({"regenerate": true}), &c, 10).unwrap(), Send::Regenerate { model: None });
+        let code = |b: Value| Send::parse(&b, 10).unwrap_err().code;
+        assert_eq!(code(json!({"model": 3, "message": ""})), "model_not_allowed");
+        assert_eq!(code(json!({"agent": 3})), "agent_not_found");
+        assert_eq!(
+            Send::parse(&json!({"regenerate": true}), 10).unwrap(),
+            Send::Regenerate { asked: Asked::default() }
+        );
         assert_eq!(code(json!({"message": "  "})), "message_required");
         assert_eq!(code(json!({"message": 3})), "message_required");
         assert_eq!(code(json!({"message": "x".repeat(11)})), "message_too_large");
         assert_eq!(code(json!({"message": "hi", "mode": "later"})), "invalid_mode");
+        let asked = Asked { model: Some("m".into()), ..Asked::default() };
         assert_eq!(
-            Send::parse(&json!({"message": "hi", "mode": "queue", "model": "m"}), &c, 10).unwrap(),
-            Send::Message { message: "hi".into(), mode: Mode::Queue, model: Some("m".into()) }
+            Send::parse(&json!({"message": "hi", "mode": "queue", "model": "m"}), 10).unwrap(),
+            Send::Message { message: "hi".into(), mode: Mode::Queue, asked }
         );
+    }
+
+    #[test]
+    fn what_a_turn_is_asked() {
+        let code = |b: Value| Send::parse(&b, 10).unwrap_err().code;
+        assert_eq!(code(json!({"pageContext": 5})), "invalid_page_context");
+        assert_eq!(code(json!({"pageContext": "x".repeat(MAX_PAGE_CONTEXT_BYTES)})), "invalid_page_context");
+        assert_eq!(code(json!({"output": {"name": "x"}})), "invalid_output");
+        assert_eq!(code(json!({"output": {"schema": {"type": 5}}})), "invalid_output");
+        assert_eq!(code(json!({"output": {"schema": {}, "name": "a b"}})), "invalid_output");
+        assert_eq!(code(json!({"sentAt": "yesterday"})), "invalid_sent_at");
+        let Send::Message { asked, .. } = Send::parse(
+            &json!({"message": "hi", "agent": "a", "pageContext": {"url": "/x"}, "output": {"schema": {"type": "object"}}, "sentAt": 5}),
+            10,
+        )
+        .unwrap() else {
+            panic!("a message")
+        };
+        assert_eq!(asked.agent.as_deref(), Some("a"));
+        assert_eq!(asked.output, Some(json!({"schema": {"type": "object"}, "name": "answer"})));
+        assert_eq!((asked.page_context, asked.sent_at), (Some(json!({"url": "/x"})), Some(5)));
     }
 
     #[test]

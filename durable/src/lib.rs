@@ -36,7 +36,9 @@
 //!   on SQL; `db`: SQL as every object's storage runs it; [`schema`]: each
 //!   object class's layout as versioned, re-runnable migrations.
 //! - `queued`: the message queue's shape (stored, and every `queue-updated`).
-//! - `models`: the model catalog; `settings`: the deployment's configuration.
+//! - `models`: the model catalog; `agents`: the agents (personas) a turn
+//!   runs as; `quota`: per-actor budgets; `settings`: the deployment's
+//!   configuration.
 //! - `effect`: what the core asks the shell to do; `reply`: a decided
 //!   answer; `error`: every refusal's status and stable code; `ids`: ids
 //!   and scoped ids; `sse`: SSE framing, validated and byte-exact.
@@ -45,6 +47,7 @@
 
 mod access;
 pub mod agent;
+mod agents;
 pub mod auth;
 mod coalesce;
 mod db;
@@ -60,6 +63,7 @@ mod input;
 mod models;
 pub mod protocols;
 mod queued;
+mod quota;
 mod reducer;
 mod reply;
 mod route;
@@ -84,9 +88,10 @@ pub use ids::{run_id, scoped, thread_of, Random};
 pub use input::{cursor, query_pairs, Head};
 pub use models::Catalog;
 pub use queued::{Queue, QueueItem};
+pub use quota::{Budget, Limit, Quota, Used};
 pub use reducer::{fold, AgentNode};
 pub use reply::Reply;
 pub use settings::{Config, ModelEndpoint, Settings};
 pub use sse::{PING, PING_INTERVAL_MS};
-pub use store::{MemoryStore, Record, RunRecord, RunState, Store};
+pub use store::{MemoryStore, Record, RunRecord, RunState, Store, Turn};
 pub use thread::{Follow, Sink, StartRun, Thread};

@@ -25,6 +25,52 @@ pub struct ModelEntry {
     pub available: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable_reason: Option<String>,
+    /// Short tags a picker shows beside the label (`["fast"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub badges: Vec<String>,
+    /// The provider's key in `providerLabels` (`openai`); by default the
+    /// part of the id before its `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Only callers holding one of these roles may pick it (none: anyone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roles: Option<Vec<String>>,
+    /// Prices, for a step's `costUsd` and the quota's cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_usd_per_m_tok: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_usd_per_m_tok: Option<f64>,
+}
+
+impl ModelEntry {
+    /// One model, nothing more said of it.
+    pub fn plain(model: &str) -> ModelEntry {
+        ModelEntry {
+            model: model.to_owned(),
+            label: model.to_owned(),
+            base_url: None,
+            key_name: None,
+            available: true,
+            unavailable_reason: None,
+            badges: Vec::new(),
+            provider: None,
+            roles: None,
+            input_usd_per_m_tok: None,
+            output_usd_per_m_tok: None,
+        }
+    }
+
+    /// What `usage` (`{prompt_tokens, completion_tokens}`) cost, when the
+    /// model has prices.
+    pub fn cost_usd(&self, usage: &serde_json::Value) -> Option<f64> {
+        if self.input_usd_per_m_tok.is_none() && self.output_usd_per_m_tok.is_none() {
+            return None;
+        }
+        let tokens = |k: &str| usage[k].as_f64().unwrap_or(0.0);
+        let cost = tokens("prompt_tokens") * self.input_usd_per_m_tok.unwrap_or(0.0)
+            + tokens("completion_tokens") * self.output_usd_per_m_tok.unwrap_or(0.0);
+        Some(cost / 1_000_000.0)
+    }
 }
 
 fn yes() -> bool {
@@ -35,6 +81,20 @@ fn yes() -> bool {
 pub struct Catalog {
     pub default: String,
     pub models: BTreeMap<String, ModelEntry>,
+    /// A provider's name for people (`{"openai": "OpenAI"}`).
+    #[serde(default, rename = "providerLabels", skip_serializing_if = "BTreeMap::is_empty")]
+    pub provider_labels: BTreeMap<String, String>,
+}
+
+/// Who picks, as the catalog sees it: the caller's roles, and the agent
+/// the turn runs as (a locked agent allows one model).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Picker<'a> {
+    pub roles: &'a [String],
+    /// The agent's locked model and why.
+    pub locked: Option<(&'a str, Option<&'a str>)>,
+    /// The agent's own default model.
+    pub agent_model: Option<&'a str>,
 }
 
 impl Catalog {
@@ -43,18 +103,8 @@ impl Catalog {
         let catalog = match json.map(str::trim).filter(|s| !s.is_empty()) {
             None => {
                 let mut models = BTreeMap::new();
-                models.insert(
-                    single_model.to_owned(),
-                    ModelEntry {
-                        model: single_model.to_owned(),
-                        label: single_model.to_owned(),
-                        base_url: None,
-                        key_name: None,
-                        available: true,
-                        unavailable_reason: None,
-                    },
-                );
-                Catalog { default: single_model.to_owned(), models }
+                models.insert(single_model.to_owned(), ModelEntry::plain(single_model));
+                Catalog { default: single_model.to_owned(), models, provider_labels: BTreeMap::new() }
             }
             Some(s) => serde_json::from_str::<Catalog>(s).map_err(|e| format!("LLM_MODELS is invalid: {e}"))?,
         };
@@ -66,43 +116,87 @@ impl Catalog {
 
     /// Checks a picked id: listed and available.
     pub fn check(&self, id: &str) -> Result<&ModelEntry, ApiError> {
-        match self.models.get(id) {
-            Some(m) if m.available => Ok(m),
-            Some(m) => Err(ApiError::model_not_allowed(format!(
-                "`{id}` is not available{}",
-                m.unavailable_reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
-            ))),
-            None => Err(ApiError::model_not_allowed(format!("`{id}` is not in the model catalog"))),
+        self.check_for(id, &Picker::default())
+    }
+
+    /// Why `id` is not available to `who`, if it is not.
+    fn unavailable(&self, id: &str, m: &ModelEntry, who: &Picker) -> Option<String> {
+        if !m.available {
+            return Some(m.unavailable_reason.clone().unwrap_or_else(|| "unavailable".to_owned()));
+        }
+        if let Some((locked, reason)) = who.locked {
+            if locked != id {
+                return Some(reason.map_or_else(|| format!("this agent runs on `{locked}`"), str::to_owned));
+            }
+        }
+        match &m.roles {
+            Some(roles) if !roles.iter().any(|r| who.roles.contains(r)) => {
+                Some(format!("needs one of the roles {}", roles.join(", ")))
+            }
+            _ => None,
         }
     }
 
-    /// A turn's model id: the send's pick, else the pin, else the default.
-    pub fn pick<'a>(&'a self, send: Option<&'a str>, pin: Option<&'a str>) -> Result<&'a str, ApiError> {
+    /// Checks an id `who` picked: listed, and available to them (400
+    /// `model_not_allowed` otherwise).
+    pub fn check_for(&self, id: &str, who: &Picker) -> Result<&ModelEntry, ApiError> {
+        let m = self
+            .models
+            .get(id)
+            .ok_or_else(|| ApiError::model_not_allowed(format!("`{id}` is not in the model catalog")))?;
+        match self.unavailable(id, m, who) {
+            None => Ok(m),
+            Some(why) => Err(ApiError::model_not_allowed(format!("`{id}` is not available: {why}"))),
+        }
+    }
+
+    /// A turn's model id: a locked agent's model whatever was asked, else
+    /// the send's pick, else the pin (while still available to `who`), else
+    /// the agent's model, else the default.
+    pub fn pick<'a>(
+        &'a self,
+        send: Option<&'a str>,
+        pin: Option<&'a str>,
+        who: &Picker<'a>,
+    ) -> Result<&'a str, ApiError> {
+        if let Some((locked, _)) = who.locked {
+            if let Some(id) = send {
+                self.check_for(id, who)?;
+            }
+            return Ok(locked);
+        }
         if let Some(id) = send {
-            self.check(id)?;
+            self.check_for(id, who)?;
             return Ok(id);
         }
-        match pin {
-            // A pin that became unavailable falls back to the default.
-            Some(id) if self.check(id).is_ok() => Ok(id),
-            _ => Ok(&self.default),
-        }
+        let usable = |id: &&str| self.check_for(id, who).is_ok();
+        Ok(pin.filter(usable).or(who.agent_model.filter(usable)).unwrap_or(&self.default))
     }
 
-    /// `GET /agent/models`.
-    pub fn view(&self) -> serde_json::Value {
+    /// `GET /agent/models`, as `who` sees it: each model with `available`
+    /// and, when not, `unavailableReason`; its label, badges and provider;
+    /// the provider labels; and the default `who` would get.
+    pub fn view(&self, who: &Picker) -> serde_json::Value {
         let models: Vec<_> = self
             .models
             .iter()
             .map(|(id, m)| {
-                let mut v = serde_json::json!({ "id": id, "label": m.label, "available": m.available });
-                if let Some(r) = &m.unavailable_reason {
-                    v["unavailableReason"] = r.clone().into();
+                let why = self.unavailable(id, m, who);
+                let mut v = serde_json::json!({ "id": id, "label": m.label, "available": why.is_none() });
+                if let Some(r) = why {
+                    v["unavailableReason"] = r.into();
+                }
+                if !m.badges.is_empty() {
+                    v["badges"] = m.badges.clone().into();
+                }
+                if let Some(p) = m.provider.clone().or_else(|| id.split_once('/').map(|(p, _)| p.to_owned())) {
+                    v["provider"] = p.into();
                 }
                 v
             })
             .collect();
-        serde_json::json!({ "default": self.default, "models": models })
+        let default = self.pick(None, None, who).unwrap_or(&self.default);
+        serde_json::json!({ "default": default, "models": models, "providerLabels": self.provider_labels })
     }
 }
 
@@ -120,14 +214,46 @@ mod tests {
             "x",
         )
         .unwrap();
-        assert_eq!(c.pick(None, None).unwrap(), "fast");
-        assert_eq!(c.pick(None, Some("big")).unwrap(), "big");
-        assert_eq!(c.pick(Some("fast"), Some("big")).unwrap(), "fast");
-        assert_eq!(c.pick(Some("locked"), None).unwrap_err().code, "model_not_allowed");
-        assert_eq!(c.pick(Some("nope"), None).unwrap_err().code, "model_not_allowed");
-        assert_eq!(c.pick(None, Some("locked")).unwrap(), "fast");
-        assert_eq!(c.view()["models"].as_array().unwrap().len(), 3);
+        let anyone = Picker::default();
+        assert_eq!(c.pick(None, None, &anyone).unwrap(), "fast");
+        assert_eq!(c.pick(None, Some("big"), &anyone).unwrap(), "big");
+        assert_eq!(c.pick(Some("fast"), Some("big"), &anyone).unwrap(), "fast");
+        assert_eq!(c.pick(Some("locked"), None, &anyone).unwrap_err().code, "model_not_allowed");
+        assert_eq!(c.pick(Some("nope"), None, &anyone).unwrap_err().code, "model_not_allowed");
+        assert_eq!(c.pick(None, Some("locked"), &anyone).unwrap(), "fast");
+        assert_eq!(c.view(&anyone)["models"].as_array().unwrap().len(), 3);
         assert!(Catalog::parse(Some(r#"{"default":"none","models":{}}"#), "x").is_err());
-        assert_eq!(Catalog::parse(None, "gpt").unwrap().pick(None, None).unwrap(), "gpt");
+        assert_eq!(Catalog::parse(None, "gpt").unwrap().pick(None, None, &anyone).unwrap(), "gpt");
+    }
+
+    #[test]
+    fn locked_agents_roles_and_prices() {
+        let c = Catalog::parse(
+            Some(
+                r#"{"default":"a/fast","providerLabels":{"a":"A Inc"},"models":{
+                "a/fast":{"model":"m1","label":"Fast","badges":["fast"],"inputUsdPerMTok":1.0,"outputUsdPerMTok":2.0},
+                "a/big":{"model":"m2","label":"Big","roles":["PRO"]}}}"#,
+            ),
+            "x",
+        )
+        .unwrap();
+        let locked = Picker { locked: Some(("a/big", Some("house rules"))), ..Picker::default() };
+        assert_eq!(c.pick(None, Some("a/fast"), &locked).unwrap(), "a/big");
+        assert_eq!(c.pick(Some("a/fast"), None, &locked).unwrap_err().code, "model_not_allowed");
+        let view = c.view(&locked);
+        assert_eq!(view["default"], "a/big");
+        assert_eq!(view["models"][1]["unavailableReason"], "house rules");
+        assert_eq!(view["models"][1]["badges"], serde_json::json!(["fast"]));
+        assert_eq!(view["providerLabels"]["a"], "A Inc");
+        assert_eq!(view["models"][0]["provider"], "a");
+        // Roles: only a PRO caller may pick `a/big`.
+        let pro = ["PRO".to_owned()];
+        assert!(c.check_for("a/big", &Picker::default()).is_err());
+        assert!(c.check_for("a/big", &Picker { roles: &pro, ..Picker::default() }).is_ok());
+        assert_eq!(c.view(&Picker::default())["models"][0]["available"], false);
+        let cost =
+            c.models["a/fast"].cost_usd(&serde_json::json!({"prompt_tokens": 1_000_000, "completion_tokens": 500_000}));
+        assert_eq!(cost, Some(2.0));
+        assert_eq!(c.models["a/big"].cost_usd(&serde_json::json!({"prompt_tokens": 5})), None);
     }
 }

@@ -22,6 +22,9 @@ pub struct QueueItem {
     pub queued_at: i64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// What the message asks of its turn.
+    #[serde(flatten)]
+    pub turn: crate::store::Turn,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -29,6 +32,10 @@ pub struct QueueItem {
 pub struct Queue {
     pub items: Vec<QueueItem>,
     pub paused: bool,
+    /// Why the thread paused it itself (`quota_exceeded`); none when a
+    /// person paused it.
+    #[serde(default, rename = "pausedReason", skip_serializing_if = "Option::is_none")]
+    pub paused_reason: Option<String>,
 }
 
 impl Queue {
@@ -84,7 +91,14 @@ mod tests {
     use super::*;
 
     fn item(id: &str) -> QueueItem {
-        QueueItem { message_id: id.into(), run_id: id.into(), message: id.into(), queued_at: 0, model: None }
+        QueueItem {
+            message_id: id.into(),
+            run_id: id.into(),
+            message: id.into(),
+            queued_at: 0,
+            model: None,
+            turn: Default::default(),
+        }
     }
 
     #[test]

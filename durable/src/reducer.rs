@@ -323,6 +323,7 @@ impl TreeBuilder {
                 self.nodes[r].status_message = None;
             }
             Kind::ThreadTitleUpdated
+            | Kind::ConfirmationSettled
             | Kind::FilesystemRequest
             | Kind::QueueUpdated
             | Kind::StepStart

@@ -206,28 +206,48 @@ pub const THREAD: Schema = Schema {
                confirmations may have input type `client-tool` (additive: older storage has neither)",
             steps: &[],
         },
+        Migration {
+            version: 4,
+            note: "runs gain column `turn` (what the message asked of its turn: agent, page context, structured \
+               output, sent-at, actor; NULL on older rows, read as nothing asked), queue items may carry the same \
+               fields and a paused queue its reason, confirmations' decisions record `decidedBy` and `via`, and \
+               the log may hold `confirmation-settled` events",
+            steps: &[Step::AddColumn { table: "runs", column: "turn", decl: "TEXT" }],
+        },
     ],
 };
 
 /// An actor's directory (`Directory`).
 pub const DIRECTORY: Schema = Schema {
     class: "directory",
-    migrations: &[Migration {
-        version: 1,
-        note: "the first release's layout: the actor's threads, and their sends of the last minute",
-        steps: &[
-            Step::Sql(
-                "CREATE TABLE IF NOT EXISTS threads (
+    migrations: &[
+        Migration {
+            version: 1,
+            note: "the first release's layout: the actor's threads, and their sends of the last minute",
+            steps: &[
+                Step::Sql(
+                    "CREATE TABLE IF NOT EXISTS threads (
                   thread_id  TEXT PRIMARY KEY,
                   title      TEXT NOT NULL,
                   created_at INTEGER NOT NULL,
                   updated_at INTEGER NOT NULL,
                   runs       INTEGER NOT NULL DEFAULT 1
                 )",
-            ),
-            Step::Sql("CREATE TABLE IF NOT EXISTS sends (at INTEGER NOT NULL)"),
-        ],
-    }],
+                ),
+                Step::Sql("CREATE TABLE IF NOT EXISTS sends (at INTEGER NOT NULL)"),
+            ],
+        },
+        Migration {
+            version: 2,
+            note: "table `usage`: what the actor's turns used (tokens, dollars), for their budget (`QUOTA`)",
+            steps: &[
+                Step::Sql(
+                    "CREATE TABLE IF NOT EXISTS usage (at INTEGER NOT NULL, tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)",
+                ),
+                Step::Sql("CREATE INDEX IF NOT EXISTS usage_by_time ON usage (at)"),
+            ],
+        },
+    ],
 };
 
 /// A standalone Durable Stream (`StreamObject`).

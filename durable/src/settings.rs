@@ -9,8 +9,10 @@
 
 use crate::agent::tools::Toolbox;
 use crate::agent::AgentConfig;
+use crate::agents::Agents;
 use crate::auth::Mode;
 use crate::models::Catalog;
+use crate::quota::Quota;
 use crate::store::Driver;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -35,6 +37,8 @@ pub struct Config {
     pub max_event_bytes: usize,
     /// Largest stored queue, as JSON (`MAX_QUEUE_BYTES`).
     pub max_queue_bytes: usize,
+    /// `QUOTA`'s period, when budgets are kept.
+    pub quota_period: Option<crate::quota::Period>,
 }
 
 impl Default for Config {
@@ -47,6 +51,7 @@ impl Default for Config {
             driver: Driver::Webhook,
             max_event_bytes: 1_000_000,
             max_queue_bytes: 1_000_000,
+            quota_period: None,
         }
     }
 }
@@ -117,6 +122,17 @@ pub struct Settings {
     pub policy_error: Option<String>,
     /// `LLM_MODELS` (or the one `LLM_MODEL`); an invalid catalog refuses sends.
     pub catalog: Result<Catalog, String>,
+    /// `AGENTS` (with its `default`); an invalid one refuses sends.
+    pub agents: Result<Agents, String>,
+    /// `QUOTA`: per-actor budgets (`None`: no limit); an invalid one
+    /// refuses sends rather than run without the limit it asks for.
+    pub quota: Result<Option<Quota>, String>,
+    /// `OUTPUT_CHECK_URL`: where a structured answer is sent to be accepted
+    /// or refused (`output_rejected`) before the run completes.
+    pub output_check_url: Option<String>,
+    /// `AGENT_MESSAGE_TIMESTAMPS=1`: the model is told when each user
+    /// message was sent (`messageTimestamps`).
+    pub message_timestamps: bool,
     /// API keys of catalog models that name their own (`keyName`).
     pub model_keys: BTreeMap<String, String>,
     /// How callers are authenticated.
@@ -167,7 +183,19 @@ impl Settings {
             .map(|c| c.models.iter().filter_map(|(id, m)| Some((id.clone(), var(m.key_name.as_deref()?)?))).collect())
             .unwrap_or_default();
         let webhook_url = var("AGENT_WEBHOOK_URL");
+        let tools = Toolbox::parse(var("TOOLS").as_deref()).map(Rc::new);
+        let quota = Quota::parse(var("QUOTA").as_deref());
+        let quota_period = quota.as_ref().ok().and_then(|q| q.as_ref().map(|q| q.period));
+        let agents = match (&catalog, &tools) {
+            (Ok(c), Ok(t)) => Agents::parse(var("AGENTS").as_deref(), c, &t.http_names()),
+            (Ok(c), Err(_)) => Agents::parse(var("AGENTS").as_deref(), c, &[]),
+            (Err(e), _) => Err(e.clone()),
+        };
         Settings {
+            agents,
+            quota,
+            output_check_url: var("OUTPUT_CHECK_URL"),
+            message_timestamps: var("AGENT_MESSAGE_TIMESTAMPS").is_some_and(|v| v == "1" || v == "true"),
             thread: Config {
                 run_idle_timeout_ms: num("RUN_IDLE_TIMEOUT_MS", defaults.run_idle_timeout_ms),
                 restart_grace_ms: num("RUN_RESTART_GRACE_MS", defaults.restart_grace_ms),
@@ -177,6 +205,7 @@ impl Settings {
                 driver: if webhook_url.is_some() { Driver::Webhook } else { Driver::Builtin },
                 max_queue_bytes: num("MAX_QUEUE_BYTES", defaults.max_queue_bytes as i64).clamp(1_000, 1_500_000)
                     as usize,
+                quota_period,
             },
             policy_error: policy.err(),
             model_keys,
@@ -223,9 +252,13 @@ impl Settings {
                 max_tool_result_bytes: num("MAX_TOOL_RESULT_BYTES", agent_defaults.max_tool_result_bytes as i64)
                     .clamp(1_000, 900_000) as usize,
                 max_model_bytes: num("MAX_MODEL_BYTES", agent_defaults.max_model_bytes as i64).max(10_000) as usize,
+                model_id: None,
+                usd_per_m_tok: None,
+                allowed_tools: None,
+                output_check_url: var("OUTPUT_CHECK_URL"),
             },
             llm: var("LLM_BASE_URL").map(|base_url| ModelEndpoint { base_url, api_key: var("LLM_API_KEY") }),
-            tools: Toolbox::parse(var("TOOLS").as_deref()).map(Rc::new),
+            tools,
             heartbeat_ms: num("AGENT_HEARTBEAT_MS", 10_000).max(1_000),
         }
     }
@@ -258,6 +291,11 @@ impl Settings {
             let id = id.unwrap_or(&catalog.default);
             if let Some(m) = catalog.models.get(id) {
                 cfg.model = m.model.clone();
+                cfg.model_id = Some(id.to_owned());
+                if m.input_usd_per_m_tok.is_some() || m.output_usd_per_m_tok.is_some() {
+                    cfg.usd_per_m_tok =
+                        Some((m.input_usd_per_m_tok.unwrap_or(0.0), m.output_usd_per_m_tok.unwrap_or(0.0)));
+                }
                 if let Some(url) = &m.base_url {
                     endpoint.base_url = url.clone();
                 }
@@ -268,12 +306,31 @@ impl Settings {
         }
         (endpoint, cfg)
     }
+
+    /// [`Settings::model_for`], for a turn of agent `agent` (the default for
+    /// `None`): its system prompt and its tools.
+    pub fn turn_config(&self, model: Option<&str>, agent: Option<&str>) -> (ModelEndpoint, AgentConfig) {
+        let (endpoint, mut cfg) = self.model_for(model);
+        if let Some((_, a)) = self.agents.as_ref().ok().and_then(|agents| agents.get(agent).ok()) {
+            if let Some(prompt) = &a.system_prompt {
+                cfg.system_prompt = prompt.clone();
+            }
+            cfg.allowed_tools = a.tools.clone();
+        }
+        (endpoint, cfg)
+    }
 }
 
 /// `APPROVAL_POLICY`: per tool, whether approval is required, who may
-/// approve, and how long a request waits before it lapses.
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct Policy(pub BTreeMap<String, ToolPolicy>);
+/// approve, and how long a request waits before it lapses; and how long
+/// every request waits when its tool says nothing (`ttlMs`). Written as
+/// `{"<tool>": {...}}`, or as agora's `{"ttlMs"?, "tools": {"<tool>": {...}}}`.
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    pub tools: BTreeMap<String, ToolPolicy>,
+    /// Every request lapses after this long unless its tool's rule says.
+    pub ttl_ms: Option<i64>,
+}
 
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -286,15 +343,42 @@ pub struct ToolPolicy {
     pub ttl_ms: Option<i64>,
 }
 
+/// agora's shape of the policy.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Shorthand {
+    #[serde(default)]
+    ttl_ms: Option<i64>,
+    #[serde(default)]
+    tools: BTreeMap<String, ToolPolicy>,
+}
+
 impl Policy {
     pub fn parse(json: Option<&str>) -> Result<Policy, String> {
-        match json.map(str::trim).filter(|s| !s.is_empty()) {
-            None => Ok(Policy::default()),
-            Some(s) => serde_json::from_str(s).map_err(|e| format!("APPROVAL_POLICY is invalid: {e}")),
+        let Some(s) = json.map(str::trim).filter(|s| !s.is_empty()) else { return Ok(Policy::default()) };
+        let bad = |e: serde_json::Error| format!("APPROVAL_POLICY is invalid: {e}");
+        let v: serde_json::Value = serde_json::from_str(s).map_err(bad)?;
+        // agora's shape names `tools` (an object) or a number `ttlMs`.
+        let shorthand = v.get("tools").is_some_and(serde_json::Value::is_object)
+            || v.get("ttlMs").is_some_and(serde_json::Value::is_number);
+        let policy = if shorthand {
+            let p: Shorthand = serde_json::from_value(v).map_err(bad)?;
+            Policy { tools: p.tools, ttl_ms: p.ttl_ms }
+        } else {
+            Policy { tools: serde_json::from_value(v).map_err(bad)?, ttl_ms: None }
+        };
+        if policy.ttl_ms.iter().chain(policy.tools.values().filter_map(|t| t.ttl_ms.as_ref())).any(|t| *t <= 0) {
+            return Err("APPROVAL_POLICY is invalid: `ttlMs` must be a positive number of milliseconds".to_owned());
         }
+        Ok(policy)
+    }
+
+    /// How long a request for `tool` waits.
+    pub fn ttl_for(&self, tool: &str) -> Option<i64> {
+        self.get(tool).and_then(|p| p.ttl_ms).or(self.ttl_ms)
     }
 
     pub fn get(&self, tool: &str) -> Option<&ToolPolicy> {
-        self.0.get(tool)
+        self.tools.get(tool)
     }
 }

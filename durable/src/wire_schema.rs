@@ -28,6 +28,7 @@ fn payload(kind: Kind, g: &mut SchemaGenerator) -> Schema {
         Kind::AgentSpawned => g.subschema_for::<p::AgentSpawned>(),
         Kind::AgentCompleted => g.subschema_for::<p::AgentCompleted>(),
         Kind::ConfirmationRequest => g.subschema_for::<p::ConfirmationRequest>(),
+        Kind::ConfirmationSettled => g.subschema_for::<p::ConfirmationSettled>(),
         Kind::TasksUpdate => g.subschema_for::<p::TasksUpdate>(),
         Kind::Status => g.subschema_for::<p::StatusMsg>(),
         Kind::Error => g.subschema_for::<p::ErrorMsg>(),
@@ -129,6 +130,7 @@ fn every_kind_has_a_variant_and_payload_schemas_accept_canonical_payloads() {
         (Kind::TasksUpdate, json!({"tasks": [{"id": "t", "description": "d", "status": "pending"}]})),
         (Kind::ToolCall, json!({"toolCallId": "c", "toolName": "n", "args": {"a": 1}})),
         (Kind::QueueUpdated, json!({"items": [], "paused": false})),
+        (Kind::ConfirmationSettled, json!({"toolCallId": "c", "status": "approved", "decidedVia": "remembered"})),
     ];
     for (kind, raw) in samples {
         let canonical = crate::event::canonical_payload(kind, raw).unwrap_or_else(|e| panic!("{kind:?}: {e}"));

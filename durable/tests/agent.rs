@@ -145,8 +145,8 @@ impl Host for Host1 {
         self.fake.thread.borrow_mut().set_background(task);
     }
 
-    fn needs_approval(&self, tool: &str, declared: bool) -> bool {
-        self.fake.thread.borrow().needs_approval(tool, declared)
+    fn approval(&self, tool: &str, declared: bool) -> threadline_durable::agent::Asking {
+        self.fake.thread.borrow().approval(tool, declared)
     }
 
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped> {

@@ -78,6 +78,7 @@ fn thread() -> Thread<MemoryStore, Discard> {
             publish_token: "k".into(),
             driver: Driver::Webhook,
             model: None,
+            turn: Default::default(),
         },
         0,
     )

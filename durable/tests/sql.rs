@@ -27,6 +27,7 @@ fn run(id: &str, state: RunState) -> RunRecord {
         usage: Some("{\"prompt_tokens\":3}".into()),
         model: Some("m".into()),
         replaced: false,
+        turn: Default::default(),
     }
 }
 
@@ -126,13 +127,28 @@ fn a_directory_lists_threads_and_keeps_the_send_window() {
     let rows: serde_json::Value = serde_json::from_slice(&d.handle(&DirectoryOp::List).body).unwrap();
     assert_eq!(rows["rows"].as_array().unwrap().len(), 1);
     // Two sends a minute: the third waits until the first leaves the window.
-    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 1_000 }));
-    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 2_000 }));
-    let refused = d.handle(&DirectoryOp::Admit { limit: 2, now: 31_000 });
+    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 1_000, since: None }));
+    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 2_000, since: None }));
+    let refused = d.handle(&DirectoryOp::Admit { limit: 2, now: 31_000, since: None });
     assert_eq!(refused.status, 429);
     let retry: serde_json::Value = serde_json::from_slice(&refused.body).unwrap();
     assert_eq!(retry["retryAfter"], 30);
-    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 61_001 }));
+    ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 61_001, since: None }));
+    // A budget: the turns' usage since the period began (the older one is
+    // not counted), told with the send's admission and by GET /agent/quota.
+    ok(d.handle(&DirectoryOp::Usage { at: 10, tokens: 500, cost_usd: 0.5 }));
+    ok(d.handle(&DirectoryOp::Usage { at: 3_700_000, tokens: 40, cost_usd: 0.25 }));
+    ok(d.handle(&DirectoryOp::Usage { at: 3_800_000, tokens: 2, cost_usd: 0.0 }));
+    let admitted = d.handle(&DirectoryOp::Admit { limit: 0, now: 3_900_000, since: Some(3_600_000) });
+    assert_eq!(admitted.status, 200);
+    let used: serde_json::Value = serde_json::from_slice(&admitted.body).unwrap();
+    assert_eq!(used, serde_json::json!({"used": {"tokens": 42, "costUsd": 0.25}}));
+    let quota = threadline_durable::Quota::parse(Some(r#"{"period":"hour","tokens":100}"#)).unwrap().unwrap();
+    let limit = quota.limit_for(&[]);
+    let view = d.handle(&DirectoryOp::Quota { quota, limit, now: 3_900_000 });
+    let view: serde_json::Value = serde_json::from_slice(&view.body).unwrap();
+    assert_eq!(view["used"]["tokens"], 42);
+    assert_eq!(view["resetsAt"], "1970-01-01T02:00:00.000Z");
 }
 
 #[test]

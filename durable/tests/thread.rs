@@ -48,6 +48,7 @@ fn start(t: &mut T, run: &str, now: i64) {
             publish_token: format!("token-{run}"),
             driver: Driver::Webhook,
             model: None,
+            turn: Default::default(),
         },
         now,
     )
@@ -164,6 +165,7 @@ fn run_lock_is_a_compare_and_set() {
                 publish_token: "k".into(),
                 driver: Driver::Webhook,
                 model: None,
+                turn: Default::default(),
             },
             1,
         )
@@ -312,6 +314,36 @@ fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
     assert_eq!(tail[1].1["toolCallId"], "sub-open");
     assert_eq!(tail[2], ("run-finish", json!({"status":"interrupted","reason":"crash_interrupted"})));
     assert_eq!(dead.store().running().unwrap(), None);
+}
+
+#[test]
+fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last_event() {
+    let config = Config { restart_grace_ms: 1_000, ..Config::default() };
+    let mut t: T = Thread::load(MemoryStore::default(), config.clone(), 0).unwrap();
+    t.set_thread_id("t");
+    start(&mut t, "r1", 0);
+    let (item, position, started) = t.enqueue("next".into(), None, Default::default(), None, 5).unwrap();
+    assert_eq!((position, started.is_none()), (0, true));
+    let store = std::mem::take(t.store_mut());
+
+    // The object restarted: the run is found open, its agent gone with the
+    // old instance. Within the grace of its last event it may be alive.
+    let mut after: T = Thread::load(store, config, 500).unwrap();
+    after.set_thread_id("t");
+    assert!(!after.dead_holder(900));
+    after.replace_dead_holder(900).unwrap();
+    assert_eq!(after.active_run().unwrap().run_id, "r1");
+    // Silent past the grace: the resume replaces it, and the queue's head starts.
+    after.queue_pause(false, 1_500).unwrap();
+    assert_eq!(after.active_run().unwrap().run_id, item.run_id);
+    let log = durable_log(&after);
+    let r1: Vec<_> = log.iter().filter(|e| e.run_id == "r1").collect();
+    let (handoff, finish) = (r1[r1.len() - 2], r1[r1.len() - 1]);
+    assert_eq!(finish.payload, json!({"status": "interrupted", "reason": "crash_interrupted"}));
+    // What follows is announced in the finishing run, before its finish.
+    assert_eq!(handoff.kind.as_str(), "queue-updated");
+    assert_eq!(handoff.payload["started"], json!({"messageId": item.message_id, "runId": item.run_id}));
+    assert_eq!(handoff.payload["items"], json!([]));
 }
 
 fn clone_store(s: &MemoryStore) -> MemoryStore {

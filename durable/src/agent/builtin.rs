@@ -82,6 +82,9 @@ pub(super) fn add_usage(acc: Option<&Value>, u: &Value) -> Value {
         let sum = out[key].as_u64().unwrap_or(0) + u[key].as_u64().unwrap_or(0);
         out[key] = sum.into();
     }
+    if u.get("costUsd").is_some() || out.get("costUsd").is_some() {
+        out["costUsd"] = (out["costUsd"].as_f64().unwrap_or(0.0) + u["costUsd"].as_f64().unwrap_or(0.0)).into();
+    }
     out
 }
 

@@ -62,8 +62,8 @@ pub trait Host: Clone + 'static {
     fn background(&self, task: BackgroundTask);
     /// Whether calling `tool` first needs a person's approval: declared
     /// `approval: "required"` (`declared`) or required by `APPROVAL_POLICY`,
-    /// and not already approved for the thread's session.
-    fn needs_approval(&self, tool: &str, declared: bool) -> bool;
+    /// and not already approved for the thread's session (`Remembered`).
+    fn approval(&self, tool: &str, declared: bool) -> Asking;
     /// Publishes a `confirmation-request` (its payload without `requestId`)
     /// and records it pending; returns the request id.
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped>;
@@ -113,6 +113,14 @@ pub struct BackgroundTask {
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
     pub model: String,
+    /// The catalog id the turn picked: labels its usage.
+    pub model_id: Option<String>,
+    /// The picked model's prices (USD per million input, output tokens).
+    pub usd_per_m_tok: Option<(f64, f64)>,
+    /// The HTTP tools the turn's agent may call (`None`: all).
+    pub allowed_tools: Option<Vec<String>>,
+    /// `OUTPUT_CHECK_URL`: a structured answer is accepted there first.
+    pub output_check_url: Option<String>,
     pub max_steps: u32,
     pub stall_timeout_ms: u64,
     pub system_prompt: String,
@@ -129,6 +137,10 @@ impl Default for AgentConfig {
     fn default() -> AgentConfig {
         AgentConfig {
             model: "fake-model".into(),
+            model_id: None,
+            usd_per_m_tok: None,
+            allowed_tools: None,
+            output_check_url: None,
             max_steps: 20,
             stall_timeout_ms: 30_000,
             system_prompt: "You are a helpful assistant. Use tools when they help; plan multi-step work with create-tasks; delegate focused work with spawn-agent.".into(),
@@ -137,6 +149,15 @@ impl Default for AgentConfig {
             max_model_bytes: 8 * 1024 * 1024,
         }
     }
+}
+
+/// Whether a call waits for a person's approval.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Asking {
+    Ask,
+    /// It would, but the tool was approved for the rest of the thread.
+    Remembered,
+    Free,
 }
 
 /// A run's progress, stored after each completed step so a restarted object
@@ -161,6 +182,10 @@ pub struct Checkpoint {
     /// them (thread storage v3).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_tools: Vec<Value>,
+    /// `{schema, name}`: the run's answer must be JSON matching `schema`
+    /// (thread storage v4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
 }
 
 /// One tool call of a suspended step.

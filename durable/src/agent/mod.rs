@@ -42,6 +42,8 @@ struct Agent<H: Host> {
     /// The tools the client declared with the run's message (the
     /// orchestrator's only).
     client: Rc<Vec<tools::ClientTool>>,
+    /// The structured answer the run must give (the orchestrator's only).
+    output: Option<Value>,
 }
 
 /// Why an agent's loop stopped early.
@@ -68,11 +70,38 @@ pub struct Job {
     pub usage: Option<Value>,
 }
 
-/// The system, history and user messages of a new run.
-pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user_message: &str) -> Vec<Value> {
+/// A new turn's user message, and what it says of itself.
+#[derive(Clone, Copy, Debug)]
+pub struct UserTurn<'a> {
+    pub message: &'a str,
+    /// The page the person is on (agora's `pageContext`): context for this
+    /// turn only.
+    pub page_context: Option<&'a Value>,
+    /// When it was sent (ms), with `AGENT_MESSAGE_TIMESTAMPS`.
+    pub sent_at: Option<i64>,
+}
+
+/// The system, history and user messages of a new run: the page context
+/// as a system message of its own (this turn's), and the time the message
+/// was sent before its text when the deployment tells the model.
+pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user: UserTurn) -> Vec<Value> {
     let mut messages = vec![openai::message("system", &cfg.system_prompt)];
     messages.extend(history);
-    messages.push(openai::message("user", user_message));
+    if let Some(page) = user.page_context {
+        let page = match page {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        messages.push(openai::message(
+            "system",
+            &format!("The person is looking at this page (context for this message only):\n{page}"),
+        ));
+    }
+    let text = match user.sent_at {
+        Some(at) => format!("[sent {}]\n{}", crate::quota::rfc3339(at), user.message),
+        None => user.message.to_owned(),
+    };
+    messages.push(openai::message("user", &text));
     messages
 }
 
@@ -106,8 +135,10 @@ pub async fn run_orchestrator<H: Host>(
 ) -> End {
     // Checked when the message was sent: what still parses is offered.
     let client = tools.client_tools(&job.checkpoint.client_tools).unwrap_or_default();
+    let output = job.checkpoint.output.clone();
     let agent = Agent {
         host: host.clone(),
+        allowed: cfg.allowed_tools.clone(),
         cfg,
         tools,
         cancel,
@@ -115,12 +146,20 @@ pub async fn run_orchestrator<H: Host>(
         run_id: job.run_id.clone(),
         agent_id: job.root_agent.clone(),
         scope: Scope::Run,
-        allowed: None,
         orchestrator: true,
         client: Rc::new(client),
+        output: output.clone(),
     };
-    let (end, reason) = match agent.run(job.checkpoint).await {
-        Ok(_) => (End::Completed, None),
+    let mut answer = None;
+    let outcome = match agent.run(job.checkpoint).await {
+        Ok(text) => match &output {
+            Some(spec) => agent.structured(spec, &text).await.map(|v| answer = Some(v)),
+            None => Ok(()),
+        },
+        Err(h) => Err(h),
+    };
+    let (end, reason) = match outcome {
+        Ok(()) => (End::Completed, None),
         Err(Halt::Stopped) => return End::Stopped,
         Err(Halt::Suspended) => return End::Suspended,
         Err(Halt::Failed(reason)) => (End::Failed(reason.clone()), Some(reason)),
@@ -129,6 +168,9 @@ pub async fn run_orchestrator<H: Host>(
     let mut payload = json!({ "status": status });
     if let Some(r) = reason {
         payload["reason"] = r.into();
+    }
+    if let Some(v) = answer {
+        payload["output"] = v;
     }
     let fin = Event::new(Kind::RunFinish, &job.run_id, &job.root_agent, host.now(), payload);
     match host.publish(&Scope::Run, vec![fin]) {
@@ -146,6 +188,8 @@ enum Next<'t> {
     Tasks { create: bool },
     /// Runs now, beside the step's other calls.
     Runs(Runnable<'t>),
+    /// Runs now: its approval is remembered for the thread.
+    Remembered(Runnable<'t>),
 }
 
 /// A call that runs beside the others of its step.
@@ -164,7 +208,63 @@ pub const EXPIRED: &str = "The approval request expired";
 /// The reason a run ends with when the provider cannot be used.
 pub const PROVIDER_UNAVAILABLE: &str = "LLM provider unavailable";
 
+/// Why a structured run failed: its answer did not match the schema asked
+/// for, or the deployment's output check refused it.
+pub const STRUCTURED_OUTPUT_INVALID: &str = "structured_output_invalid";
+pub const OUTPUT_REJECTED: &str = "output_rejected";
+
 impl<H: Host> Agent<H> {
+    /// A structured run's answer: `text` as JSON matching `spec.schema`,
+    /// then accepted by `OUTPUT_CHECK_URL` when one is set (it answers
+    /// `{ok: true}`, or `{ok: false, reason?}`; anything else refuses).
+    /// A refusal publishes an `error` with its code and fails the run with it.
+    async fn structured(&self, spec: &Value, text: &str) -> Result<Value, Halt> {
+        let fail = |code: &str, why: String| -> Halt {
+            match self.publish(vec![self.event(Kind::Error, json!({ "content": why, "code": code }))]) {
+                Ok(()) => Halt::Failed(code.to_owned()),
+                Err(h) => h,
+            }
+        };
+        let value: Value = match serde_json::from_str(text.trim()) {
+            Ok(v) => v,
+            Err(e) => return Err(fail(STRUCTURED_OUTPUT_INVALID, format!("The answer is not JSON: {e}"))),
+        };
+        let valid = jsonschema::validator_for(&spec["schema"]).map_err(|e| e.to_string()).and_then(|v| {
+            let errors: Vec<String> = v.iter_errors(&value).map(|e| format!("{}: {e}", e.instance_path())).collect();
+            if errors.is_empty() {
+                Ok(())
+            } else {
+                Err(errors.join("; "))
+            }
+        });
+        if let Err(why) = valid {
+            return Err(fail(STRUCTURED_OUTPUT_INVALID, format!("The answer does not match its schema: {why}")));
+        }
+        let Some(url) = &self.cfg.output_check_url else { return Ok(value) };
+        let check = tools::HttpTool {
+            name: "output-check".into(),
+            description: String::new(),
+            parameters: json!({}),
+            url: url.clone(),
+            method: "POST".into(),
+            headers: Default::default(),
+            timeout_ms: 10_000,
+            approval: tools::Approval::Never,
+            severity: None,
+            kind: None,
+        };
+        let body = json!({ "threadId": self.thread_id, "runId": self.run_id, "name": spec["name"], "output": value });
+        let answer = self.cancel.run(self.host.call_http_tool(&check, body, 64 * 1024)).await.ok_or(Halt::Stopped)?;
+        match answer.and_then(|a| a.outcome(64 * 1024)) {
+            Ok(v) if v["ok"] == true => Ok(value),
+            Ok(v) => {
+                let reason = v["reason"].as_str().unwrap_or("the output check refused the answer");
+                Err(fail(OUTPUT_REJECTED, format!("The answer was refused: {reason}")))
+            }
+            Err(e) => Err(fail(OUTPUT_REJECTED, format!("The output check failed: {e}"))),
+        }
+    }
+
     fn event(&self, kind: Kind, payload: Value) -> Event {
         Event::new(kind, &self.run_id, &self.agent_id, self.host.now(), payload)
     }
@@ -253,6 +353,12 @@ impl<H: Host> Agent<H> {
         if !defs.is_empty() {
             body["tools"] = Value::Array(defs);
         }
+        if let Some(spec) = self.output.as_ref().filter(|_| self.orchestrator) {
+            body["response_format"] = json!({
+                "type": "json_schema",
+                "json_schema": { "name": spec["name"], "schema": spec["schema"], "strict": false },
+            });
+        }
         let opened = self.cancel.run(self.host.open_model(body.to_string())).await.ok_or(Halt::Stopped)?;
         let mut stream = match opened {
             Ok(s) => s,
@@ -318,8 +424,17 @@ impl<H: Host> Agent<H> {
             }
         }
         let mut finish = json!({});
-        if let Some(u) = &step.usage {
+        if let Some(u) = step.usage.as_mut() {
+            if let Some((input, output)) = self.cfg.usd_per_m_tok {
+                let tokens = |k: &str| u[k].as_f64().unwrap_or(0.0);
+                let cost = (tokens("prompt_tokens") * input + tokens("completion_tokens") * output) / 1_000_000.0;
+                u["costUsd"] = cost.into();
+                finish["costUsd"] = cost.into();
+            }
             finish["usage"] = u.clone();
+        }
+        if let Some(id) = &self.cfg.model_id {
+            finish["model"] = id.clone().into();
         }
         if let Some(r) = &step.finish {
             finish["finishReason"] = r.clone().into();
@@ -409,10 +524,13 @@ impl<H: Host> Agent<H> {
                         continue;
                     }
                 };
-            self.publish(vec![
-                self.event(Kind::ToolCall, json!({ "toolCallId": call.id, "toolName": call.name, "args": args }))
-            ])?;
-            match self.resolve(&call.name, &args).map(|kind| self.next(kind)) {
+            let resolved = self.resolve(&call.name, &args);
+            let mut announced = json!({ "toolCallId": call.id, "toolName": call.name, "args": args });
+            if let Ok(kind) = &resolved {
+                announced["toolKind"] = kind.label().into();
+            }
+            self.publish(vec![self.event(Kind::ToolCall, announced)])?;
+            match resolved.map(|kind| self.next(kind)) {
                 Ok(Next::Waits(kind)) => {
                     if !self.orchestrator {
                         let msg = format!(
@@ -430,6 +548,13 @@ impl<H: Host> Agent<H> {
                     waiting[i] = Some((request_id, args));
                 }
                 Ok(Next::Tasks { create }) => in_order.push((i, create, args)),
+                Ok(Next::Remembered(runnable)) => {
+                    // Approved for the rest of the thread: it runs without
+                    // asking, and says so.
+                    let settled = json!({ "toolCallId": call.id, "toolName": call.name, "status": "approved", "decidedVia": "remembered" });
+                    self.publish(vec![self.event(Kind::ConfirmationSettled, settled)])?;
+                    concurrent.push((i, runnable, args));
+                }
                 Ok(Next::Runs(runnable)) => concurrent.push((i, runnable, args)),
                 Err(msg) => {
                     self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
@@ -499,12 +624,11 @@ impl<H: Host> Agent<H> {
     fn next<'t>(&self, kind: ToolKind<'t>) -> Next<'t> {
         match kind {
             ToolKind::AskUser | ToolKind::Client(_) => Next::Waits(kind),
-            ToolKind::Http(tool)
-                if self.host.needs_approval(&tool.name, tool.approval == tools::Approval::Required) =>
-            {
-                Next::Waits(kind)
-            }
-            ToolKind::Http(tool) => Next::Runs(Runnable::Http(tool)),
+            ToolKind::Http(tool) => match self.host.approval(&tool.name, tool.approval == tools::Approval::Required) {
+                Asking::Ask => Next::Waits(kind),
+                Asking::Remembered => Next::Remembered(Runnable::Http(tool)),
+                Asking::Free => Next::Runs(Runnable::Http(tool)),
+            },
             ToolKind::CreateTasks => Next::Tasks { create: true },
             ToolKind::UpdateTasks => Next::Tasks { create: false },
             ToolKind::SpawnAgent => Next::Runs(Runnable::SpawnAgent),
@@ -637,6 +761,7 @@ impl<H: Host> Agent<H> {
             allowed: Some(requested.clone()),
             orchestrator: false,
             client: Rc::new(Vec::new()),
+            output: None,
         };
         let mut spawned = json!({ "parentId": self.agent_id, "role": role, "tools": requested });
         if let Some(t) = &task_id {
@@ -661,6 +786,7 @@ impl<H: Host> Agent<H> {
             usage: None,
             suspended: None,
             client_tools: Vec::new(),
+            output: None,
         };
         match task_id {
             None => {

@@ -39,6 +39,10 @@ pub struct HttpTool {
     pub approval: Approval,
     #[serde(default)]
     pub severity: Option<String>,
+    /// What kind of tool it is for people (`read`, `action`, ...): a call's
+    /// `toolKind`. By default `action` when it needs approval, else `read`.
+    #[serde(default)]
+    pub kind: Option<String>,
 }
 
 fn object_schema() -> Value {
@@ -58,6 +62,21 @@ pub struct Toolbox {
 }
 
 /// A call resolved to what runs it.
+impl ToolKind<'_> {
+    /// The call's `toolKind`, as agora's frames name it.
+    pub fn label(&self) -> String {
+        match self {
+            ToolKind::Http(t) => t
+                .kind
+                .clone()
+                .unwrap_or_else(|| if t.approval == Approval::Required { "action" } else { "read" }.to_owned()),
+            ToolKind::CreateTasks | ToolKind::UpdateTasks | ToolKind::SpawnAgent => "builtin".to_owned(),
+            ToolKind::AskUser => "question".to_owned(),
+            ToolKind::Client(_) => "client".to_owned(),
+        }
+    }
+}
+
 pub enum ToolKind<'a> {
     Http(&'a HttpTool),
     CreateTasks,

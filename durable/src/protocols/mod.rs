@@ -131,7 +131,7 @@ pub trait Protocol: Sized + 'static {
         None
     }
     /// A route of no thread ([`Target::Worker`]), for `caller`.
-    fn at_worker(&self, _caller: &Caller, _head: &Head, _settings: &Settings) -> Result<AtWorker, ApiError> {
+    fn at_worker(&self, _caller: &Caller, _head: &Head, _settings: &Settings, _now: i64) -> Result<AtWorker, ApiError> {
         Err(ApiError::not_found_route("this route is answered on its thread"))
     }
     /// Who calls the route, when it has its own rule (a standalone stream's
@@ -157,6 +157,9 @@ pub trait Protocol: Sized + 'static {
 pub struct Context {
     pub caller: Caller,
     pub route: Route,
+    /// A send's caller's budget (`QUOTA`), from their directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::quota::Budget>,
 }
 
 macro_rules! protocols {
@@ -203,8 +206,8 @@ macro_rules! protocols {
                 match self { $(Route::$variant(r) => r.after_send(reply).map(|(p, r)| (p, Route::$variant(r))),)* }
             }
             pub fn head(&self) -> Option<Reply> { match self { $(Route::$variant(r) => r.head(),)* } }
-            pub fn at_worker(&self, caller: &Caller, head: &Head, settings: &Settings) -> Result<AtWorker, ApiError> {
-                match self { $(Route::$variant(r) => r.at_worker(caller, head, settings),)* }
+            pub fn at_worker(&self, caller: &Caller, head: &Head, settings: &Settings, now: i64) -> Result<AtWorker, ApiError> {
+                match self { $(Route::$variant(r) => r.at_worker(caller, head, settings, now),)* }
             }
             pub fn identify(&self, head: &Head, settings: &Settings, now: i64) -> Option<Result<Caller, ApiError>> {
                 match self { $(Route::$variant(r) => r.identify(head, settings, now),)* }

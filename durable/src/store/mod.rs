@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 mod records;
 mod sql;
-pub use records::{ConfirmState, Confirmation, CLIENT_TOOL};
+pub use records::{ConfirmState, Confirmation, Turn, CLIENT_TOOL};
 pub use sql::SqlStore;
 
 /// One durable row of the log: `seq` is the SSE `id:`, `data` the event JSON.
@@ -119,6 +119,8 @@ pub struct RunRecord {
     /// A regenerated answer replaced this run's: it no longer feeds the model
     /// and the messages view leaves it out.
     pub replaced: bool,
+    /// What the message asked of its turn (column `turn`, storage v4).
+    pub turn: Turn,
 }
 
 pub use crate::db::{StoreError, StoreResult};

@@ -16,7 +16,7 @@ use std::cell::Cell;
 const MAX_BOUND_BYTES: usize = 1_500_000;
 
 const RUN_COLUMNS: &str =
-    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage, model, replaced";
+    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage, model, replaced, turn";
 
 pub struct SqlStore<D: Db> {
     db: D,
@@ -63,6 +63,7 @@ fn run_of(row: Vec<Value>) -> RunRecord {
         usage: c.opt(),
         model: c.opt(),
         replaced: c.int() != 0,
+        turn: c.opt().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
     }
 }
 
@@ -116,7 +117,7 @@ impl<D: Db> SqlStore<D> {
     fn upsert_run(&self, run: &RunRecord) -> StoreResult<()> {
         self.write(
             &format!(
-                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, reason = excluded.reason,
                    finished_at = excluded.finished_at, usage = excluded.usage, replaced = excluded.replaced"
             ),
@@ -134,6 +135,7 @@ impl<D: Db> SqlStore<D> {
                 run.usage.clone().into(),
                 run.model.clone().into(),
                 (run.replaced as i64).into(),
+                (!run.turn.is_empty()).then(|| serde_json::to_string(&run.turn).expect("serialises")).into(),
             ],
         )
     }

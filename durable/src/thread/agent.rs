@@ -178,7 +178,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         tools: std::rc::Rc<agent::tools::Toolbox>,
         settings: &Settings,
     ) -> Effect {
-        let (endpoint, config) = settings.model_for(run.model.as_deref());
+        let (endpoint, config) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
         let job = Job {
             thread_id: self.thread_id.clone(),
             run_id: run.run_id.clone(),
@@ -199,18 +199,23 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
     ) -> Result<Effect, ApiError> {
         let tools = Self::builtin_ready(settings)?;
-        let cfg = &settings.agent;
+        let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
+        agents.get(run.turn.agent.as_deref())?;
+        let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
         let history = self.history(cfg.history_chars, &run.run_id)?;
         let first = self.store.runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
+        let sent_at = settings.message_timestamps.then(|| run.turn.sent_at.unwrap_or(run.created_at));
+        let user = agent::UserTurn { message: &run.message, page_context: run.turn.page_context.as_ref(), sent_at };
         let checkpoint = Checkpoint {
             run_id: run.run_id.clone(),
             thread_id: self.thread_id.clone(),
             step: 0,
-            messages: agent::initial_messages(cfg, history, &run.message),
+            messages: agent::initial_messages(&cfg, history, user),
             tasks: Vec::new(),
             usage: None,
             suspended: None,
             client_tools,
+            output: run.turn.output.clone(),
         };
         self.save_checkpoint(&checkpoint)?;
         if first {

@@ -6,6 +6,7 @@
 use super::serve::held;
 use super::{Sink, Thread};
 use crate::access::{Access, Caller, Decider};
+use crate::agent::Asking;
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::{self, Event, Kind};
@@ -64,6 +65,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
             agent_request_id,
             now,
         );
+        // The request says who decides it and until when, as stored.
+        let mut payload = payload;
+        payload["approver"] = record.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()).into();
+        if let Some(at) = record.expires_at {
+            payload["expiresAt"] = at.into();
+        }
         Ok((Event::new(Kind::ConfirmationRequest, run_id, agent_id, now, payload), record))
     }
 
@@ -98,9 +105,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// a cancel), 400 for a body that does not fit its input type. A
     /// `session` approval approves later calls of the same tool in this
     /// thread.
-    pub fn decide(&mut self, request_id: &str, body: &Value, now: i64) -> Result<Confirmation, ApiError> {
+    pub fn decide(&mut self, request_id: &str, body: &Value, by: By, now: i64) -> Result<Confirmation, ApiError> {
         let (c, decision) = self.check_decision(request_id, body, now)?;
-        self.record_decision(c, decision, now)
+        self.record_decision(c, decision, by, now)
     }
 
     /// Checks a decision on `request_id` without recording it: the request
@@ -117,7 +124,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Records a checked decision: the request settles, and its run goes
     /// on once nothing else of it is pending.
-    fn record_decision(&mut self, c: Confirmation, decision: Value, now: i64) -> Result<Confirmation, ApiError> {
+    ///
+    /// Who decided and through which surface are stored with the decision
+    /// (`decidedBy`, `via`), and its run's log says how the request settled
+    /// (`confirmation-settled`).
+    fn record_decision(
+        &mut self,
+        c: Confirmation,
+        mut decision: Value,
+        by: By,
+        now: i64,
+    ) -> Result<Confirmation, ApiError> {
+        if let Some(who) = by.actor {
+            decision["decidedBy"] = who.into();
+        }
+        decision["via"] = by.via.into();
         let mut decided = c;
         let session = decided.apply(decision);
         self.store.put_confirmation(&decided).map_err(ApiError::storage)?;
@@ -125,6 +146,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.store.approve_for_session(&tool).map_err(ApiError::storage)?;
         }
         self.settled(&decided.run_id, now);
+        self.announce_settled(&decided, now)?;
         Ok(decided)
     }
 
@@ -135,7 +157,36 @@ impl<S: Store, K: Sink> Thread<S, K> {
         *c = lapsed;
         let now = c.expires_at.unwrap_or_default();
         self.settled(&c.run_id, now);
-        Ok(())
+        self.announce_settled(c, now)
+    }
+
+    /// `confirmation-settled` into the request's run, while it runs: how it
+    /// settled, who decided, through which surface, remembered or why not.
+    fn announce_settled(&mut self, c: &Confirmation, now: i64) -> Result<(), ApiError> {
+        if self.active_run().is_none_or(|r| r.run_id != c.run_id) {
+            return Ok(());
+        }
+        let d = c.decision.clone().unwrap_or_default();
+        let mut p = serde_json::json!({
+            "requestId": c.request_id,
+            "toolCallId": c.tool_call_id,
+            "toolName": c.tool_name,
+            "status": c.state.as_str(),
+        });
+        if let Some(by) = d["decidedBy"].as_str() {
+            p["decidedBy"] = by.into();
+        }
+        if let Some(via) = d["via"].as_str() {
+            p["decidedVia"] = via.into();
+        }
+        if d["scope"] == "session" {
+            p["remember"] = true.into();
+        }
+        if let Some(r) = d["userInput"].as_str().filter(|r| !r.is_empty() && c.state == ConfirmState::Denied) {
+            p["reason"] = r.into();
+        }
+        let ev = Event::new(Kind::ConfirmationSettled, &c.run_id, &c.agent_id, now, p);
+        self.publish_run(&c.run_id, vec![ev], now)
     }
 
     fn settled(&mut self, run_id: &str, now: i64) {
@@ -203,7 +254,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         }
         for (c, decision) in checked {
-            let decided = self.record_decision(c, decision, now)?;
+            let decided = self.record_decision(c, decision, By { actor: caller.id(), via: "web" }, now)?;
             effects.extend(self.after_settled(&decided, settings)?);
         }
         Ok(())
@@ -234,14 +285,33 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// and not already approved for the thread's session. When the session
     /// store cannot be read, it asks: never run unapproved.
     pub fn needs_approval(&self, tool: &str, declared: bool) -> bool {
+        self.approval(tool, declared) == Asking::Ask
+    }
+
+    /// [`Thread::needs_approval`], telling a remembered approval apart.
+    pub fn approval(&self, tool: &str, declared: bool) -> Asking {
         let required = self.config.approval_policy.get(tool).and_then(|p| p.required).unwrap_or(declared);
-        required && !self.session_approved(tool).unwrap_or(false)
+        match (required, self.session_approved(tool).unwrap_or(false)) {
+            (false, _) => Asking::Free,
+            (true, true) => Asking::Remembered,
+            (true, false) => Asking::Ask,
+        }
     }
 
     /// Whether `tool` was approved with scope `session` on this thread.
     pub fn session_approved(&self, tool: &str) -> Result<bool, ApiError> {
         self.store.session_approved(tool).map_err(ApiError::storage)
     }
+}
+
+/// Who may decide a request the policy gives no role: the person chatting.
+pub const REQUESTER: &str = "requester";
+
+/// Who decided, and through which surface (agora's `via`, `web` when not said).
+#[derive(Clone, Copy, Debug)]
+pub struct By<'a> {
+    pub actor: Option<&'a str>,
+    pub via: &'a str,
 }
 
 impl Confirmation {
@@ -261,10 +331,11 @@ impl Confirmation {
         let input_type = payload["inputType"].as_str().unwrap_or("approval").to_owned();
         // Only approvals go to a role: what a client tool returned, and the
         // owner's answers, are the owner's to give.
-        let approver = match input_type.as_str() {
-            "approval" | "plan-review" => rule.and_then(|p| p.approver.clone()),
-            _ => None,
-        };
+        let approval = matches!(input_type.as_str(), "approval" | "plan-review");
+        let approver = if approval { rule.and_then(|p| p.approver.clone()) } else { None };
+        // The policy's global TTL is for approvals; a question or a client
+        // tool lapses only when its own rule says.
+        let ttl = if approval { policy.ttl_for(&field("toolName")) } else { rule.and_then(|p| p.ttl_ms) };
         Confirmation {
             request_id,
             run_id: run_id.to_owned(),
@@ -274,7 +345,7 @@ impl Confirmation {
             input_type,
             state: ConfirmState::Pending,
             created_at: now,
-            expires_at: rule.and_then(|p| p.ttl_ms).map(|ttl| now + ttl),
+            expires_at: ttl.map(|ttl| now + ttl),
             approver,
             decision: None,
             agent_request_id,

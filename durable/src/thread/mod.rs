@@ -44,20 +44,24 @@ mod transcript;
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
 use crate::coalesce::Coalescer;
+use crate::directory::Op;
+use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
 use crate::feed;
 use crate::ids;
 use crate::queued::{Queue, QueueItem};
+use crate::quota::{Budget, Used};
 use crate::reducer::{self, TreeBuilder};
-use crate::store::{Driver, Record, RunRecord, RunState, Store};
+use crate::store::{Driver, Record, RunRecord, RunState, Store, Turn};
 use bytes::Bytes;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub use crate::ids::ROOT_AGENT;
 pub use crate::settings::Config;
-pub use confirmations::check_decision;
+pub use confirmations::{check_decision, By, REQUESTER};
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
@@ -101,6 +105,8 @@ pub struct StartRun {
     pub driver: Driver,
     /// The model catalog id picked for this run, if any.
     pub model: Option<String>,
+    /// What the message asked of its turn.
+    pub turn: Turn,
 }
 
 #[derive(Debug)]
@@ -143,7 +149,27 @@ pub struct Thread<S: Store, K: Sink> {
     /// The origin of the last accepted send (publish URLs without
     /// `PUBLIC_URL`), as stored under `send_origin`: loaded on first use.
     send_origin: Option<Option<String>>,
+    /// What the thread knows of its senders' budgets (`QUOTA`): learned with
+    /// each send, plus what its own turns used since. A queued message is
+    /// checked against its sender's as it starts.
+    budgets: BTreeMap<String, Budget>,
+    /// Effects decided inside the publish path, for the next launch
+    /// (`Thread::launch_started`): a finished turn's usage, to its sender's
+    /// directory.
+    outbox: Vec<Effect>,
 }
+
+/// What follows a finished run ([`Thread::handoff`]).
+struct Handoff {
+    queue: Queue,
+    item: Option<QueueItem>,
+    interrupting: bool,
+    /// The run's last event before its `run-finish`.
+    event: Event,
+}
+
+/// Why a turn did not run, or a queue paused: its sender's budget is spent.
+pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
 
 struct Subscriber<K> {
     id: u64,
@@ -205,6 +231,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
             ids: Rc::new(ids::Counter::default()),
             last_write_at: now,
             send_origin: None,
+            budgets: BTreeMap::new(),
+            outbox: Vec::new(),
         };
         if let Some(last) =
             thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first()
@@ -296,14 +324,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
             usage: None,
             model: start.model,
             replaced: false,
+            turn: start.turn,
         };
-        let run_start = Event::new(
-            Kind::RunStart,
-            &start.run_id,
-            ROOT_AGENT,
-            now,
-            json!({ "messageId": start.message_id, "message": record.message }),
-        );
+        let mut payload = json!({ "messageId": start.message_id, "message": record.message });
+        if let Some(agent) = &record.turn.agent {
+            payload["agent"] = agent.clone().into();
+        }
+        let run_start = Event::new(Kind::RunStart, &start.run_id, ROOT_AGENT, now, payload);
         self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
         self.commit(vec![run_start], Some(record.clone()))?;
         self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None, pending: 0 });
@@ -404,7 +431,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The one publish path. Coalesces deltas, assigns seqs, persists the
     /// durable facts (with the run's record when it finishes) in one commit,
     /// and only then sends every frame to every subscriber as one chunk each.
-    pub fn publish_events(&mut self, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+    ///
+    /// When the active run finishes, what follows is decided before its
+    /// terminal event is written, and announced as the run's last event
+    /// before it (`queue-updated` with the queue and the message that
+    /// `started`, or the queue paused and why), so the run's own stream
+    /// carries the handoff; the next message takes the lock in the same
+    /// block, exactly once.
+    pub fn publish_events(&mut self, mut events: Vec<Event>, now: i64) -> Result<(), ApiError> {
         let finished = events.iter().rev().find(|e| e.kind == Kind::RunFinish).cloned();
         let run_update = match (&finished, &self.active) {
             (Some(f), Some(a)) if a.record.run_id == f.run_id => {
@@ -418,15 +452,119 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             _ => None,
         };
-        self.commit(events, run_update.clone())?;
-        if run_update.is_some() {
+        let handoff = match (&run_update, &finished) {
+            (Some(_), Some(f)) => self.handoff(&f.run_id, now),
+            _ => None,
+        };
+        let before = self.queue.clone();
+        if let Some(h) = &handoff {
+            let at = events.iter().rposition(|e| e.kind == Kind::RunFinish).unwrap_or(events.len());
+            events.insert(at, h.event.clone());
+            if h.queue != self.queue {
+                self.store_queue(&h.queue)?;
+            }
+        }
+        if let Err(e) = self.commit(events, run_update.clone()) {
+            if handoff.as_ref().is_some_and(|h| h.queue != before) {
+                let _ = self.store_queue(&before);
+            }
+            return Err(e);
+        }
+        if let Some(rec) = &run_update {
             self.active = None;
             self.live_tree = None;
-            // In the same block as the run-finish: the next queued message
-            // takes the lock before any other request can, exactly once.
-            self.start_next(now)?;
+            self.count_usage(rec, now);
+        }
+        if let Some(h) = handoff {
+            self.queue = h.queue;
+            if h.interrupting {
+                self.interrupting = None;
+            }
+            if let Some(item) = h.item {
+                self.start_item(item, now)?;
+            }
         }
         Ok(())
+    }
+
+    /// What follows the end of run `run_id`: an interrupting message, else
+    /// the queue's head (unless the queue is paused, or its sender's budget
+    /// is spent, which pauses it); `None` when nothing waits.
+    fn handoff(&self, run_id: &str, now: i64) -> Option<Handoff> {
+        let (queue, item, interrupting) = match self.interrupting.clone() {
+            Some(item) => (self.queue.clone(), Some(item), true),
+            None if self.queue.items.is_empty() => return None,
+            None => {
+                let (queue, item) = self.take_next(now);
+                (queue, item, false)
+            }
+        };
+        let mut payload = serde_json::to_value(&queue).expect("the queue serialises");
+        if let Some(item) = &item {
+            payload["started"] = json!({ "messageId": item.message_id, "runId": item.run_id });
+        }
+        let event = Event::new(Kind::QueueUpdated, run_id, ROOT_AGENT, now, payload);
+        Some(Handoff { queue, item, interrupting, event })
+    }
+
+    /// The queue once its head is taken, and the head: none while the queue
+    /// is paused, and none when the head's sender has spent their budget,
+    /// which pauses the queue (`quota_exceeded`) until it is resumed.
+    fn take_next(&self, now: i64) -> (Queue, Option<QueueItem>) {
+        let mut queue = self.queue.clone();
+        let Some(head) = queue.items.first().filter(|_| !queue.paused) else { return (queue, None) };
+        if head.turn.actor.as_deref().is_some_and(|a| self.over_quota(a, now)) {
+            queue.paused = true;
+            queue.paused_reason = Some(QUOTA_EXCEEDED.to_owned());
+            return (queue, None);
+        }
+        let item = queue.pop_next();
+        (queue, item)
+    }
+
+    /// Learns a sender's budget from their send: their directory's figure,
+    /// unless this thread has counted more in the same period (a turn's
+    /// usage on its way to the directory).
+    pub fn learn_budget(&mut self, actor: &str, budget: Budget) {
+        let known = self.budgets.entry(actor.to_owned()).or_insert(budget);
+        if known.since != budget.since {
+            *known = budget;
+        } else {
+            known.limit = budget.limit;
+            known.used = Used {
+                tokens: known.used.tokens.max(budget.used.tokens),
+                cost_usd: known.used.cost_usd.max(budget.used.cost_usd),
+            };
+        }
+    }
+
+    /// Whether `actor` has spent their budget for the period holding `now`,
+    /// as far as the thread knows.
+    pub fn over_quota(&self, actor: &str, now: i64) -> bool {
+        let Some(period) = self.config.quota_period else { return false };
+        self.budgets.get(actor).is_some_and(|b| b.since == period.window(now).0 && b.limit.exhausted(b.used))
+    }
+
+    /// A finished turn's usage counts against its sender's budget: here,
+    /// and in their directory (an effect of the next launch).
+    fn count_usage(&mut self, run: &RunRecord, now: i64) {
+        let (Some(period), Some(actor), Some(usage)) = (self.config.quota_period, &run.turn.actor, &run.usage) else {
+            return;
+        };
+        let used = Used::of_usage(&serde_json::from_str(usage).unwrap_or_default());
+        if used == Used::default() {
+            return;
+        }
+        if let Some(b) = self.budgets.get_mut(actor).filter(|b| b.since == period.window(now).0) {
+            b.used = b.used + used;
+        }
+        let op = Op::Usage { at: now, tokens: used.tokens, cost_usd: used.cost_usd };
+        self.outbox.push(Effect::Directory { actor: actor.clone(), op });
+    }
+
+    fn store_queue(&mut self, queue: &Queue) -> Result<(), ApiError> {
+        let doc = serde_json::to_string(queue).expect("the queue serialises");
+        self.store.set_meta(QUEUE_KEY, Some(&doc)).map_err(ApiError::storage)
     }
 
     fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), ApiError> {
@@ -519,6 +657,33 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.last_seq = seq;
         self.last_write_at = staged.iter().map(|s| s.event().ts).fold(self.last_write_at, i64::max);
         self.fan_out(&staged, Bytes::from(message), Bytes::from(durable));
+        Ok(())
+    }
+
+    /// Whether the run holding the thread is a dead holder: found open when
+    /// the thread loaded (its driver went with the last instance, or it
+    /// runs elsewhere), silent since, for `restart_grace_ms` past its last
+    /// event, and waiting for no person.
+    pub fn dead_holder(&self, now: i64) -> bool {
+        self.active.as_ref().is_some_and(|a| {
+            a.found_on_load.is_some() && a.pending == 0 && now - self.last_write_at >= self.config.restart_grace_ms
+        })
+    }
+
+    /// Replaces a dead holder ([`Thread::dead_holder`]): it ends as the
+    /// restart sweep would end it (`run-finish {interrupted,
+    /// crash_interrupted}`), so the send or resume that found it is not
+    /// refused, nor queued behind it for ever. An external agent is told.
+    pub fn replace_dead_holder(&mut self, now: i64) -> Result<(), ApiError> {
+        if !self.dead_holder(now) {
+            return Ok(());
+        }
+        let Some(run) = self.active_run().cloned() else { return Ok(()) };
+        self.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
+        if run.driver == Driver::Webhook {
+            let body = crate::webhook::cancel(&run.run_id, "crash_interrupted");
+            self.outbox.push(Effect::Webhook { body, start_of: None });
+        }
         Ok(())
     }
 
@@ -646,12 +811,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A new queued message (its id is also its run's, known up front);
     /// `given` names its message and run (a client's send keeps the
     /// client's message id).
-    fn new_item(&self, message: String, model: Option<String>, given: Option<(String, String)>, now: i64) -> QueueItem {
+    fn new_item(
+        &self,
+        message: String,
+        model: Option<String>,
+        turn: Turn,
+        given: Option<(String, String)>,
+        now: i64,
+    ) -> QueueItem {
         let (message_id, run_id) = given.unwrap_or_else(|| {
             let id = ids::scoped(&self.thread_id, &self.ids.id("msg"));
             (id.clone(), id)
         });
-        QueueItem { message_id, run_id, message, queued_at: now, model }
+        QueueItem { message_id, run_id, message, queued_at: now, model, turn }
     }
 
     /// Takes the run lock for `item`; the run waits in `started` for the
@@ -666,6 +838,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 publish_token: token.clone(),
                 driver: self.config.driver,
                 model: item.model,
+                // The turn records when it was queued, unless the send said
+                // when it was sent.
+                turn: Turn { sent_at: item.turn.sent_at.or(Some(item.queued_at)), ..item.turn },
             },
             now,
         )?;
@@ -674,22 +849,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// Starts the next message when no run holds the thread: an interrupting
-    /// one first, else the queue's head (unless paused).
+    /// one first, else the queue's head (unless paused, see [`Thread::take_next`]).
     fn start_next(&mut self, now: i64) -> Result<(), ApiError> {
         if self.active.is_some() {
             return Ok(());
         }
-        let next = match self.interrupting.take() {
-            Some(item) => Some(item),
-            None => {
-                let mut queue = self.queue.clone();
-                let head = queue.pop_next();
-                if head.is_some() {
-                    self.save_queue(queue, now)?;
-                }
-                head
-            }
-        };
+        if let Some(item) = self.interrupting.take() {
+            self.start_item(item, now)?;
+            return Ok(());
+        }
+        let (queue, next) = self.take_next(now);
+        if queue != self.queue {
+            self.save_queue(queue, now)?;
+        }
         if let Some(item) = next {
             self.start_item(item, now)?;
         }
@@ -709,7 +881,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         {
             return Err(ApiError::queue_too_large(doc.len(), self.config.max_queue_bytes));
         }
-        self.store.set_meta(QUEUE_KEY, Some(&doc)).map_err(ApiError::storage)?;
+        self.store_queue(&queue)?;
         self.queue = queue;
         let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
         let ev = Event::new(

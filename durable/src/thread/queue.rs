@@ -6,7 +6,7 @@ use super::{Sink, Thread};
 use crate::error::ApiError;
 use crate::event::FinishStatus;
 use crate::queued::{Queue, QueueItem};
-use crate::store::{RunRecord, Store};
+use crate::store::{RunRecord, Store, Turn};
 
 impl<S: Store, K: Sink> Thread<S, K> {
     pub fn queue(&self) -> &Queue {
@@ -20,10 +20,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &mut self,
         message: String,
         model: Option<String>,
+        turn: Turn,
         given: Option<(String, String)>,
         now: i64,
     ) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
-        let item = self.new_item(message, model, given, now);
+        let item = self.new_item(message, model, turn, given, now);
         if self.active.is_none() && self.queue.items.is_empty() {
             let run = self.start_item(item.clone(), now)?;
             return Ok((item, 0, Some(run)));
@@ -42,10 +43,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &mut self,
         message: String,
         model: Option<String>,
+        turn: Turn,
         given: Option<(String, String)>,
         now: i64,
     ) -> Result<(QueueItem, Option<String>), ApiError> {
-        let item = self.new_item(message, model, given, now);
+        let item = self.new_item(message, model, turn, given, now);
         let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
             self.start_item(item.clone(), now)?;
             return Ok((item, None));
@@ -78,15 +80,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.save_queue(queue, now)
     }
 
+    /// Pausing keeps every message; resuming clears why the queue paused,
+    /// replaces a dead holder (`Thread::replace_dead_holder`), and starts the
+    /// head when nothing runs (its sender's budget is checked again).
     pub fn queue_pause(&mut self, paused: bool, now: i64) -> Result<(), ApiError> {
-        let queue = Queue { paused, ..self.queue.clone() };
+        if !paused {
+            self.replace_dead_holder(now)?;
+        }
+        let queue = Queue { paused, paused_reason: None, ..self.queue.clone() };
         self.save_queue(queue, now)?;
         self.start_next(now)
     }
 
     /// `regenerate: true`: answers the thread's last user message again under
     /// a new run; the answer it replaces no longer feeds the model.
-    pub fn regenerate(&mut self, model: Option<String>, now: i64) -> Result<RunRecord, ApiError> {
+    pub fn regenerate(&mut self, model: Option<String>, turn: Turn, now: i64) -> Result<RunRecord, ApiError> {
         if let Some(a) = &self.active {
             return Err(ApiError::run_active(&a.record.run_id, "a run is active; regenerate after it settles"));
         }
@@ -98,7 +106,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.store.commit(&[], std::slice::from_ref(&last)).map_err(ApiError::storage)?;
         // The same user message, answered again: it keeps its id.
         let run_id = crate::ids::scoped(&self.thread_id, &self.ids.id("run"));
-        let item = self.new_item(last.message, model, Some((last.message_id, run_id)), now);
+        let item = self.new_item(last.message, model, turn, Some((last.message_id, run_id)), now);
         self.start_item(item, now)
     }
 }

@@ -2,7 +2,7 @@
 //! (start, queue, interrupt or regenerate), a client's own message ids, and
 //! the launch of the runs a send (or the queue) started.
 
-use super::{Sink, StartRun, Started, Thread};
+use super::{Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
 use crate::access::{Caller, Grant};
 use crate::agent;
 use crate::directory::Op;
@@ -10,9 +10,11 @@ use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::{Event, FinishStatus, Kind};
 use crate::ids;
-use crate::input::{Mode, Send};
+use crate::input::{Asked, Mode, Send};
+use crate::models::Catalog;
+use crate::quota::Budget;
 use crate::settings::Settings;
-use crate::store::{Driver, RunRecord, Store};
+use crate::store::{Driver, RunRecord, Store, Turn};
 use serde_json::{json, Value};
 
 /// Where a thread keeps the actor who created it.
@@ -27,6 +29,15 @@ pub struct Sender<'a> {
     pub caller: &'a Caller,
     /// The origin the request came in at (`https://host`).
     pub origin: &'a str,
+    /// Their budget, as their directory said (`QUOTA`).
+    pub budget: Option<Budget>,
+}
+
+impl<'a> Sender<'a> {
+    /// The sender of `call`, as the route admitted them (`grant`).
+    pub fn of(grant: Grant, call: &super::Call<'a>) -> Sender<'a> {
+        Sender { grant, caller: call.caller, origin: call.origin, budget: call.budget }
+    }
 }
 
 /// What a protocol's send names itself: the user message's id and its
@@ -76,22 +87,29 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects: &mut Vec<Effect>,
     ) -> Result<Sent, ApiError> {
         let catalog = self.ready_to_send(settings)?;
-        let send = Send::parse(body, catalog, settings.limits.max_message_bytes)?;
-        let pin = self.pin()?;
-        let pick = |model: Option<&str>| catalog.pick(model, pin.as_deref()).map(|m| Some(m.to_owned()));
+        let send = Send::parse(body, settings.limits.max_message_bytes)?;
+        let (Send::Regenerate { asked } | Send::Message { asked, .. }) = &send;
+        let (model, turn) = self.resolve_turn(asked, who, catalog, settings)?;
+        if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
+            self.learn_budget(actor, budget);
+        }
+        let spent = turn.actor.as_deref().is_some_and(|a| self.over_quota(a, now));
+        self.replace_dead_holder(now)?;
         let thread = self.thread_id.clone();
         let sent = match send {
-            Send::Regenerate { model } => {
-                let model = pick(model.as_deref())?;
-                let run = self.regenerate(model, now)?;
+            Send::Regenerate { .. } => {
+                let run = self.regenerate(model, turn, now)?;
                 self.claim(who)?;
+                if spent {
+                    self.end_over_quota(&run.run_id, now)?;
+                }
                 Sent::Run { run_id: run.run_id, regenerated: true }
             }
-            Send::Message { message, mode: Mode::Reject, model } => {
-                let model = pick(model.as_deref())?;
+            Send::Message { message, mode: Mode::Reject, .. } => {
                 let token = self.ids.token();
                 let (message_id, run_id) =
                     given.ids.unwrap_or_else(|| (self.ids.id("msg"), ids::scoped(&thread, &self.ids.id("run"))));
+                let turn = Turn { sent_at: turn.sent_at.or(Some(now)), ..turn };
                 let start = StartRun {
                     run_id,
                     message_id,
@@ -99,21 +117,27 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     publish_token: token.clone(),
                     driver: self.config.driver,
                     model,
+                    turn,
                 };
                 let run = self.start_run(start, now)?;
                 self.claim(who)?;
                 self.started.push(Started { run: run.clone(), publish_token: token, client_tools: given.client_tools });
+                if spent {
+                    self.end_over_quota(&run.run_id, now)?;
+                }
                 Sent::Run { run_id: run.run_id, regenerated: false }
             }
-            Send::Message { message, mode: Mode::Queue, model } => {
-                let model = pick(model.as_deref())?;
-                let (item, position, started) = self.enqueue(message, model, given.ids, now)?;
+            // A queued message is checked now, not when it starts.
+            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => {
+                return Err(ApiError::quota_exceeded())
+            }
+            Send::Message { message, mode: Mode::Queue, .. } => {
+                let (item, position, started) = self.enqueue(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
                 Sent::Queued(self.queued_reply(&item.message_id, position, started.map(|r| r.run_id)))
             }
-            Send::Message { message, mode: Mode::Interrupt, model } => {
-                let model = pick(model.as_deref())?;
-                let (item, interrupted) = self.interrupt(message, model, given.ids, now)?;
+            Send::Message { message, mode: Mode::Interrupt, .. } => {
+                let (item, interrupted) = self.interrupt(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
                 let mut body = self.queued_reply(&item.message_id, 0, Some(item.run_id.clone()));
                 if let Some(old) = interrupted {
@@ -125,6 +149,50 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         };
         Ok(sent)
+    }
+
+    /// The turn a send asks for: the agent it runs as (400 `agent_not_found`
+    /// for one the deployment does not offer), its model (a locked agent's,
+    /// else the send's pick, the pin, the agent's, the default; 400
+    /// `model_not_allowed` for one the caller or the agent may not use), and
+    /// what is stored with the message.
+    fn resolve_turn(
+        &self,
+        asked: &Asked,
+        who: Sender,
+        catalog: &Catalog,
+        settings: &Settings,
+    ) -> Result<(Option<String>, Turn), ApiError> {
+        let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
+        let (agent_id, agent) = agents.get(asked.agent.as_deref())?;
+        let roles: &[String] = match who.caller {
+            Caller::Actor { roles, .. } => roles,
+            _ => &[],
+        };
+        let pin = self.pin()?;
+        let model = catalog.pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(roles))?.to_owned();
+        let turn = Turn {
+            agent: asked.agent.as_ref().map(|_| agent_id.to_owned()),
+            page_context: asked.page_context.clone(),
+            output: asked.output.clone(),
+            sent_at: asked.sent_at,
+            actor: match who.caller {
+                Caller::Actor { id, .. } => Some(id.clone()),
+                _ => None,
+            },
+        };
+        Ok((Some(model), turn))
+    }
+
+    /// A turn whose sender's budget is spent ends as it starts, with an
+    /// `error` and `run-finish {error, quota_exceeded}`; its agent never runs.
+    fn end_over_quota(&mut self, run_id: &str, now: i64) -> Result<(), ApiError> {
+        self.started.retain(|s| s.run.run_id != run_id);
+        let why = json!({ "content": "Your budget for this period is spent (GET /agent/quota says when it resets).", "code": QUOTA_EXCEEDED });
+        let err = Event::new(Kind::Error, run_id, ROOT_AGENT, now, why);
+        self.publish_run(run_id, vec![err], now)?;
+        self.end_run(run_id, FinishStatus::Error, QUOTA_EXCEEDED, now)?;
+        Ok(())
     }
 
     /// What a send needs before it is read: a readable policy and catalog,
@@ -189,7 +257,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// built-in agent or signals the external one. A run whose agent cannot
     /// start ends at once with an error rather than lock the thread.
     pub fn launch_started(&mut self, settings: &Settings, now: i64) -> Vec<Effect> {
-        let mut effects = Vec::new();
+        let mut effects = std::mem::take(&mut self.outbox);
         while !self.started.is_empty() {
             for s in std::mem::take(&mut self.started) {
                 effects.extend(self.launch(s, settings, now));

@@ -32,6 +32,9 @@ pub struct Call<'a> {
     pub random: u64,
     /// What the object's shell knows of its own instance (debug stats).
     pub instance: &'a Instance,
+    /// The caller's budget, as their directory told the Worker (a send,
+    /// with `QUOTA` set).
+    pub budget: Option<crate::quota::Budget>,
 }
 
 /// The object's instance, as its shell counts it: reported by the debug
@@ -156,9 +159,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Decides request `request_id` for `caller` with decision `body`:
     /// requests whose time is up settle first, the caller is admitted for
     /// the request it names, the decision is recorded, and its run goes on.
+    #[allow(clippy::too_many_arguments)]
     pub fn decide_as(
         &mut self,
         caller: &Caller,
+        via: &str,
         request_id: &str,
         body: &Value,
         settings: &Settings,
@@ -168,7 +173,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects.extend(self.settle_lapsed(settings, now)?);
         let found = self.confirmation(request_id)?;
         self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(found.as_ref())))?;
-        let c = self.decide(request_id, body, now)?;
+        let c = self.decide(request_id, body, super::By { actor: caller.id(), via }, now)?;
         effects.extend(self.after_settled(&c, settings)?);
         Ok(c)
     }

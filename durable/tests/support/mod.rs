@@ -93,6 +93,7 @@ pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
         origin: "https://threads.test",
         random: 42,
         instance: &Default::default(),
+        budget: None,
     };
     protocols::handle(t, &route, &call, settings, now)
 }

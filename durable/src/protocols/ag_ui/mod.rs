@@ -157,7 +157,7 @@ impl super::Protocol for Route {
         let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
         match self {
             R::Run { .. } => {
-                let who = Sender { grant: admit(t)?, caller: call.caller, origin: call.origin };
+                let who = Sender::of(admit(t)?, call);
                 let body = input::json(call.body, settings.limits.max_body_bytes)?;
                 run(t, &body, who, settings, now, effects)
             }

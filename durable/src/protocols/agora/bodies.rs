@@ -61,6 +61,35 @@ impl ToolDecision {
     }
 }
 
+/// agora's `POST /agent/tool-call/answer|skip {runId?, toolCallId,
+/// answer?, answers?}`: a question the agent asked (`ask-user`), answered
+/// with text (`answer`), with the confirm route's `answers`, or skipped.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuestionAnswer {
+    pub tool_call_id: String,
+    pub run_id: Option<String>,
+    /// The decision body this amounts to on the confirm route.
+    pub decision: Value,
+}
+
+impl QuestionAnswer {
+    pub fn parse(body: &Value, skip: bool) -> Result<QuestionAnswer, ApiError> {
+        let bad = |m: &str| ApiError::invalid_decision(m.to_owned());
+        let d = ToolDecision::parse(body, true)?;
+        let decision = match (skip, body.get("answers"), body.get("answer")) {
+            (true, _, _) => {
+                serde_json::json!({ "answers": [{ "questionId": "answer", "selectedOptions": [], "skipped": true }] })
+            }
+            (false, Some(answers @ Value::Array(_)), _) => serde_json::json!({ "answers": answers }),
+            (false, None, Some(Value::String(text))) => {
+                serde_json::json!({ "answers": [{ "questionId": "answer", "selectedOptions": [], "customText": text }] })
+            }
+            _ => return Err(bad("an answer is `answer` (a string) or `answers` (an array)")),
+        };
+        Ok(QuestionAnswer { tool_call_id: d.tool_call_id, run_id: d.run_id, decision })
+    }
+}
+
 /// agora's `POST /agent/chat {threadId?, ...}`: the thread it names, or a new
 /// one (`new_thread`) when none is named. `regenerate` needs a thread.
 pub fn agora_chat_thread(body: &Value, new_thread: impl FnOnce() -> String) -> Result<String, ApiError> {
@@ -98,6 +127,11 @@ mod tests {
         assert!(ToolDecision::parse(&json!({"toolCallId": "c", "remember": true}), false).is_err());
         assert!(ToolDecision::parse(&json!({"toolCallId": "c", "via": ""}), true).is_err());
         assert!(ToolDecision::parse(&json!({}), true).is_err());
+        let a = QuestionAnswer::parse(&json!({"toolCallId": "t.c", "answer": "blue"}), false).unwrap();
+        assert_eq!(a.decision["answers"][0]["customText"], "blue");
+        let s = QuestionAnswer::parse(&json!({"toolCallId": "t.c"}), true).unwrap();
+        assert_eq!(s.decision["answers"][0]["skipped"], true);
+        assert_eq!(QuestionAnswer::parse(&json!({"toolCallId": "t.c", "answer": 3}), false).unwrap_err().code, "invalid_decision");
     }
 
     #[test]

@@ -18,13 +18,15 @@
 //! | `step-start` / `step-finish {usage}` | `step-start` / `step-finish {usage: {inputTokens, outputTokens}}` |
 //! | `text-delta` / `text-block` | `text {text}` per delta |
 //! | `reasoning-delta` / `reasoning-block` | `reasoning {text}` per delta |
-//! | `tool-call` | `tool-input-available {id, name, input}` |
+//! | `step-finish {usage, costUsd?}` | `step-finish {usage, costUsd?}` |
+//! | `tool-call {toolKind?}` | `tool-input-available {id, name, input, toolKind?}` |
 //! | `tool-result` | `tool-output {id, output}` |
-//! | `tool-error`, `tool-interrupted` | `tool-output-error {id, errorText}` |
-//! | `confirmation-request` | `approval-requested {id, requestId, toolName, input, approver?, expiresAt?}` |
+//! | `tool-error`, `tool-interrupted` | `tool-output-error {id, errorText}` (none for a call a person denied or let lapse) |
+//! | `confirmation-request` | `approval-requested {id, requestId, toolName, input, approver, expiresAt?}` |
+//! | `confirmation-settled` | `approval-settled {id, status, decidedBy?, decidedVia?, remember?, reason?}`, then for a denied or lapsed call `tool-output-denied {id, reason}` |
 //! | `tasks-update` | `tasks {tasks}` |
 //! | `thread-title-updated` | `title {title}` |
-//! | `queue-updated` | `queue {queue}` |
+//! | `queue-updated` | `queue {queue: {items, paused: false \| {reason}}, started?: {messageId, runId}}` |
 //! | `run-finish` | `event: done` (completed) or `event: error {code, message}` |
 
 use crate::event::{Event, Kind};
@@ -48,13 +50,16 @@ pub struct FrameMapper {
     root: String,
     tail: Option<Tail>,
     calls: HashSet<String>,
+    /// Calls a person denied, or let lapse: their `tool-error` is the
+    /// `tool-output-denied` already sent.
+    denied: HashSet<String>,
     /// Frames produced so far (the last frame's id).
     pub count: u64,
 }
 
 impl FrameMapper {
     pub fn new(root_agent: &str) -> FrameMapper {
-        FrameMapper { root: root_agent.to_owned(), tail: None, calls: HashSet::new(), count: 0 }
+        FrameMapper { root: root_agent.to_owned(), tail: None, calls: HashSet::new(), denied: HashSet::new(), count: 0 }
     }
 
     /// The frames of one event, numbered.
@@ -136,13 +141,37 @@ impl FrameMapper {
                 if self.calls.insert(text("toolCallId").to_owned()) {
                     self.tail = None;
                 }
-                vec![
-                    json!({ "kind": "tool-input-available", "id": text("toolCallId"), "name": text("toolName"), "input": p["args"] }),
-                ]
+                let mut f = json!({ "kind": "tool-input-available", "id": text("toolCallId"), "name": text("toolName"), "input": p["args"] });
+                if let Some(k) = p.get("toolKind").filter(|k| k.is_string()) {
+                    f["toolKind"] = k.clone();
+                }
+                vec![f]
             }
             Kind::ToolResult => vec![json!({ "kind": "tool-output", "id": text("toolCallId"), "output": p["result"] })],
+            Kind::ToolError | Kind::ToolInterrupted if self.denied.contains(text("toolCallId")) => Vec::new(),
             Kind::ToolError | Kind::ToolInterrupted => {
                 vec![json!({ "kind": "tool-output-error", "id": text("toolCallId"), "errorText": text("error") })]
+            }
+            Kind::ConfirmationSettled => {
+                let id = text("toolCallId");
+                let status = text("status");
+                let mut settled = json!({ "kind": "approval-settled", "id": id, "status": status });
+                for k in ["requestId", "decidedBy", "decidedVia", "remember", "reason"] {
+                    if let Some(v) = p.get(k) {
+                        settled[k] = v.clone();
+                    }
+                }
+                let mut frames = vec![settled];
+                let reason = match status {
+                    "expired" => Some("approval expired".to_owned()),
+                    "denied" => Some(p.get("reason").and_then(Value::as_str).unwrap_or("denied").to_owned()),
+                    _ => None,
+                };
+                if let Some(reason) = reason {
+                    self.denied.insert(id.to_owned());
+                    frames.push(json!({ "kind": "tool-output-denied", "id": id, "reason": reason }));
+                }
+                frames
             }
             Kind::ConfirmationRequest => {
                 if self.calls.insert(text("toolCallId").to_owned()) {
@@ -155,7 +184,17 @@ impl FrameMapper {
                     "toolName": text("toolName"),
                     "input": p["args"],
                     "inputType": p.get("inputType").cloned().unwrap_or_else(|| "approval".into()),
-                })]
+                    "approver": p.get("approver").cloned().unwrap_or_else(|| crate::thread::REQUESTER.into()),
+                })
+                .as_object()
+                .cloned()
+                .map(|mut f| {
+                    if let Some(at) = p.get("expiresAt").and_then(Value::as_i64) {
+                        f.insert("expiresAt".into(), crate::quota::rfc3339(at).into());
+                    }
+                    Value::Object(f)
+                })
+                .unwrap_or_default()]
             }
             Kind::StepStart => vec![json!({ "kind": "step-start" })],
             Kind::StepFinish => {
@@ -164,11 +203,25 @@ impl FrameMapper {
                 if u.is_object() {
                     f["usage"] = json!({ "inputTokens": u["prompt_tokens"], "outputTokens": u["completion_tokens"] });
                 }
+                if let Some(c) = p.get("costUsd").filter(|c| c.is_number()) {
+                    f["costUsd"] = c.clone();
+                }
                 vec![f]
             }
             Kind::TasksUpdate => vec![json!({ "kind": "tasks", "tasks": p["tasks"]["tasks"] })],
             Kind::ThreadTitleUpdated => vec![json!({ "kind": "title", "title": text("title") })],
-            Kind::QueueUpdated => vec![json!({ "kind": "queue", "queue": p })],
+            Kind::QueueUpdated => {
+                // `paused` says why nothing starts: false, or `{reason}`.
+                let paused = match (p["paused"].as_bool(), p.get("pausedReason").and_then(Value::as_str)) {
+                    (Some(true), reason) => json!({ "reason": reason.unwrap_or("paused") }),
+                    _ => false.into(),
+                };
+                let mut f = json!({ "kind": "queue", "queue": { "items": p["items"], "paused": paused } });
+                if let Some(s) = p.get("started") {
+                    f["started"] = s.clone();
+                }
+                vec![f]
+            }
             _ => Vec::new(),
         }
     }
@@ -195,9 +248,14 @@ pub fn meta(run_id: &str, thread_id: &str, out: &mut Vec<u8>) {
 pub fn terminal(run_finish: &Value, out: &mut Vec<u8>) {
     let status = run_finish["status"].as_str().unwrap_or_default();
     let reason = run_finish["reason"].as_str().unwrap_or_default();
-    let (name, data) = match status {
-        "completed" => ("done", json!({})),
-        "cancelled" => {
+    let (name, data) = match (status, reason) {
+        ("completed", _) => ("done", json!({})),
+        (_, "quota_exceeded") => ("error", json!({ "code": reason, "message": "your budget for this period is spent" })),
+        (_, "structured_output_invalid") => {
+            ("error", json!({ "code": reason, "message": "the answer did not match the schema asked for" }))
+        }
+        (_, "output_rejected") => ("error", json!({ "code": reason, "message": "the output check refused the answer" })),
+        ("cancelled", _) => {
             ("error", json!({ "code": "run_cancelled", "message": format!("the run was cancelled ({reason})") }))
         }
         _ => (

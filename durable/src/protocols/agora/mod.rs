@@ -5,6 +5,7 @@
 //! threads and the model catalog.
 
 pub mod bodies;
+pub mod history;
 pub mod mapping;
 pub mod stream;
 
@@ -19,10 +20,10 @@ use crate::reply::Reply;
 use crate::route::Spec;
 use crate::settings::Settings;
 use crate::sse;
-use crate::store::Store;
+use crate::store::{Confirmation, Store};
 use crate::thread::serve::held;
 use crate::thread::{Answer, Call, Given, Sender, Sent, Sink, Thread};
-use bodies::ToolDecision;
+use bodies::{QuestionAnswer, ToolDecision};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -30,8 +31,13 @@ use serde_json::{json, Value};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "route", rename_all = "camelCase")]
 pub enum Route {
-    /// `GET /agent/models`: the model catalog.
+    /// `GET /agent/models?agent=`: the model catalog, as the caller (and
+    /// the agent) may use it.
     Models,
+    /// `GET /agent/agents`: the agents (personas) a turn may run as.
+    Agents,
+    /// `GET /agent/quota`: the caller's budget and what they used of it.
+    Quota,
     /// `GET /agent/threads`: the caller's threads, from their directory.
     Threads,
     /// `POST /agent/chat {threadId?, message, ...}`: the thread is named in
@@ -39,11 +45,32 @@ pub enum Route {
     Chat { thread: String },
     /// `GET /agent/chat/:runId/stream` (the thread is in the run id).
     Stream { thread: String, run: String },
+    /// `POST /agent/chat/:runId/cancel`.
+    Cancel { thread: String, run: String },
     /// `POST /agent/tool-call/approve|reject {runId?, toolCallId}`: the
     /// thread is in the run id, or in the call id.
     Decision { thread: String, approve: bool },
-    /// `GET` (messages, queue, pin) or `PATCH` (`{model}` pin) `/agent/threads/:id`.
-    Thread { thread: String, patch: bool },
+    /// `POST /agent/tool-call/answer|skip {runId?, toolCallId, answer?}`: a
+    /// question the agent asked.
+    Question { thread: String, skip: bool },
+    /// `GET` (the detail), `PATCH` (`{model}` pin) or `DELETE` `/agent/threads/:id`.
+    Thread { thread: String, method: ThreadMethod },
+    /// `GET /agent/threads/:id/queue`.
+    Queue { thread: String },
+    /// `POST /agent/threads/:id/queue/pause|resume`.
+    QueuePause { thread: String, paused: bool },
+    /// `PATCH {message}` or `DELETE /agent/threads/:id/queue/:messageId`.
+    QueueItem { thread: String, message: String, delete: bool },
+    /// `POST /agent/threads/:id/queue/:messageId/move {position}`.
+    QueueMove { thread: String, message: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThreadMethod {
+    Get,
+    Patch,
+    Delete,
 }
 
 use Route as R;
@@ -51,6 +78,8 @@ use Route as R;
 impl super::Protocol for Route {
     const ROUTES: &'static [Spec<Route>] = &[
         Spec { path: "/agent/models", methods: &["GET"], build: |_, _| Ok(R::Models) },
+        Spec { path: "/agent/agents", methods: &["GET"], build: |_, _| Ok(R::Agents) },
+        Spec { path: "/agent/quota", methods: &["GET"], build: |_, _| Ok(R::Quota) },
         Spec { path: "/agent/threads", methods: &["GET"], build: |_, _| Ok(R::Threads) },
         Spec { path: "/agent/chat", methods: &["POST"], build: |_, _| Ok(R::Chat { thread: String::new() }) },
         Spec {
@@ -59,6 +88,14 @@ impl super::Protocol for Route {
             build: |p, _| {
                 let (thread, run) = p.scoped("runId", ApiError::nothing_to_resume)?;
                 Ok(R::Stream { thread, run })
+            },
+        },
+        Spec {
+            path: "/agent/chat/:runId/cancel",
+            methods: &["POST"],
+            build: |p, _| {
+                let (thread, run) = p.scoped("runId", ApiError::run_not_found)?;
+                Ok(R::Cancel { thread, run })
             },
         },
         Spec {
@@ -72,26 +109,74 @@ impl super::Protocol for Route {
             build: |_, _| Ok(R::Decision { thread: String::new(), approve: false }),
         },
         Spec {
+            path: "/agent/tool-call/answer",
+            methods: &["POST"],
+            build: |_, _| Ok(R::Question { thread: String::new(), skip: false }),
+        },
+        Spec {
+            path: "/agent/tool-call/skip",
+            methods: &["POST"],
+            build: |_, _| Ok(R::Question { thread: String::new(), skip: true }),
+        },
+        Spec {
             path: "/agent/threads/:id",
-            methods: &["GET", "PATCH"],
-            build: |p, method| Ok(R::Thread { thread: p.thread("id")?, patch: method == "PATCH" }),
+            methods: &["GET", "PATCH", "DELETE"],
+            build: |p, method| {
+                let method = match method {
+                    "PATCH" => ThreadMethod::Patch,
+                    "DELETE" => ThreadMethod::Delete,
+                    _ => ThreadMethod::Get,
+                };
+                Ok(R::Thread { thread: p.thread("id")?, method })
+            },
+        },
+        Spec { path: "/agent/threads/:id/queue", methods: &["GET"], build: |p, _| Ok(R::Queue { thread: p.thread("id")? }) },
+        Spec {
+            path: "/agent/threads/:id/queue/pause",
+            methods: &["POST"],
+            build: |p, _| Ok(R::QueuePause { thread: p.thread("id")?, paused: true }),
+        },
+        Spec {
+            path: "/agent/threads/:id/queue/resume",
+            methods: &["POST"],
+            build: |p, _| Ok(R::QueuePause { thread: p.thread("id")?, paused: false }),
+        },
+        Spec {
+            path: "/agent/threads/:id/queue/:messageId",
+            methods: &["PATCH", "DELETE"],
+            build: |p, method| {
+                let (thread, message) = (p.thread("id")?, crate::ids::run_id(p.raw("messageId"))?);
+                Ok(R::QueueItem { thread, message, delete: method == "DELETE" })
+            },
+        },
+        Spec {
+            path: "/agent/threads/:id/queue/:messageId/move",
+            methods: &["POST"],
+            build: |p, _| Ok(R::QueueMove { thread: p.thread("id")?, message: crate::ids::run_id(p.raw("messageId"))? }),
         },
     ];
 
     fn target(&self) -> Target {
         match self {
-            R::Models | R::Threads => Target::Worker,
-            R::Chat { .. } | R::Decision { .. } => Target::Body,
-            R::Stream { .. } | R::Thread { .. } => Target::Thread,
+            R::Models | R::Agents | R::Quota | R::Threads => Target::Worker,
+            R::Chat { .. } | R::Decision { .. } | R::Question { .. } => Target::Body,
+            _ => Target::Thread,
         }
     }
 
     fn thread(&self) -> &str {
         match self {
-            R::Models | R::Threads => "",
-            R::Chat { thread } | R::Stream { thread, .. } | R::Decision { thread, .. } | R::Thread { thread, .. } => {
-                thread
-            }
+            R::Models | R::Agents | R::Quota | R::Threads => "",
+            R::Chat { thread }
+            | R::Stream { thread, .. }
+            | R::Cancel { thread, .. }
+            | R::Decision { thread, .. }
+            | R::Question { thread, .. }
+            | R::Thread { thread, .. }
+            | R::Queue { thread }
+            | R::QueuePause { thread, .. }
+            | R::QueueItem { thread, .. }
+            | R::QueueMove { thread, .. } => thread,
         }
     }
 
@@ -99,22 +184,28 @@ impl super::Protocol for Route {
         match self {
             R::Chat { .. } => Access::Send,
             R::Stream { .. } => Access::Reader,
-            R::Decision { .. } => Access::Decide,
-            R::Models | R::Threads | R::Thread { .. } => Access::Owner,
+            R::Decision { .. } | R::Question { .. } => Access::Decide,
+            _ => Access::Owner,
         }
     }
 
     fn not_found(&self) -> ApiError {
         match self {
             R::Stream { .. } => ApiError::nothing_to_resume(),
-            R::Decision { .. } => ApiError::tool_call_not_found(),
+            R::Cancel { .. } => ApiError::run_not_found(),
+            R::Decision { .. } | R::Question { .. } => ApiError::tool_call_not_found(),
             _ => ApiError::thread_not_found(),
         }
     }
 
     fn body(&self) -> BodyKind {
         match self {
-            R::Chat { .. } | R::Decision { .. } | R::Thread { patch: true, .. } => BodyKind::Json,
+            R::Chat { .. }
+            | R::Decision { .. }
+            | R::Question { .. }
+            | R::Thread { method: ThreadMethod::Patch, .. }
+            | R::QueueItem { delete: false, .. }
+            | R::QueueMove { .. } => BodyKind::Json,
             _ => BodyKind::None,
         }
     }
@@ -122,7 +213,7 @@ impl super::Protocol for Route {
     fn address(&mut self, body: &Value, new_id: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
         match self {
             R::Chat { thread } => *thread = bodies::agora_chat_thread(body, || new_id("thr"))?,
-            R::Decision { thread, .. } => *thread = bodies::agora_decision_thread(body)?,
+            R::Decision { thread, .. } | R::Question { thread, .. } => *thread = bodies::agora_decision_thread(body)?,
             _ => {}
         }
         Ok(())
@@ -150,11 +241,32 @@ impl super::Protocol for Route {
         matches!(self, R::Stream { .. }).then(|| Reply::with_headers(200, sse::HEADERS))
     }
 
-    fn at_worker(&self, caller: &Caller, _: &Head, settings: &Settings) -> Result<AtWorker, ApiError> {
+    fn at_worker(&self, caller: &Caller, head: &Head, settings: &Settings, now: i64) -> Result<AtWorker, ApiError> {
+        let roles: &[String] = match caller {
+            Caller::Actor { roles, .. } => roles,
+            _ => &[],
+        };
         match self {
             R::Models => {
                 let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
-                Ok(AtWorker::Reply(Reply::json(200, &catalog.view())))
+                let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
+                let asked = input::query_first(&input::query_pairs(head.query), "agent");
+                let (_, agent) = agents.get(asked.as_deref())?;
+                Ok(AtWorker::Reply(Reply::json(200, &catalog.view(&agent.picker(roles)))))
+            }
+            R::Agents => {
+                let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
+                Ok(AtWorker::Reply(Reply::json(200, &agents.view())))
+            }
+            R::Quota if caller.id().is_some() => {
+                match settings.quota.as_ref().map_err(|e| ApiError::invalid_quota(e.clone()))? {
+                    Some(q) => Ok(AtWorker::Directory(Op::Quota { quota: q.clone(), limit: q.limit_for(roles), now })),
+                    // No `QUOTA`: no limit, and nothing counted.
+                    None => Ok(AtWorker::Reply(Reply::json(
+                        200,
+                        &json!({ "period": null, "used": null, "limit": {}, "resetsAt": null, "unlimited": true }),
+                    ))),
+                }
             }
             R::Threads if caller.id().is_some() => Ok(AtWorker::Directory(Op::List)),
             _ => Err(ApiError::not_found_route("this route is answered on its thread")),
@@ -162,10 +274,14 @@ impl super::Protocol for Route {
     }
 
     /// `GET /agent/threads`: `{threads: [{threadId, title, createdAt,
-    /// updatedAt, runs}]}`, newest first.
+    /// updatedAt, runs}]}`, newest first; `GET /agent/quota`: the
+    /// directory's view as it is.
     fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
         let listed: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
-        Ok(Reply::json(200, &json!({ "threads": listed["rows"] })))
+        match self {
+            R::Quota => Ok(Reply::json(200, &listed)),
+            _ => Ok(Reply::json(200, &json!({ "threads": listed["rows"] }))),
+        }
     }
 
     fn serve<S: Store, K: Sink>(
@@ -177,12 +293,13 @@ impl super::Protocol for Route {
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
         let limit = settings.limits.max_body_bytes;
+        let json_body = || input::json(call.body, limit);
         let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
+        let queue = |t: &Thread<S, K>| Answer::json(200, &json!({ "ok": true, "queue": t.queue() }));
         match self {
             R::Chat { thread } => {
-                let who = Sender { grant: admit(t)?, caller: call.caller, origin: call.origin };
-                let body = input::json(call.body, limit)?;
-                match t.send(&body, Given::default(), who, settings, now, effects)? {
+                let who = Sender::of(admit(t)?, call);
+                match t.send(&json_body()?, Given::default(), who, settings, now, effects)? {
                     // The Worker follows this answer with the run's stream
                     // (`after_send`).
                     Sent::Run { run_id, .. } => Ok(Answer::json(200, &json!({ "runId": run_id, "threadId": thread }))),
@@ -195,38 +312,108 @@ impl super::Protocol for Route {
                 admit(t)?;
                 t.follow_run(run, 0, settings)
             }
+            R::Cancel { run, .. } => {
+                admit(t)?;
+                t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
+                let active = t.active_run().is_some_and(|r| r.run_id == *run);
+                let cancelled = if active { t.cancel_run(settings, now, effects)? } else { None };
+                Ok(Answer::json(200, &json!({ "ok": true, "runId": run, "cancelled": cancelled.is_some() })))
+            }
             R::Decision { approve, .. } => {
-                // A request whose time is up settles first.
-                effects.extend(t.settle_lapsed(settings, now)?);
-                let d = ToolDecision::parse(&input::json(call.body, limit)?, *approve)?;
-                let found = t.confirmation_for_call(&d.tool_call_id, d.run_id.as_deref())?;
-                t.admit(Access::Decide, self.not_found(), call.caller, Some(held(found.as_ref())))?;
-                let c = found.ok_or_else(ApiError::tool_call_not_found)?;
+                let d = ToolDecision::parse(&json_body()?, *approve)?;
+                let c = self.request(t, call, &d.tool_call_id, d.run_id.as_deref(), settings, now, effects)?;
                 if c.input_type != "approval" {
                     return Err(ApiError::invalid_decision(
-                        "this tool call asks for input: answer it with POST /instance-ai/confirm/:requestId",
+                        "this tool call asks a question: answer it with POST /agent/tool-call/answer",
                     ));
                 }
-                // `via` is checked, as agora does; who decided is the caller.
-                let decision = d.as_decision(*approve);
-                let c = t.decide_as(call.caller, &c.request_id, &decision, settings, now, effects)?;
+                let c = t.decide_as(call.caller, &d.via, &c.request_id, &d.as_decision(*approve), settings, now, effects)?;
                 let body = json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": c.state.as_str() });
                 Ok(Answer::json(200, &body))
             }
-            R::Thread { patch, .. } => {
-                admit(t)?;
-                if *patch {
-                    let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
-                    let pin = input::pin(&input::json(call.body, limit)?, catalog)?;
-                    t.set_pin(pin.as_deref())?;
+            R::Question { skip, .. } => {
+                let body = json_body()?;
+                let a = QuestionAnswer::parse(&body, *skip)?;
+                let c = self.request(t, call, &a.tool_call_id, a.run_id.as_deref(), settings, now, effects)?;
+                if !matches!(c.input_type.as_str(), "text" | "questions") {
+                    return Err(ApiError::invalid_decision(
+                        "this tool call asks for an approval: decide it with POST /agent/tool-call/approve or reject",
+                    ));
                 }
-                let mut view = t.messages(200, 0)?;
-                view["model"] = t.pin()?.into();
-                view["status"] = t.status();
-                Ok(Answer::json(200, &view))
+                let via = ToolDecision::parse(&body, true)?.via;
+                let c = t.decide_as(call.caller, &via, &c.request_id, &a.decision, settings, now, effects)?;
+                let body = json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": if *skip { "skipped" } else { "answered" } });
+                Ok(Answer::json(200, &body))
             }
-            R::Models | R::Threads => Err(ApiError::not_found_route("this route is answered by the Worker")),
+            R::Thread { method, thread } => {
+                admit(t)?;
+                match method {
+                    ThreadMethod::Delete => {
+                        t.delete(effects)?;
+                        return Ok(Answer::json(200, &json!({ "ok": true, "deleted": thread })));
+                    }
+                    ThreadMethod::Patch => {
+                        let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
+                        let pin = input::pin(&json_body()?, catalog)?;
+                        t.set_pin(pin.as_deref())?;
+                    }
+                    ThreadMethod::Get => {}
+                }
+                Ok(Answer::json(200, &history::detail(t)?))
+            }
+            R::Queue { .. } => {
+                admit(t)?;
+                Ok(Answer::json(200, &json!({ "queue": t.queue() })))
+            }
+            R::QueuePause { paused, .. } => {
+                admit(t)?;
+                t.queue_pause(*paused, now)?;
+                Ok(queue(t))
+            }
+            R::QueueItem { message, delete: true, .. } => {
+                admit(t)?;
+                t.queue_remove(message, now)?;
+                Ok(queue(t))
+            }
+            R::QueueItem { message, delete: false, .. } => {
+                admit(t)?;
+                let text = input::queue_edit(&json_body()?, settings.limits.max_message_bytes)?;
+                t.queue_edit(message, text, now)?;
+                Ok(queue(t))
+            }
+            R::QueueMove { message, .. } => {
+                admit(t)?;
+                let position = input::queue_move(&json_body()?)?;
+                t.queue_move(message, position, now)?;
+                Ok(queue(t))
+            }
+            R::Models | R::Agents | R::Quota | R::Threads => {
+                Err(ApiError::not_found_route("this route is answered by the Worker"))
+            }
         }
+    }
+}
+
+impl Route {
+    /// The request a decision route names by its tool call (of `run`, when
+    /// given), once requests whose time is up have settled and the caller is
+    /// admitted for it: 404 `tool_call_not_found` for one the thread does
+    /// not hold, or a caller who may not decide it.
+    #[allow(clippy::too_many_arguments)]
+    fn request<S: Store, K: Sink>(
+        &self,
+        t: &mut Thread<S, K>,
+        call: &Call,
+        tool_call_id: &str,
+        run: Option<&str>,
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<Confirmation, ApiError> {
+        effects.extend(t.settle_lapsed(settings, now)?);
+        let found = t.confirmation_for_call(tool_call_id, run)?;
+        t.admit(Access::Decide, super::Protocol::not_found(self), call.caller, Some(held(found.as_ref())))?;
+        found.ok_or_else(ApiError::tool_call_not_found)
     }
 }
 

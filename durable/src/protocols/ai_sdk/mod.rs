@@ -163,7 +163,7 @@ impl super::Protocol for Route {
         let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
         match self {
             R::Chat { .. } => {
-                let who = Sender { grant: admit(t)?, caller: call.caller, origin: call.origin };
+                let who = Sender::of(admit(t)?, call);
                 let body = input::json(call.body, settings.limits.max_body_bytes)?;
                 chat(t, &body, who, settings, now, effects)
             }

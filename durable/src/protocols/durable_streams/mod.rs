@@ -137,7 +137,7 @@ impl super::Protocol for Route {
         matches!(self, R::Stream { .. }).then_some(crate::streams::wire::COMMON_HEADERS)
     }
 
-    fn at_worker(&self, _: &Caller, head: &Head, settings: &Settings) -> Result<AtWorker, ApiError> {
+    fn at_worker(&self, _: &Caller, head: &Head, settings: &Settings, _: i64) -> Result<AtWorker, ApiError> {
         let R::Stream { name } = self else { return Err(ApiError::not_found_route("this route is answered on its thread")) };
         if head.method == "OPTIONS" {
             return Ok(AtWorker::Reply(Reply::new(204)));

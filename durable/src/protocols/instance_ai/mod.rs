@@ -204,11 +204,11 @@ impl super::Protocol for Route {
             // A decision is admitted for the request it names.
             R::Confirm { request, .. } => {
                 let body = json_body()?;
-                let c = t.decide_as(call.caller, request, &body, settings, now, effects)?;
+                let c = t.decide_as(call.caller, "web", request, &body, settings, now, effects)?;
                 ok(json!({ "ok": true, "requestId": c.request_id, "state": c.state.as_str() }))
             }
             R::Chat { .. } => {
-                let who = Sender { grant: admit(t)?, caller: call.caller, origin: call.origin };
+                let who = Sender::of(admit(t)?, call);
                 match t.send(&json_body()?, Given::default(), who, settings, now, effects)? {
                     Sent::Run { run_id, regenerated } => {
                         let mut out = json!({ "runId": run_id });

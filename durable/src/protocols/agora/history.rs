@@ -1,0 +1,156 @@
+//! agora's thread detail (`GET /agent/threads/:id`, agora's "Persisted
+//! history"): the messages a reload rebuilds its transcript from. A user
+//! message carries what it asked of its turn (agent, page context, when it
+//! was sent); an assistant message what its turn streamed: text, reasoning
+//! and how long it took (`reasoningMs`), its tool calls with their status
+//! (`pending_approval` while a person must decide, so a client learns the
+//! pending call from here), their results, its approvals, its structured
+//! output and usage. The thread's `activeRunId`, `queue`, pinned `model` and
+//! status come with them.
+
+use crate::error::ApiError;
+use crate::event::{Event, Kind};
+use crate::ids::ROOT_AGENT;
+use crate::quota::rfc3339;
+use crate::reducer;
+use crate::store::{ConfirmState, RunRecord, RunState, Store};
+use crate::thread::{Sink, Thread, REQUESTER};
+use serde_json::{json, Value};
+
+/// Most runs the detail holds (the newest).
+pub const MAX_RUNS: usize = 200;
+
+pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>) -> Result<Value, ApiError> {
+    let (runs, total) = t.store().runs_page(0, MAX_RUNS).map_err(ApiError::storage)?;
+    let mut messages = Vec::with_capacity(runs.len() * 2);
+    for run in runs.iter().rev().filter(|r| !r.replaced) {
+        messages.push(user_message(run));
+        messages.push(assistant_message(t, run, &t.run_events(&run.run_id)?)?);
+    }
+    Ok(json!({
+        "threadId": t.thread_id(),
+        "messages": messages,
+        "activeRunId": t.active_run().map(|r| r.run_id.clone()),
+        "queue": t.queue(),
+        "model": t.pin()?,
+        "status": t.status(),
+        "totalRuns": total,
+    }))
+}
+
+fn user_message(run: &RunRecord) -> Value {
+    let mut m = json!({
+        "id": run.message_id,
+        "runId": run.run_id,
+        "role": "user",
+        "content": run.message,
+        "createdAt": run.created_at,
+        "sentAt": rfc3339(run.turn.sent_at.unwrap_or(run.created_at)),
+    });
+    if let Some(a) = &run.turn.agent {
+        m["agent"] = a.clone().into();
+    }
+    if let Some(p) = &run.turn.page_context {
+        m["pageContext"] = p.clone();
+    }
+    m
+}
+
+fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event]) -> Result<Value, ApiError> {
+    let root = reducer::fold(events).tree();
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    let mut approvals = Vec::new();
+    let mut reasoning_ms = 0i64;
+    let mut output = Value::Null;
+    let mut before = run.created_at;
+    for ev in events {
+        let p = &ev.payload;
+        let id = p["toolCallId"].as_str().unwrap_or_default();
+        match ev.kind {
+            // A reasoning segment is stored as it closes: it took from the
+            // event before it until then.
+            Kind::ReasoningBlock if ev.agent_id == ROOT_AGENT => reasoning_ms += (ev.ts - before).max(0),
+            Kind::ToolCall if ev.agent_id == ROOT_AGENT => {
+                let mut c = json!({ "id": id, "name": p["toolName"], "input": p["args"] });
+                if let Some(k) = p.get("toolKind") {
+                    c["toolKind"] = k.clone();
+                }
+                calls.push(c);
+            }
+            Kind::ToolResult if ev.agent_id == ROOT_AGENT => {
+                results.push(json!({ "toolCallId": id, "output": p["result"] }));
+            }
+            Kind::ToolError | Kind::ToolInterrupted if ev.agent_id == ROOT_AGENT => {
+                results.push(json!({ "toolCallId": id, "error": p["error"], "isError": true }));
+            }
+            Kind::RunFinish => output = p.get("output").cloned().unwrap_or(Value::Null),
+            _ => {}
+        }
+        if ev.kind.class() != crate::event::Class::Ephemeral {
+            before = ev.ts;
+        }
+    }
+    for c in &mut calls {
+        let id = c["id"].as_str().unwrap_or_default().to_owned();
+        let result = results.iter().find(|r| r["toolCallId"] == id.as_str());
+        let request = t.store().confirmation_by_call(&id).map_err(ApiError::storage)?;
+        let status = match (&request, result) {
+            (Some(r), _) if r.state == ConfirmState::Pending => {
+                if r.input_type == "approval" { "pending_approval" } else { "pending_input" }
+            }
+            (Some(r), _) if r.state == ConfirmState::Denied => "denied",
+            (Some(r), _) if r.state == ConfirmState::Expired => "expired",
+            (_, Some(r)) if r["isError"] == true => "error",
+            (_, Some(_)) => "completed",
+            _ if run.state == RunState::Running => "running",
+            _ => "cancelled",
+        };
+        c["status"] = status.into();
+        if let Some(r) = request.filter(|r| r.input_type == "approval") {
+            let d = r.decision.clone().unwrap_or_default();
+            let mut a = json!({
+                "toolCallId": id,
+                "approver": r.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()),
+                "status": r.state.as_str(),
+            });
+            if let Some(at) = r.expires_at {
+                a["expiresAt"] = rfc3339(at).into();
+            }
+            if d["scope"] == "session" {
+                a["remember"] = true.into();
+            }
+            for (from, to) in [("decidedBy", "decidedBy"), ("via", "decidedVia")] {
+                if let Some(v) = d[from].as_str() {
+                    a[to] = v.into();
+                }
+            }
+            if let Some(reason) = d["userInput"].as_str().filter(|_| r.state == ConfirmState::Denied) {
+                a["reason"] = reason.into();
+            }
+            approvals.push(a);
+        }
+    }
+    let mut m = json!({
+        "id": format!("{}:assistant", run.run_id),
+        "runId": run.run_id,
+        "role": "assistant",
+        "createdAt": run.created_at,
+        "content": root.as_ref().map(|r| r.text_content.clone()).unwrap_or_default(),
+        "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
+        "reasoningMs": reasoning_ms,
+        "toolCalls": calls,
+        "toolResults": results,
+        "approvals": approvals,
+        "status": run.state.as_str(),
+        "model": run.model,
+        "usage": run.usage.as_deref().and_then(|u| serde_json::from_str::<Value>(u).ok()),
+    });
+    if !output.is_null() {
+        m["output"] = output;
+    }
+    if let Some(a) = &run.turn.agent {
+        m["agent"] = a.clone().into();
+    }
+    Ok(m)
+}
