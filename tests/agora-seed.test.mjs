@@ -318,8 +318,8 @@ describe("frames, decisions and the thread detail", () => {
     assert.equal(input.toolKind, "action");
     const d = await detail(s.threadId);
     assert.equal(d.json.activeRunId, s.runId);
-    const call = assistantOf(d, s.runId).toolCalls.find((c) => c.id === asked.id);
-    assert.equal(call.status, "pending_approval");
+    const pendingCall = assistantOf(d, s.runId).toolCalls.find((c) => c.id === asked.id);
+    assert.equal(pendingCall.status, "pending_approval");
     const pending = assistantOf(d, s.runId).approvals[0];
     assert.deepEqual({ ...pending, expiresAt: undefined }, { toolCallId: asked.id, approver: "requester", status: "pending", expiresAt: undefined });
 
@@ -428,7 +428,8 @@ describe("queue, cancel and delete under agora's routes", () => {
     assert.deepEqual(snapshots[1].queue.items.map((i) => i.message), ["second", "third"], "a whole snapshot, not a delta");
     const last = frames.at(-1);
     assert.equal(last.kind, "queue", "the handoff is the stream's last event");
-    assert.deepEqual(last.started, { messageId: q2.json.messageId, runId: q2.json.runId });
+    // A queued message's run id is its own message id.
+    assert.deepEqual(last.started, { messageId: q2.json.messageId, runId: q2.json.messageId });
     assert.deepEqual(last.queue.items.map((i) => i.message), ["second"]);
     assert.equal(last.queue.paused, false);
     // The started run streams under its own id.

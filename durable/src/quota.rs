@@ -67,7 +67,6 @@ impl Used {
         let n = |k: &str| usage[k].as_u64().unwrap_or(0);
         Used { tokens: n("prompt_tokens") + n("completion_tokens"), cost_usd: usage["costUsd"].as_f64().unwrap_or(0.0) }
     }
-
 }
 
 impl std::ops::Add for Used {

@@ -80,6 +80,8 @@ fn fixture(s: &Settings) -> (T, String, String, String) {
         approver: Some("finance".into()),
         decision: None,
         agent_request_id: None,
+        decided_by: None,
+        decided_via: None,
     };
     t.store_mut().put_confirmation(&legacy).unwrap();
     let queued = serve(

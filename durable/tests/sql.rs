@@ -51,6 +51,8 @@ fn confirmation(id: &str, run: &str, call: &str) -> Confirmation {
         approver: Some("finance".into()),
         decision: None,
         agent_request_id: None,
+        decided_by: None,
+        decided_via: None,
     }
 }
 

@@ -89,4 +89,10 @@ pub struct Confirmation {
     pub decision: Option<Value>,
     /// The id the external agent chose, sent back in its webhook callback.
     pub agent_request_id: Option<String>,
+    /// Who decided it (storage v4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// The surface the decision came through (agora's `via`, `web` by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_via: Option<String>,
 }

@@ -131,15 +131,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn record_decision(
         &mut self,
         c: Confirmation,
-        mut decision: Value,
+        decision: Value,
         by: By,
         now: i64,
     ) -> Result<Confirmation, ApiError> {
-        if let Some(who) = by.actor {
-            decision["decidedBy"] = who.into();
-        }
-        decision["via"] = by.via.into();
         let mut decided = c;
+        decided.decided_by = by.actor.map(str::to_owned);
+        decided.decided_via = Some(by.via.to_owned());
         let session = decided.apply(decision);
         self.store.put_confirmation(&decided).map_err(ApiError::storage)?;
         if let Some(tool) = session {
@@ -173,11 +171,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
             "toolName": c.tool_name,
             "status": c.state.as_str(),
         });
-        if let Some(by) = d["decidedBy"].as_str() {
-            p["decidedBy"] = by.into();
+        if let Some(by) = &c.decided_by {
+            p["decidedBy"] = by.clone().into();
         }
-        if let Some(via) = d["via"].as_str() {
-            p["decidedVia"] = via.into();
+        if let Some(via) = &c.decided_via {
+            p["decidedVia"] = via.clone().into();
         }
         if d["scope"] == "session" {
             p["remember"] = true.into();
@@ -349,6 +347,8 @@ impl Confirmation {
             approver,
             decision: None,
             agent_request_id,
+            decided_by: None,
+            decided_via: None,
         }
     }
 

@@ -452,6 +452,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             _ => None,
         };
+        // The finishing turn's usage counts before what follows is decided:
+        // the next message's sender may be the same, and now over budget.
+        let spent = run_update.as_ref().and_then(|rec| self.turn_usage(rec));
+        if let Some((actor, used)) = &spent {
+            self.add_usage(actor, *used, now, true);
+        }
         let handoff = match (&run_update, &finished) {
             (Some(_), Some(f)) => self.handoff(&f.run_id, now),
             _ => None,
@@ -468,12 +474,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
             if handoff.as_ref().is_some_and(|h| h.queue != before) {
                 let _ = self.store_queue(&before);
             }
+            if let Some((actor, used)) = &spent {
+                self.add_usage(actor, *used, now, false);
+            }
             return Err(e);
         }
-        if let Some(rec) = &run_update {
+        if run_update.is_some() {
             self.active = None;
             self.live_tree = None;
-            self.count_usage(rec, now);
+        }
+        if let Some((actor, used)) = spent {
+            let op = Op::Usage { at: now, tokens: used.tokens, cost_usd: used.cost_usd };
+            self.outbox.push(Effect::Directory { actor, op });
         }
         if let Some(h) = handoff {
             self.queue = h.queue;
@@ -545,21 +557,29 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.budgets.get(actor).is_some_and(|b| b.since == period.window(now).0 && b.limit.exhausted(b.used))
     }
 
-    /// A finished turn's usage counts against its sender's budget: here,
-    /// and in their directory (an effect of the next launch).
-    fn count_usage(&mut self, run: &RunRecord, now: i64) {
-        let (Some(period), Some(actor), Some(usage)) = (self.config.quota_period, &run.turn.actor, &run.usage) else {
-            return;
-        };
+    /// What a finished turn used, and whose budget it counts against (with
+    /// `QUOTA`): here, and in their directory (an effect of the next launch).
+    fn turn_usage(&self, run: &RunRecord) -> Option<(String, Used)> {
+        self.config.quota_period?;
+        let (actor, usage) = (run.turn.actor.as_ref()?, run.usage.as_ref()?);
         let used = Used::of_usage(&serde_json::from_str(usage).unwrap_or_default());
-        if used == Used::default() {
-            return;
-        }
+        (used != Used::default()).then(|| (actor.clone(), used))
+    }
+
+    /// Adds (or takes back) `used` to what the thread knows `actor` spent
+    /// in the period holding `now`.
+    fn add_usage(&mut self, actor: &str, used: Used, now: i64, add: bool) {
+        let Some(period) = self.config.quota_period else { return };
         if let Some(b) = self.budgets.get_mut(actor).filter(|b| b.since == period.window(now).0) {
-            b.used = b.used + used;
+            b.used = if add {
+                b.used + used
+            } else {
+                Used {
+                    tokens: b.used.tokens.saturating_sub(used.tokens),
+                    cost_usd: (b.used.cost_usd - used.cost_usd).max(0.0),
+                }
+            };
         }
-        let op = Op::Usage { at: now, tokens: used.tokens, cost_usd: used.cost_usd };
-        self.outbox.push(Effect::Directory { actor: actor.clone(), op });
     }
 
     fn store_queue(&mut self, queue: &Queue) -> Result<(), ApiError> {

@@ -25,7 +25,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
     ) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
         let item = self.new_item(message, model, turn, given, now);
-        if self.active.is_none() && self.queue.items.is_empty() {
+        if self.active.is_none() && self.queue.items.is_empty() && !self.queue.paused {
             let run = self.start_item(item.clone(), now)?;
             return Ok((item, 0, Some(run)));
         }

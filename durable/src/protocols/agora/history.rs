@@ -12,7 +12,6 @@ use crate::error::ApiError;
 use crate::event::{Event, Kind};
 use crate::ids::ROOT_AGENT;
 use crate::quota::rfc3339;
-use crate::reducer;
 use crate::store::{ConfirmState, RunRecord, RunState, Store};
 use crate::thread::{Sink, Thread, REQUESTER};
 use serde_json::{json, Value};
@@ -20,33 +19,32 @@ use serde_json::{json, Value};
 /// Most runs the detail holds (the newest).
 pub const MAX_RUNS: usize = 200;
 
+/// The thread's messages view (`Thread::messages`, every field of which
+/// it keeps: an older client reads it as before), with agora's fields.
 pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>) -> Result<Value, ApiError> {
-    let (runs, total) = t.store().runs_page(0, MAX_RUNS).map_err(ApiError::storage)?;
-    let mut messages = Vec::with_capacity(runs.len() * 2);
-    for run in runs.iter().rev().filter(|r| !r.replaced) {
-        messages.push(user_message(run));
-        messages.push(assistant_message(t, run, &t.run_events(&run.run_id)?)?);
+    let mut view = t.messages(MAX_RUNS, 0)?;
+    let (runs, _) = t.store().runs_page(0, MAX_RUNS).map_err(ApiError::storage)?;
+    if let Some(messages) = view["messages"].as_array_mut() {
+        for m in messages.iter_mut() {
+            let Some(run) = runs.iter().find(|r| m["runId"] == r.run_id.as_str()) else { continue };
+            let extra = match m["role"].as_str() {
+                Some("user") => user_message(run),
+                _ => assistant_message(t, run, &t.run_events(&run.run_id)?)?,
+            };
+            if let (Some(m), Value::Object(extra)) = (m.as_object_mut(), extra) {
+                m.extend(extra);
+            }
+        }
     }
-    Ok(json!({
-        "threadId": t.thread_id(),
-        "messages": messages,
-        "activeRunId": t.active_run().map(|r| r.run_id.clone()),
-        "queue": t.queue(),
-        "model": t.pin()?,
-        "status": t.status(),
-        "totalRuns": total,
-    }))
+    view["activeRunId"] = t.active_run().map(|r| r.run_id.clone()).into();
+    view["model"] = t.pin()?.into();
+    view["status"] = t.status();
+    Ok(view)
 }
 
+/// What a user message asked of its turn.
 fn user_message(run: &RunRecord) -> Value {
-    let mut m = json!({
-        "id": run.message_id,
-        "runId": run.run_id,
-        "role": "user",
-        "content": run.message,
-        "createdAt": run.created_at,
-        "sentAt": rfc3339(run.turn.sent_at.unwrap_or(run.created_at)),
-    });
+    let mut m = json!({ "sentAt": rfc3339(run.turn.sent_at.unwrap_or(run.created_at)) });
     if let Some(a) = &run.turn.agent {
         m["agent"] = a.clone().into();
     }
@@ -56,8 +54,8 @@ fn user_message(run: &RunRecord) -> Value {
     m
 }
 
+/// What an assistant message's turn streamed, beyond its text.
 fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event]) -> Result<Value, ApiError> {
-    let root = reducer::fold(events).tree();
     let mut calls = Vec::new();
     let mut results = Vec::new();
     let mut approvals = Vec::new();
@@ -120,10 +118,11 @@ fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, event
             if d["scope"] == "session" {
                 a["remember"] = true.into();
             }
-            for (from, to) in [("decidedBy", "decidedBy"), ("via", "decidedVia")] {
-                if let Some(v) = d[from].as_str() {
-                    a[to] = v.into();
-                }
+            if let Some(by) = &r.decided_by {
+                a["decidedBy"] = by.clone().into();
+            }
+            if let Some(via) = &r.decided_via {
+                a["decidedVia"] = via.clone().into();
             }
             if let Some(reason) = d["userInput"].as_str().filter(|_| r.state == ConfirmState::Denied) {
                 a["reason"] = reason.into();
@@ -132,19 +131,11 @@ fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, event
         }
     }
     let mut m = json!({
-        "id": format!("{}:assistant", run.run_id),
-        "runId": run.run_id,
-        "role": "assistant",
-        "createdAt": run.created_at,
-        "content": root.as_ref().map(|r| r.text_content.clone()).unwrap_or_default(),
-        "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
         "reasoningMs": reasoning_ms,
         "toolCalls": calls,
         "toolResults": results,
         "approvals": approvals,
-        "status": run.state.as_str(),
         "model": run.model,
-        "usage": run.usage.as_deref().and_then(|u| serde_json::from_str::<Value>(u).ok()),
     });
     if !output.is_null() {
         m["output"] = output;
