@@ -54,7 +54,10 @@ function normalise(text) {
     .replace(/\b([a-z]+)_[0-9a-f]{24}\b/g, (m, prefix) => stable(prefix, m))
     .replace(/\b(\d{16})_(\d{16})\b/g, (_, gen, seq) => `${stable("gen", gen)}_${seq}`)
     .replace(/("streamCursor":"|stream-cursor: )(\d+)/g, (_, k) => `${k}<cursor>`)
-    .replace(/\b1[7-9]\d{11}\b/g, "<ts>");
+    .replace(/\b1[7-9]\d{11}\b/g, "<ts>")
+    // Wall-clock readings: when a message was sent, and how long reasoning took.
+    .replace(/\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\b/g, "<time>")
+    .replace(/"reasoningMs":\d+/g, '"reasoningMs":<ms>');
 }
 
 /** A transcript: each answer as `### label`, status, headers, then the body. */
