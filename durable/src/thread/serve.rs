@@ -120,14 +120,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// agent (and its sub-agents, background ones too) stop and their
     /// fetches are aborted; an external one is told. The run's events end
     /// with the `run-finish` just stored. Returns the run cancelled.
+    ///
+    /// With no active run it is a no-op (Instance AI's "if the run already
+    /// completed"): background agents that outlived their run go on, unless
+    /// `background` asks for them to stop too.
     pub fn cancel_run(
         &mut self,
         settings: &Settings,
         now: i64,
+        background: bool,
         effects: &mut Vec<Effect>,
     ) -> Result<Option<String>, ApiError> {
         let cancelled = self.cancel(now)?;
-        effects.push(Effect::StopAgents);
+        if cancelled.is_some() || background {
+            effects.push(Effect::StopAgents);
+        }
         if let Some(run_id) = &cancelled {
             effects.extend(tell_agent(settings, crate::webhook::cancel(run_id, "user_cancelled")));
         }

@@ -316,7 +316,7 @@ impl super::Protocol for Route {
                 admit(t)?;
                 t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
                 let active = t.active_run().is_some_and(|r| r.run_id == *run);
-                let cancelled = if active { t.cancel_run(settings, now, effects)? } else { None };
+                let cancelled = if active { t.cancel_run(settings, now, false, effects)? } else { None };
                 Ok(Answer::json(200, &json!({ "ok": true, "runId": run, "cancelled": cancelled.is_some() })))
             }
             R::Decision { approve, .. } => {

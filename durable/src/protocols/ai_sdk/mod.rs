@@ -194,7 +194,7 @@ impl super::Protocol for Route {
             }
             R::Stop { .. } => {
                 admit(t)?;
-                let cancelled = t.cancel_run(settings, now, effects)?;
+                let cancelled = t.cancel_run(settings, now, false, effects)?;
                 let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
                 if let Some(run_id) = cancelled {
                     body["runId"] = run_id.into();

@@ -222,7 +222,10 @@ impl super::Protocol for Route {
             }
             R::Cancel { .. } => {
                 admit(t)?;
-                let cancelled = t.cancel_run(settings, now, effects)?;
+                // `?background=true`: also stop background agents that
+                // outlived a run that already completed.
+                let background = input::query_first(call.query, "background").is_some_and(|v| v == "true" || v == "1");
+                let cancelled = t.cancel_run(settings, now, background, effects)?;
                 let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
                 if let Some(run_id) = cancelled {
                     body["runId"] = run_id.into();

@@ -1,0 +1,102 @@
+// n8n Instance AI's seed, the rules a line-by-line reading found untested
+// (docs/protocols/instance-ai.md, "Conformance"): live-only frames, the rich
+// confirmation fields, and cancel after a run completed.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker, startWebhook, startExternalRun, client, newThread, sleep, until } from "./support/harness.mjs";
+import { startFakeLlm } from "../local/fake-llm.mjs";
+
+let hook, worker, api, llm, builtin, b;
+
+before(async () => {
+  hook = await startWebhook();
+  worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url } });
+  api = client(worker.url);
+  llm = await startFakeLlm({ port: 0, delayMs: 1 });
+  builtin = await startWorker({ vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "k" } });
+  b = client(builtin.url);
+});
+after(async () => {
+  await worker?.stop();
+  await builtin?.stop();
+  await hook?.close();
+  await llm?.close();
+});
+
+const RICH = {
+  requestId: "rich-1",
+  toolCallId: "tc-rich",
+  toolName: "setup-workflow",
+  args: { workflowId: "wf-9" },
+  severity: "info",
+  message: "Set this workflow up?",
+  inputType: "approval",
+  introMessage: "A few things first.",
+  credentialRequests: [{ credentialType: "slackApi", reason: "to post" }],
+  credentialFlow: { stage: "finalize" },
+  setupRequests: [{ node: "Slack", fields: ["channel"] }],
+  workflowId: "wf-9",
+  projectId: "p-1",
+};
+
+describe("Instance AI, seed lines the reading found untested", () => {
+  test("filesystem-request (line 350): live only, with no id, and never replayed", async () => {
+    const thread = newThread("fs");
+    const run = await startExternalRun(api, hook, thread);
+    const live = api.events(thread);
+    await live.ready;
+    await live.waitFor((e) => e.type === "run-start");
+    const request = { requestId: "fs-1", operation: "read", args: { path: "/tmp/notes.md" } };
+    const pub = await api.publish(thread, run.runId, run.token, [{ type: "filesystem-request", agentId: "orchestrator", payload: request }]);
+    assert.equal(pub.status, 200, pub.text);
+    const got = await live.waitFor((e) => e.type === "filesystem-request");
+    assert.equal(got.id, undefined, "an ephemeral frame carries no id");
+    assert.deepEqual(got.payload, request);
+    live.close();
+    const replay = api.events(thread);
+    await replay.ready;
+    await replay.waitFor((e) => e.type === "run-start");
+    await sleep(200);
+    assert.equal(replay.events().some((e) => e.type === "filesystem-request"), false, "a replay has only durable facts");
+    replay.close();
+  });
+
+  test("the rich confirmation fields (lines 213-225) round-trip through publish, replay and the messages view", async () => {
+    const thread = newThread("rich");
+    const run = await startExternalRun(api, hook, thread);
+    const pub = await api.publish(thread, run.runId, run.token, [
+      { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: "tc-rich", toolName: "setup-workflow", args: { workflowId: "wf-9" } } },
+      { type: "confirmation-request", agentId: "orchestrator", payload: RICH },
+    ]);
+    assert.equal(pub.status, 200, pub.text);
+    const replay = api.events(thread);
+    await replay.ready;
+    const stored = await replay.waitFor((e) => e.type === "confirmation-request");
+    replay.close();
+    for (const field of ["introMessage", "credentialRequests", "credentialFlow", "setupRequests", "workflowId", "projectId"]) {
+      assert.deepEqual(stored.payload[field], RICH[field], `replayed ${field}`);
+    }
+    const messages = await api.messages(thread);
+    const confirmation = messages.json.messages[1].agentTree.toolCalls[0].confirmation;
+    for (const field of ["introMessage", "credentialRequests", "credentialFlow", "setupRequests", "workflowId", "projectId"]) {
+      assert.deepEqual(confirmation[field], RICH[field], `messages view ${field}`);
+    }
+  });
+
+  test("cancel after a run completed (lines 358-359) is a no-op: its background agents go on", async () => {
+    const thread = newThread("bg");
+    const sent = await b.chat(thread, "research this [[spawn-bg]] [[slow:300]]");
+    assert.equal(sent.status, 200, sent.text);
+    await until(async () => (await b.status(thread)).json.hasActiveRun === false, { timeoutMs: 10_000, what: "the run completes" });
+    const running = (await b.status(thread)).json.backgroundTasks;
+    assert.equal(running.length, 1, JSON.stringify(running));
+    const cancelled = await b.cancel(thread);
+    assert.deepEqual([cancelled.status, cancelled.json.cancelled], [200, false]);
+    await sleep(100);
+    assert.equal((await b.status(thread)).json.backgroundTasks.length, 1, "the background agent was not stopped");
+    await until(async () => (await b.status(thread)).json.backgroundTasks.length === 0, { timeoutMs: 10_000, what: "it finishes on its own" });
+    const log = await b.messages(thread);
+    const child = log.json.messages[1].agentTree.children[0];
+    assert.equal(child.status, "completed");
+  });
+});
