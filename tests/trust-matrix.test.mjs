@@ -150,6 +150,8 @@ const ROWS = {
   "POST /agent/threads/:id/queue/:messageId/move": { call: (f) => ["POST", `/agent/threads/${f.thread}/queue/${f.queued}/move`, { position: 0 }], expect: ownerOnly },
   "GET /v1/threads/:threadId": { call: (f) => ["GET", `/v1/threads/${f.thread}?offset=-1`], expect: reader() },
   "GET /v1/runs/:runId": { call: (f) => ["GET", `/v1/runs/${f.run}?offset=-1`], expect: reader() },
+  "GET /agents/:name/:id": { call: (f) => ["GET", `/agents/default/${f.thread}`], expect: reader() },
+  "GET /runs/:runId": { call: (f) => ["GET", `/runs/${f.run}?offset=-1`], expect: reader() },
   "POST /v1/runs/:runId": { call: (f) => ["POST", `/v1/runs/${f.run}`, { type: "status", agentId: "orchestrator", payload: { message: "x" } }], expect: publishing },
   // Off unless STREAMS_AUTH says who may use it: no such route for anyone.
   ...Object.fromEntries(["GET", "PUT", "POST", "DELETE"].map((m) => [

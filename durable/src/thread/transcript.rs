@@ -26,6 +26,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// messages oldest first within it, each assistant message with its agent
     /// tree folded from the log. `nextEventId` is read in the same block, so a
     /// client that connects from `nextEventId - 1` sees nothing twice.
+    /// Whether agent `name` serves the thread (Flue's `/agents/:name/:id`):
+    /// it ran one of its turns (`default` for a turn that named none, and
+    /// for a thread with no turn yet).
+    pub fn served_by(&self, name: &str) -> Result<bool, ApiError> {
+        let (runs, _) = self.store.runs_page(0, 10_000).map_err(ApiError::storage)?;
+        if runs.is_empty() {
+            return Ok(name == crate::agents::DEFAULT);
+        }
+        Ok(runs.iter().any(|r| r.turn.agent.as_deref().unwrap_or(crate::agents::DEFAULT) == name))
+    }
+
     pub fn messages(&self, limit: usize, page: usize) -> Result<Value, ApiError> {
         let thread_id = &self.thread_id;
         let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;

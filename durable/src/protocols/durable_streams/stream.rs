@@ -163,11 +163,20 @@ pub struct Sse {
     /// The position last reported (`None` before the first batch, which is
     /// always answered, even empty: the client learns its position at once).
     reported: Option<Position>,
+    /// When a control frame last went out.
+    controlled: i64,
 }
+
+/// An idle connection's `control` frame, every this long (Flue's): between
+/// them, keep-alives are `: heartbeat` comments.
+pub const CONTROL_EVERY_MS: i64 = 30_000;
+
+/// The comment an idle SSE view writes (Flue's `: heartbeat`).
+pub const HEARTBEAT: &[u8] = b": heartbeat\n\n";
 
 impl SseView {
     pub fn new(run: Option<String>, client_cursor: Option<String>, now: i64) -> SseView {
-        View { cursor: Cursor::new(run, client_cursor), answers: Sse { opened: now, reported: None } }
+        View { cursor: Cursor::new(run, client_cursor), answers: Sse { opened: now, reported: None, controlled: now } }
     }
 }
 
@@ -181,12 +190,20 @@ impl Answers for Sse {
             return;
         }
         self.reported = Some(pos);
+        self.controlled = now;
         let c = cursor.cursor(now, random);
         view::sse_batch(&cursor.take(), pos, &c, out);
     }
 
+    /// An idle connection: a `: heartbeat` comment, and a `control` frame
+    /// (the position again) once [`CONTROL_EVERY_MS`] passed without one,
+    /// as Flue's server writes them.
     fn keepalive(&mut self, cursor: &mut Cursor, now: i64, random: u64, out: &mut Vec<u8>) {
-        view::sse_batch(&[], cursor.pos, &cursor.cursor(now, random), out);
+        out.extend_from_slice(HEARTBEAT);
+        if now - self.controlled >= CONTROL_EVERY_MS {
+            self.controlled = now;
+            view::sse_batch(&[], cursor.pos, &cursor.cursor(now, random), out);
+        }
     }
 
     fn done(&self, now: i64) -> bool {
@@ -224,5 +241,25 @@ impl Answers for Poll {
 
     fn timeout(&self, cursor: &Cursor, now: i64, random: u64) -> Option<Reply> {
         Some(view::timeout_reply(cursor.pos, cursor.cursor(now, random)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_idle_sse_view_writes_heartbeats_and_a_control_frame_every_30_seconds() {
+        let mut v = SseView::new(None, None, 0);
+        let mut out = Vec::new();
+        v.keepalive(15_000, 1, &mut out);
+        assert_eq!(out, HEARTBEAT, "a comment only");
+        out.clear();
+        v.keepalive(30_000, 1, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(": heartbeat\n\nevent: control\n"), "{text}");
+        let mut again = Vec::new();
+        v.keepalive(45_000, 1, &mut again);
+        assert_eq!(again, HEARTBEAT, "the next control is 30 s after this one");
     }
 }

@@ -1,0 +1,80 @@
+// Flue's routes and SSE rules over threadline's thread views (docs/protocols/durable-streams.md):
+// agent instances by name and id, a plain agent GET as the history view,
+// workflow runs by run id, and idle SSE connections kept with `: heartbeat`.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker, client, openSse, newThread, sleep, until } from "./support/harness.mjs";
+import { startFakeLlm } from "../local/fake-llm.mjs";
+
+let llm, worker, api;
+
+before(async () => {
+  llm = await startFakeLlm({ port: 0, delayMs: 1 });
+  worker = await startWorker({
+    vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "k", SSE_PING_MS: "300", AGENTS: JSON.stringify({ helper: { label: "Helper" } }) },
+  });
+  api = client(worker.url);
+});
+after(async () => {
+  await worker?.stop();
+  await llm?.close();
+});
+
+/** A finished run on a new thread, as agent `agent` (none: the default). */
+async function finishedRun(agent) {
+  const thread = newThread("flue");
+  const r = await api.chat(thread, "hello flue", agent ? { agent } : {});
+  assert.equal(r.status, 200, r.text);
+  await until(async () => (await api.status(thread)).json.hasActiveRun === false, { what: "the run ends" });
+  return { thread, run: r.json.runId };
+}
+
+describe("Flue's routes", () => {
+  test("GET /agents/:name/:id is the history view of the thread the agent serves; other names are 404", async () => {
+    const { thread } = await finishedRun();
+    const plain = await api.call("GET", `/agents/default/${thread}`);
+    assert.equal(plain.status, 200, plain.text);
+    const history = await api.call("GET", `/v1/threads/${thread}?view=history`);
+    assert.deepEqual(plain.json, history.json, "a plain agent GET is view=history");
+    assert.equal(plain.headers.get("stream-next-offset"), plain.json.offset);
+    assert.equal(plain.headers.get("stream-up-to-date"), "true");
+    const head = await fetch(`${worker.url}/agents/default/${thread}`, { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("stream-next-offset"), plain.json.offset);
+    assert.equal((await head.text()).length, 0);
+    const updates = await api.call("GET", `/agents/default/${thread}?view=updates&offset=-1`);
+    assert.equal(updates.status, 200);
+    assert.ok(Array.isArray(updates.json) && updates.json.some((e) => e.type === "run-finish"));
+    assert.equal(updates.headers.get("cache-control"), "no-store");
+    assert.equal((await api.call("GET", `/agents/default/${thread}?view=history&tail=5`)).status, 400, "history refuses tail");
+    assert.equal((await api.call("GET", `/agents/default/${thread}?view=updates&offset=-1&tail=5`)).status, 400, "updates refuse tail");
+    assert.equal((await api.call("GET", `/agents/helper/${thread}`)).status, 404, "an agent that does not serve it");
+    const helped = await finishedRun("helper");
+    assert.equal((await api.call("GET", `/agents/helper/${helped.thread}`)).status, 200);
+    assert.equal((await api.call("GET", `/agents/default/${helped.thread}`)).status, 404);
+  });
+
+  test("GET /runs/:runId reads the run's events as /v1/runs/:runId does", async () => {
+    const { run } = await finishedRun();
+    const flue = await api.call("GET", `/runs/${encodeURIComponent(run)}?offset=-1`);
+    const v1 = await api.call("GET", `/v1/runs/${encodeURIComponent(run)}?offset=-1`);
+    assert.equal(flue.status, 200, flue.text);
+    assert.equal(flue.text, v1.text);
+    assert.equal(flue.headers.get("stream-closed"), "true");
+    assert.equal(flue.headers.get("cache-control"), "no-store");
+  });
+
+  test("an idle SSE view sends `: heartbeat` comments, not control frames", async () => {
+    const { thread } = await finishedRun();
+    const head = await api.call("GET", `/v1/threads/${thread}?offset=-1`);
+    const at = head.headers.get("stream-next-offset");
+    const sse = openSse(`${worker.url}/v1/threads/${thread}?offset=${at}&live=sse`);
+    await sse.ready;
+    assert.equal(sse.headers.get("cache-control"), "no-cache");
+    await sleep(1200);
+    const frames = sse.frames();
+    sse.close();
+    assert.ok(frames.filter((f) => f.comments.includes("heartbeat")).length >= 2, JSON.stringify(frames));
+    assert.equal(frames.filter((f) => f.event === "control").length, 1, "the first position only, then heartbeats");
+  });
+});
