@@ -44,6 +44,14 @@ impl Caller {
         Caller::Actor { id: a.id, roles: a.roles }
     }
 
+    /// The actor's roles (none for a stream token or nobody).
+    pub fn roles(&self) -> &[String] {
+        match self {
+            Caller::Actor { roles, .. } => roles,
+            _ => &[],
+        }
+    }
+
     /// The actor's id, when there is one.
     pub fn id(&self) -> Option<&str> {
         match self {

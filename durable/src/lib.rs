@@ -86,7 +86,7 @@ pub use error::ApiError;
 pub use event::{parse_published, Event, Kind};
 pub use ids::{run_id, scoped, thread_of, Random};
 pub use input::{cursor, query_pairs, Head};
-pub use models::Catalog;
+pub use models::{Catalog, Price};
 pub use queued::{Queue, QueueItem};
 pub use quota::{Budget, Limit, Quota, Used};
 pub use reducer::{fold, AgentNode};

@@ -60,16 +60,27 @@ impl ModelEntry {
         }
     }
 
-    /// What `usage` (`{prompt_tokens, completion_tokens}`) cost, when the
-    /// model has prices.
-    pub fn cost_usd(&self, usage: &serde_json::Value) -> Option<f64> {
-        if self.input_usd_per_m_tok.is_none() && self.output_usd_per_m_tok.is_none() {
-            return None;
-        }
+    /// Its prices, when the catalog gives either (the other is then free).
+    pub fn price(&self) -> Option<Price> {
+        (self.input_usd_per_m_tok.is_some() || self.output_usd_per_m_tok.is_some()).then(|| Price {
+            input: self.input_usd_per_m_tok.unwrap_or(0.0),
+            output: self.output_usd_per_m_tok.unwrap_or(0.0),
+        })
+    }
+}
+
+/// A model's prices, in dollars per million input and output tokens.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Price {
+    pub input: f64,
+    pub output: f64,
+}
+
+impl Price {
+    /// What `usage` (`{prompt_tokens, completion_tokens}`) cost.
+    pub fn cost_usd(&self, usage: &serde_json::Value) -> f64 {
         let tokens = |k: &str| usage[k].as_f64().unwrap_or(0.0);
-        let cost = tokens("prompt_tokens") * self.input_usd_per_m_tok.unwrap_or(0.0)
-            + tokens("completion_tokens") * self.output_usd_per_m_tok.unwrap_or(0.0);
-        Some(cost / 1_000_000.0)
+        (tokens("prompt_tokens") * self.input + tokens("completion_tokens") * self.output) / 1_000_000.0
     }
 }
 
@@ -251,9 +262,10 @@ mod tests {
         assert!(c.check_for("a/big", &Picker::default()).is_err());
         assert!(c.check_for("a/big", &Picker { roles: &pro, ..Picker::default() }).is_ok());
         assert_eq!(c.view(&Picker::default())["models"][0]["available"], false);
-        let cost =
-            c.models["a/fast"].cost_usd(&serde_json::json!({"prompt_tokens": 1_000_000, "completion_tokens": 500_000}));
+        let cost = c.models["a/fast"]
+            .price()
+            .map(|p| p.cost_usd(&serde_json::json!({"prompt_tokens": 1_000_000, "completion_tokens": 500_000})));
         assert_eq!(cost, Some(2.0));
-        assert_eq!(c.models["a/big"].cost_usd(&serde_json::json!({"prompt_tokens": 5})), None);
+        assert_eq!(c.models["a/big"].price(), None);
     }
 }

@@ -127,9 +127,6 @@ pub struct Settings {
     /// `QUOTA`: per-actor budgets (`None`: no limit); an invalid one
     /// refuses sends rather than run without the limit it asks for.
     pub quota: Result<Option<Quota>, String>,
-    /// `OUTPUT_CHECK_URL`: where a structured answer is sent to be accepted
-    /// or refused (`output_rejected`) before the run completes.
-    pub output_check_url: Option<String>,
     /// `AGENT_MESSAGE_TIMESTAMPS=1`: the model is told when each user
     /// message was sent (`messageTimestamps`).
     pub message_timestamps: bool,
@@ -194,7 +191,6 @@ impl Settings {
         Settings {
             agents,
             quota,
-            output_check_url: var("OUTPUT_CHECK_URL"),
             message_timestamps: var("AGENT_MESSAGE_TIMESTAMPS").is_some_and(|v| v == "1" || v == "true"),
             thread: Config {
                 run_idle_timeout_ms: num("RUN_IDLE_TIMEOUT_MS", defaults.run_idle_timeout_ms),
@@ -253,7 +249,7 @@ impl Settings {
                     .clamp(1_000, 900_000) as usize,
                 max_model_bytes: num("MAX_MODEL_BYTES", agent_defaults.max_model_bytes as i64).max(10_000) as usize,
                 model_id: None,
-                usd_per_m_tok: None,
+                price: None,
                 allowed_tools: None,
                 output_check_url: var("OUTPUT_CHECK_URL"),
             },
@@ -292,10 +288,7 @@ impl Settings {
             if let Some(m) = catalog.models.get(id) {
                 cfg.model = m.model.clone();
                 cfg.model_id = Some(id.to_owned());
-                if m.input_usd_per_m_tok.is_some() || m.output_usd_per_m_tok.is_some() {
-                    cfg.usd_per_m_tok =
-                        Some((m.input_usd_per_m_tok.unwrap_or(0.0), m.output_usd_per_m_tok.unwrap_or(0.0)));
-                }
+                cfg.price = m.price();
                 if let Some(url) = &m.base_url {
                     endpoint.base_url = url.clone();
                 }

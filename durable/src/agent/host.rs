@@ -115,8 +115,8 @@ pub struct AgentConfig {
     pub model: String,
     /// The catalog id the turn picked: labels its usage.
     pub model_id: Option<String>,
-    /// The picked model's prices (USD per million input, output tokens).
-    pub usd_per_m_tok: Option<(f64, f64)>,
+    /// The picked model's prices.
+    pub price: Option<crate::models::Price>,
     /// The HTTP tools the turn's agent may call (`None`: all).
     pub allowed_tools: Option<Vec<String>>,
     /// `OUTPUT_CHECK_URL`: a structured answer is accepted there first.
@@ -138,7 +138,7 @@ impl Default for AgentConfig {
         AgentConfig {
             model: "fake-model".into(),
             model_id: None,
-            usd_per_m_tok: None,
+            price: None,
             allowed_tools: None,
             output_check_url: None,
             max_steps: 20,

@@ -425,9 +425,8 @@ impl<H: Host> Agent<H> {
         }
         let mut finish = json!({});
         if let Some(u) = step.usage.as_mut() {
-            if let Some((input, output)) = self.cfg.usd_per_m_tok {
-                let tokens = |k: &str| u[k].as_f64().unwrap_or(0.0);
-                let cost = (tokens("prompt_tokens") * input + tokens("completion_tokens") * output) / 1_000_000.0;
+            if let Some(price) = self.cfg.price {
+                let cost = price.cost_usd(u);
                 u["costUsd"] = cost.into();
                 finish["costUsd"] = cost.into();
             }

@@ -125,9 +125,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Records a checked decision: the request settles, and its run goes
     /// on once nothing else of it is pending.
     ///
-    /// Who decided and through which surface are stored with the decision
-    /// (`decidedBy`, `via`), and its run's log says how the request settled
-    /// (`confirmation-settled`).
+    /// Who decided and through which surface are stored on the request
+    /// (`decidedBy`, `decidedVia`), and its run's log says how the request
+    /// settled (`confirmation-settled`).
     fn record_decision(
         &mut self,
         c: Confirmation,
@@ -164,24 +164,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.active_run().is_none_or(|r| r.run_id != c.run_id) {
             return Ok(());
         }
-        let d = c.decision.clone().unwrap_or_default();
         let mut p = serde_json::json!({
             "requestId": c.request_id,
             "toolCallId": c.tool_call_id,
             "toolName": c.tool_name,
             "status": c.state.as_str(),
         });
-        if let Some(by) = &c.decided_by {
-            p["decidedBy"] = by.clone().into();
-        }
-        if let Some(via) = &c.decided_via {
-            p["decidedVia"] = via.clone().into();
-        }
-        if d["scope"] == "session" {
-            p["remember"] = true.into();
-        }
-        if let Some(r) = d["userInput"].as_str().filter(|r| !r.is_empty() && c.state == ConfirmState::Denied) {
-            p["reason"] = r.into();
+        if let Value::Object(fields) = &mut p {
+            fields.extend(c.settlement());
         }
         let ev = Event::new(Kind::ConfirmationSettled, &c.run_id, &c.agent_id, now, p);
         self.publish_run(&c.run_id, vec![ev], now)
@@ -361,6 +351,28 @@ impl Confirmation {
             (CLIENT_TOOL | "text" | "questions", _) | (_, None) => Decider::Owner,
             (_, Some(role)) => Decider::Role(role),
         }
+    }
+
+    /// How it settled, as the log and agora's history say it: `decidedBy`,
+    /// `decidedVia`, `remember` (a session approval), and the `reason` of a
+    /// denial that gave one.
+    pub fn settlement(&self) -> Map<String, Value> {
+        let mut out = Map::new();
+        if let Some(by) = &self.decided_by {
+            out.insert("decidedBy".into(), by.clone().into());
+        }
+        if let Some(via) = &self.decided_via {
+            out.insert("decidedVia".into(), via.clone().into());
+        }
+        let d = self.decision.as_ref();
+        if d.is_some_and(|d| d["scope"] == "session") {
+            out.insert("remember".into(), true.into());
+        }
+        let reason = d.and_then(|d| d["userInput"].as_str()).filter(|r| !r.is_empty());
+        if let Some(r) = reason.filter(|_| self.state == ConfirmState::Denied) {
+            out.insert("reason".into(), r.into());
+        }
+        out
     }
 
     /// Still pending, but its time is up: it settles as expired.

@@ -165,12 +165,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<(Option<String>, Turn), ApiError> {
         let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
         let (agent_id, agent) = agents.get(asked.agent.as_deref())?;
-        let roles: &[String] = match who.caller {
-            Caller::Actor { roles, .. } => roles,
-            _ => &[],
-        };
         let pin = self.pin()?;
-        let model = catalog.pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(roles))?.to_owned();
+        let model = catalog.pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(who.caller.roles()))?.to_owned();
         let turn = Turn {
             agent: asked.agent.as_ref().map(|_| agent_id.to_owned()),
             page_context: asked.page_context.clone(),

@@ -3,9 +3,14 @@
 
 use super::{Sink, Thread};
 use crate::error::ApiError;
+use crate::event::Event;
 use crate::reducer;
-use crate::store::{RunState, Store};
+use crate::store::{RunRecord, RunState, Store};
 use serde_json::{json, Value};
+
+/// What a protocol adds to a run's user and assistant messages
+/// ([`Thread::messages_with`]), given the run and its events.
+pub type ExtendMessages<'a> = dyn FnMut(&RunRecord, &[Event], &mut Value, &mut Value) -> Result<(), ApiError> + 'a;
 
 impl<S: Store, K: Sink> Thread<S, K> {
     /// `GET .../status`.
@@ -22,10 +27,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         v
     }
 
-    /// `GET .../messages`: a page of runs, newest page first (`page` 0),
-    /// messages oldest first within it, each assistant message with its agent
-    /// tree folded from the log. `nextEventId` is read in the same block, so a
-    /// client that connects from `nextEventId - 1` sees nothing twice.
     /// Whether agent `name` serves the thread (Flue's `/agents/:name/:id`):
     /// it ran one of its turns (`default` for a turn that named none, and
     /// for a thread with no turn yet).
@@ -37,12 +38,23 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(runs.iter().any(|r| r.turn.agent.as_deref().unwrap_or(crate::agents::DEFAULT) == name))
     }
 
+    /// `GET .../messages`: a page of runs, newest page first (`page` 0),
+    /// messages oldest first within it, each assistant message with its agent
+    /// tree folded from the log. `nextEventId` is read in the same block, so a
+    /// client that connects from `nextEventId - 1` sees nothing twice.
     pub fn messages(&self, limit: usize, page: usize) -> Result<Value, ApiError> {
+        self.messages_with(limit, page, &mut |_, _, _, _| Ok(()))
+    }
+
+    /// [`Thread::messages`], each run's user and assistant messages handed
+    /// to `extend` with the run and its events (read once), for a protocol
+    /// whose view says more of them.
+    pub fn messages_with(&self, limit: usize, page: usize, extend: &mut ExtendMessages) -> Result<Value, ApiError> {
         let thread_id = &self.thread_id;
         let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
         for run in runs.iter().rev().filter(|r| !r.replaced) {
-            messages.push(json!({
+            let mut user = json!({
                 "id": run.message_id,
                 "runId": run.run_id,
                 "role": "user",
@@ -50,11 +62,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 "content": run.message,
                 "reasoning": "",
                 "isStreaming": false,
-            }));
+            });
             let events = self.run_events(&run.run_id)?;
             let tree = reducer::fold(&events);
             let root = tree.tree();
-            messages.push(json!({
+            let mut assistant = json!({
                 "id": format!("{}:assistant", run.run_id),
                 "runId": run.run_id,
                 "role": "assistant",
@@ -65,7 +77,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 "status": run.state.as_str(),
                 "usage": run.usage.as_deref().and_then(|u| serde_json::from_str::<Value>(u).ok()),
                 "agentTree": root,
-            }));
+            });
+            extend(run, &events, &mut user, &mut assistant)?;
+            messages.push(user);
+            messages.push(assistant);
         }
         Ok(json!({
             "threadId": thread_id,

@@ -68,6 +68,8 @@ impl ToolDecision {
 pub struct QuestionAnswer {
     pub tool_call_id: String,
     pub run_id: Option<String>,
+    /// The surface it came through (`web` by default).
+    pub via: String,
     /// The decision body this amounts to on the confirm route.
     pub decision: Value,
 }
@@ -86,7 +88,7 @@ impl QuestionAnswer {
             }
             _ => return Err(bad("an answer is `answer` (a string) or `answers` (an array)")),
         };
-        Ok(QuestionAnswer { tool_call_id: d.tool_call_id, run_id: d.run_id, decision })
+        Ok(QuestionAnswer { tool_call_id: d.tool_call_id, run_id: d.run_id, via: d.via, decision })
     }
 }
 

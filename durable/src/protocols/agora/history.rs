@@ -22,20 +22,16 @@ pub const MAX_RUNS: usize = 200;
 /// The thread's messages view (`Thread::messages`, every field of which
 /// it keeps: an older client reads it as before), with agora's fields.
 pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>) -> Result<Value, ApiError> {
-    let mut view = t.messages(MAX_RUNS, 0)?;
-    let (runs, _) = t.store().runs_page(0, MAX_RUNS).map_err(ApiError::storage)?;
-    if let Some(messages) = view["messages"].as_array_mut() {
-        for m in messages.iter_mut() {
-            let Some(run) = runs.iter().find(|r| m["runId"] == r.run_id.as_str()) else { continue };
-            let extra = match m["role"].as_str() {
-                Some("user") => user_message(run),
-                _ => assistant_message(t, run, &t.run_events(&run.run_id)?)?,
-            };
-            if let (Some(m), Value::Object(extra)) = (m.as_object_mut(), extra) {
-                m.extend(extra);
-            }
+    let merge = |into: &mut Value, extra: Value| {
+        if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
+            into.extend(extra);
         }
-    }
+    };
+    let mut view = t.messages_with(MAX_RUNS, 0, &mut |run, events, user, assistant| {
+        merge(user, user_message(run));
+        merge(assistant, assistant_message(t, run, events)?);
+        Ok(())
+    })?;
     view["activeRunId"] = t.active_run().map(|r| r.run_id.clone()).into();
     view["model"] = t.pin()?.into();
     view["status"] = t.status();
@@ -106,7 +102,6 @@ fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, event
         };
         c["status"] = status.into();
         if let Some(r) = request.filter(|r| r.input_type == "approval") {
-            let d = r.decision.clone().unwrap_or_default();
             let mut a = json!({
                 "toolCallId": id,
                 "approver": r.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()),
@@ -115,17 +110,8 @@ fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, event
             if let Some(at) = r.expires_at {
                 a["expiresAt"] = rfc3339(at).into();
             }
-            if d["scope"] == "session" {
-                a["remember"] = true.into();
-            }
-            if let Some(by) = &r.decided_by {
-                a["decidedBy"] = by.clone().into();
-            }
-            if let Some(via) = &r.decided_via {
-                a["decidedVia"] = via.clone().into();
-            }
-            if let Some(reason) = d["userInput"].as_str().filter(|_| r.state == ConfirmState::Denied) {
-                a["reason"] = reason.into();
+            if let Value::Object(fields) = &mut a {
+                fields.extend(r.settlement());
             }
             approvals.push(a);
         }

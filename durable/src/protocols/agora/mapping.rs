@@ -177,7 +177,7 @@ impl FrameMapper {
                 if self.calls.insert(text("toolCallId").to_owned()) {
                     self.tail = None;
                 }
-                vec![json!({
+                let mut f = json!({
                     "kind": "approval-requested",
                     "id": text("toolCallId"),
                     "requestId": text("requestId"),
@@ -185,16 +185,11 @@ impl FrameMapper {
                     "input": p["args"],
                     "inputType": p.get("inputType").cloned().unwrap_or_else(|| "approval".into()),
                     "approver": p.get("approver").cloned().unwrap_or_else(|| crate::thread::REQUESTER.into()),
-                })
-                .as_object()
-                .cloned()
-                .map(|mut f| {
-                    if let Some(at) = p.get("expiresAt").and_then(Value::as_i64) {
-                        f.insert("expiresAt".into(), crate::quota::rfc3339(at).into());
-                    }
-                    Value::Object(f)
-                })
-                .unwrap_or_default()]
+                });
+                if let Some(at) = p.get("expiresAt").and_then(Value::as_i64) {
+                    f["expiresAt"] = crate::quota::rfc3339(at).into();
+                }
+                vec![f]
             }
             Kind::StepStart => vec![json!({ "kind": "step-start" })],
             Kind::StepFinish => {

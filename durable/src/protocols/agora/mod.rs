@@ -242,10 +242,7 @@ impl super::Protocol for Route {
     }
 
     fn at_worker(&self, caller: &Caller, head: &Head, settings: &Settings, now: i64) -> Result<AtWorker, ApiError> {
-        let roles: &[String] = match caller {
-            Caller::Actor { roles, .. } => roles,
-            _ => &[],
-        };
+        let roles = caller.roles();
         match self {
             R::Models => {
                 let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
@@ -332,16 +329,14 @@ impl super::Protocol for Route {
                 Ok(Answer::json(200, &body))
             }
             R::Question { skip, .. } => {
-                let body = json_body()?;
-                let a = QuestionAnswer::parse(&body, *skip)?;
+                let a = QuestionAnswer::parse(&json_body()?, *skip)?;
                 let c = self.request(t, call, &a.tool_call_id, a.run_id.as_deref(), settings, now, effects)?;
                 if !matches!(c.input_type.as_str(), "text" | "questions") {
                     return Err(ApiError::invalid_decision(
                         "this tool call asks for an approval: decide it with POST /agent/tool-call/approve or reject",
                     ));
                 }
-                let via = ToolDecision::parse(&body, true)?.via;
-                let c = t.decide_as(call.caller, &via, &c.request_id, &a.decision, settings, now, effects)?;
+                let c = t.decide_as(call.caller, &a.via, &c.request_id, &a.decision, settings, now, effects)?;
                 let body = json!({ "ok": true, "runId": c.run_id, "toolCallId": c.tool_call_id, "status": if *skip { "skipped" } else { "answered" } });
                 Ok(Answer::json(200, &body))
             }
