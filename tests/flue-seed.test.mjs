@@ -42,9 +42,12 @@ describe("Flue's routes", () => {
     assert.equal(head.status, 200);
     assert.equal(head.headers.get("stream-next-offset"), plain.json.offset);
     assert.equal((await head.text()).length, 0);
+    assert.equal(plain.json.v, 1, "a FlueConversationSnapshot");
+    assert.equal(plain.headers.get("cache-control"), "no-store");
     const updates = await api.call("GET", `/agents/default/${thread}?view=updates&offset=-1`);
     assert.equal(updates.status, 200);
-    assert.ok(Array.isArray(updates.json) && updates.json.some((e) => e.type === "run-finish"));
+    assert.ok(Array.isArray(updates.json) && updates.json.some((c) => c.type === "submission-settled"));
+    assert.ok(!updates.json.some((c) => c.type === "run-finish"), "the canonical records are never on the wire");
     assert.equal(updates.headers.get("cache-control"), "no-store");
     assert.equal((await api.call("GET", `/agents/default/${thread}?view=history&tail=5`)).status, 400, "history refuses tail");
     assert.equal((await api.call("GET", `/agents/default/${thread}?view=updates&offset=-1&tail=5`)).status, 400, "updates refuse tail");
@@ -54,12 +57,13 @@ describe("Flue's routes", () => {
     assert.equal((await api.call("GET", `/agents/default/${helped.thread}`)).status, 404);
   });
 
-  test("GET /runs/:runId reads the run's events as /v1/runs/:runId does", async () => {
+  test("GET /runs/:runId reads the run's events as /v1/runs/:runId does, each versioned", async () => {
     const { run } = await finishedRun();
     const flue = await api.call("GET", `/runs/${encodeURIComponent(run)}?offset=-1`);
     const v1 = await api.call("GET", `/v1/runs/${encodeURIComponent(run)}?offset=-1`);
     assert.equal(flue.status, 200, flue.text);
-    assert.equal(flue.text, v1.text);
+    assert.ok(flue.json.every((e) => e.v === 3), "each workflow-run event carries its version");
+    assert.deepEqual(flue.json.map(({ v, ...e }) => e), v1.json, "the same events as /v1/runs/:runId");
     assert.equal(flue.headers.get("stream-closed"), "true");
     assert.equal(flue.headers.get("cache-control"), "no-store");
   });
@@ -76,5 +80,26 @@ describe("Flue's routes", () => {
     sse.close();
     assert.ok(frames.filter((f) => f.comments.includes("heartbeat")).length >= 2, JSON.stringify(frames));
     assert.equal(frames.filter((f) => f.event === "control").length, 1, "the first position only, then heartbeats");
+  });
+
+  test("catch-up reads carry an ETag: If-None-Match while nothing was stored is 304 without a body", async () => {
+    const { thread } = await finishedRun();
+    for (const q of ["", "?view=updates&offset=-1"]) {
+      const first = await fetch(`${worker.url}/agents/default/${thread}${q}`);
+      const tag = first.headers.get("etag");
+      assert.ok(tag, `an ETag on ${q || "history"}`);
+      await first.text();
+      const again = await fetch(`${worker.url}/agents/default/${thread}${q}`, { headers: { "if-none-match": tag } });
+      assert.equal(again.status, 304, q);
+      assert.equal(again.headers.get("stream-next-offset"), first.headers.get("stream-next-offset"));
+      assert.equal((await again.text()).length, 0);
+    }
+    const tag = (await fetch(`${worker.url}/agents/default/${thread}`)).headers.get("etag");
+    const r = await api.chat(thread, "more");
+    await until(async () => (await api.status(thread)).json.hasActiveRun === false, { what: "the run ends" });
+    assert.ok(r.status === 200);
+    const changed = await fetch(`${worker.url}/agents/default/${thread}`, { headers: { "if-none-match": tag } });
+    assert.equal(changed.status, 200, "a log that grew answers anew");
+    assert.notEqual(changed.headers.get("etag"), tag);
   });
 });

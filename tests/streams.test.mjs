@@ -117,7 +117,7 @@ describe("a thread's log as a Durable Stream", () => {
     assert.deepEqual(again.json.map((e) => e.payload.title), ["while away"]);
   });
 
-  test("view=history is one folded snapshot with its offset; view=updates resumes strictly after it", async () => {
+  test("view=history is Flue's snapshot with its offset; view=updates is its UI projection, strictly after it", async () => {
     const thread = newThread();
     const { runId, token } = await startRun(thread, "hi there");
     await api.publish(thread, runId, token, [{ type: "text-delta", agentId: "orchestrator", payload: { text: "Hello" } }, finish]);
@@ -125,21 +125,38 @@ describe("a thread's log as a Durable Stream", () => {
     assert.equal(h.status, 200, h.text);
     assert.match(h.json.offset, OFFSET);
     assert.equal(h.headers.get("stream-next-offset"), h.json.offset);
+    assert.equal(h.json.v, 1);
+    assert.equal(h.json.conversationId, thread);
     const [user, assistant] = h.json.messages;
-    assert.equal(user.content, "hi there");
-    assert.equal(assistant.content, "Hello");
-    assert.equal(assistant.agentTree.agentId, "orchestrator");
+    assert.deepEqual(user.parts, [{ type: "text", text: "hi there", state: "done" }]);
+    assert.deepEqual(assistant.parts, [{ type: "text", text: "Hello", state: "done" }]);
+    assert.equal(assistant.id, `${runId}:assistant`);
     const none = await get(`/v1/threads/${thread}?view=updates&offset=${h.json.offset}`);
     assert.deepEqual(none.json, []);
     const next = await startRun(thread, "again");
     const upd = await get(`/v1/threads/${thread}?view=updates&offset=${h.json.offset}`);
-    assert.deepEqual(upd.json.map((e) => e.type), ["run-start"]);
-    assert.equal(upd.json[0].runId, next.runId);
+    assert.deepEqual(upd.json.map((c) => c.type), ["message-appended", "message-started"], "chunks, not the log's records");
+    assert.equal(upd.json[1].submissionId, next.runId);
+    assert.ok(upd.json.every((c) => c.conversationId === thread && Number.isFinite(c.position.batch)));
     const missing = await get(`/v1/threads/${thread}?view=updates`);
     assert.equal(missing.status, 400);
     assert.equal(missing.json.error.code, "offset_required");
     const tail = await get(`/v1/threads/${thread}?offset=-1&tail=2`);
     assert.equal(tail.json.error.code, "tail_not_supported");
+  });
+
+  test("a record Flue's projection omits advances the offset without an update", async () => {
+    const thread = newThread();
+    const { runId, token } = await startRun(thread, "plan it");
+    const before = (await get(`/v1/threads/${thread}?offset=-1`)).headers.get("stream-next-offset");
+    const tasks = { type: "tasks-update", agentId: "orchestrator", payload: { tasks: [{ id: "t1", description: "d", status: "pending" }] } };
+    await api.publish(thread, runId, token, [tasks]);
+    const after = (await get(`/v1/threads/${thread}?offset=-1`)).headers.get("stream-next-offset");
+    assert.notEqual(after, before, "the log grew by the record");
+    const upd = await get(`/v1/threads/${thread}?view=updates&offset=${before}`);
+    assert.deepEqual(upd.json, [], "no update");
+    assert.equal(upd.headers.get("stream-next-offset"), after, "the offset moved past it");
+    assert.equal(upd.headers.get("stream-up-to-date"), "true");
   });
 
   test("bad offsets are 4xx with stable codes; an offset of a deleted and re-created thread is refused", async () => {

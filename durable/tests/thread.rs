@@ -542,3 +542,60 @@ proptest! {
         }
     }
 }
+
+/// Flue's catch-up `view=updates`: a page ends only between records (one
+/// record is one atomic batch of chunks), and reading on from each page's
+/// offset yields every chunk once, in order.
+#[test]
+fn flue_catch_up_pages_never_split_a_record() {
+    use threadline_durable::protocols::flue::history;
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let root = t.store().records[0].data.clone();
+    let root: Value = serde_json::from_str(&root).unwrap();
+    let agent = root["agentId"].as_str().unwrap().to_owned();
+    // Each tool-call projects to one chunk, each run-finish to two: more
+    // chunks than a page, in records of different sizes.
+    for i in 0..(history::PAGE_CHUNKS + 5) {
+        let call = json!({"type":"tool-call","agentId":agent,"payload":{"toolCallId":format!("c{i}"),"toolName":"n","args":{}}});
+        t.publish("r1", vec![call], 1).unwrap();
+    }
+    t.publish("r1", vec![json!({"type":"run-finish","agentId":agent,"payload":{"status":"completed"}})], 2).unwrap();
+    let gen = t.generation(|| 7).unwrap();
+    let read = |t: &T, from: &str| {
+        let resume = history::resume(from, gen, t.last_seq()).unwrap();
+        let r = history::updates(t, "c", gen, from, resume, None).unwrap();
+        let chunks: Vec<Value> = serde_json::from_slice(&r.body).unwrap();
+        (chunks, r.get("stream-next-offset").unwrap().to_owned(), r.get("stream-up-to-date") == Some("true"))
+    };
+    let (mut all, mut at, mut done) = (Vec::new(), "-1".to_owned(), false);
+    let mut pages = 0;
+    while !done {
+        let (chunks, next, up) = read(&t, &at);
+        let last_batch = chunks.last().map(|c| c["position"]["batch"].as_u64().unwrap());
+        if !up {
+            let end = threadline_durable::protocols::durable_streams::views::offset(gen, last_batch.unwrap());
+            assert_eq!(next, end, "a page that is not the last ends at its last record");
+        }
+        all.extend(chunks);
+        at = next;
+        done = up;
+        pages += 1;
+    }
+    assert!(pages >= 2, "the log took more than one page");
+    let (one, _, _) = read(&t, "-1");
+    assert!(one.len() < all.len());
+    let positions: Vec<(u64, u64)> = all
+        .iter()
+        .map(|c| (c["position"]["batch"].as_u64().unwrap(), c["position"]["index"].as_u64().unwrap()))
+        .collect();
+    let mut sorted = positions.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(positions, sorted, "every chunk once, in order");
+    let settled = all.iter().filter(|c| c["type"] == "submission-settled").count();
+    assert_eq!(settled, 1);
+    let finished_batch = all.iter().find(|c| c["type"] == "message-completed").unwrap()["position"]["batch"].clone();
+    let same: Vec<&Value> = all.iter().filter(|c| c["position"]["batch"] == finished_batch).collect();
+    assert_eq!(same.len(), 2, "the run-finish's two chunks travel together");
+}

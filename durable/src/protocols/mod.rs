@@ -249,4 +249,4 @@ pub fn handle<S: Store, K: Sink>(
     Outcome { answer, effects }
 }
 
-protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, ai_sdk => AiSdk, ag_ui => AgUi }
+protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi }

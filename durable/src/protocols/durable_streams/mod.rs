@@ -1,10 +1,10 @@
-//! Durable Streams as threadline's thread views, and Flue's use of its
-//! offsets (`docs/protocols/flue-streaming-protocol.md`): a thread's log and one run's
-//! events read as JSON-mode streams (`/v1/threads/:id`, `/v1/runs/:runId`:
-//! [`views`], their live framers in [`stream`]), and the route of the
-//! standalone streams (`/v1/stream/*`), which are `streams`' (one object per
-//! stream). Offsets, headers, frames and producers are `streams`' too, so
-//! both agree on them.
+//! Durable Streams as threadline's thread views: a thread's log and one
+//! run's events read as JSON-mode streams (`/v1/threads/:id`,
+//! `/v1/runs/:runId`: [`views`], their live framers in [`stream`]), and the
+//! route of the standalone streams (`/v1/stream/*`), which are `streams`'
+//! (one object per stream). Offsets, headers, frames and producers are
+//! `streams`' too, so both agree on them. A thread read with `view=` is
+//! Flue's conversation view (`protocols::flue`).
 
 pub mod stream;
 pub mod views;
@@ -35,9 +35,6 @@ pub enum Route {
     Run { thread: String, run: String, append: bool },
     /// `/v1/stream/*`: a standalone stream, one object per path.
     Stream { name: String },
-    /// Flue's `GET /agents/:name/:id`: the thread `id` as the agent `name`
-    /// serves it, `view=history` unless the query names another view.
-    Agent { thread: String, name: String },
 }
 
 use Route as R;
@@ -52,21 +49,6 @@ impl super::Protocol for Route {
                 let run = crate::ids::run_id(p.raw("runId"))?;
                 let thread = crate::ids::thread_of(&run).ok_or_else(ApiError::run_not_found)?.to_owned();
                 Ok(R::Run { thread, run, append: method == "POST" })
-            },
-        },
-        Spec {
-            path: "/agents/:name/:id",
-            methods: &["GET"],
-            build: |p, _| Ok(R::Agent { thread: p.thread("id")?, name: crate::ids::id(p.raw("name"))? }),
-        },
-        // Flue's workflow-run path: the same reads as `/v1/runs/:runId`.
-        Spec {
-            path: "/runs/:runId",
-            methods: &["GET"],
-            build: |p, _| {
-                let run = crate::ids::run_id(p.raw("runId"))?;
-                let thread = crate::ids::thread_of(&run).ok_or_else(ApiError::run_not_found)?.to_owned();
-                Ok(R::Run { thread, run, append: false })
             },
         },
         Spec {
@@ -85,7 +67,7 @@ impl super::Protocol for Route {
 
     fn thread(&self) -> &str {
         match self {
-            R::Thread { thread } | R::Run { thread, .. } | R::Agent { thread, .. } => thread,
+            R::Thread { thread } | R::Run { thread, .. } => thread,
             R::Stream { .. } => "",
         }
     }
@@ -93,7 +75,7 @@ impl super::Protocol for Route {
     fn access(&self) -> Access {
         match self {
             R::Run { append: true, .. } => Access::Publish,
-            R::Thread { .. } | R::Run { .. } | R::Agent { .. } => Access::Reader,
+            R::Thread { .. } | R::Run { .. } => Access::Reader,
             // Its callers are its own (`identify`).
             R::Stream { .. } => Access::Owner,
         }
@@ -108,7 +90,11 @@ impl super::Protocol for Route {
 
     fn plan(&self, query: &[(String, String)], _: Option<&str>, now: i64) -> Result<Option<Plan>, ApiError> {
         let run = match self {
-            R::Thread { .. } | R::Agent { .. } => None,
+            // A conversation view is Flue's.
+            R::Thread { thread } if input::query_first(query, "view").is_some() => {
+                return super::flue::plan_view(thread, query, now, false)
+            }
+            R::Thread { .. } => None,
             R::Run { run, append: false, .. } => Some(run.clone()),
             _ => return Ok(None),
         };
@@ -181,18 +167,10 @@ impl super::Protocol for Route {
     ) -> Result<Answer, ApiError> {
         t.admit(self.access(), self.not_found(), call.caller, None)?;
         match self {
-            R::Thread { .. } => views::read(t, None, call.query, call.random, settings),
-            R::Agent { name, .. } => {
-                // A name that does not serve the thread is no such stream.
-                if !t.served_by(name)? {
-                    return Err(ApiError::thread_not_found());
-                }
-                let mut query = call.query.to_vec();
-                if input::query_first(&query, "view").is_none() {
-                    query.push(("view".to_owned(), "history".to_owned()));
-                }
-                views::read(t, None, &query, call.random, settings)
+            R::Thread { thread } if input::query_first(call.query, "view").is_some() => {
+                super::flue::read(t, thread, call, settings, false)
             }
+            R::Thread { .. } => views::read(t, None, call.query, call.random, settings),
             R::Run { run, append: false, .. } => views::read(t, Some(run), call.query, call.random, settings),
             R::Run { run, append: true, .. } => {
                 views::append(t, run, call.header, call.body, call.random, settings, now).map(Answer::Reply)

@@ -31,12 +31,14 @@ struct Cursor {
     client_cursor: Option<String>,
     /// Records of the current message, in scope.
     batch: Vec<String>,
+    /// Each event is stamped with this `v` (Flue's run reads).
+    version: Option<u32>,
 }
 
 impl Cursor {
     fn new(run: Option<String>, client_cursor: Option<String>) -> Cursor {
         let pos = Position { gen: 0, seq: 0, up_to_date: false, closed: false };
-        Cursor { run, pos, high: 0, live: false, ended: false, client_cursor, batch: Vec::new() }
+        Cursor { run, pos, high: 0, live: false, ended: false, client_cursor, batch: Vec::new(), version: None }
     }
 
     fn begin(&mut self, gen: u64, after: u64, high: u64) {
@@ -54,7 +56,7 @@ impl Cursor {
                 if head.kind == "run-finish" {
                     self.pos.closed = true;
                 }
-                self.batch.push(data.to_owned());
+                self.batch.push(self.version.map_or_else(|| data.to_owned(), |v| view::stamp(data, v)));
             }
             None => self.batch.push(data.to_owned()),
         }
@@ -108,6 +110,14 @@ trait Answers {
 pub struct View<A> {
     cursor: Cursor,
     answers: A,
+}
+
+impl<A> View<A> {
+    /// Each event is stamped with `"v": version` (a run read).
+    pub fn versioned(mut self, version: u32) -> View<A> {
+        self.cursor.version = Some(version);
+        self
+    }
 }
 
 impl<A: Answers> Framer for View<A> {

@@ -47,6 +47,19 @@ pub fn resolve(values: &[&str], gen: u64, last_seq: u64) -> Result<Option<u64>, 
     })
 }
 
+/// The version Flue's clients require on each workflow-run event (`v`),
+/// stamped on the events `/runs/:runId` reads.
+pub const RUN_EVENT_VERSION: u32 = 3;
+
+/// An event's JSON with `"v": version` first.
+pub fn stamp(data: &str, version: u32) -> String {
+    match data.strip_prefix('{') {
+        Some("}") => format!("{{\"v\":{version}}}"),
+        Some(rest) => format!("{{\"v\":{version},{rest}"),
+        None => data.to_owned(),
+    }
+}
+
 /// A batch of records as a JSON array of their events.
 pub fn json_body(records: &[Record]) -> Vec<u8> {
     wire::json_array(records.iter().map(|r| r.data.as_bytes()))
@@ -113,28 +126,6 @@ pub fn tail_param(raw: Option<&str>) -> Result<Option<usize>, ApiError> {
         None => Ok(None),
         Some(v) => {
             v.parse::<usize>().ok().filter(|n| (1..=10_000).contains(n)).map(Some).ok_or_else(ApiError::invalid_tail)
-        }
-    }
-}
-
-/// `view` of a thread read: `history` (one folded snapshot) or `updates`
-/// (the log after an offset, which it requires). Without `view`, a plain
-/// Durable Streams read of the log.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum View {
-    Log,
-    History,
-    Updates,
-}
-
-impl View {
-    pub fn parse(raw: Option<&str>, has_offset: bool) -> Result<View, ApiError> {
-        match raw {
-            None => Ok(View::Log),
-            Some("history") => Ok(View::History),
-            Some("updates") if has_offset => Ok(View::Updates),
-            Some("updates") => Err(ApiError::offset_required("view=updates resumes after an offset: pass ?offset=")),
-            Some(_) => Err(ApiError::invalid_view("`view` is `history` or `updates`")),
         }
     }
 }
@@ -257,16 +248,27 @@ pub fn read<S: Store, K: Sink>(
     random: u64,
     settings: &Settings,
 ) -> Result<Answer, ApiError> {
+    read_versioned(t, run, query, random, settings, None)
+}
+
+/// [`read`], each event stamped with `version` when one is given.
+pub fn read_versioned<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    run: Option<&str>,
+    query: &[(String, String)],
+    random: u64,
+    settings: &Settings,
+    version: Option<u32>,
+) -> Result<Answer, ApiError> {
     let q = |name: &str| input::query_first(query, name);
     let offsets = input::query_all(query, "offset");
     let scope = run.map_or(Scope::Thread, |r| Scope::Run(r.to_owned()));
     let tail = tail_param(q("tail").as_deref())?;
-    let which = match scope {
+    match scope {
         Scope::Thread if tail.is_some() => return Err(ApiError::tail_not_supported()),
-        Scope::Thread => View::parse(q("view").as_deref(), !offsets.is_empty())?,
         Scope::Run(_) if q("view").is_some() => return Err(ApiError::invalid_view("a run's stream has no views")),
-        Scope::Run(_) => View::Log,
-    };
+        _ => {}
+    }
     let live = match q("live").as_deref() {
         None => false,
         Some("long-poll" | "sse") if !offsets.is_empty() => true,
@@ -275,19 +277,10 @@ pub fn read<S: Store, K: Sink>(
         }
         Some(_) => return Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
     };
-    if which == View::History && live {
-        return Err(ApiError::invalid_live("view=history is one snapshot; follow it with view=updates"));
-    }
     let offsets: Vec<&str> = offsets.iter().map(String::as_str).collect();
     let gen = t.generation(|| random)?;
     let last = t.last_seq();
     let after = resolve(&offsets, gen, last)?.unwrap_or(0);
-    if which == View::History {
-        let mut body = t.messages(1000, 0)?;
-        body["offset"] = offset(gen, last).into();
-        let reply = Reply::json(200, &body).header(wire::NEXT_OFFSET, offset(gen, last)).header(wire::UP_TO_DATE, "true");
-        return Ok(Answer::Reply(reply));
-    }
     if let Scope::Run(run) = &scope {
         t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
     }
@@ -295,7 +288,12 @@ pub fn read<S: Store, K: Sink>(
         let follow = Follow { run: run.map(str::to_owned), durable: true };
         return t.follow(follow, after, settings);
     }
-    let (records, pos) = batch(t, &scope, gen, after, tail)?;
+    let (mut records, pos) = batch(t, &scope, gen, after, tail)?;
+    if let Some(v) = version {
+        for r in &mut records {
+            r.data = stamp(&r.data, v);
+        }
+    }
     Ok(Answer::Reply(batch_reply(&records, pos, None)))
 }
 
@@ -398,11 +396,7 @@ mod tests {
     }
 
     #[test]
-    fn views_and_params() {
-        assert_eq!(View::parse(None, false), Ok(View::Log));
-        assert_eq!(View::parse(Some("history"), false), Ok(View::History));
-        assert_eq!(View::parse(Some("updates"), false).unwrap_err().code, "offset_required");
-        assert_eq!(View::parse(Some("updates"), true), Ok(View::Updates));
+    fn tail_params() {
         assert_eq!(tail_param(Some("0")).unwrap_err().code, "invalid_tail");
         assert_eq!(tail_param(Some("3")), Ok(Some(3)));
     }

@@ -1,0 +1,145 @@
+//! Flue's conversation views answered on the thread: `view=history`, one
+//! `FlueConversationSnapshot` folded from the whole log, and a catch-up
+//! `view=updates` read, the chunks after an offset as a JSON array. Both
+//! run the log's records, from the first, through one [`Projector`].
+//!
+//! Offsets name records: a record is one atomic batch of the projection
+//! (each applies alone, whole), so a page ends only between records, and a
+//! record that projects to nothing still moves the offset past it.
+//! Catch-up answers are `no-store` and carry an `ETag`: a read repeated
+//! with `If-None-Match` while nothing was stored gets 304 without a body.
+
+use super::projection::{self, Conversation, Position, Projector, Resume};
+use super::stream::{batch_reply, split_offset};
+use crate::error::ApiError;
+use crate::protocols::durable_streams::views::{offset, resolve};
+use crate::reply::Reply;
+use crate::store::Store;
+use crate::streams::wire;
+use crate::thread::{Sink, Thread};
+
+/// Records read from the store at a time.
+const READ: usize = 1000;
+
+/// Chunks one catch-up page carries at least, before it ends at the next
+/// record's boundary.
+pub const PAGE_CHUNKS: usize = 1000;
+
+/// Feeds every record up to `up_to` through `each`, a page at a time.
+fn records<S: Store, K: Sink>(
+    t: &Thread<S, K>,
+    up_to: u64,
+    mut each: impl FnMut(u64, &str) -> bool,
+) -> Result<(), ApiError> {
+    let mut after = 0;
+    while after < up_to {
+        let page = t.store().read_range(after, up_to, READ).map_err(ApiError::storage)?;
+        let Some(last) = page.last().map(|r| r.seq) else { break };
+        for r in &page {
+            if !each(r.seq, &r.data) {
+                return Ok(());
+            }
+        }
+        after = last;
+    }
+    Ok(())
+}
+
+/// The reader's offset of a `view=updates` read: the record it read last
+/// and the live characters it holds. `-1` is the start, `now` the tail.
+pub fn resume(raw: &str, gen: u64, last: u64) -> Result<Resume, ApiError> {
+    let bad = || ApiError::invalid_offset("an offset is one this stream returned");
+    let (base, chars) = split_offset(raw).ok_or_else(bad)?;
+    if chars > 0 && crate::streams::offset::Offset::parse(base).is_none() {
+        return Err(bad());
+    }
+    let seq = resolve(&[base], gen, last)?.unwrap_or(0);
+    Ok(Resume { seq, chars })
+}
+
+/// A quoted entity tag for a catch-up answer: what was asked and where the
+/// answer ends determine its bytes.
+fn etag(view: &str, from: &str, next: &str) -> String {
+    format!("\"{view}:{from}:{next}\"")
+}
+
+/// 304 when the client holds this answer already.
+fn not_modified(tag: &str, if_none_match: Option<&str>, next: &str) -> Option<Reply> {
+    let held = if_none_match?.split(',').any(|t| t.trim() == tag || t.trim() == "*");
+    held.then(|| {
+        Reply::new(304)
+            .header("etag", tag)
+            .header("cache-control", "no-store")
+            .header(wire::NEXT_OFFSET, next)
+            .header(wire::UP_TO_DATE, "true")
+    })
+}
+
+/// `view=history`: the snapshot at the log's tail, whose offset includes
+/// every record, those the projection omits too.
+pub fn history<S: Store, K: Sink>(
+    t: &Thread<S, K>,
+    conversation: &str,
+    gen: u64,
+    if_none_match: Option<&str>,
+) -> Result<Reply, ApiError> {
+    let last = t.last_seq();
+    let at = offset(gen, last);
+    let tag = etag("history", "", &at);
+    if let Some(r) = not_modified(&tag, if_none_match, &at) {
+        return Ok(r);
+    }
+    let mut projector = Projector::new();
+    let mut conv = Conversation::default();
+    records(t, last, |_, data| {
+        for chunk in projector.item(data) {
+            conv.apply(&chunk);
+        }
+        true
+    })?;
+    Ok(Reply::json(200, &conv.snapshot(conversation, &at))
+        .header("cache-control", "no-store")
+        .header("etag", tag)
+        .header(wire::NEXT_OFFSET, at)
+        .header(wire::UP_TO_DATE, "true"))
+}
+
+/// A catch-up `view=updates` read: the chunks of the records after the
+/// reader's offset, a page of whole records.
+pub fn updates<S: Store, K: Sink>(
+    t: &Thread<S, K>,
+    conversation: &str,
+    gen: u64,
+    from: &str,
+    resume: Resume,
+    if_none_match: Option<&str>,
+) -> Result<Reply, ApiError> {
+    let last = t.last_seq();
+    let mut projector = Projector::new();
+    let mut chunks = Vec::new();
+    let mut seq = resume.seq;
+    let mut armed = false;
+    records(t, last, |s, data| {
+        if s > resume.seq && !armed {
+            armed = true;
+            projector.resume_inside(resume.chars);
+        }
+        let out = projector.item(data);
+        if s <= resume.seq {
+            return true;
+        }
+        if chunks.len() >= PAGE_CHUNKS && !out.is_empty() {
+            return false;
+        }
+        seq = s;
+        chunks.extend(out.into_iter().enumerate().map(|(i, c)| (Position { batch: s, index: i as u64 }, c)));
+        true
+    })?;
+    let at = if seq == resume.seq && resume.chars > 0 { from.to_owned() } else { offset(gen, seq) };
+    let tag = etag("updates", from, &at);
+    if let Some(r) = not_modified(&tag, if_none_match, &at) {
+        return Ok(r);
+    }
+    let body = projection::json_array(conversation, &chunks);
+    Ok(batch_reply(body, &at, seq >= last, None).header("etag", tag))
+}

@@ -1,0 +1,227 @@
+//! Flue's contract over Durable Streams offsets
+//! (`docs/protocols/flue-streaming-protocol.md`): agent instances by name
+//! and id (`GET`/`HEAD /agents/:name/:id`, the thread `id` as the agent
+//! `name` serves it), workflow runs by id (`GET`/`HEAD /runs/:runId`,
+//! each event stamped with its version `v`), and the two conversation
+//! views, also served on `/v1/threads/:id?view=`: `history`, one
+//! `FlueConversationSnapshot`, and `updates`, Flue's UI projection
+//! ([`projection`]) after an offset, caught up here ([`history`]) or live
+//! ([`stream`]).
+
+pub mod history;
+pub mod projection;
+pub mod stream;
+
+use super::durable_streams::views;
+use super::{BodyKind, Target};
+use crate::access::Access;
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::feed::{Plan, Relay};
+use crate::input;
+use crate::route::Spec;
+use crate::settings::Settings;
+use crate::store::Store;
+use crate::thread::{Answer, Call, Follow, Sink, Thread};
+use projection::Resume;
+use serde::{Deserialize, Serialize};
+
+/// A Flue route.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "route", rename_all = "camelCase")]
+pub enum Route {
+    /// `GET /agents/:name/:id`: the thread `id` as the agent `name` serves
+    /// it; `view=history` unless the query names `updates`.
+    Agent { thread: String, name: String },
+    /// `GET /runs/:runId`: one run's events, versioned.
+    Run { thread: String, run: String },
+}
+
+use Route as R;
+
+impl super::Protocol for Route {
+    const ROUTES: &'static [Spec<Route>] = &[
+        Spec {
+            path: "/agents/:name/:id",
+            methods: &["GET"],
+            build: |p, _| Ok(R::Agent { thread: p.thread("id")?, name: crate::ids::id(p.raw("name"))? }),
+        },
+        Spec {
+            path: "/runs/:runId",
+            methods: &["GET"],
+            build: |p, _| {
+                let run = crate::ids::run_id(p.raw("runId"))?;
+                let thread = crate::ids::thread_of(&run).ok_or_else(ApiError::run_not_found)?.to_owned();
+                Ok(R::Run { thread, run })
+            },
+        },
+    ];
+
+    fn target(&self) -> Target {
+        Target::Thread
+    }
+
+    fn thread(&self) -> &str {
+        match self {
+            R::Agent { thread, .. } | R::Run { thread, .. } => thread,
+        }
+    }
+
+    fn access(&self) -> Access {
+        Access::Reader
+    }
+
+    fn body(&self) -> BodyKind {
+        BodyKind::None
+    }
+
+    fn plan(&self, query: &[(String, String)], _: Option<&str>, now: i64) -> Result<Option<Plan>, ApiError> {
+        match self {
+            R::Agent { thread, .. } => plan_view(thread, query, now, true),
+            R::Run { run, .. } => {
+                use crate::protocols::durable_streams::stream::{LongPoll, SseView};
+                let cursor = input::query_first(query, "cursor");
+                let v = views::RUN_EVENT_VERSION;
+                Ok(match input::query_first(query, "live").as_deref() {
+                    Some("sse") => {
+                        let view = SseView::new(Some(run.clone()), cursor, now).versioned(v);
+                        Some(Plan::new(Box::new(Relay::new(view)), sse_headers()))
+                    }
+                    Some("long-poll") => {
+                        let view = LongPoll::new(Some(run.clone()), cursor).versioned(v);
+                        Some(Plan::new(Box::new(Relay::new(view)), Vec::new()).one_shot())
+                    }
+                    _ => None,
+                })
+            }
+        }
+    }
+
+    fn serve<S: Store, K: Sink>(
+        &self,
+        t: &mut Thread<S, K>,
+        call: &Call,
+        settings: &Settings,
+        _now: i64,
+        _: &mut Vec<Effect>,
+    ) -> Result<Answer, ApiError> {
+        t.admit(self.access(), self.not_found(), call.caller, None)?;
+        match self {
+            R::Agent { thread, name } => {
+                // A name that does not serve the thread is no such stream.
+                if !t.served_by(name)? {
+                    return Err(ApiError::thread_not_found());
+                }
+                read(t, thread, call, settings, true)
+            }
+            R::Run { run, .. } => {
+                views::read_versioned(t, Some(run), call.query, call.random, settings, Some(views::RUN_EVENT_VERSION))
+            }
+        }
+    }
+}
+
+fn sse_headers() -> Vec<(&'static str, String)> {
+    crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+}
+
+/// Which conversation view a query asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum View {
+    History,
+    Updates,
+}
+
+impl View {
+    /// `view`, defaulting to `history` where a plain GET is one (Flue's
+    /// agent route).
+    pub fn parse(raw: Option<&str>, history_by_default: bool) -> Result<Option<View>, ApiError> {
+        match raw {
+            None if history_by_default => Ok(Some(View::History)),
+            None => Ok(None),
+            Some("history") => Ok(Some(View::History)),
+            Some("updates") => Ok(Some(View::Updates)),
+            Some(_) => Err(ApiError::invalid_view("`view` is `history` or `updates`")),
+        }
+    }
+}
+
+/// How the Worker relays a live `view=updates` read (`None`: not one).
+pub fn plan_view(
+    conversation: &str,
+    query: &[(String, String)],
+    now: i64,
+    history_by_default: bool,
+) -> Result<Option<Plan>, ApiError> {
+    let q = |name: &str| input::query_first(query, name);
+    if View::parse(q("view").as_deref(), history_by_default)? != Some(View::Updates) {
+        return Ok(None);
+    }
+    // The object checks the offset against its log before following; a
+    // malformed one never gets this far.
+    let Some((base, chars)) = q("offset").as_deref().and_then(stream::split_offset).map(|(b, c)| (b.to_owned(), c)) else {
+        return Ok(None);
+    };
+    let seq = crate::streams::offset::Offset::parse(&base).map_or(0, |o| o.lo);
+    let resume = Resume { seq, chars };
+    let cursor = q("cursor");
+    Ok(match q("live").as_deref() {
+        Some("sse") => {
+            let updates = stream::Updates::sse(conversation.to_owned(), resume, cursor, now);
+            Some(Plan::new(Box::new(Relay::new(updates)), sse_headers()))
+        }
+        Some("long-poll") => {
+            let updates = stream::Updates::long_poll(conversation.to_owned(), resume, cursor);
+            Some(Plan::new(Box::new(Relay::new(updates)), Vec::new()).one_shot())
+        }
+        _ => None,
+    })
+}
+
+/// A conversation view of the thread: the history snapshot, a catch-up
+/// `updates` page, or a live `updates` read's subscription. History and
+/// updates refuse `tail`: a suffix of the log cannot be projected.
+pub fn read<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    conversation: &str,
+    call: &Call,
+    settings: &Settings,
+    history_by_default: bool,
+) -> Result<Answer, ApiError> {
+    let q = |name: &str| input::query_first(call.query, name);
+    let view = View::parse(q("view").as_deref(), history_by_default)?.ok_or_else(|| ApiError::invalid_view("no view"))?;
+    if q("tail").is_some() {
+        return Err(ApiError::tail_not_supported());
+    }
+    let live = q("live");
+    let offset = input::query_all(call.query, "offset");
+    let gen = t.generation(|| call.random)?;
+    let if_none_match = (call.header)("if-none-match");
+    match view {
+        View::History => {
+            if live.is_some() {
+                return Err(ApiError::invalid_live("view=history is one snapshot; follow it with view=updates"));
+            }
+            if !offset.is_empty() {
+                return Err(ApiError::invalid_offset("view=history is the whole conversation; it takes no offset"));
+            }
+            history::history(t, conversation, gen, if_none_match.as_deref()).map(Answer::Reply)
+        }
+        View::Updates => {
+            let [from] = offset.as_slice() else {
+                return Err(match offset.len() {
+                    0 => ApiError::offset_required("view=updates resumes after an offset: pass ?offset="),
+                    _ => ApiError::invalid_offset("one `offset`"),
+                });
+            };
+            let resume = history::resume(from, gen, t.last_seq())?;
+            match live.as_deref() {
+                None => history::updates(t, conversation, gen, from, resume, if_none_match.as_deref()).map(Answer::Reply),
+                // The projection is rebuilt from the log's start: the
+                // relay drops what lies up to the reader's offset.
+                Some("sse" | "long-poll") => t.follow(Follow { run: None, durable: false }, 0, settings),
+                Some(_) => Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
+            }
+        }
+    }
+}

@@ -1,0 +1,651 @@
+//! Flue's UI projection of a thread's log: the `ConversationStreamChunk`s
+//! of `view=updates`, and the `FlueConversationSnapshot` of `view=history`
+//! folded from the same chunks (`@flue/sdk`'s `conversation-stream.ts` is
+//! the reference for both, at 1.0.0-beta.9).
+//!
+//! | log                                   | chunks                                              |
+//! |---------------------------------------|-----------------------------------------------------|
+//! | `run-start`                           | `message-appended` (the user's message), `message-started` (the answer) |
+//! | root `text-block`/`reasoning-block`, a delta, a join snapshot | `message-delta` with the text the reader has not had |
+//! | root `tool-call`                      | `tool-input`                                        |
+//! | root `tool-result`                    | `tool-output`                                       |
+//! | root `tool-error`, `tool-interrupted` | `tool-output-error`                                 |
+//! | root `step-finish`                    | none: its usage is summed into `message-completed`  |
+//! | `run-finish`                          | `message-completed`, `submission-settled`           |
+//! | anything else (sub-agents, tasks, titles, the queue, status) | none: the record advances the offset only |
+//!
+//! A submission is a run (`submissionId` is the run id); the answer's
+//! message id is `<runId>:assistant`, as in threadline's own messages view.
+//!
+//! Invariant (history then updates == history again): [`Conversation`]
+//! applies chunks exactly as Flue's reducer does, and `view=history` is
+//! that fold of every chunk the durable prefix projects to; `view=updates`
+//! after an offset is the same projector fed the same prefix with its
+//! output dropped up to the offset. So a reader that applies the snapshot,
+//! then the updates, holds what a snapshot read at the end holds.
+//!
+//! Invariant (no text twice, none lost): a text segment's durable blocks
+//! and its join snapshot hold the segment's whole text so far; the
+//! projector remembers how many characters of the open root segment the
+//! reader has (the durable prefix's, or more once live deltas went out: the
+//! [`Resume`] in the offset says how many) and emits only what lies beyond.
+
+use crate::event::{Event, Kind};
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+
+/// A chunk's ordering token: `batch` is the log record it was projected
+/// from (a live delta: the last record before it), `index` its place in it.
+/// Live text after record `n` is indexed from [`LIVE_INDEX`] up, by the
+/// characters of its segment, so positions only grow on a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Position {
+    pub batch: u64,
+    pub index: u64,
+}
+
+/// Where live text's positions start within a record's window (a record
+/// projects to at most a few chunks).
+pub const LIVE_INDEX: u64 = 16;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextKind {
+    Text,
+    Reasoning,
+}
+
+/// A part's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartState {
+    Streaming,
+    Done,
+}
+
+/// A tool part's state, with what it carries.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "state", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+pub enum ToolState {
+    InputAvailable { input: Value },
+    OutputAvailable { input: Value, output: Value },
+    OutputError { input: Value, error_text: String },
+}
+
+/// One renderable part of a message (`FlueConversationPart`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+pub enum Part {
+    Text {
+        text: String,
+        state: PartState,
+    },
+    Reasoning {
+        text: String,
+        state: PartState,
+    },
+    DynamicTool {
+        tool_name: String,
+        tool_call_id: String,
+        #[serde(flatten)]
+        state: ToolState,
+    },
+}
+
+/// Flue's `PromptUsage`, from the OpenAI usage of each model step.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    pub total_tokens: u64,
+    pub cost: Cost,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cost {
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+    pub total: f64,
+}
+
+impl Usage {
+    /// Adds one `step-finish` (`usage` in OpenAI's shape, `costUsd`).
+    fn add_step(&mut self, payload: &Value) {
+        let n = |k: &str| payload["usage"][k].as_u64().unwrap_or(0);
+        self.input += n("prompt_tokens");
+        self.output += n("completion_tokens");
+        self.cache_read += payload["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
+        self.total_tokens += n("total_tokens").max(n("prompt_tokens") + n("completion_tokens"));
+        if let Some(usd) = payload["costUsd"].as_f64() {
+            self.cost.total += usd;
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// `FlueConversationMessage`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Message {
+    pub id: String,
+    pub role: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub submission_id: Option<String>,
+    pub parts: Vec<Part>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Completed,
+    Failed,
+    Aborted,
+}
+
+/// `FlueConversationSettlement`: how one submission (run) ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Settlement {
+    pub submission_id: String,
+    pub outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+/// One chunk without its envelope (`conversationId`, `position`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+pub enum Chunk {
+    MessageAppended {
+        message: Message,
+    },
+    MessageStarted {
+        message_id: String,
+        submission_id: String,
+        timestamp: String,
+    },
+    MessageDelta {
+        message_id: String,
+        kind: TextKind,
+        delta: String,
+    },
+    ToolInput {
+        message_id: String,
+        tool_call_id: String,
+        tool_name: String,
+        input: Value,
+    },
+    ToolOutput {
+        tool_call_id: String,
+        output: Value,
+    },
+    ToolOutputError {
+        tool_call_id: String,
+        error_text: String,
+    },
+    MessageCompleted {
+        message_id: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<Usage>,
+    },
+    SubmissionSettled {
+        #[serde(flatten)]
+        settlement: Settlement,
+    },
+}
+
+/// A chunk as the wire carries it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope<'a> {
+    #[serde(flatten)]
+    chunk: &'a Chunk,
+    conversation_id: &'a str,
+    position: Position,
+}
+
+/// Writes chunks as one JSON array, the body of a `data` batch.
+pub fn json_array(conversation: &str, chunks: &[(Position, Chunk)]) -> Vec<u8> {
+    let items: Vec<Envelope> =
+        chunks.iter().map(|(position, chunk)| Envelope { chunk, conversation_id: conversation, position: *position }).collect();
+    serde_json::to_vec(&items).expect("chunks serialise")
+}
+
+/// The materialized conversation: Flue's reducer, in Rust.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Conversation {
+    pub messages: Vec<Message>,
+    pub settlements: Vec<Settlement>,
+}
+
+impl Conversation {
+    /// Applies one chunk as `applyConversationChunk` does.
+    pub fn apply(&mut self, chunk: &Chunk) {
+        match chunk {
+            Chunk::MessageAppended { message } => match self.messages.iter_mut().find(|m| m.id == message.id) {
+                Some(m) => *m = message.clone(),
+                None => self.messages.push(message.clone()),
+            },
+            Chunk::MessageStarted { message_id, submission_id, timestamp } => {
+                if !self.messages.iter().any(|m| &m.id == message_id) {
+                    self.messages.push(Message {
+                        id: message_id.clone(),
+                        role: "assistant",
+                        submission_id: Some(submission_id.clone()),
+                        parts: Vec::new(),
+                        metadata: Some(Metadata { timestamp: Some(timestamp.clone()), usage: None }),
+                    });
+                }
+            }
+            Chunk::MessageDelta { message_id, kind, delta } => {
+                let Some(m) = self.messages.iter_mut().find(|m| &m.id == message_id) else { return };
+                match m.parts.last_mut() {
+                    Some(Part::Text { text, state: PartState::Streaming }) if *kind == TextKind::Text => text.push_str(delta),
+                    Some(Part::Reasoning { text, state: PartState::Streaming }) if *kind == TextKind::Reasoning => {
+                        text.push_str(delta)
+                    }
+                    last => {
+                        if let Some(Part::Text { state, .. } | Part::Reasoning { state, .. }) = last {
+                            *state = PartState::Done;
+                        }
+                        let text = delta.clone();
+                        m.parts.push(match kind {
+                            TextKind::Text => Part::Text { text, state: PartState::Streaming },
+                            TextKind::Reasoning => Part::Reasoning { text, state: PartState::Streaming },
+                        });
+                    }
+                }
+            }
+            Chunk::ToolInput { message_id, tool_call_id, tool_name, input } => {
+                let Some(m) = self.messages.iter_mut().find(|m| &m.id == message_id) else { return };
+                let known = m.parts.iter().any(|p| matches!(p, Part::DynamicTool { tool_call_id: id, .. } if id == tool_call_id));
+                if known {
+                    return;
+                }
+                // A tool call is a block boundary.
+                if let Some(Part::Text { state, .. } | Part::Reasoning { state, .. }) = m.parts.last_mut() {
+                    *state = PartState::Done;
+                }
+                m.parts.push(Part::DynamicTool {
+                    tool_name: tool_name.clone(),
+                    tool_call_id: tool_call_id.clone(),
+                    state: ToolState::InputAvailable { input: input.clone() },
+                });
+            }
+            Chunk::ToolOutput { tool_call_id, output } => self.settle_tool(tool_call_id, |input| ToolState::OutputAvailable {
+                input,
+                output: output.clone(),
+            }),
+            Chunk::ToolOutputError { tool_call_id, error_text } => {
+                self.settle_tool(tool_call_id, |input| ToolState::OutputError { input, error_text: error_text.clone() })
+            }
+            Chunk::MessageCompleted { message_id, usage } => {
+                let Some(m) = self.messages.iter_mut().find(|m| &m.id == message_id) else { return };
+                for p in &mut m.parts {
+                    if let Part::Text { state, .. } | Part::Reasoning { state, .. } = p {
+                        *state = PartState::Done;
+                    }
+                }
+                if let Some(u) = usage {
+                    m.metadata.get_or_insert_with(Metadata::default).usage = Some(u.clone());
+                }
+            }
+            Chunk::SubmissionSettled { settlement } => {
+                match self.settlements.iter_mut().find(|s| s.submission_id == settlement.submission_id) {
+                    Some(s) => *s = settlement.clone(),
+                    None => self.settlements.push(settlement.clone()),
+                }
+            }
+        }
+    }
+
+    /// The last message holding the call settles it.
+    fn settle_tool(&mut self, id: &str, to: impl FnOnce(Value) -> ToolState) {
+        for m in self.messages.iter_mut().rev() {
+            for p in &mut m.parts {
+                if let Part::DynamicTool { tool_call_id, state, .. } = p {
+                    if tool_call_id == id {
+                        let input = match state {
+                            ToolState::InputAvailable { input }
+                            | ToolState::OutputAvailable { input, .. }
+                            | ToolState::OutputError { input, .. } => std::mem::take(input),
+                        };
+                        *state = to(input);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `FlueConversationSnapshot` at `offset`.
+    pub fn snapshot(&self, conversation: &str, offset: &str) -> Value {
+        json!({
+            "v": 1,
+            "conversationId": conversation,
+            "offset": offset,
+            "messages": self.messages,
+            "settlements": self.settlements,
+        })
+    }
+}
+
+/// How far into the log a reader stands: after record `seq`, holding
+/// `chars` characters of the root text segment open there (live text it
+/// had beyond the durable prefix; 0 for a plain offset).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resume {
+    pub seq: u64,
+    pub chars: usize,
+}
+
+/// The root agent's open text segment in a run.
+#[derive(Debug)]
+struct Segment {
+    kind: TextKind,
+    response: Option<String>,
+    /// Its whole text so far.
+    text: String,
+    /// Characters of it the reader has.
+    chars: usize,
+}
+
+/// A run that has started and not finished.
+#[derive(Debug)]
+struct Run {
+    root: String,
+    answer: String,
+    usage: Option<Usage>,
+    /// The text of the answer's ended segments (with the open one's, the
+    /// settlement's `result`).
+    text: String,
+    segment: Option<Segment>,
+}
+
+/// The projector: the log's records and live items in, chunks out.
+#[derive(Debug, Default)]
+pub struct Projector {
+    runs: HashMap<String, Run>,
+    /// A reader resuming inside a segment: the characters it has of the
+    /// first root text after the offset, until that text is seen.
+    pending: Option<usize>,
+}
+
+impl Projector {
+    pub fn new() -> Projector {
+        Projector::default()
+    }
+
+    /// A reader resumes with `chars` characters of the root segment open at
+    /// its offset.
+    pub fn resume_inside(&mut self, chars: usize) {
+        self.pending = (chars > 0).then_some(chars);
+    }
+
+    /// Characters of the open root segment of the running run the reader
+    /// has, when that segment has any (the `.chars` of a live offset).
+    pub fn live_chars(&self) -> usize {
+        self.runs.values().filter_map(|r| r.segment.as_ref()).map(|s| s.chars).max().unwrap_or(0)
+    }
+
+    /// One stored record or live item (`data`: its event's JSON). A record
+    /// that does not parse is skipped: the log only holds what its schema
+    /// admitted.
+    pub fn item(&mut self, data: &str) -> Vec<Chunk> {
+        match serde_json::from_str::<Event>(data) {
+            Ok(e) => self.event(&e),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    fn event(&mut self, e: &Event) -> Vec<Chunk> {
+        let run_id = e.run_id.as_str();
+        // What the reader held ended with its segment.
+        if matches!(e.kind, Kind::RunStart | Kind::RunFinish) {
+            self.pending = None;
+        }
+        if e.kind == Kind::RunStart {
+            let answer = format!("{run_id}:assistant");
+            let timestamp = crate::quota::rfc3339(e.ts);
+            let mut out = Vec::new();
+            if let (Some(id), Some(text)) = (e.str_field("messageId"), e.str_field("message")) {
+                out.push(Chunk::MessageAppended {
+                    message: Message {
+                        id: id.to_owned(),
+                        role: "user",
+                        submission_id: Some(run_id.to_owned()),
+                        parts: vec![Part::Text { text: text.to_owned(), state: PartState::Done }],
+                        metadata: Some(Metadata { timestamp: Some(timestamp.clone()), usage: None }),
+                    },
+                });
+            }
+            out.push(Chunk::MessageStarted { message_id: answer.clone(), submission_id: run_id.to_owned(), timestamp });
+            let run = Run { root: e.agent_id.clone(), answer, usage: None, text: String::new(), segment: None };
+            self.runs.insert(run_id.to_owned(), run);
+            return out;
+        }
+        let Some(run) = self.runs.get_mut(run_id) else { return Vec::new() };
+        if e.kind == Kind::RunFinish {
+            let run = self.runs.remove(run_id).expect("present");
+            return finish(run_id, run, &e.payload);
+        }
+        if e.agent_id != run.root {
+            return Vec::new();
+        }
+        let text = |k: &str| e.payload.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        match e.kind {
+            Kind::TextBlock | Kind::ReasoningBlock | Kind::TextDelta | Kind::ReasoningDelta => {
+                let kind = if matches!(e.kind, Kind::TextBlock | Kind::TextDelta) { TextKind::Text } else { TextKind::Reasoning };
+                let whole = matches!(e.kind, Kind::TextBlock | Kind::ReasoningBlock)
+                    || e.payload.get("snapshot").and_then(Value::as_bool) == Some(true);
+                let pending = self.pending.take();
+                run.text_item(kind, e.response_id.as_deref(), &text("text"), whole, pending).into_iter().collect()
+            }
+            Kind::ToolCall => {
+                run.end_segment();
+                self.pending = None;
+                vec![Chunk::ToolInput {
+                    message_id: run.answer.clone(),
+                    tool_call_id: text("toolCallId"),
+                    tool_name: text("toolName"),
+                    input: e.payload.get("args").cloned().unwrap_or(Value::Null),
+                }]
+            }
+            Kind::ToolResult => vec![Chunk::ToolOutput {
+                tool_call_id: text("toolCallId"),
+                output: e.payload.get("result").cloned().unwrap_or(Value::Null),
+            }],
+            Kind::ToolError | Kind::ToolInterrupted => {
+                vec![Chunk::ToolOutputError { tool_call_id: text("toolCallId"), error_text: text("error") }]
+            }
+            Kind::StepFinish => {
+                run.usage.get_or_insert_with(Usage::default).add_step(&e.payload);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl Run {
+    /// Root text: a delta adds to the open segment; a block or a join
+    /// snapshot holds the segment's whole text, of which only what the
+    /// reader lacks goes out.
+    fn text_item(&mut self, kind: TextKind, response: Option<&str>, text: &str, whole: bool, pending: Option<usize>) -> Option<Chunk> {
+        let same = self.segment.as_ref().is_some_and(|s| s.kind == kind && s.response.as_deref() == response);
+        if !same {
+            self.end_segment();
+            self.segment = Some(Segment { kind, response: response.map(str::to_owned), text: String::new(), chars: 0 });
+        }
+        let segment = self.segment.as_mut().expect("set above");
+        if let Some(had) = pending {
+            segment.chars = segment.chars.max(had);
+        }
+        let delta: String = if whole {
+            let total = text.chars().count();
+            let fresh: String = text.chars().skip(segment.chars).collect();
+            segment.chars = segment.chars.max(total);
+            segment.text = text.to_owned();
+            fresh
+        } else {
+            segment.chars += text.chars().count();
+            segment.text.push_str(text);
+            text.to_owned()
+        };
+        if delta.is_empty() {
+            return None;
+        }
+        Some(Chunk::MessageDelta { message_id: self.answer.clone(), kind, delta })
+    }
+
+    /// The open segment ends (a tool call, another segment, the end).
+    fn end_segment(&mut self) {
+        if let Some(s) = self.segment.take() {
+            if s.kind == TextKind::Text {
+                self.text.push_str(&s.text);
+            }
+        }
+    }
+}
+
+/// A run's end: its answer completes, and its submission settles.
+fn finish(run_id: &str, mut run: Run, payload: &Value) -> Vec<Chunk> {
+    run.end_segment();
+    let status = payload["status"].as_str().unwrap_or("error");
+    let reason = payload["reason"].as_str().map(str::to_owned);
+    let (outcome, result, error) = match status {
+        "completed" => {
+            let result = payload.get("output").cloned().unwrap_or_else(|| Value::String(run.text.clone()));
+            (Outcome::Completed, Some(result), None)
+        }
+        "cancelled" => (Outcome::Aborted, None, reason.map(|m| json!({ "message": m }))),
+        _ => (Outcome::Failed, None, Some(json!({ "message": reason.unwrap_or_else(|| format!("the run ended {status}")) }))),
+    };
+    vec![
+        Chunk::MessageCompleted { message_id: run.answer, usage: run.usage },
+        Chunk::SubmissionSettled { settlement: Settlement { submission_id: run_id.to_owned(), outcome, result, error } },
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(kind: &str, agent: &str, response: Option<&str>, payload: Value) -> String {
+        let mut e = json!({ "type": kind, "runId": "t.run_1", "agentId": agent, "ts": 1_796_185_800_000_i64, "payload": payload });
+        if let Some(r) = response {
+            e["responseId"] = r.into();
+        }
+        e.to_string()
+    }
+
+    fn fold(items: &[String]) -> (Conversation, Vec<Chunk>) {
+        let mut p = Projector::new();
+        let mut c = Conversation::default();
+        let mut all = Vec::new();
+        for i in items {
+            for chunk in p.item(i) {
+                c.apply(&chunk);
+                all.push(chunk);
+            }
+        }
+        (c, all)
+    }
+
+    #[test]
+    fn a_run_projects_to_flues_lifecycle() {
+        let items = vec![
+            ev("run-start", "root", None, json!({ "messageId": "m1", "message": "hi" })),
+            ev("reasoning-block", "root", Some("r1"), json!({ "text": "think" })),
+            ev("text-block", "root", Some("r1"), json!({ "text": "Hel" })),
+            ev("text-block", "root", Some("r1"), json!({ "text": "Hello" })),
+            ev("tool-call", "root", None, json!({ "toolCallId": "c1", "toolName": "weather", "args": { "city": "Oslo" } })),
+            ev("tool-call", "child", None, json!({ "toolCallId": "c2", "toolName": "x", "args": {} })),
+            ev("tool-result", "root", None, json!({ "toolCallId": "c1", "result": { "sunny": true } })),
+            ev("step-finish", "root", None, json!({ "usage": { "prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5 } })),
+            ev("thread-title-updated", "root", None, json!({ "title": "x" })),
+            ev("run-finish", "root", None, json!({ "status": "completed" })),
+        ];
+        let (c, chunks) = fold(&items);
+        let snap = c.snapshot("t", "o");
+        assert_eq!(snap["messages"][0], json!({
+            "id": "m1", "role": "user", "submissionId": "t.run_1",
+            "parts": [{ "type": "text", "text": "hi", "state": "done" }],
+            "metadata": { "timestamp": "2026-12-02T04:30:00.000Z" },
+        }));
+        assert_eq!(snap["messages"][1]["parts"], json!([
+            { "type": "reasoning", "text": "think", "state": "done" },
+            { "type": "text", "text": "Hello", "state": "done" },
+            { "type": "dynamic-tool", "toolName": "weather", "toolCallId": "c1", "state": "output-available",
+              "input": { "city": "Oslo" }, "output": { "sunny": true } },
+        ]));
+        assert_eq!(snap["messages"][1]["metadata"]["usage"]["totalTokens"], 5);
+        assert_eq!(snap["settlements"], json!([{ "submissionId": "t.run_1", "outcome": "completed", "result": "Hello" }]));
+        let deltas: Vec<&str> =
+            chunks.iter().filter_map(|c| if let Chunk::MessageDelta { delta, .. } = c { Some(delta.as_str()) } else { None }).collect();
+        assert_eq!(deltas, ["think", "Hel", "lo"], "a block sends only what the reader lacks");
+    }
+
+    #[test]
+    fn live_deltas_then_their_block_never_double_the_text() {
+        let start = ev("run-start", "root", None, json!({ "messageId": "m1", "message": "hi" }));
+        let mut p = Projector::new();
+        p.item(&start);
+        let d = |t: &str| ev("text-delta", "root", Some("r1"), json!({ "text": t }));
+        assert_eq!(p.item(&d("He")).len(), 1);
+        assert_eq!(p.item(&d("llo")).len(), 1);
+        assert_eq!(p.live_chars(), 5);
+        assert!(p.item(&ev("text-block", "root", Some("r1"), json!({ "text": "Hello" }))).is_empty());
+        // A reader that resumes holding 5 characters: the join snapshot
+        // sends what came after.
+        let mut q = Projector::new();
+        q.item(&start);
+        q.resume_inside(5);
+        let snap = ev("text-delta", "root", Some("r1"), json!({ "text": "Hello world", "snapshot": true }));
+        match q.item(&snap).as_slice() {
+            [Chunk::MessageDelta { delta, .. }] => assert_eq!(delta, " world"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn endings_settle_as_flue_names_them() {
+        for (status, outcome) in [("cancelled", "aborted"), ("error", "failed"), ("interrupted", "failed")] {
+            let items = vec![
+                ev("run-start", "root", None, json!({ "messageId": "m1" })),
+                ev("run-finish", "root", None, json!({ "status": status, "reason": "why" })),
+            ];
+            let (c, _) = fold(&items);
+            let s = c.snapshot("t", "o");
+            assert_eq!(s["settlements"][0]["outcome"], outcome);
+            assert_eq!(s["settlements"][0]["error"]["message"], "why");
+            assert_eq!(s["messages"].as_array().unwrap().len(), 1, "a run without a message shows its answer only");
+        }
+    }
+
+    #[test]
+    fn chunks_carry_their_envelope() {
+        let chunks = vec![(Position { batch: 3, index: 0 }, Chunk::ToolOutput { tool_call_id: "c".into(), output: json!(1) })];
+        let text = String::from_utf8(json_array("t", &chunks)).unwrap();
+        assert_eq!(text, r#"[{"type":"tool-output","toolCallId":"c","output":1,"conversationId":"t","position":{"batch":3,"index":0}}]"#);
+    }
+}
