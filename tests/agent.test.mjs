@@ -269,9 +269,13 @@ describe("cancel", () => {
       const fin = await sse.waitFor((e) => e.type === "run-finish");
       assert.ok(Date.now() - t0 < 1000, "run-finish within 1 s");
       assert.deepEqual(fin.payload, { status: "cancelled", reason: "user_cancelled" });
-      const errors = sse.events().filter((e) => e.type === "tool-error");
-      assert.equal(errors.length, 2);
-      for (const e of errors) assert.match(e.payload.error, /cancelled/);
+      // Aborted calls settle as cancelled tool results, not as errors (seed line 363).
+      const settled = sse.events().filter((e) => e.type === "tool-result");
+      assert.equal(settled.length, 2);
+      for (const e of settled) assert.equal(e.payload.result, '[Tool call cancelled. User said: "Run aborted"]');
+      assert.equal(sse.events().filter((e) => e.type === "tool-error").length, 0);
+      const calls = (await a.messages(thread)).json.messages[1].agentTree.toolCalls;
+      assert.ok(calls.every((c) => c.isLoading === false && c.result === '[Tool call cancelled. User said: "Run aborted"]'), "no dangling call");
       await until(() => tools.calls.slice(before).filter((c) => c.path === "/slow").every((c) => c.aborted || c.endedAt), { what: "tool fetches to end" });
       assert.ok(tools.calls.slice(before).some((c) => c.aborted), "the in-flight fetches were aborted");
       await sleep(1700);

@@ -99,4 +99,69 @@ describe("Instance AI, seed lines the reading found untested", () => {
     const child = log.json.messages[1].agentTree.children[0];
     assert.equal(child.status, "completed");
   });
+
+  test("tasks-update (lines 231-241) is emitted in the shape it was published in, live and replayed", async () => {
+    const thread = newThread("tasks");
+    const run = await startExternalRun(api, hook, thread);
+    const flat = {
+      tasks: [
+        { id: "t1", description: "Build weather workflow", status: "completed" },
+        { id: "t2", description: "Set up Slack credential", status: "in_progress" },
+        { id: "t3", description: "Test end-to-end", status: "pending" },
+      ],
+    };
+    const nested = { tasks: { tasks: [{ id: "t1", description: "Plan", status: "done" }] } };
+    const live = api.events(thread);
+    await live.ready;
+    await live.waitFor((e) => e.type === "run-start");
+    assert.equal((await api.publish(thread, run.runId, run.token, [{ type: "tasks-update", agentId: "orchestrator", payload: flat }])).status, 200);
+    assert.deepEqual((await live.waitFor((e) => e.type === "tasks-update")).payload, flat, "the seed's shape and statuses, as published");
+    const view = (await api.messages(thread)).json.messages[1].agentTree;
+    assert.deepEqual(view.tasks, flat.tasks, "the messages view holds the list as published");
+    assert.equal((await api.publish(thread, run.runId, run.token, [{ type: "tasks-update", agentId: "orchestrator", payload: nested }])).status, 200);
+    await until(() => live.events().filter((e) => e.type === "tasks-update").length === 2, { what: "the second update" });
+    assert.deepEqual(live.events().filter((e) => e.type === "tasks-update")[1].payload, nested);
+    live.close();
+    const replay = api.events(thread);
+    await replay.ready;
+    await until(() => replay.durable().filter((e) => e.type === "tasks-update").length === 2, { what: "the replay" });
+    assert.deepEqual(replay.durable().filter((e) => e.type === "tasks-update").map((e) => e.payload), [flat, nested]);
+    replay.close();
+    const bad = await api.publish(thread, run.runId, run.token, [{ type: "tasks-update", agentId: "orchestrator", payload: { tasks: [{ id: "x", description: "d", status: "weird" }] } }]);
+    assert.equal(bad.status, 400);
+  });
+
+  test("run-sync (line 350): a client joining a live run gets its state in one id-less frame after the replay", async () => {
+    const thread = newThread("sync");
+    const run = await startExternalRun(api, hook, thread);
+    await api.publish(thread, run.runId, run.token, [
+      { type: "text-delta", agentId: "orchestrator", payload: { text: "Hel" } },
+      { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: "c1", toolName: "lookup", args: { q: 1 } } },
+    ]);
+    const sse = api.events(thread);
+    await sse.ready;
+    await until(() => sse.frames().some((f) => f.event === "run-sync"), { what: "the run-sync frame" });
+    const frames = sse.frames();
+    const at = frames.findIndex((f) => f.event === "run-sync");
+    const sync = frames[at];
+    assert.equal(sync.id, undefined, "live-only: no id");
+    assert.ok(frames.slice(0, at).every((f) => f.id !== undefined), "after the replay of durable facts");
+    const data = JSON.parse(sync.data);
+    assert.equal(data.runId, run.runId);
+    assert.deepEqual(data.runIds, [run.runId]);
+    assert.equal(data.status, "active");
+    assert.deepEqual(data.backgroundTasks, []);
+    assert.equal(data.agentTree.agentId, "orchestrator");
+    assert.equal(data.agentTree.textContent, "Hel");
+    assert.equal(data.agentTree.toolCalls[0].toolCallId, "c1");
+    assert.equal(data.agentTree.toolCalls[0].isLoading, true);
+    sse.close();
+    await api.publish(thread, run.runId, run.token, [{ type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } }]);
+    const after = api.events(thread);
+    await after.ready;
+    await after.waitFor((e) => e.type === "run-finish");
+    await sleep(200);
+    assert.equal(after.frames().some((f) => f.event === "run-sync"), false, "no run, no run-sync");
+    after.close();
+  });
 });

@@ -60,6 +60,13 @@ export type QuestionType = "single" | "multi" | "text";
  */
 export type CredentialStage = "generic" | "finalize";
 /**
+ * The seed's flat list, or the schema's `{tasks: [...]}`.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Tasks".
+ */
+export type Tasks = Task[] | TaskList;
+/**
  * This interface was referenced by `Threadline`'s JSON-Schema
  * via the `definition` "NodeStatus".
  */
@@ -565,20 +572,13 @@ export interface TasksUpdateEvent {
   payload: TasksUpdate;
 }
 /**
- * `tasks-update` in its stored form.
+ * `tasks-update`, stored in the shape it was published in.
  *
  * This interface was referenced by `Threadline`'s JSON-Schema
  * via the `definition` "TasksUpdate".
  */
 export interface TasksUpdate {
-  tasks: TaskList;
-}
-/**
- * This interface was referenced by `Threadline`'s JSON-Schema
- * via the `definition` "TaskList".
- */
-export interface TaskList {
-  tasks: Task[];
+  tasks: Tasks;
 }
 /**
  * This interface was referenced by `Threadline`'s JSON-Schema
@@ -589,6 +589,13 @@ export interface Task {
   description: string;
   detail?: string | null;
   status: string;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "TaskList".
+ */
+export interface TaskList {
+  tasks: Task[];
 }
 /**
  * A `status` event (Ephemeral).

@@ -233,30 +233,41 @@ pub fn canonical_payload(kind: Kind, payload: Value) -> Result<Value, SchemaErro
     }
 }
 
-/// `tasks-update` carries `{tasks: {tasks: [...]}}` in the schema; the seed's
-/// example sends the list flat (`{tasks: [...]}`) with `completed`/`pending`
-/// statuses. Both are accepted and stored in the schema's form.
+/// `tasks-update` comes in two shapes, and each is stored and re-emitted
+/// as it was published: the seed's flat `{tasks: [...]}` (statuses
+/// `completed`, `in_progress`, `pending`) and n8n's schema's nested
+/// `{tasks: {tasks: [...]}}` (`todo`, `in_progress`, `done`, `failed`,
+/// `cancelled`). Readers take the list from either ([`task_list`]).
 fn tasks_update(payload: Value) -> Result<Value, SchemaError> {
     let Some(tasks) = payload.get("tasks") else {
         return err("missing field `tasks`");
     };
-    let list = match tasks {
-        Value::Array(_) => tasks.clone(),
-        Value::Object(o) => o.get("tasks").cloned().unwrap_or(Value::Null),
-        _ => Value::Null,
+    let stored: schema::Tasks = match tasks {
+        Value::Array(_) => schema::Tasks::List(
+            serde_json::from_value(tasks.clone()).map_err(|e| SchemaError(format!("`tasks`: {e}")))?,
+        ),
+        Value::Object(o) => schema::Tasks::Nested(schema::TaskList {
+            tasks: serde_json::from_value(o.get("tasks").cloned().unwrap_or(Value::Null))
+                .map_err(|e| SchemaError(format!("`tasks.tasks`: {e}")))?,
+        }),
+        _ => return err("`tasks` is a list of tasks, or `{tasks: [...]}`"),
     };
-    let mut list: Vec<schema::Task> =
-        serde_json::from_value(list).map_err(|e| SchemaError(format!("`tasks.tasks`: {e}")))?;
-    for t in &mut list {
-        t.status = match t.status.as_str() {
-            "completed" => "done".into(),
-            "pending" => "todo".into(),
-            "todo" | "in_progress" | "done" | "failed" | "cancelled" => t.status.clone(),
-            other => return err(format!("unknown task status `{other}`")),
-        };
+    let list = match &stored {
+        schema::Tasks::List(l) | schema::Tasks::Nested(schema::TaskList { tasks: l }) => l,
+    };
+    if let Some(t) = list.iter().find(|t| !schema::TASK_STATUSES.contains(&t.status.as_str())) {
+        return err(format!("unknown task status `{}`", t.status));
     }
-    let stored = schema::TasksUpdate { tasks: schema::TaskList { tasks: list } };
+    let stored = schema::TasksUpdate { tasks: stored };
     Ok(serde_json::to_value(stored).expect("schema types serialise"))
+}
+
+/// The task list of a stored `tasks-update` payload, in either shape.
+pub fn task_list(payload: &Value) -> Value {
+    match &payload["tasks"] {
+        Value::Array(_) => payload["tasks"].clone(),
+        nested => nested["tasks"].clone(),
+    }
 }
 
 pub use schema::FinishStatus;
@@ -556,12 +567,24 @@ pub mod schema {
         pub status: String,
     }
 
-    /// `tasks-update` in its stored form.
+    /// `tasks-update`, stored in the shape it was published in.
     #[cfg_attr(test, derive(schemars::JsonSchema))]
     #[derive(Serialize, Deserialize)]
     pub struct TasksUpdate {
-        pub tasks: TaskList,
+        pub tasks: Tasks,
     }
+
+    /// The seed's flat list, or the schema's `{tasks: [...]}`.
+    #[cfg_attr(test, derive(schemars::JsonSchema))]
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    pub enum Tasks {
+        List(Vec<Task>),
+        Nested(TaskList),
+    }
+
+    /// A task's statuses: the seed's and the schema's.
+    pub const TASK_STATUSES: &[&str] = &["completed", "in_progress", "pending", "todo", "done", "failed", "cancelled"];
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
     #[derive(Serialize, Deserialize)]
@@ -788,12 +811,15 @@ mod tests {
         .unwrap();
         assert_eq!(
             flat.payload,
-            json!({"tasks":{"tasks":[{"id":"t1","description":"d","status":"done"},{"id":"t2","description":"e","status":"todo"}]}})
+            json!({"tasks":[{"id":"t1","description":"d","status":"completed"},{"id":"t2","description":"e","status":"pending"}]}),
+            "stored as it was published"
         );
+        assert_eq!(task_list(&flat.payload)[1]["status"], "pending");
         let nested = parse(json!({"type":"tasks-update","agentId":"a","payload":{"tasks":{"tasks":[
             {"id":"t1","description":"d","status":"in_progress"}]}}}))
         .unwrap();
         assert_eq!(nested.payload["tasks"]["tasks"][0]["status"], "in_progress");
+        assert_eq!(task_list(&nested.payload)[0]["id"], "t1");
         assert!(parse(json!({"type":"tasks-update","agentId":"a","payload":{"tasks":[{"id":"t","description":"d","status":"weird"}]}})).is_err());
     }
 

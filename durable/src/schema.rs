@@ -214,6 +214,13 @@ pub const THREAD: Schema = Schema {
                the log may hold `confirmation-settled` events",
             steps: &[Step::AddColumn { table: "runs", column: "turn", decl: "TEXT" }],
         },
+        Migration {
+            version: 5,
+            note: "the log's `tasks-update` events keep the shape they were published in: the seed's flat \
+               `{tasks: [...]}` with its statuses (`completed`, `pending`), beside the schema's nested form \
+               (older rows are all nested, with `done`/`todo`, which every reader still takes)",
+            steps: &[],
+        },
     ],
 };
 

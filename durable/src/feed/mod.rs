@@ -43,6 +43,9 @@ pub trait Framer {
     fn snapshot(&mut self, data: &str, out: &mut Vec<u8>) {
         self.live(data, out)
     }
+    /// A live run's state for a joining client (after the replay, before
+    /// the open segments): only Instance AI's events route frames it.
+    fn run_sync(&mut self, _data: &str, _out: &mut Vec<u8>) {}
     /// The run followed has ended (said in the hello, before the replay
     /// completes).
     fn ended(&mut self) {}
@@ -167,6 +170,7 @@ enum Phase {
     Replay {
         after: u64,
         high: u64,
+        syncs: Vec<String>,
         snapshot: Vec<String>,
         held: Vec<String>,
     },
@@ -223,13 +227,19 @@ impl<F: Framer> Relay<F> {
             match line {
                 Line::Hello { high, gen, after } => {
                     self.framer.begin(gen, after, high, out);
-                    self.phase = Phase::Replay { after, high, snapshot: Vec::new(), held: Vec::new() };
+                    self.phase =
+                        Phase::Replay { after, high, syncs: Vec::new(), snapshot: Vec::new(), held: Vec::new() };
                 }
                 Line::Durable { seq, data } => self.framer.durable(seq, data, out),
                 Line::Live(data) => self.framer.live(data, out),
                 Line::Snapshot(data) => {
                     if let Phase::Replay { snapshot, .. } = &mut self.phase {
                         snapshot.push(data.to_owned());
+                    }
+                }
+                Line::Sync(data) => {
+                    if let Phase::Replay { syncs, .. } = &mut self.phase {
+                        syncs.push(data.to_owned());
                     }
                 }
                 // The position the page reached (`high` once nothing more
@@ -247,7 +257,12 @@ impl<F: Framer> Relay<F> {
     }
 
     fn finish_replay(&mut self, now: i64, random: u64, out: &mut Vec<u8>) {
-        let Phase::Replay { snapshot, held, .. } = std::mem::replace(&mut self.phase, Phase::Live) else { return };
+        let Phase::Replay { syncs, snapshot, held, .. } = std::mem::replace(&mut self.phase, Phase::Live) else {
+            return;
+        };
+        for data in &syncs {
+            self.framer.run_sync(data, out);
+        }
         for data in &snapshot {
             self.framer.snapshot(data, out);
         }

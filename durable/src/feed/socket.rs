@@ -7,6 +7,8 @@
 //! D <seq> <json>     a durable record (stored, with its seq)
 //! L <json>           a live event (never stored: deltas, status)
 //! S <json>           an open segment's text so far, for a joining client
+//! Y <json>           a live run's state, for a joining client to
+//!                    re-synchronise with (Instance AI's `run-sync`)
 //! P <last>           a replay page ends, having reached seq <last>
 //! K                  write a keep-alive now (the thread is full and looks
 //!                    for subscribers whose client left: a write finds them)
@@ -26,6 +28,7 @@ pub enum Line<'a> {
     Durable { seq: u64, data: &'a str },
     Live(&'a str),
     Snapshot(&'a str),
+    Sync(&'a str),
     PageEnd { last: u64 },
     Ended,
     Probe,
@@ -56,6 +59,13 @@ pub fn live(data: &str, out: &mut Vec<u8>) {
 /// Appends a snapshot's line.
 pub fn snapshot(data: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"S ");
+    out.extend_from_slice(data.as_bytes());
+    out.push(b'\n');
+}
+
+/// Appends a live run's state line.
+pub fn sync(data: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"Y ");
     out.extend_from_slice(data.as_bytes());
     out.push(b'\n');
 }
@@ -101,6 +111,7 @@ pub fn lines(message: &str) -> impl Iterator<Item = Line<'_>> {
             }
             "L" => Line::Live(rest),
             "S" => Line::Snapshot(rest),
+            "Y" => Line::Sync(rest),
             "P" => Line::PageEnd { last: rest.parse().ok()? },
             "E" => Line::Ended,
             "K" => Line::Probe,

@@ -706,7 +706,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         Ok(())
     }
+}
 
+/// The result a tool call in flight when its run was cancelled settles
+/// with (n8n's own words for it): a result, not an error, so no call is
+/// left dangling and none reads as failed.
+pub const CANCELLED_RESULT: &str = "[Tool call cancelled. User said: \"Run aborted\"]";
+
+impl<S: Store, K: Sink> Thread<S, K> {
     /// Cancels the active run, if any: `run-finish {cancelled, user_cancelled}`.
     /// Idempotent: returns the cancelled run id, or `None` when nothing ran.
     pub fn cancel(&mut self, now: i64) -> Result<Option<String>, ApiError> {
@@ -717,8 +724,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(Some(run_id))
     }
 
-    /// Ends `run_id` if it is the active run (`false` when it is not). An
-    /// interrupted run's open tool calls settle as `tool-interrupted` first.
+    /// Ends `run_id` if it is the active run (`false` when it is not). Its
+    /// open tool calls settle first: a cancelled run's as cancelled tool
+    /// results ([`CANCELLED_RESULT`], seed line 363), an interrupted run's
+    /// as `tool-interrupted`.
     pub fn end_run(&mut self, run_id: &str, status: FinishStatus, reason: &str, now: i64) -> Result<bool, ApiError> {
         if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
             return Ok(false);
@@ -726,20 +735,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // No dangling tool calls: what was in flight settles first, as
         // cancelled or as interrupted. (The live fold holds the whole run: it
         // is refolded from the log when the thread loads.)
-        let settle = match status {
+        let settle = |call: &str| match status {
             FinishStatus::Cancelled => {
-                Some((Kind::ToolError, "cancelled: the run was stopped before this tool call finished"))
+                Some((Kind::ToolResult, json!({ "toolCallId": call, "result": CANCELLED_RESULT })))
             }
-            FinishStatus::Interrupted => {
-                Some((Kind::ToolInterrupted, "the run was interrupted before this tool call finished"))
-            }
+            FinishStatus::Interrupted => Some((
+                Kind::ToolInterrupted,
+                json!({ "toolCallId": call, "error": "the run was interrupted before this tool call finished" }),
+            )),
             _ => None,
         };
         let mut events = Vec::new();
-        if let Some((kind, error)) = settle {
-            let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
-            for (agent, call) in open {
-                events.push(Event::new(kind, run_id, &agent, now, json!({ "toolCallId": call, "error": error })));
+        let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
+        for (agent, call) in open {
+            if let Some((kind, payload)) = settle(&call) {
+                events.push(Event::new(kind, run_id, &agent, now, payload));
             }
         }
         events.push(Event::new(

@@ -105,6 +105,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 socket::ended(&mut out);
             }
         }
+        if !follow.durable && follow.run.is_none() {
+            if let Some(sync) = self.run_sync() {
+                socket::sync(&sync.to_string(), &mut out);
+            }
+        }
         if !follow.durable {
             for ev in self.coalescer.snapshots() {
                 if follow.run.as_ref().is_none_or(|r| *r == ev.run_id) {
@@ -114,6 +119,25 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.subscribers.push(Subscriber { id, follow, sink });
         Ok(Bytes::from(out))
+    }
+
+    /// The active run's state, for a client joining the thread's log
+    /// (Instance AI's `run-sync` frame, seed line 350): its run ids, agent
+    /// tree so far, whether it waits on a person, and the background tasks.
+    /// A client rebuilds its run state from it instead of from a replay it
+    /// may have skipped; it is live-only and carries no id.
+    pub fn run_sync(&self) -> Option<serde_json::Value> {
+        let a = self.active.as_ref()?;
+        let tree = self.live_tree.as_ref().filter(|(run, _)| *run == a.record.run_id).and_then(|(_, t)| t.tree())?;
+        let run = &a.record.run_id;
+        Some(serde_json::json!({
+            "runId": run,
+            "messageGroupId": run,
+            "runIds": [run],
+            "agentTree": tree,
+            "status": if self.is_suspended() { "suspended" } else { "active" },
+            "backgroundTasks": self.background,
+        }))
     }
 
     /// Registers a subscriber again after the object slept: its socket and

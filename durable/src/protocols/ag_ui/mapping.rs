@@ -376,7 +376,7 @@ impl AguiMapper {
                 }
             }
             Kind::TasksUpdate => {
-                out.push(json!({ "type": "STATE_SNAPSHOT", "snapshot": { "tasks": p["tasks"]["tasks"] } }));
+                out.push(json!({ "type": "STATE_SNAPSHOT", "snapshot": { "tasks": crate::event::task_list(p) } }));
             }
             Kind::Status if agent == self.root => {
                 out.push(json!({ "type": "CUSTOM", "name": "status", "value": { "message": text("message") } }));

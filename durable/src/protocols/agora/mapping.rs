@@ -203,7 +203,7 @@ impl FrameMapper {
                 }
                 vec![f]
             }
-            Kind::TasksUpdate => vec![json!({ "kind": "tasks", "tasks": p["tasks"]["tasks"] })],
+            Kind::TasksUpdate => vec![json!({ "kind": "tasks", "tasks": crate::event::task_list(p) })],
             Kind::ThreadTitleUpdated => vec![json!({ "kind": "title", "title": text("title") })],
             Kind::QueueUpdated => {
                 // `paused` says why nothing starts: false, or `{reason}`.

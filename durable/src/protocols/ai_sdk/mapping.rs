@@ -295,7 +295,7 @@ impl UiMapper {
                 }
             }
             Kind::TasksUpdate => {
-                let tasks = p["tasks"]["tasks"].clone();
+                let tasks = crate::event::task_list(p);
                 out.push(json!({ "type": "data-tasks", "id": "tasks", "data": { "tasks": tasks } }));
             }
             Kind::ThreadTitleUpdated => {

@@ -21,6 +21,12 @@ impl Framer for Events {
         Frame::data(data).encode(out);
     }
 
+    /// `event: run-sync`, without an id: the browser's replay cursor never
+    /// points at it.
+    fn run_sync(&mut self, data: &str, out: &mut Vec<u8>) {
+        Frame::data(data).event("run-sync").expect("a fixed name").encode(out);
+    }
+
     fn keepalive(&mut self, _now: i64, _random: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(PING);
     }
