@@ -133,7 +133,9 @@ describe("approval", () => {
     await api.cancel(thread);
     const fin = await sse.waitFor((e) => e.type === "run-finish");
     assert.deepEqual(fin.payload, { status: "cancelled", reason: "user_cancelled" });
-    assert.match(sse.events().find((e) => e.type === "tool-error").payload.error, /cancelled/);
+    // The call that waited on its decision settles as a cancelled result.
+    const settled = sse.events().find((e) => e.type === "tool-result" && e.payload.toolCallId === request.payload.toolCallId);
+    assert.equal(settled.payload.result, '[Tool call cancelled. User said: "Run aborted"]');
     const late = await confirm(api, rid, { approved: true });
     assert.equal(late.status, 409);
     assert.equal(late.json.error.state, "cancelled");

@@ -83,6 +83,32 @@ describe("Instance AI, seed lines the reading found untested", () => {
     }
   });
 
+  test("domainAccess (line 225) round-trips through publish, replay and the messages view", async () => {
+    const thread = newThread("dom");
+    const run = await startExternalRun(api, hook, thread);
+    const request = {
+      requestId: "dom-1",
+      toolCallId: "tc-dom",
+      toolName: "fetch-page",
+      args: { url: "https://example.com/a" },
+      severity: "warning",
+      message: "Allow example.com?",
+      domainAccess: { url: "https://example.com/a", host: "example.com" },
+    };
+    const pub = await api.publish(thread, run.runId, run.token, [
+      { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: "tc-dom", toolName: "fetch-page", args: request.args } },
+      { type: "confirmation-request", agentId: "orchestrator", payload: request },
+    ]);
+    assert.equal(pub.status, 200, pub.text);
+    const replay = api.events(thread);
+    await replay.ready;
+    const stored = await replay.waitFor((e) => e.type === "confirmation-request");
+    replay.close();
+    assert.deepEqual(stored.payload.domainAccess, request.domainAccess);
+    const view = (await api.messages(thread)).json.messages[1].agentTree.toolCalls[0].confirmation;
+    assert.deepEqual(view.domainAccess, request.domainAccess);
+  });
+
   test("cancel after a run completed (lines 358-359) is a no-op: its background agents go on", async () => {
     const thread = newThread("bg");
     const sent = await b.chat(thread, "research this [[spawn-bg]] [[slow:300]]");

@@ -146,7 +146,8 @@ export function parseSse(text) {
 /**
  * Opens an SSE connection and keeps the raw bytes. `frames()` parses what
  * arrived so far (complete frames only); `events()` gives the protocol events
- * with their `id` (a number, or undefined for id-less frames).
+ * with their `id` (a number, or undefined for id-less frames), as an
+ * EventSource's onmessage would.
  */
 export function openSse(url, { headers = {} } = {}) {
   const ac = new AbortController();
@@ -160,9 +161,11 @@ export function openSse(url, { headers = {} } = {}) {
       return end < 0 ? [] : parseSse(conn.raw.slice(0, end + 2));
     },
     events() {
+      // Instance AI's `run-sync` is a named event: an EventSource's
+      // onmessage never sees it (read it with frames()).
       return conn
         .frames()
-        .filter((f) => f.data !== undefined)
+        .filter((f) => f.data !== undefined && f.event !== "run-sync")
         .map((f) => ({ id: f.id === undefined ? undefined : Number(f.id), ...JSON.parse(f.data) }));
     },
     durable() {
