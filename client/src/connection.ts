@@ -162,7 +162,9 @@ export class ResumableStream {
         clearTimeout(idle);
         idle = setTimeout(() => abort.abort(), idleMs);
         for (const msg of parser.push(value)) {
-          if (!msg.data) continue;
+          // Named events (Instance AI's `run-sync`) are not the log's: as
+          // an EventSource's onmessage, the connection takes messages only.
+          if (!msg.data || msg.event !== "message") continue;
           let ev: StreamEvent;
           try {
             ev = JSON.parse(msg.data) as StreamEvent;

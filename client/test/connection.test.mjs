@@ -133,3 +133,14 @@ test("a 401 fetches a fresh stream token; a 400 stops for good", async () => {
   await new Promise((r) => setTimeout(r, 30));
   assert.equal(bad.requests.length, 1);
 });
+
+test("named events (Instance AI's run-sync) are not the log's: only messages reach onEvent", async () => {
+  const body = `id: 1\ndata: ${JSON.stringify({ ...ev(1), id: undefined })}\n\nevent: run-sync\ndata: {"runId":"r","runIds":["r"],"status":"active"}\n\nid: 2\ndata: ${JSON.stringify({ ...ev(2), id: undefined })}\n\n`;
+  const fetch = async () => new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
+  const got = [];
+  const s = new ResumableStream({ url: "http://x/e", fetch, onEvent: (e) => got.push(e), backoff: { initialMs: 1, maxMs: 5 } }).start();
+  await until(() => got.length >= 2);
+  s.close();
+  assert.deepEqual(got.map((e) => e.id), [1, 2]);
+  assert.ok(got.every((e) => e.type === "tool-call"));
+});
