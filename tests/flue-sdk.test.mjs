@@ -205,6 +205,18 @@ describe("@flue/sdk, unmodified", () => {
     }
   });
 
+  test("a structured answer is its submission's result", async () => {
+    const flue = createFlueClient({ baseUrl: worker.url });
+    const id = await thread("fout");
+    const output = { name: "place", schema: { type: "object", required: ["city"], properties: { city: { type: "string" } } } };
+    const r = await api.chat(id, '[[say:{"city":"Lisbon"}]]', { output });
+    assert.equal(r.status, 200, r.text);
+    await until(async () => (await api.status(id)).json.hasActiveRun === false, { what: "the run ends" });
+    const h = await flue.agents.history("default", id);
+    const settled = h.settlements.find((s) => s.submissionId === r.json.runId);
+    assert.deepEqual(settled, { submissionId: r.json.runId, outcome: "completed", result: { city: "Lisbon" } });
+  });
+
   test("runs.stream() follows a run to its close and runs.events() reads it whole, every event versioned", async () => {
     const flue = createFlueClient({ baseUrl: worker.url });
     const id = newThread("frun");
