@@ -55,11 +55,12 @@ fn start(t: &mut T, run: &str, now: i64) {
     .unwrap();
 }
 
-/// Parses SSE bytes into `(id, event)` pairs.
+/// Parses SSE bytes into `(id, event)` pairs: the messages, as an
+/// EventSource's onmessage gets them (a named `run-sync` is not one).
 fn parse(bytes: &[u8]) -> Vec<(Option<u64>, Event)> {
     let text = std::str::from_utf8(bytes).unwrap();
     let mut out = Vec::new();
-    for frame in text.split("\n\n").filter(|f| !f.is_empty()) {
+    for frame in text.split("\n\n").filter(|f| !f.is_empty() && !f.starts_with("event:")) {
         let mut id = None;
         let mut data = None;
         for line in frame.lines() {
