@@ -100,6 +100,11 @@ pub const HEADERS: &[(&str, &str)] = &[
     ("x-accel-buffering", "no"),
 ];
 
+/// [`HEADERS`] as a response's header list.
+pub fn headers() -> Vec<(&'static str, String)> {
+    HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+}
+
 /// The keep-alive frame sent every [`PING_INTERVAL_MS`].
 pub const PING: &[u8] = b": ping\n\n";
 pub const PING_INTERVAL_MS: u64 = 15_000;

@@ -12,8 +12,7 @@ use crate::sse::PING;
 
 /// A run stream's response headers (the SSE set, agora's cache rule and ids).
 pub fn headers(thread_id: &str, run_id: &str) -> Vec<(&'static str, String)> {
-    let mut headers: Vec<(&'static str, String)> =
-        crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    let mut headers = crate::sse::headers();
     for (k, v) in
         [("cache-control", "no-cache, no-transform"), ("x-agent-run-id", run_id), ("x-agent-thread-id", thread_id)]
     {

@@ -101,8 +101,7 @@ impl super::Protocol for Route {
         let cursor = input::query_first(query, "cursor");
         Ok(match input::query_first(query, "live").as_deref() {
             Some("sse") => {
-                let headers = crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
-                Some(Plan::new(Box::new(Relay::new(stream::SseView::new(run, cursor, now))), headers))
+                Some(Plan::new(Box::new(Relay::new(stream::SseView::new(run, cursor, now))), crate::sse::headers()))
             }
             Some("long-poll") => Some(Plan::new(Box::new(Relay::new(stream::LongPoll::new(run, cursor))), Vec::new()).one_shot()),
             _ => None,

@@ -85,7 +85,7 @@ impl super::Protocol for Route {
                 Ok(match input::query_first(query, "live").as_deref() {
                     Some("sse") => {
                         let view = SseView::new(Some(run.clone()), cursor, now).versioned(v);
-                        Some(Plan::new(Box::new(Relay::new(view)), sse_headers()))
+                        Some(Plan::new(Box::new(Relay::new(view)), crate::sse::headers()))
                     }
                     Some("long-poll") => {
                         let view = LongPoll::new(Some(run.clone()), cursor).versioned(v);
@@ -119,10 +119,6 @@ impl super::Protocol for Route {
             }
         }
     }
-}
-
-fn sse_headers() -> Vec<(&'static str, String)> {
-    crate::sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
 }
 
 /// Which conversation view a query asks for.
@@ -168,7 +164,7 @@ pub fn plan_view(
     Ok(match q("live").as_deref() {
         Some("sse") => {
             let updates = stream::Updates::sse(conversation.to_owned(), resume, cursor, now);
-            Some(Plan::new(Box::new(Relay::new(updates)), sse_headers()))
+            Some(Plan::new(Box::new(Relay::new(updates)), crate::sse::headers()))
         }
         Some("long-poll") => {
             let updates = stream::Updates::long_poll(conversation.to_owned(), resume, cursor);

@@ -179,7 +179,7 @@ impl super::Protocol for Route {
 
     fn plan(&self, _: &[(String, String)], _: Option<&str>, _: i64) -> Result<Option<Plan>, ApiError> {
         Ok(match self {
-            R::Events { .. } => Some(Plan::new(Box::new(Relay::new(stream::Events)), sse_headers())),
+            R::Events { .. } => Some(Plan::new(Box::new(Relay::new(stream::Events)), sse::headers())),
             _ => None,
         })
     }
@@ -303,9 +303,4 @@ impl super::Protocol for Route {
             }
         }
     }
-}
-
-/// An SSE stream's response headers.
-fn sse_headers() -> Vec<(&'static str, String)> {
-    sse::HEADERS.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
 }
