@@ -8,6 +8,7 @@ import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { createFlueClient } from "@flue/sdk";
 import { startWorker, client, newThread, until, sleep } from "./support/harness.mjs";
+import { PROMPTS } from "./support/scenarios.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
 
@@ -26,14 +27,6 @@ after(async () => {
   await llm?.close();
   await tools?.close();
 });
-
-const PROMPTS = {
-  reason: "hello [[reason]]",
-  tool: 'the weather [[tool:weather:{"city":"Oslo"}]]',
-  confirm: 'remove it [[tool:delete-note:{"id":"n1"}]]',
-  spawn: "look it up [[spawn]]",
-  stall: "wait [[stall]]",
-};
 
 /** A thread with one finished run (observe() needs a conversation to exist). */
 async function thread(label) {

@@ -16,6 +16,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startWorker, parseSse, until, sleep } from "./support/harness.mjs";
+import { PROMPTS } from "./support/scenarios.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
 
@@ -167,14 +168,6 @@ const ia = (thread) => ({
     return log.filter((e) => e.type === "confirmation-request").at(-1).payload;
   },
 });
-
-const PROMPTS = {
-  reason: "hello [[reason]]",
-  tool: 'the weather [[tool:weather:{"city":"Oslo"}]]',
-  confirm: 'remove it [[tool:delete-note:{"id":"n1"}]]',
-  spawn: "look it up [[spawn]]",
-  stall: "wait [[stall]]",
-};
 
 async function check(name, text) {
   const file = path.join(dir, `${name}.txt`);
