@@ -8,7 +8,7 @@ import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { createFlueClient } from "@flue/sdk";
 import { startWorker, client, newThread, until, sleep } from "./support/harness.mjs";
-import { PROMPTS } from "./support/scenarios.mjs";
+import { PROMPTS } from "./support/prompts.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
 

@@ -16,7 +16,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { startWorker, parseSse, until, sleep } from "./support/harness.mjs";
-import { PROMPTS } from "./support/scenarios.mjs";
+import { PROMPTS } from "./support/prompts.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
 
