@@ -27,11 +27,13 @@ pub struct WorkerHost {
     pub model: Rc<ModelEndpoint>,
     /// Aborts every fetch of the run (model stream, tools) on cancel.
     pub abort: Rc<RefCell<Option<AbortController>>>,
+    /// The threads' files (`FILES`), for the model.
+    pub files: Option<Rc<Bucket>>,
 }
 
 impl WorkerHost {
-    pub fn new(core: Shared, run_id: String, model: Rc<ModelEndpoint>) -> WorkerHost {
-        WorkerHost { core, run_id, model, abort: Rc::new(RefCell::new(Some(AbortController::default()))) }
+    pub fn new(core: Shared, run_id: String, model: Rc<ModelEndpoint>, files: Option<Rc<Bucket>>) -> WorkerHost {
+        WorkerHost { core, run_id, model, abort: Rc::new(RefCell::new(Some(AbortController::default()))), files }
     }
 
     /// Aborts the run's in-flight requests.
@@ -116,6 +118,11 @@ impl Host for WorkerHost {
             return Err(ModelFailure::Status { status, body: excerpt(&body) });
         }
         resp.stream().map(BodyStream).map_err(|e| ModelFailure::Unreachable(e.to_string()))
+    }
+
+    async fn read_file(&self, key: &str) -> std::result::Result<Vec<u8>, String> {
+        let bucket = self.files.as_ref().ok_or("no FILES bucket is bound")?;
+        crate::files::read(bucket, key).await
     }
 
     async fn call_http_tool(

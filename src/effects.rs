@@ -1,6 +1,6 @@
 //! What a thread's object carries out for its core: the effects it asks for
 //! (drive the built-in agent, stop it, call the webhook, tell a directory,
-//! wipe storage) and the timers at the deadlines it names (the storage
+//! wipe storage, remove files) and the timers at the deadlines it names (the storage
 //! alarm, the in-memory idle-flush timer). It decides nothing: each effect
 //! is done as said, and what the core must know of its outcome (a start
 //! signal that failed) is handed back to it.
@@ -47,7 +47,7 @@ impl Inner {
                         console_warn!("directory: {e}");
                     }
                 }
-                Effect::Wipe => {
+                Effect::Wipe { files } => {
                     // The thread is gone: its subscribers' streams end.
                     *self.core.borrow_mut() = None;
                     for ws in self.state.get_websockets_with_tag(live::TAG) {
@@ -58,7 +58,23 @@ impl Inner {
                     }
                     let _ = self.storage.delete_alarm().await;
                     self.alarm_at.set(Some(None));
+                    // Its files, under the generation that is now gone: a
+                    // thread re-created under the same id has another.
+                    if let Some(prefix) = files {
+                        if let Err(e) = crate::files::delete_prefix(&self.env, &prefix).await {
+                            console_error!("files: {e}");
+                        }
+                    }
                 }
+                Effect::DeleteFiles { keys, ids } => match crate::files::delete(&self.env, &keys).await {
+                    Ok(()) => {
+                        if let Err(e) = self.with_core(|c| c.files_deleted(&ids)).and_then(|r| r) {
+                            console_error!("files: {e}");
+                        }
+                    }
+                    // Asked again by a later alarm.
+                    Err(e) => console_error!("files: {e}"),
+                },
             }
         }
         self.arm_alarm().await;
@@ -70,7 +86,8 @@ impl Inner {
     fn drive(self: &Rc<Self>, d: Box<Drive>) {
         let Drive { job, endpoint, config, tools } = *d;
         let run_id = job.run_id.clone();
-        let host = WorkerHost::new(self.core.clone(), run_id.clone(), Rc::new(endpoint));
+        let files = crate::files::bucket(&self.env).ok().map(Rc::new);
+        let host = WorkerHost::new(self.core.clone(), run_id.clone(), Rc::new(endpoint), files);
         let token = CancelToken::default();
         self.agents.borrow_mut().push((run_id.clone(), token.clone(), host.clone()));
         let inner = self.clone();
@@ -100,11 +117,7 @@ impl Inner {
     /// earlier, or sets it when none is pending.
     async fn arm_alarm(&self) {
         let now = now_ms();
-        let deadline = self
-            .core
-            .borrow()
-            .as_ref()
-            .and_then(|c| c.next_alarm(now, self.settings.heartbeat_ms, self.settings.thread_ttl_ms));
+        let deadline = self.core.borrow().as_ref().and_then(|c| c.next_alarm(now, &self.settings));
         let Some(deadline) = deadline else { return };
         let current = match self.alarm_at.get() {
             Some(known) => known,

@@ -63,6 +63,20 @@ pub fn forwarded(
     Ok(web_sys::Request::new_with_str_and_init(url, &init)?)
 }
 
+/// [`forwarded`] with a body that is not the client's (bytes the Worker
+/// holds, or none): the client's `Content-Length` would misstate it.
+pub fn forwarded_own(
+    raw: &web_sys::Request,
+    url: &str,
+    method: &str,
+    body: Option<&wasm_bindgen::JsValue>,
+) -> Result<web_sys::Request> {
+    let req = forwarded(raw, url, method, body)?;
+    req.headers().delete("content-length")?;
+    req.headers().delete("content-type")?;
+    Ok(req)
+}
+
 /// The same request as one for a subscriber's socket: `GET` with
 /// `Upgrade: websocket` and no body (nor the length of the one a send that
 /// is followed by its stream had).

@@ -20,11 +20,14 @@
 //! - [`directory`]: each actor's directory object.
 //! - [`stream_object`]: `StreamObject`, one standalone Durable Stream
 //!   (`/v1/stream/*`) per object; its live readers are relayed sockets too.
+//! - [`files`]: the bucket of the threads' files (R2): stores, streams and
+//!   removes bytes at the keys the core names.
 //! - [`http`], [`ids`]: bytes in and out of the runtime; random ids.
 
 mod agent_host;
 mod directory;
 mod effects;
+mod files;
 mod http;
 mod ids;
 mod instance;
@@ -129,6 +132,15 @@ async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
                 let relayed = relay::serve(socket, plan, &signal, settings.ping_ms, settings.streams_long_poll_ms);
                 break relayed.await.or_else(|e| http::error(&e))?;
             }
+            Step::ReadFiles(form) => {
+                let read = threadline_durable::files::read::read(files::body_stream(&mut req)?, form, &settings.files);
+                x.files_read(read.await, &ids::new_id)
+            }
+            Step::Store(puts) => {
+                let stored = files::put(&env, puts).await;
+                x.stored(stored)
+            }
+            Step::File(plan) => break files::serve(&env, plan, x.finish().head_only).await?,
         };
     };
     http::discard_body(raw).await;
@@ -142,10 +154,10 @@ async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
 pub(crate) async fn call(env: &Env, raw: Option<&web_sys::Request>, c: &Call) -> Result<Response> {
     let forwarded = match (raw, &c.body) {
         (Some(raw), _) if c.socket => http::socket_request(raw, &raw.url())?,
-        (Some(raw), Body::None) => http::forwarded(raw, &raw.url(), c.method, None)?,
+        (Some(raw), Body::None) => http::forwarded_own(raw, &raw.url(), c.method, None)?,
         (Some(raw), Body::Client) => http::forwarded(raw, &raw.url(), c.method, raw.body().map(Into::into).as_ref())?,
         (Some(raw), Body::Bytes(b)) => {
-            http::forwarded(raw, &raw.url(), c.method, Some(&js_sys::Uint8Array::from(b.as_slice()).into()))?
+            http::forwarded_own(raw, &raw.url(), c.method, Some(&js_sys::Uint8Array::from(b.as_slice()).into()))?
         }
         (None, body) => {
             let init = web_sys::RequestInit::new();

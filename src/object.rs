@@ -183,6 +183,8 @@ impl Inner {
             random: ids::random_u64(),
             instance: &instance,
             budget: context.budget,
+            files: &context.files,
+            reserve: context.reserve,
         };
         let upgrade = http::header(&req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
         let outcome = self.with_core(|c| protocols::handle(c, &context.route, &call, &self.settings, now_ms()))?;

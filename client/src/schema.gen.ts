@@ -758,6 +758,11 @@ export interface QueueItem {
   };
   sentAt?: number | null;
   actor?: string | null;
+  /**
+   * The files and URLs the message carries (storage v6): references,
+   * never bytes.
+   */
+  attachments?: unknown[];
 }
 /**
  * A `step-start` event (Structural).

@@ -126,7 +126,7 @@ mod tests {
     use super::*;
 
     fn catalog() -> Catalog {
-        Catalog::parse(Some(r#"{"default":"m1","models":{"m1":{"model":"x"},"m2":{"model":"y"}}}"#), "z").unwrap()
+        Catalog::parse(Some(r#"{"default":"m1","models":{"m1":{"model":"x"},"m2":{"model":"y"}}}"#), "z", None).unwrap()
     }
 
     #[test]

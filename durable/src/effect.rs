@@ -1,6 +1,6 @@
 //! What a thread asks its shell to do once it has decided: the I/O the core
 //! cannot do itself (drive the built-in agent, call the agent's webhook,
-//! update the owner's directory, wipe storage). The shell executes effects
+//! update the owner's directory, wipe storage, remove files). The shell executes effects
 //! in order and reports back what the core needs to know (a start signal
 //! that failed: `Thread::launch_failed`); it decides nothing about them.
 
@@ -25,8 +25,12 @@ pub enum Effect {
     /// thread is gone).
     Directory { actor: String, op: crate::directory::Op },
     /// Delete every row, document and alarm of the thread, and drop it from
-    /// memory (its streams end). Deletion and the idle TTL.
-    Wipe,
+    /// memory (its streams end); with `files`, every object of the bucket
+    /// whose key starts with it. Deletion and the idle TTL.
+    Wipe { files: Option<String> },
+    /// Remove these objects from the bucket, then report the files' `ids`
+    /// removed (`Thread::files_deleted`).
+    DeleteFiles { keys: Vec<String>, ids: Vec<String> },
 }
 
 /// Everything the shell needs to run one agent loop.
@@ -45,7 +49,8 @@ impl std::fmt::Debug for Effect {
             Effect::Webhook { body, start_of } => write!(f, "Webhook({body}, start_of: {start_of:?})"),
             Effect::StopAgents => f.write_str("StopAgents"),
             Effect::Directory { actor, op } => write!(f, "Directory({actor}, {op:?})"),
-            Effect::Wipe => f.write_str("Wipe"),
+            Effect::Wipe { files } => write!(f, "Wipe(files: {files:?})"),
+            Effect::DeleteFiles { keys, .. } => write!(f, "DeleteFiles({keys:?})"),
         }
     }
 }

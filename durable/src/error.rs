@@ -156,6 +156,62 @@ impl ApiError {
     }
 }
 
+/// Files: what a send or an upload carries, and reading a stored one.
+impl ApiError {
+    pub fn file_too_large(max: usize) -> ApiError {
+        ApiError::new(413, "file_too_large", format!("a file is at most {max} bytes (MAX_FILE_BYTES)"))
+            .with("limit", max)
+    }
+
+    pub fn too_many_files(max: usize) -> ApiError {
+        ApiError::new(400, "too_many_files", format!("a message carries at most {max} files (MAX_FILES_PER_MESSAGE)"))
+            .with("limit", max)
+    }
+
+    pub fn unsupported_media_type(media_type: &str, accepted: &[String]) -> ApiError {
+        ApiError::new(
+            415,
+            "unsupported_media_type",
+            format!("files of type `{media_type}` are not accepted (FILE_TYPES: {})", accepted.join(", ")),
+        )
+        .with("mediaType", media_type)
+    }
+
+    pub fn file_type_mismatch(declared: &str, found: &str) -> ApiError {
+        ApiError::new(415, "file_type_mismatch", format!("a file declared as `{declared}` holds {found}"))
+            .with("mediaType", declared)
+    }
+
+    pub fn invalid_file(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_file", message)
+    }
+
+    /// A file this thread does not hold (another thread's included).
+    pub fn file_not_found() -> ApiError {
+        ApiError::new(404, "file_not_found", "no such file on this thread")
+    }
+
+    pub fn unsupported_attachment(model: &str, media_type: &str, input: &str) -> ApiError {
+        ApiError::new(
+            400,
+            "unsupported_attachment",
+            format!("the model `{model}` does not take `{input}` input, so a `{media_type}` file cannot be sent to it"),
+        )
+        .with("model", model)
+        .with("mediaType", media_type)
+    }
+
+    /// A file being removed (an unsent upload past its grace period) is
+    /// sent again: retry once the removal is done.
+    pub fn file_busy() -> ApiError {
+        ApiError::new(409, "file_busy", "this file is being removed; send it again in a moment").with("retryAfter", 1)
+    }
+
+    pub fn range_not_satisfiable(size: u64) -> ApiError {
+        ApiError::new(416, "range_not_satisfiable", format!("the file is {size} bytes")).with("size", size)
+    }
+}
+
 /// Answers about a thread's state: what does not exist, what is busy, what
 /// has ended. A thread that is not the caller's answers exactly as one that
 /// does not exist (see `access`).

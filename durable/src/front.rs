@@ -19,9 +19,12 @@ use crate::auth;
 use crate::directory::{self, Op};
 use crate::error::ApiError;
 use crate::feed::Plan;
+use crate::files::read::{Form, Read};
+use crate::files::spec::{self, Admitted};
+use crate::files::{self, NewFile};
 use crate::forward::{self, Body, Call, Object};
 use crate::input::{self, Head};
-use crate::protocols::{self, AtWorker, Context, Route, Target};
+use crate::protocols::{self, AtWorker, BodyKind, Context, Route, Target};
 use crate::quota::Budget;
 use crate::reply::Reply;
 use crate::settings::Settings;
@@ -42,6 +45,25 @@ pub enum Step {
     Pass(Call),
     /// Make this call (a socket) and relay it to the client with the plan.
     Relay(Call, Plan),
+    /// Read the client's body as files ([`files::read::read`]) and hand
+    /// what came to [`Exchange::files_read`].
+    ReadFiles(Form),
+    /// Store these files' bytes in the bucket (`FILES`), then tell
+    /// [`Exchange::stored`] how it went.
+    Store(Vec<Put>),
+    /// Answer with a stored file: its bytes from the bucket, as the plan
+    /// says (a range, its headers).
+    File(files::serve::Plan),
+}
+
+/// One file's bytes to store, under its key.
+#[derive(Debug)]
+pub struct Put {
+    pub key: String,
+    pub bytes: Vec<u8>,
+    pub media_type: String,
+    /// Hex SHA-256 of `bytes` (the bucket checks it on the way in).
+    pub sha256: String,
 }
 
 /// What every answer carries, whatever its step: the headers the Worker
@@ -63,6 +85,15 @@ enum Waiting {
     Send(Route, Caller),
     /// The caller's directory's answer.
     Directory(Route),
+    /// The client's body read as files, to learn what it carries.
+    Files(Route, Caller),
+    /// The thread's check of a request whose files the Worker holds: it
+    /// reserves them (the request goes again once they are stored).
+    Reserve(Route, Caller, Body, Option<Budget>),
+    /// The files' bytes being stored; the thread's reservation.
+    Stored(Route, Caller, Body, Option<Budget>, serde_json::Value),
+    /// The thread's answer to a file read: the plan to stream it by.
+    FileRead,
 }
 
 /// One request's exchange with the core.
@@ -75,6 +106,12 @@ pub struct Exchange<'s> {
     client_ip: Option<String>,
     finish: Finish,
     waiting: Waiting,
+    /// The files the request carries, checked, by the index its body's
+    /// markers name them with (`None`: not this request's), until stored.
+    files: Vec<Option<Admitted>>,
+    /// Their bytes are in the bucket.
+    stored: bool,
+    content_type: Option<String>,
 }
 
 /// The methods a request may have, as a static name (a call's).
@@ -95,6 +132,9 @@ impl<'s> Exchange<'s> {
             client_ip: (head.header)("cf-connecting-ip"),
             finish: Finish { head_only: head.method == "HEAD", headers: Vec::new() },
             waiting: Waiting::Nothing,
+            files: Vec::new(),
+            stored: false,
+            content_type: (head.header)("content-type"),
         };
         let step = x.begin(head).unwrap_or_else(|e| Step::Reply(Reply::error(&e)));
         (x, step)
@@ -177,6 +217,13 @@ impl<'s> Exchange<'s> {
                     Ok(Step::Call(directory_call(&actor, &op)))
                 }
             },
+            // A body that may carry files is read here, as it streams, its
+            // files decoded out and checked before anything is stored.
+            Target::Body | Target::Thread if matches!(route.body(), BodyKind::Send(_) | BodyKind::Upload) => {
+                let form = self.files_form(&route, head)?;
+                self.waiting = Waiting::Files(route, caller);
+                Ok(Step::ReadFiles(form))
+            }
             Target::Body => {
                 let limit = route.body().limit(&self.settings.limits);
                 self.waiting = Waiting::Body(route, caller);
@@ -193,6 +240,106 @@ impl<'s> Exchange<'s> {
                 self.toward_thread(route, caller, Body::Client)
             }
         }
+    }
+
+    /// How a route's body carries its files: an upload's raw bytes (a
+    /// declared length over `MAX_FILE_BYTES` refused before reading) or
+    /// form, or a JSON send's slots.
+    fn files_form(&self, route: &Route, head: &Head) -> Result<Form, ApiError> {
+        let limits = &self.settings.files;
+        match route.body() {
+            BodyKind::Send(slots) => Ok(Form::Json { slots, rest_limit: self.settings.limits.max_body_bytes }),
+            _ => {
+                let name = input::query_first(&self.query, "name");
+                let form = Form::upload(self.content_type.as_deref(), name)?;
+                let most = match form {
+                    Form::Raw { .. } => limits.max_file_bytes as u64,
+                    _ => (limits.max_files * limits.max_file_bytes) as u64 + 64 * 1024,
+                };
+                if head.declared_length().is_some_and(|n| n > most) {
+                    return Err(ApiError::file_too_large(limits.max_file_bytes));
+                }
+                Ok(form)
+            }
+        }
+    }
+
+    /// The client's body read as files ([`Step::ReadFiles`]), or why it
+    /// could not be: an upload's files are checked and reserved; a send's
+    /// route learns its thread, its attachments are found and its inline
+    /// files checked, then it goes toward its thread as any send.
+    pub fn files_read(&mut self, read: Result<Read, ApiError>, new_id: &dyn Fn(&str) -> String) -> Step {
+        let Waiting::Files(route, caller) = std::mem::replace(&mut self.waiting, Waiting::Nothing) else {
+            return Step::Reply(Reply::error(&ApiError::unavailable("no files were asked for")));
+        };
+        self.with_files(route, caller, read, new_id).unwrap_or_else(|e| Step::Reply(Reply::error(&e)))
+    }
+
+    fn with_files(
+        &mut self,
+        mut route: Route,
+        caller: Caller,
+        read: Result<Read, ApiError>,
+        new_id: &dyn Fn(&str) -> String,
+    ) -> Result<Step, ApiError> {
+        let read = read?;
+        let limits = &self.settings.files;
+        let Some(bytes) = read.json else {
+            self.files = spec::admit_uploads(read.files, limits)?.into_iter().map(Some).collect();
+            return self.call_thread(route, caller, Body::None, None);
+        };
+        let json = input::json(&bytes, self.settings.limits.max_body_bytes)?;
+        if route.target() == Target::Body {
+            route.address(&json, new_id)?;
+        }
+        let named = serde_json::Value::Array(route.attachments(&json)?);
+        let mut specs = spec::parse_list(Some(&named), route.thread(), limits.max_files)?;
+        self.files = spec::admit(&mut specs, read.files, limits)?;
+        self.toward_thread(route, caller, Body::Bytes(bytes))
+    }
+
+    /// The files of this request, as the thread is told of them.
+    fn new_files(&self) -> Vec<Option<NewFile>> {
+        self.files.iter().map(|f| f.as_ref().map(|a| a.file.clone())).collect()
+    }
+
+    /// The bucket stored the files' bytes (or could not: 503).
+    pub fn stored(&mut self, result: Result<(), String>) -> Step {
+        let Waiting::Stored(route, caller, body, budget, reserved) =
+            std::mem::replace(&mut self.waiting, Waiting::Nothing)
+        else {
+            return Step::Reply(Reply::error(&ApiError::unavailable("nothing was being stored")));
+        };
+        if let Err(e) = result {
+            return Step::Reply(Reply::error(&ApiError::unavailable(format!("the files could not be stored: {e}"))));
+        }
+        self.stored = true;
+        if route.body() == BodyKind::Upload {
+            return Step::Reply(Reply::json(201, &serde_json::json!({ "files": reserved["files"] })));
+        }
+        self.call_thread(route, caller, body, budget).unwrap_or_else(|e| Step::Reply(Reply::error(&e)))
+    }
+
+    /// The thread reserved the request's files: store the bytes it does not
+    /// keep already.
+    fn reserved(&mut self, route: Route, caller: Caller, body: Body, budget: Option<Budget>, answer: &[u8]) -> Step {
+        let reserved: serde_json::Value = serde_json::from_slice(answer).unwrap_or_default();
+        let mut puts = Vec::new();
+        for r in reserved["reserved"].as_array().into_iter().flatten() {
+            let (Some(id), Some(key)) = (r["fileId"].as_str(), r["key"].as_str()) else { continue };
+            let slot = self.files.iter_mut().find(|f| f.as_ref().is_some_and(|a| a.file.file_id == id));
+            let Some(Some(admitted)) = slot else { continue };
+            if r["put"].as_bool() != Some(false) && !admitted.bytes.is_empty() {
+                let bytes = std::mem::take(&mut admitted.bytes);
+                let (media_type, sha256) = (admitted.file.media_type.clone(), admitted.file.sha256.clone());
+                puts.push(Put { key: key.to_owned(), bytes, media_type, sha256 });
+            }
+        }
+        self.waiting = Waiting::Stored(route, caller, body, budget, reserved);
+        if puts.is_empty() {
+            return self.stored(Ok(()));
+        }
+        Step::Store(puts)
     }
 
     /// Who is calling. A browser's EventSource cannot send headers, so the
@@ -272,7 +419,18 @@ impl<'s> Exchange<'s> {
                 None => Ok(Step::Respond),
             },
             Waiting::Directory(route) => route.directory_reply(&reply.body).map(Step::Reply),
-            Waiting::Nothing | Waiting::Body(..) => Err(ApiError::unavailable("no answer was asked for")),
+            // A refusal is the client's answer; nothing was stored.
+            Waiting::Reserve(..) if reply.status != 200 => Ok(Step::Respond),
+            Waiting::Reserve(route, caller, body, budget) => {
+                Ok(self.reserved(route, caller, body, budget, &reply.body))
+            }
+            Waiting::FileRead if reply.status != 200 => Ok(Step::Respond),
+            Waiting::FileRead => serde_json::from_slice(&reply.body)
+                .map(Step::File)
+                .map_err(|e| ApiError::unavailable(format!("the thread's file plan is unreadable: {e}"))),
+            Waiting::Nothing | Waiting::Body(..) | Waiting::Files(..) | Waiting::Stored(..) => {
+                Err(ApiError::unavailable("no answer was asked for"))
+            }
         };
         next.unwrap_or_else(|e| Step::Reply(Reply::error(&e)))
     }
@@ -307,8 +465,21 @@ impl<'s> Exchange<'s> {
             };
             return Ok(Step::Relay(thread_call(route, caller, Body::None, true, None), plan));
         }
+        if self.files.iter().any(|f| f.as_ref().is_some_and(|a| !a.bytes.is_empty())) && !self.stored {
+            // First the thread checks the request and reserves its files;
+            // their bytes are stored; then the request goes again.
+            let ctx =
+                Context { files: self.new_files(), reserve: true, ..context(route.clone(), caller.clone(), budget) };
+            self.waiting = Waiting::Reserve(route, caller, body.clone(), budget);
+            return Ok(Step::Call(call_with(ctx, body, false)));
+        }
+        if route.serves_file() {
+            self.waiting = Waiting::FileRead;
+            return Ok(Step::Call(Call { method: "GET", ..thread_call(route, caller, Body::None, false, None) }));
+        }
         let follows = matches!(body, Body::Bytes(_));
-        let call = Call { method: self.method, ..thread_call(route.clone(), caller.clone(), body, false, budget) };
+        let ctx = Context { files: self.new_files(), ..context(route.clone(), caller.clone(), budget) };
+        let call = Call { method: self.method, ..call_with(ctx, body, false) };
         if follows {
             // A send whose body named its thread may answer with a run to
             // follow (`Protocol::after_send`).
@@ -336,11 +507,21 @@ fn route_table(method: &str) -> Result<Reply, ApiError> {
     Ok(Reply::json(200, &serde_json::json!({ "routes": routes })))
 }
 
+/// What a call to a thread's object for `route` carries.
+fn context(route: Route, caller: Caller, budget: Option<Budget>) -> Context {
+    Context { caller, route, budget, files: Vec::new(), reserve: false }
+}
+
 /// A call to a thread's object for `route`.
 fn thread_call(route: Route, caller: Caller, body: Body, socket: bool, budget: Option<Budget>) -> Call {
-    let object = Object::Thread(route.thread().to_owned());
+    call_with(context(route, caller, budget), body, socket)
+}
+
+/// A call to the thread of `ctx`'s route, carrying `ctx`.
+fn call_with(ctx: Context, body: Body, socket: bool) -> Call {
+    let object = Object::Thread(ctx.route.thread().to_owned());
     let method = if socket { "GET" } else { "POST" };
-    Call { object, method, context: forward::encode(&Context { caller, route, budget }), body, socket, path: "/" }
+    Call { object, method, context: forward::encode(&ctx), body, socket, path: "/" }
 }
 
 /// A call to `actor`'s directory.

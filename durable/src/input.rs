@@ -81,10 +81,12 @@ pub struct Asked {
     pub output: Option<Value>,
     /// When the person sent it (ms since the epoch), as the client says.
     pub sent_at: Option<i64>,
+    /// The files and URLs the message carries (`attachments`).
+    pub attachments: Vec<crate::files::spec::Spec>,
 }
 
 impl Asked {
-    fn parse(body: &Value) -> Result<Asked, ApiError> {
+    fn parse(body: &Value, thread: &str, max_files: usize) -> Result<Asked, ApiError> {
         let string = |k: &str, bad: fn(String) -> ApiError| match body.get(k) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -113,7 +115,8 @@ impl Asked {
             None | Some(Value::Null) => None,
             Some(v) => Some(v.as_i64().filter(|t| *t >= 0).ok_or_else(ApiError::invalid_sent_at)?),
         };
-        Ok(Asked { model, agent, page_context, output, sent_at })
+        let attachments = crate::files::spec::parse_list(body.get("attachments"), thread, max_files)?;
+        Ok(Asked { model, agent, page_context, output, sent_at, attachments })
     }
 }
 
@@ -156,17 +159,19 @@ pub enum Send {
 
 impl Send {
     /// `{message, mode?, model?, agent?, pageContext?, output?, sentAt?,
-    /// regenerate?}` (`POST /instance-ai/chat/:id`, agora's `POST
-    /// /agent/chat`). Checks run in this order: what is asked of the turn,
-    /// regenerate, message, size, mode.
-    pub fn parse(body: &Value, max_message_bytes: usize) -> Result<Send, ApiError> {
-        let asked = Asked::parse(body)?;
+    /// attachments?, regenerate?}` (`POST /instance-ai/chat/:id`, agora's
+    /// `POST /agent/chat`) on `thread`. Checks run in this order: what is
+    /// asked of the turn, regenerate, message, size, mode. A message with
+    /// attachments may have no text.
+    pub fn parse(body: &Value, max_message_bytes: usize, thread: &str, max_files: usize) -> Result<Send, ApiError> {
+        let asked = Asked::parse(body, thread, max_files)?;
         if body.get("regenerate").and_then(Value::as_bool) == Some(true) {
             return Ok(Send::Regenerate { asked });
         }
         let message = match body.get("message") {
-            Some(Value::String(m)) if !m.trim().is_empty() => m.clone(),
-            Some(Value::String(_)) | None => {
+            Some(Value::String(m)) if !m.trim().is_empty() || !asked.attachments.is_empty() => m.clone(),
+            None | Some(Value::Null) if !asked.attachments.is_empty() => String::new(),
+            Some(Value::String(_)) | None | Some(Value::Null) => {
                 return Err(ApiError::message_required("`message` must be a non-empty string"))
             }
             Some(_) => return Err(ApiError::message_required("`message` must be a string")),
@@ -307,11 +312,11 @@ mod tests {
 
     #[test]
     fn sends_in_check_order() {
-        let code = |b: Value| Send::parse(&b, 10).unwrap_err().code;
+        let code = |b: Value| Send::parse(&b, 10, "t", 10).unwrap_err().code;
         assert_eq!(code(json!({"model": 3, "message": ""})), "model_not_allowed");
         assert_eq!(code(json!({"agent": 3})), "agent_not_found");
         assert_eq!(
-            Send::parse(&json!({"regenerate": true}), 10).unwrap(),
+            Send::parse(&json!({"regenerate": true}), 10, "t", 10).unwrap(),
             Send::Regenerate { asked: Asked::default() }
         );
         assert_eq!(code(json!({"message": "  "})), "message_required");
@@ -320,14 +325,14 @@ mod tests {
         assert_eq!(code(json!({"message": "hi", "mode": "later"})), "invalid_mode");
         let asked = Asked { model: Some("m".into()), ..Asked::default() };
         assert_eq!(
-            Send::parse(&json!({"message": "hi", "mode": "queue", "model": "m"}), 10).unwrap(),
+            Send::parse(&json!({"message": "hi", "mode": "queue", "model": "m"}), 10, "t", 10).unwrap(),
             Send::Message { message: "hi".into(), mode: Mode::Queue, asked }
         );
     }
 
     #[test]
     fn what_a_turn_is_asked() {
-        let code = |b: Value| Send::parse(&b, 10).unwrap_err().code;
+        let code = |b: Value| Send::parse(&b, 10, "t", 10).unwrap_err().code;
         assert_eq!(code(json!({"pageContext": 5})), "invalid_page_context");
         assert_eq!(code(json!({"pageContext": "x".repeat(MAX_PAGE_CONTEXT_BYTES)})), "invalid_page_context");
         assert_eq!(code(json!({"output": {"name": "x"}})), "invalid_output");
@@ -337,6 +342,8 @@ mod tests {
         let Send::Message { asked, .. } = Send::parse(
             &json!({"message": "hi", "agent": "a", "pageContext": {"url": "/x"}, "output": {"schema": {"type": "object"}}, "sentAt": 5}),
             10,
+            "t",
+            10,
         )
         .unwrap() else {
             panic!("a message")
@@ -344,6 +351,22 @@ mod tests {
         assert_eq!(asked.agent.as_deref(), Some("a"));
         assert_eq!(asked.output, Some(json!({"schema": {"type": "object"}, "name": "answer"})));
         assert_eq!((asked.page_context, asked.sent_at), (Some(json!({"url": "/x"})), Some(5)));
+    }
+
+    #[test]
+    fn attachments_may_stand_in_for_text() {
+        let id = "f_2cf24dba5fb0a30e26e83b2ac5b9e29e";
+        let Send::Message { message, asked, .. } =
+            Send::parse(&json!({"attachments": [{"fileId": id}]}), 10, "t", 10).unwrap()
+        else {
+            panic!("a message")
+        };
+        assert_eq!(message, "");
+        assert_eq!(asked.attachments.len(), 1);
+        let code = |b: Value| Send::parse(&b, 10, "t", 1).unwrap_err().code;
+        assert_eq!(code(json!({"message": "", "attachments": []})), "message_required");
+        assert_eq!(code(json!({"message": "x", "attachments": [{"fileId": id}, {"fileId": id}]})), "too_many_files");
+        assert_eq!(code(json!({"message": "x", "attachments": "nope"})), "invalid_file");
     }
 
     #[test]

@@ -29,6 +29,9 @@
 //! - [`agent`]: the built-in agent: the orchestrator loop over an
 //!   OpenAI-compatible model, tools, tasks, sub-agents, behind a host trait.
 //! - `webhook`: the external agent's contract (start, cancel, settled).
+//! - [`files`]: files a message carries: accepted types, the leading-bytes
+//!   check, a JSON send's inline files decoded as it streams, uploads, the
+//!   attachment a send names, a stored file's answer.
 //! - [`streams`]: Durable Streams' wire (offsets, headers, producers), and a
 //!   standalone stream's decisions (one object per stream).
 //! - `directory`: an actor's directory (their threads, their send window).
@@ -56,6 +59,7 @@ mod effect;
 mod error;
 mod event;
 pub mod feed;
+pub mod files;
 pub mod forward;
 pub mod front;
 mod ids;

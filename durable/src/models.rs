@@ -40,6 +40,10 @@ pub struct ModelEntry {
     pub input_usd_per_m_tok: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_usd_per_m_tok: Option<f64>,
+    /// What the model takes besides text: `["text", "image", "file"]`
+    /// (`file`: PDFs). Default: text and images.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Vec<String>>,
 }
 
 impl ModelEntry {
@@ -57,6 +61,16 @@ impl ModelEntry {
             roles: None,
             input_usd_per_m_tok: None,
             output_usd_per_m_tok: None,
+            input: None,
+        }
+    }
+
+    /// Whether the model takes files that are `input` to it.
+    pub fn takes(&self, input: crate::files::media::Input) -> bool {
+        use crate::files::media::Input;
+        match &self.input {
+            None => matches!(input, Input::Text | Input::Image),
+            Some(list) => input == Input::Text || list.iter().any(|i| i == input.as_str()),
         }
     }
 
@@ -109,12 +123,16 @@ pub struct Picker<'a> {
 }
 
 impl Catalog {
-    /// Parses `LLM_MODELS`; with none, a catalog of the one `LLM_MODEL`.
-    pub fn parse(json: Option<&str>, single_model: &str) -> Result<Catalog, String> {
+    /// Parses `LLM_MODELS`; with none, a catalog of the one `LLM_MODEL`,
+    /// taking `single_input` (`LLM_MODEL_INPUT`: `text,image,file`).
+    pub fn parse(json: Option<&str>, single_model: &str, single_input: Option<&str>) -> Result<Catalog, String> {
         let catalog = match json.map(str::trim).filter(|s| !s.is_empty()) {
             None => {
                 let mut models = BTreeMap::new();
-                models.insert(single_model.to_owned(), ModelEntry::plain(single_model));
+                let mut entry = ModelEntry::plain(single_model);
+                entry.input =
+                    single_input.map(|i| i.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect());
+                models.insert(single_model.to_owned(), entry);
                 Catalog { default: single_model.to_owned(), models, provider_labels: BTreeMap::new() }
             }
             Some(s) => serde_json::from_str::<Catalog>(s).map_err(|e| format!("LLM_MODELS is invalid: {e}"))?,
@@ -223,6 +241,7 @@ mod tests {
                 "locked":{"model":"m3","available":false,"unavailableReason":"over budget"}}}"#,
             ),
             "x",
+            None,
         )
         .unwrap();
         let anyone = Picker::default();
@@ -233,8 +252,14 @@ mod tests {
         assert_eq!(c.pick(Some("nope"), None, &anyone).unwrap_err().code, "model_not_allowed");
         assert_eq!(c.pick(None, Some("locked"), &anyone).unwrap(), "fast");
         assert_eq!(c.view(&anyone)["models"].as_array().unwrap().len(), 3);
-        assert!(Catalog::parse(Some(r#"{"default":"none","models":{}}"#), "x").is_err());
-        assert_eq!(Catalog::parse(None, "gpt").unwrap().pick(None, None, &anyone).unwrap(), "gpt");
+        assert!(Catalog::parse(Some(r#"{"default":"none","models":{}}"#), "x", None).is_err());
+        assert_eq!(Catalog::parse(None, "gpt", None).unwrap().pick(None, None, &anyone).unwrap(), "gpt");
+        // What a model takes: text and images unless it says.
+        use crate::files::media::Input;
+        let plain = Catalog::parse(None, "gpt", None).unwrap();
+        assert!(plain.models["gpt"].takes(Input::Image) && !plain.models["gpt"].takes(Input::File));
+        let pdf = Catalog::parse(None, "gpt", Some("text, file")).unwrap();
+        assert!(pdf.models["gpt"].takes(Input::File) && !pdf.models["gpt"].takes(Input::Image));
     }
 
     #[test]
@@ -246,6 +271,7 @@ mod tests {
                 "a/big":{"model":"m2","label":"Big","roles":["PRO"]}}}"#,
             ),
             "x",
+            None,
         )
         .unwrap();
         let locked = Picker { locked: Some(("a/big", Some("house rules"))), ..Picker::default() };

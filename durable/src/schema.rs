@@ -221,6 +221,26 @@ pub const THREAD: Schema = Schema {
                (older rows are all nested, with `done`/`todo`, which every reader still takes)",
             steps: &[],
         },
+        Migration {
+            version: 6,
+            note: "table `files`: the thread's files (their bytes are in R2 under the thread's generation), \
+               reserved, attached to a message, or being removed; a message's turn, its queue item and its \
+               `run-start` may carry `attachments` (references, never bytes; older rows have none)",
+            steps: &[
+                Step::Sql(
+                    "CREATE TABLE IF NOT EXISTS files (
+                  file_id     TEXT PRIMARY KEY,
+                  sha256      TEXT NOT NULL,
+                  media_type  TEXT NOT NULL,
+                  size        INTEGER NOT NULL,
+                  name        TEXT,
+                  state       TEXT NOT NULL,
+                  reserved_at INTEGER NOT NULL
+                )",
+                ),
+                Step::Sql("CREATE INDEX IF NOT EXISTS files_by_state ON files (state, reserved_at)"),
+            ],
+        },
     ],
 };
 

@@ -150,6 +150,11 @@ pub struct Settings {
     pub stream_token_ttl_ms: i64,
     /// How long the external agent's webhook may take to answer.
     pub webhook_timeout_ms: u64,
+    /// What files a message may carry (`MAX_FILE_BYTES`,
+    /// `MAX_FILES_PER_MESSAGE`, `FILE_TYPES`, `FILE_GRACE_MS`).
+    pub files: crate::files::Limits,
+    /// Why `FILE_TYPES` could not be read (the default types apply).
+    pub file_types_error: Option<String>,
 }
 
 impl Settings {
@@ -174,7 +179,9 @@ impl Settings {
             .or_else(|| matches!(auth, Mode::Dev).then(|| b"threadline-development-stream-key".to_vec()));
         let agent_defaults = AgentConfig::default();
         let single = var("LLM_MODEL").unwrap_or_else(|| agent_defaults.model.clone());
-        let catalog = Catalog::parse(var("LLM_MODELS").as_deref(), &single);
+        let catalog = Catalog::parse(var("LLM_MODELS").as_deref(), &single, var("LLM_MODEL_INPUT").as_deref());
+        let file_types = var("FILE_TYPES").map(|t| crate::files::Types::parse(&t)).transpose();
+        let file_defaults = crate::files::Limits::default();
         let model_keys = catalog
             .as_ref()
             .map(|c| c.models.iter().filter_map(|(id, m)| Some((id.clone(), var(m.key_name.as_deref()?)?))).collect())
@@ -189,6 +196,13 @@ impl Settings {
             (Err(e), _) => Err(e.clone()),
         };
         Settings {
+            files: crate::files::Limits {
+                max_file_bytes: num("MAX_FILE_BYTES", file_defaults.max_file_bytes as i64).max(1) as usize,
+                max_files: num("MAX_FILES_PER_MESSAGE", file_defaults.max_files as i64).max(1) as usize,
+                types: file_types.clone().ok().flatten().unwrap_or_default(),
+                grace_ms: num("FILE_GRACE_MS", file_defaults.grace_ms).max(1_000),
+            },
+            file_types_error: file_types.err(),
             agents,
             quota,
             message_timestamps: var("AGENT_MESSAGE_TIMESTAMPS").is_some_and(|v| v == "1" || v == "true"),
@@ -269,6 +283,9 @@ impl Settings {
         let mut out = Vec::new();
         if matches!(self.auth, Mode::Dev) {
             out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
+        }
+        if let Some(e) = &self.file_types_error {
+            out.push(format!("{e}; the default file types apply ({})", crate::files::media::DEFAULT_TYPES.join(", ")));
         }
         if self.webhook_url.is_some() && self.public_url.is_none() {
             out.push(

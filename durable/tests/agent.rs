@@ -45,6 +45,8 @@ struct Fake {
     ids: Cell<u64>,
     /// Cancelled once the model has been asked this many times.
     cancel_after: Cell<Option<(usize, CancelToken)>>,
+    /// The bucket: bytes by the end of their key (a file's hash).
+    files: RefCell<Vec<(String, Vec<u8>)>>,
 }
 
 #[derive(Clone)]
@@ -113,6 +115,16 @@ impl Host for Host1 {
         let truncated = body.len() > limit;
         let body = if truncated { body[..limit].to_owned() } else { body };
         Ok(ToolAnswer { status: 200, body, truncated })
+    }
+
+    async fn read_file(&self, key: &str) -> Result<Vec<u8>, String> {
+        self.fake
+            .files
+            .borrow()
+            .iter()
+            .find(|(k, _)| key.ends_with(k.as_str()))
+            .map(|(_, b)| b.clone())
+            .ok_or_else(|| format!("no file {key}"))
     }
 
     async fn sleep(&self, _ms: u64) {
@@ -192,6 +204,7 @@ fn fake(settings: &Settings, answers: Vec<Answer>) -> Rc<Fake> {
         spawned: RefCell::default(),
         ids: Cell::new(0),
         cancel_after: Cell::new(None),
+        files: RefCell::default(),
     })
 }
 

@@ -161,7 +161,7 @@ fn regenerate_answers_the_last_message_again_and_drops_the_old_answer() {
     assert_eq!((status, again["regenerated"].as_bool()), (200, Some(true)));
     let active = t.active_run().unwrap();
     assert_eq!((active.message.as_str(), active.run_id != run), ("question", true));
-    let messages = t.messages(50, 0).unwrap();
+    let messages = t.messages(50, 0, "https://threads.test").unwrap();
     let runs: Vec<_> = messages["messages"].as_array().unwrap().iter().map(|m| m["runId"].clone()).collect();
     assert!(!runs.contains(&json!(run)), "the replaced answer leaves the messages view");
 }
@@ -235,7 +235,8 @@ fn a_request_is_decided_once_and_the_agent_is_told() {
 fn a_request_lapses_at_its_ttl_and_a_late_decision_is_410() {
     let s = settings();
     let (mut t, _, _) = suspended(&s);
-    assert_eq!(t.next_alarm(2, 10_000, 0), Some(1_002), "the alarm waits for the first lapse");
+    let no_ttl = Settings::from_pairs(&[("THREAD_TTL_DAYS", "0")]);
+    assert_eq!(t.next_alarm(2, &no_ttl), Some(1_002), "the alarm waits for the first lapse");
     let effects = t.on_alarm(&s, 1_002).unwrap();
     assert!(effects
         .iter()

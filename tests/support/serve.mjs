@@ -50,6 +50,8 @@ const mf = new Miniflare({
     STREAM: { className: "StreamObject", useSQLite: true },
   },
   durableObjectsPersist: values.persist ?? false,
+  r2Buckets: ["FILES"],
+  r2Persist: values.persist ?? false,
   bindings,
   host: "127.0.0.1",
   port: Number(values.port),

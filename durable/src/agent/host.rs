@@ -49,6 +49,8 @@ pub trait Host: Clone + 'static {
     /// bytes of its body: the answer (the loop decides what it means), or
     /// why there is none (unreachable, timed out).
     async fn call_http_tool(&self, tool: &tools::HttpTool, body: Value, limit: usize) -> Result<ToolAnswer, String>;
+    /// The bytes of a thread's file (its object's key), for the model.
+    async fn read_file(&self, key: &str) -> Result<Vec<u8>, String>;
     async fn sleep(&self, ms: u64);
     fn now(&self) -> i64;
     fn new_id(&self, prefix: &str) -> String;

@@ -10,6 +10,7 @@
 
 mod builtin;
 pub mod cancel;
+mod files;
 mod host;
 pub mod openai;
 pub mod tools;
@@ -44,7 +45,12 @@ struct Agent<H: Host> {
     client: Rc<Vec<tools::ClientTool>>,
     /// The structured answer the run must give (the orchestrator's only).
     output: Option<Value>,
+    /// The bytes of the files its messages refer to, read once per run.
+    files: Rc<std::cell::RefCell<FileCache>>,
 }
+
+/// Files read from the bucket, by key (or why one could not be).
+type FileCache = std::collections::HashMap<String, files::Read>;
 
 /// Why an agent's loop stopped early.
 enum Halt {
@@ -74,6 +80,10 @@ pub struct Job {
 #[derive(Clone, Copy, Debug)]
 pub struct UserTurn<'a> {
     pub message: &'a str,
+    /// The files and URLs the message carries.
+    pub attachments: &'a [crate::files::Attachment],
+    /// Where the thread's files are (their keys: this and the hash).
+    pub files_prefix: &'a str,
     /// The page the person is on (agora's `pageContext`): context for this
     /// turn only.
     pub page_context: Option<&'a Value>,
@@ -101,8 +111,14 @@ pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user: UserTurn) 
         Some(at) => format!("[sent {}]\n{}", crate::quota::rfc3339(at), user.message),
         None => user.message.to_owned(),
     };
-    messages.push(openai::message("user", &text));
+    let content = files::user_content(&text, user.attachments, &|sha| format!("{}{sha}", user.files_prefix));
+    messages.push(json!({ "role": "user", "content": content }));
     messages
+}
+
+/// A user message of the conversation memory: its text and attachments.
+pub fn memory_message(text: &str, attachments: &[crate::files::Attachment], files_prefix: &str) -> Value {
+    json!({ "role": "user", "content": files::user_content(text, attachments, &|sha| format!("{files_prefix}{sha}")) })
 }
 
 /// A thread title from its first message: its first words, at most 60 chars.
@@ -149,6 +165,7 @@ pub async fn run_orchestrator<H: Host>(
         orchestrator: true,
         client: Rc::new(client),
         output: output.clone(),
+        files: Rc::default(),
     };
     let mut answer = None;
     let outcome = match agent.run(job.checkpoint).await {
@@ -337,6 +354,24 @@ impl<H: Host> Agent<H> {
         }
     }
 
+    /// `messages` as the provider takes them: each stored file's reference
+    /// replaced by its bytes (read once per run).
+    async fn with_files<'m>(&self, messages: &'m [Value]) -> std::borrow::Cow<'m, [Value]> {
+        let keys = files::keys(messages);
+        if keys.is_empty() {
+            return std::borrow::Cow::Borrowed(messages);
+        }
+        for key in keys {
+            if self.files.borrow().contains_key(&key) {
+                continue;
+            }
+            let read = self.host.read_file(&key).await.map(Rc::new);
+            self.files.borrow_mut().insert(key, read);
+        }
+        let cache = self.files.borrow();
+        std::borrow::Cow::Owned(files::resolve(messages, &|k| cache.get(k).cloned()))
+    }
+
     /// Streams one model response, publishing deltas as they arrive.
     async fn stream_step(&self, messages: &[Value]) -> Result<Step, Halt> {
         let allowed = self.allowed.as_deref();
@@ -344,6 +379,7 @@ impl<H: Host> Agent<H> {
         defs.extend(self.client.iter().map(|t| {
             json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
         }));
+        let messages = self.with_files(messages).await;
         let mut body = json!({
             "model": self.cfg.model,
             "messages": messages,
@@ -761,6 +797,7 @@ impl<H: Host> Agent<H> {
             orchestrator: false,
             client: Rc::new(Vec::new()),
             output: None,
+            files: Rc::default(),
         };
         let mut spawned = json!({ "parentId": self.agent_id, "role": role, "tools": requested });
         if let Some(t) = &task_id {

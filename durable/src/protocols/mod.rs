@@ -61,15 +61,24 @@ pub enum BodyKind {
     Json,
     /// A publish batch of at most `MAX_BATCH_BYTES`.
     Batch,
+    /// A JSON send that may carry files inline at these slots: the Worker
+    /// reads it as it streams, decoding the files out
+    /// ([`files::scan`](crate::files::scan)); the rest is at most
+    /// `MAX_BODY_BYTES`, each file at most `MAX_FILE_BYTES`.
+    Send(crate::files::scan::Slots),
+    /// Files: raw bytes or `multipart/form-data` ([`files::read`](crate::files::read)).
+    Upload,
 }
 
 impl BodyKind {
     /// The most body bytes a route of this kind reads: the shell refuses a
-    /// larger declared length before reading, and stops a chunked body at it.
+    /// larger declared length before reading, and stops a chunked body at
+    /// it. For a send and an upload, the JSON around the files (their own
+    /// bounds are the files').
     pub fn limit(self, limits: &Limits) -> usize {
         match self {
-            BodyKind::None => 0,
-            BodyKind::Json => limits.max_body_bytes,
+            BodyKind::None | BodyKind::Upload => 0,
+            BodyKind::Json | BodyKind::Send(_) => limits.max_body_bytes,
             BodyKind::Batch => limits.max_batch_bytes,
         }
     }
@@ -101,6 +110,17 @@ pub trait Protocol: Sized + 'static {
     /// JSON body (a new thread's id from `new_id`).
     fn address(&mut self, _body: &Value, _new_id: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
         Ok(())
+    }
+    /// A send's attachments, translated into threadline's shape
+    /// ([`files::spec`](crate::files::spec)): the Worker checks the files
+    /// its body carries inline before anything is stored.
+    fn attachments(&self, _body: &Value) -> Result<Vec<Value>, ApiError> {
+        Ok(Vec::new())
+    }
+    /// A route whose thread answers with a stored file to stream
+    /// ([`files::serve::Plan`](crate::files::serve::Plan)) when it may be read.
+    fn serves_file(&self) -> bool {
+        false
     }
     /// Serves the route on its thread.
     fn serve<S: Store, K: Sink>(
@@ -160,6 +180,14 @@ pub struct Context {
     /// A send's caller's budget (`QUOTA`), from their directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::quota::Budget>,
+    /// The files the Worker read from the request and checked, by the index
+    /// its body's markers name them with (`None`: not this send's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<Option<crate::files::NewFile>>,
+    /// Check the request and reserve its files only: the Worker stores
+    /// their bytes, then makes the request again without it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reserve: bool,
 }
 
 macro_rules! protocols {
@@ -218,6 +246,10 @@ macro_rules! protocols {
             pub fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
                 match self { $(Route::$variant(r) => r.directory_reply(body),)* }
             }
+            pub fn attachments(&self, body: &Value) -> Result<Vec<Value>, ApiError> {
+                match self { $(Route::$variant(r) => r.attachments(body),)* }
+            }
+            pub fn serves_file(&self) -> bool { match self { $(Route::$variant(r) => r.serves_file(),)* } }
             fn serve<S: Store, K: Sink>(
                 &self,
                 t: &mut Thread<S, K>,
@@ -249,4 +281,4 @@ pub fn handle<S: Store, K: Sink>(
     Outcome { answer, effects }
 }
 
-protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi }
+protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, files => Files }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 mod records;
 mod sql;
-pub use records::{ConfirmState, Confirmation, Turn, CLIENT_TOOL};
+pub use records::{ConfirmState, Confirmation, FileRow, FileState, Turn, CLIENT_TOOL};
 pub use sql::SqlStore;
 
 /// One durable row of the log: `seq` is the SSE `id:`, `data` the event JSON.
@@ -181,6 +181,21 @@ pub trait Store {
     fn meta(&self, key: &str) -> StoreResult<Option<String>>;
 
     fn set_meta(&mut self, key: &str, value: Option<&str>) -> StoreResult<()>;
+
+    /// A file of the thread, by id.
+    fn file(&self, file_id: &str) -> StoreResult<Option<FileRow>>;
+
+    /// Inserts or replaces a file's row.
+    fn put_file(&mut self, row: &FileRow) -> StoreResult<()>;
+
+    /// Files in `state` reserved before `before`, oldest first, at most
+    /// `limit`.
+    fn files_in(&self, state: FileState, before: i64, limit: usize) -> StoreResult<Vec<FileRow>>;
+
+    fn delete_file(&mut self, file_id: &str) -> StoreResult<()>;
+
+    /// How many files the thread holds.
+    fn file_count(&self) -> StoreResult<u64>;
 }
 
 /// An in-memory store for native tests, with fault injection.
@@ -194,6 +209,7 @@ pub struct MemoryStore {
     pub confirmations: Vec<Confirmation>,
     pub session_tools: Vec<String>,
     pub meta: Vec<(String, String)>,
+    pub files: Vec<FileRow>,
     rows: u64,
 }
 
@@ -308,5 +324,36 @@ impl Store for MemoryStore {
         }
         self.rows += 1;
         Ok(())
+    }
+
+    fn file(&self, file_id: &str) -> StoreResult<Option<FileRow>> {
+        Ok(self.files.iter().find(|f| f.file.file_id == file_id).cloned())
+    }
+
+    fn put_file(&mut self, row: &FileRow) -> StoreResult<()> {
+        match self.files.iter_mut().find(|f| f.file.file_id == row.file.file_id) {
+            Some(slot) => *slot = row.clone(),
+            None => self.files.push(row.clone()),
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn files_in(&self, state: FileState, before: i64, limit: usize) -> StoreResult<Vec<FileRow>> {
+        let mut rows: Vec<FileRow> =
+            self.files.iter().filter(|f| f.state == state && f.reserved_at < before).cloned().collect();
+        rows.sort_by_key(|f| f.reserved_at);
+        rows.truncate(limit);
+        Ok(rows)
+    }
+
+    fn delete_file(&mut self, file_id: &str) -> StoreResult<()> {
+        self.files.retain(|f| f.file.file_id != file_id);
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn file_count(&self) -> StoreResult<u64> {
+        Ok(self.files.len() as u64)
     }
 }

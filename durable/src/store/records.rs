@@ -61,6 +61,11 @@ pub struct Turn {
     pub sent_at: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
+    /// The files and URLs the message carries (storage v6): references,
+    /// never bytes.
+    #[cfg_attr(test, schemars(with = "Vec<serde_json::Value>"))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<crate::files::Attachment>,
 }
 
 impl Turn {
@@ -95,4 +100,44 @@ pub struct Confirmation {
     /// The surface the decision came through (agora's `via`, `web` by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decided_via: Option<String>,
+}
+
+/// Where a file of the thread stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileState {
+    /// Checked and reserved for a send or an upload: its bytes are stored
+    /// (or being stored), and no message refers to it yet. Removed after the
+    /// grace period unless a message comes to.
+    Reserved,
+    /// A message refers to it: kept as long as the thread.
+    Attached,
+    /// Being removed from the bucket (its grace period ran out).
+    Deleting,
+}
+
+impl FileState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileState::Reserved => "reserved",
+            FileState::Attached => "attached",
+            FileState::Deleting => "deleting",
+        }
+    }
+
+    pub fn parse(s: &str) -> FileState {
+        match s {
+            "attached" => FileState::Attached,
+            "deleting" => FileState::Deleting,
+            _ => FileState::Reserved,
+        }
+    }
+}
+
+/// One file of the thread (table `files`, storage v6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileRow {
+    pub file: crate::files::FileRef,
+    pub state: FileState,
+    /// When it was last reserved (ms): its grace period starts there.
+    pub reserved_at: i64,
 }

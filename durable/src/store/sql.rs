@@ -9,7 +9,7 @@ use super::{Driver, Record, RunRecord, RunState, Store, StoreResult};
 use crate::db::{Db, Value};
 use crate::event::Kind;
 use crate::schema::{self, OpenError};
-use crate::store::Confirmation;
+use crate::store::{Confirmation, FileRow, FileState};
 use std::cell::Cell;
 
 /// Largest JSON text bound to one insert (SQLite strings stop at 2 MB).
@@ -65,6 +65,20 @@ fn run_of(row: Vec<Value>) -> RunRecord {
         replaced: c.int() != 0,
         turn: c.opt().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
     }
+}
+
+const FILE_COLUMNS: &str = "file_id, sha256, media_type, size, name, state, reserved_at";
+
+fn file_of(row: Vec<Value>) -> FileRow {
+    let mut c = Columns(row.into_iter());
+    let file = crate::files::FileRef {
+        file_id: c.text(),
+        sha256: c.text(),
+        media_type: c.text(),
+        size: c.int() as u64,
+        name: c.opt(),
+    };
+    FileRow { file, state: FileState::parse(&c.text()), reserved_at: c.int() }
 }
 
 fn record_of(row: Vec<Value>) -> Option<Record> {
@@ -266,6 +280,48 @@ impl<D: Db> Store for SqlStore<D> {
             ),
             None => self.write("DELETE FROM meta WHERE key = ?", &[key.into()]),
         }
+    }
+
+    fn file(&self, file_id: &str) -> StoreResult<Option<FileRow>> {
+        let rows = self.db.run(&format!("SELECT {FILE_COLUMNS} FROM files WHERE file_id = ?"), &[file_id.into()])?;
+        Ok(rows.rows.into_iter().next().map(file_of))
+    }
+
+    fn put_file(&mut self, row: &FileRow) -> StoreResult<()> {
+        let f = &row.file;
+        self.write(
+            &format!(
+                "INSERT INTO files ({FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)
+                 ON CONFLICT (file_id) DO UPDATE SET state = excluded.state, reserved_at = excluded.reserved_at"
+            ),
+            &[
+                f.file_id.as_str().into(),
+                f.sha256.as_str().into(),
+                f.media_type.as_str().into(),
+                (f.size as i64).into(),
+                f.name.clone().into(),
+                row.state.as_str().into(),
+                row.reserved_at.into(),
+            ],
+        )
+    }
+
+    fn files_in(&self, state: FileState, before: i64, limit: usize) -> StoreResult<Vec<FileRow>> {
+        let rows = self.db.run(
+            &format!(
+                "SELECT {FILE_COLUMNS} FROM files WHERE state = ? AND reserved_at < ? ORDER BY reserved_at LIMIT ?"
+            ),
+            &[state.as_str().into(), before.into(), (limit as i64).into()],
+        )?;
+        Ok(rows.rows.into_iter().map(file_of).collect())
+    }
+
+    fn delete_file(&mut self, file_id: &str) -> StoreResult<()> {
+        self.write("DELETE FROM files WHERE file_id = ?", &[file_id.into()])
+    }
+
+    fn file_count(&self) -> StoreResult<u64> {
+        Ok(self.count("SELECT COUNT(*) FROM files", &[])? as u64)
     }
 
     fn approve_for_session(&mut self, tool: &str) -> StoreResult<()> {

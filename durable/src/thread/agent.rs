@@ -205,7 +205,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let history = self.history(cfg.history_chars, &run.run_id)?;
         let first = self.store.runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
         let sent_at = settings.message_timestamps.then(|| run.turn.sent_at.unwrap_or(run.created_at));
-        let user = agent::UserTurn { message: &run.message, page_context: run.turn.page_context.as_ref(), sent_at };
+        let prefix = self.files_prefix()?.unwrap_or_default();
+        let user = agent::UserTurn {
+            message: &run.message,
+            attachments: &run.turn.attachments,
+            files_prefix: &prefix,
+            page_context: run.turn.page_context.as_ref(),
+            sent_at,
+        };
         let checkpoint = Checkpoint {
             run_id: run.run_id.clone(),
             thread_id: self.thread_id.clone(),

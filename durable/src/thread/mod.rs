@@ -35,6 +35,7 @@
 
 mod agent;
 mod confirmations;
+mod files;
 mod queue;
 pub mod send;
 pub mod serve;
@@ -329,6 +330,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut payload = json!({ "messageId": start.message_id, "message": record.message });
         if let Some(agent) = &record.turn.agent {
             payload["agent"] = agent.clone().into();
+        }
+        if !record.turn.attachments.is_empty() {
+            // References: a client reads each at `/v1/threads/:id/files/:fileId`.
+            payload["attachments"] = serde_json::to_value(&record.turn.attachments).unwrap_or_default();
         }
         let run_start = Event::new(Kind::RunStart, &start.run_id, ROOT_AGENT, now, payload);
         self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
@@ -830,12 +835,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// restart deadline, a heartbeat every `heartbeat_ms` while the built-in
     /// agent runs (an outbound fetch alone does not keep the object
     /// resident; a suspended run needs none, it waits in storage), the next
-    /// confirmation to lapse, and the thread's TTL.
-    pub fn next_alarm(&self, now: i64, heartbeat_ms: i64, ttl_ms: i64) -> Option<i64> {
+    /// confirmation to lapse, the next unsent upload to remove, and the
+    /// thread's TTL.
+    pub fn next_alarm(&self, now: i64, settings: &crate::settings::Settings) -> Option<i64> {
         let running_builtin = self.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.is_suspended();
-        let run = self.run_deadline().map(|d| if running_builtin { d.min(now + heartbeat_ms) } else { d });
+        let run = self.run_deadline().map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
         let expiry = self.next_expiry().ok().flatten();
-        [run, expiry, self.expiry(ttl_ms)].into_iter().flatten().min()
+        let sweep = self.next_sweep(settings.files.grace_ms);
+        [run, expiry, sweep, self.expiry(settings.thread_ttl_ms)].into_iter().flatten().min()
     }
 
     /// A new queued message (its id is also its run's, known up front);

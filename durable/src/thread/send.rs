@@ -9,6 +9,7 @@ use crate::directory::Op;
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::{Event, FinishStatus, Kind};
+use crate::files::NewFile;
 use crate::ids;
 use crate::input::{Asked, Mode, Send};
 use crate::models::Catalog;
@@ -31,12 +32,27 @@ pub struct Sender<'a> {
     pub origin: &'a str,
     /// Their budget, as their directory said (`QUOTA`).
     pub budget: Option<Budget>,
+    /// The files the Worker read from the send (`Call::files`).
+    pub files: &'a [Option<NewFile>],
+    /// Check and reserve only (`Call::reserve`).
+    pub reserve: bool,
+    /// A fresh random number (the log's generation, when a file is first
+    /// reserved).
+    pub random: u64,
 }
 
 impl<'a> Sender<'a> {
     /// The sender of `call`, as the route admitted them (`grant`).
     pub fn of(grant: Grant, call: &super::Call<'a>) -> Sender<'a> {
-        Sender { grant, caller: call.caller, origin: call.origin, budget: call.budget }
+        Sender {
+            grant,
+            caller: call.caller,
+            origin: call.origin,
+            budget: call.budget,
+            files: call.files,
+            reserve: call.reserve,
+            random: call.random,
+        }
     }
 }
 
@@ -55,6 +71,9 @@ pub enum Sent {
     Run { run_id: String, regenerated: bool },
     /// The 202 body of a queued (or interrupting) send.
     Queued(Value),
+    /// Checked, and its files reserved (`Sender::reserve`): the 200 body
+    /// the Worker stores the bytes by (`Thread::reserve_files`).
+    Reserved(Value),
 }
 
 /// A client's user message, by the client's id.
@@ -87,14 +106,24 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects: &mut Vec<Effect>,
     ) -> Result<Sent, ApiError> {
         let catalog = self.ready_to_send(settings)?;
-        let send = Send::parse(body, settings.limits.max_message_bytes)?;
+        let send = Send::parse(body, settings.limits.max_message_bytes, &self.thread_id, settings.files.max_files)?;
         let (Send::Regenerate { asked } | Send::Message { asked, .. }) = &send;
-        let (model, turn) = self.resolve_turn(asked, who, catalog, settings)?;
+        let (model, mut turn) = self.resolve_turn(asked, who, catalog, settings)?;
+        turn.attachments = match &send {
+            // An answer again to the last message, with its files.
+            Send::Regenerate { .. } => self.last_attachments()?,
+            Send::Message { .. } => self.attachments_of(&asked.attachments, who.files, who.reserve)?,
+        };
+        Self::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
         if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
             self.learn_budget(actor, budget);
         }
         let spent = turn.actor.as_deref().is_some_and(|a| self.over_quota(a, now));
+        if who.reserve {
+            return self.reserve_send(&send, spent, who, now);
+        }
         self.replace_dead_holder(now)?;
+        self.attach_files(&turn.attachments)?;
         let thread = self.thread_id.clone();
         let sent = match send {
             Send::Regenerate { .. } => {
@@ -151,6 +180,32 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(sent)
     }
 
+    /// A send checked as far as it can be before it is made (its files'
+    /// bytes are stored between this and the send): refused as the send
+    /// would be now, else its inline files reserved.
+    fn reserve_send(&mut self, send: &Send, spent: bool, who: Sender, now: i64) -> Result<Sent, ApiError> {
+        let busy = self.active_run().map(|r| r.run_id.clone());
+        match send {
+            Send::Regenerate { .. } | Send::Message { mode: Mode::Reject, .. } if busy.is_some() => {
+                let run = busy.unwrap_or_default();
+                return Err(ApiError::run_active(&run, "a run is already active on this thread"));
+            }
+            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => {
+                return Err(ApiError::quota_exceeded())
+            }
+            _ => {}
+        }
+        let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
+        self.reserve_files(&new, who.origin, who.random, now).map(Sent::Reserved)
+    }
+
+    /// The attachments of the thread's last message (what a regenerated
+    /// answer is given again).
+    fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, ApiError> {
+        let (runs, _) = self.store.runs_page(0, 1).map_err(ApiError::storage)?;
+        Ok(runs.into_iter().next().map(|r| r.turn.attachments).unwrap_or_default())
+    }
+
     /// The turn a send asks for: the agent it runs as (400 `agent_not_found`
     /// for one the deployment does not offer), its model (a locked agent's,
     /// else the send's pick, the pin, the agent's, the default; 400
@@ -176,6 +231,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 Caller::Actor { id, .. } => Some(id.clone()),
                 _ => None,
             },
+            attachments: Vec::new(),
         };
         Ok((Some(model), turn))
     }
@@ -207,7 +263,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// An accepted send claims a thread nobody owns, and its origin is
     /// where the runs it starts tell their agent to publish (unless
     /// `PUBLIC_URL` says): never another request's Host.
-    fn claim(&mut self, who: Sender) -> Result<(), ApiError> {
+    pub(super) fn claim(&mut self, who: Sender) -> Result<(), ApiError> {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
             self.store.set_meta(OWNER_KEY, Some(id)).map_err(ApiError::storage)?;
         }

@@ -35,6 +35,12 @@ pub struct Call<'a> {
     /// The caller's budget, as their directory told the Worker (a send,
     /// with `QUOTA` set).
     pub budget: Option<crate::quota::Budget>,
+    /// Files the Worker read from the request and checked, by the index its
+    /// body's markers name them with (`None`: not this send's).
+    pub files: &'a [Option<crate::files::NewFile>],
+    /// Check the request and reserve its files, and store nothing else:
+    /// the Worker stores their bytes, then makes the request again.
+    pub reserve: bool,
 }
 
 /// The object's instance, as its shell counts it: reported by the debug
@@ -145,7 +151,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// streams end), and its owner's directory forgets it.
     pub fn delete(&mut self, effects: &mut Vec<Effect>) -> Result<(), ApiError> {
         effects.push(Effect::StopAgents);
-        effects.push(Effect::Wipe);
+        effects.push(Effect::Wipe { files: self.files_prefix()? });
         if let Some(owner) = self.owner()? {
             let op = crate::directory::Op::Unregister { thread_id: self.thread_id.clone() };
             effects.push(Effect::Directory { actor: owner, op });
@@ -207,6 +213,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Ok(effects);
         }
         let mut effects = self.settle_lapsed(settings, now)?;
+        effects.extend(self.sweep_files(settings.files.grace_ms, now)?);
         self.flush_idle(now)?;
         if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
             effects.extend(tell_agent(settings, crate::webhook::cancel(&run_id, reason)));

@@ -42,14 +42,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// messages oldest first within it, each assistant message with its agent
     /// tree folded from the log. `nextEventId` is read in the same block, so a
     /// client that connects from `nextEventId - 1` sees nothing twice.
-    pub fn messages(&self, limit: usize, page: usize) -> Result<Value, ApiError> {
-        self.messages_with(limit, page, &mut |_, _, _, _| Ok(()))
+    /// A user message's attachments carry their URL on `origin`.
+    pub fn messages(&self, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
+        self.messages_with(limit, page, origin, &mut |_, _, _, _| Ok(()))
     }
 
     /// [`Thread::messages`], each run's user and assistant messages handed
     /// to `extend` with the run and its events (read once), for a protocol
     /// whose view says more of them.
-    pub fn messages_with(&self, limit: usize, page: usize, extend: &mut ExtendMessages) -> Result<Value, ApiError> {
+    pub fn messages_with(
+        &self,
+        limit: usize,
+        page: usize,
+        origin: &str,
+        extend: &mut ExtendMessages,
+    ) -> Result<Value, ApiError> {
         let thread_id = &self.thread_id;
         let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
@@ -63,6 +70,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 "reasoning": "",
                 "isStreaming": false,
             });
+            if !run.turn.attachments.is_empty() {
+                let urls = run.turn.attachments.iter().map(|a| a.to_json(origin, thread_id)).collect();
+                user["attachments"] = Value::Array(urls);
+            }
             let events = self.run_events(&run.run_id)?;
             let tree = reducer::fold(&events);
             let root = tree.tree();
@@ -109,6 +120,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub fn history(&self, budget_chars: usize, exclude_run: &str) -> Result<Vec<Value>, ApiError> {
         let mut newest_first: Vec<Vec<Value>> = Vec::new();
         let mut used = 0;
+        let prefix = self.files_prefix()?.unwrap_or_default();
         let mut offset = 0;
         'pages: loop {
             let (runs, _) = self.store.runs_page(offset, 20).map_err(ApiError::storage)?;
@@ -135,7 +147,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     break 'pages;
                 }
                 used += cost;
-                let mut pair = vec![json!({ "role": "user", "content": run.message })];
+                let mut pair = vec![crate::agent::memory_message(&run.message, &run.turn.attachments, &prefix)];
                 if !answer.is_empty() {
                     pair.push(json!({ "role": "assistant", "content": answer }));
                 }

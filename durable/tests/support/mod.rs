@@ -94,6 +94,8 @@ pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
         random: 42,
         instance: &Default::default(),
         budget: None,
+        files: &[],
+        reserve: false,
     };
     protocols::handle(t, &route, &call, settings, now)
 }

@@ -1,6 +1,7 @@
 //! AG-UI's `RunAgentInput` (`POST /ag-ui`), checked apart from I/O.
 
 use crate::error::ApiError;
+use crate::files::scan::{Raw, Seg, Slot, Slots};
 use crate::ids;
 use crate::input::{ToolOutput, MAX_CLIENT_MESSAGE_ID};
 use serde_json::Value;
@@ -12,6 +13,54 @@ pub fn agui_thread(body: &Value) -> Result<String, ApiError> {
         None | Some(Value::Null) => Err(ApiError::thread_required("`threadId` is required")),
         Some(_) => Err(ApiError::invalid_id("`threadId` must be a string")),
     }
+}
+
+/// Where a run's input carries files: its messages' media parts'
+/// `source.value` when `source.type` is `data` (AG-UI 1.0), and a legacy
+/// `binary` part's `data` (base64) or `url`. Only the last message's are
+/// kept: the client sends the whole conversation each time.
+pub const SLOTS: Slots = Slots {
+    slots: &[
+        Slot {
+            path: &[Seg::Key("messages"), Seg::Item, Seg::Key("content"), Seg::Item, Seg::Key("source"), Seg::Key("value")],
+            raw: Raw::When("type", "data"),
+        },
+        Slot { path: &[Seg::Key("messages"), Seg::Item, Seg::Key("content"), Seg::Item, Seg::Key("data")], raw: Raw::Always },
+        Slot { path: &[Seg::Key("messages"), Seg::Item, Seg::Key("content"), Seg::Item, Seg::Key("url")], raw: Raw::No },
+    ],
+    group: Some(&[Seg::Key("messages"), Seg::Item]),
+};
+
+/// A media part (`image`, `document`, `audio`, `video` with a `source`, or
+/// the older `binary`) as an attachment in threadline's shape.
+fn media_part(part: &Value) -> Result<Value, ApiError> {
+    let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let meta = part.get("metadata").cloned().unwrap_or(Value::Null);
+    let name = text(part, "filename").or_else(|| text(&meta, "filename")).or_else(|| text(&meta, "name"));
+    let mut a = serde_json::Map::new();
+    if let Some(source) = part.get("source") {
+        let value = text(source, "value").unwrap_or_default();
+        match source.get("type").and_then(Value::as_str) {
+            Some("data") => a.insert("data".into(), value.into()),
+            Some("url") => a.insert("url".into(), value.into()),
+            // A provider's handle: only a file of this thread is one here.
+            Some("file") => a.insert("fileId".into(), value.into()),
+            _ => return Err(ApiError::invalid_file("a media part's `source.type` is `data`, `url` or `file`")),
+        };
+        if let Some(m) = text(source, "mimeType") {
+            a.insert("mediaType".into(), m.into());
+        }
+    } else {
+        for (from, to) in [("data", "data"), ("url", "url"), ("id", "fileId"), ("mimeType", "mediaType")] {
+            if let Some(v) = text(part, from) {
+                a.insert(to.into(), v.into());
+            }
+        }
+    }
+    if let Some(n) = name {
+        a.insert("name".into(), n.into());
+    }
+    Ok(Value::Object(a))
 }
 
 /// A message's `content` as text: a string, or its text parts joined.
@@ -32,8 +81,9 @@ fn content_text(content: Option<&Value>) -> String {
 /// history: of the client's `messages` only the last one is read.
 #[derive(Clone, Debug, PartialEq)]
 pub enum AguiRun {
-    /// A new user message: the client's id and its text.
-    Message { id: String, text: String },
+    /// A new user message: the client's id, its text, and its media parts
+    /// as attachments.
+    Message { id: String, text: String, files: Vec<Value> },
     /// Answers to the interrupts a run stopped at (`resume`).
     Resume(Vec<AguiResume>),
     /// The client ran its own tools: the tool messages that end `messages`.
@@ -110,6 +160,7 @@ impl AguiRun {
             }
             _ => return Err(ApiError::invalid_body("the last message has no string `id`")),
         };
+        let mut files = Vec::new();
         let text = match last.get("content") {
             Some(Value::String(t)) => t.clone(),
             Some(Value::Array(parts)) => {
@@ -117,6 +168,7 @@ impl AguiRun {
                 for part in parts {
                     match part.get("type").and_then(Value::as_str) {
                         Some("text") => text.push(part.get("text").and_then(Value::as_str).unwrap_or_default()),
+                        Some("image" | "document" | "audio" | "video" | "binary") => files.push(media_part(part)?),
                         Some(kind) => return Err(ApiError::unsupported_part(kind)),
                         None => return Err(ApiError::invalid_body("a content part has no `type`")),
                     }
@@ -125,13 +177,13 @@ impl AguiRun {
             }
             _ => return Err(ApiError::message_required("the user message has no `content`")),
         };
-        if text.trim().is_empty() {
+        if text.trim().is_empty() && files.is_empty() {
             return Err(ApiError::message_required("the user message has no text"));
         }
         if text.len() > max_message_bytes {
             return Err(ApiError::message_too_large(max_message_bytes));
         }
-        Ok(AguiRun::Message { id, text })
+        Ok(AguiRun::Message { id, text, files })
     }
 }
 
@@ -144,12 +196,22 @@ mod tests {
     fn agui_inputs() {
         let parse = |b: Value| AguiRun::parse(&b, 100);
         let user = |content: Value| json!({"threadId":"t","runId":"r","messages":[{"id":"m1","role":"user","content":content}]});
-        assert_eq!(parse(user(json!("hi"))).unwrap(), AguiRun::Message { id: "m1".into(), text: "hi".into() });
+        assert_eq!(parse(user(json!("hi"))).unwrap(), AguiRun::Message { id: "m1".into(), text: "hi".into(), files: vec![] });
         assert_eq!(
             parse(user(json!([{"type":"text","text":"a"},{"type":"text","text":"b"}]))).unwrap(),
-            AguiRun::Message { id: "m1".into(), text: "a\nb".into() }
+            AguiRun::Message { id: "m1".into(), text: "a\nb".into(), files: vec![] }
         );
-        assert_eq!(parse(user(json!([{"type":"image","source":{}}]))).unwrap_err().code, "unsupported_part");
+        let media = json!([
+            {"type":"image","source":{"type":"data","value":"threadline:inline:0","mimeType":"image/png"},"metadata":{"filename":"a.png"}},
+            {"type":"document","source":{"type":"url","value":"https://x/y.pdf","mimeType":"application/pdf"}},
+            {"type":"binary","mimeType":"text/plain","data":"aGk=","filename":"hi.txt"},
+        ]);
+        let AguiRun::Message { files, .. } = parse(user(media)).unwrap() else { panic!("a message") };
+        assert_eq!(files[0], json!({"data": "threadline:inline:0", "mediaType": "image/png", "name": "a.png"}));
+        assert_eq!(files[1], json!({"url": "https://x/y.pdf", "mediaType": "application/pdf"}));
+        assert_eq!(files[2], json!({"data": "aGk=", "mediaType": "text/plain", "name": "hi.txt"}));
+        assert_eq!(parse(user(json!([{"type":"image","source":{}}]))).unwrap_err().code, "invalid_file");
+        assert_eq!(parse(user(json!([{"type":"sticker"}]))).unwrap_err().code, "unsupported_part");
         assert_eq!(parse(user(json!(""))).unwrap_err().code, "message_required");
         assert_eq!(parse(json!({"threadId":"t"})).unwrap_err().code, "message_required");
         let resume =

@@ -13,15 +13,18 @@ use serde_json::{json, Value};
 
 /// The conversation as the messages an `HttpAgent` holds (a page of runs,
 /// oldest first). A running run's answer is left out: its stream brings it.
-pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize) -> Result<Value, ApiError> {
+/// Files are media parts with their URL on `origin`.
+pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
     let (runs, _) = t.store().runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
     let mut fold = AguiMessages::default();
     for run in runs.iter().rev().filter(|r| !r.replaced) {
         let running = run.state == RunState::Running;
         let waiting = t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended();
         if running && !waiting {
+            let attachments = serde_json::to_value(&run.turn.attachments).unwrap_or_default();
+            let content = super::mapping::user_content(&run.message, &attachments, origin, t.thread_id());
             fold.apply(&json!({ "type": "RUN_STARTED", "input": { "messages": [
-                { "id": run.message_id, "role": "user", "content": run.message }
+                { "id": run.message_id, "role": "user", "content": content }
             ] } }));
             continue;
         }
@@ -37,7 +40,9 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize) 
                 }
             }
         }
-        let mut mapper = AguiMapper::new(t.thread_id(), &run.run_id, &run.agent_id).with_client_results(client_results);
+        let mut mapper = AguiMapper::new(t.thread_id(), &run.run_id, &run.agent_id)
+            .with_client_results(client_results)
+            .with_origin(origin);
         for ev in events {
             for (_, e) in mapper.map(&ev) {
                 fold.apply(&e);

@@ -111,6 +111,9 @@ pub struct AguiMapper {
     /// Events numbered so far (the last event's id).
     pub count: u64,
     finished: bool,
+    /// Where a stored file's URL points: the history's request origin (a
+    /// live stream's are paths on the Worker).
+    origin: String,
 }
 
 impl AguiMapper {
@@ -135,7 +138,14 @@ impl AguiMapper {
             last_error: None,
             count: 0,
             finished: false,
+            origin: String::new(),
         }
+    }
+
+    /// Stored files' URLs on `origin` (the history's).
+    pub fn with_origin(mut self, origin: &str) -> AguiMapper {
+        self.origin = origin.to_owned();
+        self
     }
 
     pub fn finished(&self) -> bool {
@@ -241,7 +251,8 @@ impl AguiMapper {
             Kind::RunStart => {
                 let mut input = json!({ "threadId": self.thread_id, "runId": self.run_id, "messages": [], "tools": [], "context": [] });
                 if let (Some(id), Some(message)) = (p["messageId"].as_str(), p["message"].as_str()) {
-                    input["messages"] = json!([{ "id": id, "role": "user", "content": message }]);
+                    let content = user_content(message, &p["attachments"], &self.origin, &self.thread_id);
+                    input["messages"] = json!([{ "id": id, "role": "user", "content": content }]);
                 }
                 out.push(
                     json!({ "type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id, "input": input }),
@@ -540,6 +551,36 @@ fn response_schema(input_type: &str, p: &Value) -> Value {
             s
         }
     }
+}
+
+/// A user message's `content`: its text, or, with attachments (the
+/// `run-start`'s), its text part and a media part for each (AG-UI 1.0:
+/// `image` for images, `document` otherwise, by URL).
+pub fn user_content(text: &str, attachments: &Value, origin: &str, thread: &str) -> Value {
+    let list: Vec<crate::files::Attachment> = serde_json::from_value(attachments.clone()).unwrap_or_default();
+    if list.is_empty() {
+        return Value::String(text.to_owned());
+    }
+    let mut parts = Vec::new();
+    if !text.is_empty() {
+        parts.push(json!({ "type": "text", "text": text }));
+    }
+    for a in &list {
+        let kind = if crate::files::media::inline(a.media_type()) { "image" } else { "document" };
+        let mut meta = json!({});
+        if let crate::files::Attachment::File(f) = a {
+            meta = json!({ "fileId": f.file_id, "size": f.size });
+        }
+        if let Some(n) = a.name() {
+            meta["filename"] = n.into();
+        }
+        parts.push(json!({
+            "type": kind,
+            "source": { "type": "url", "value": a.url(origin, thread), "mimeType": a.media_type() },
+            "metadata": meta,
+        }));
+    }
+    Value::Array(parts)
 }
 
 #[cfg(test)]

@@ -103,9 +103,16 @@ impl super::Protocol for Route {
 
     fn body(&self) -> BodyKind {
         match self {
-            R::Run { .. } => BodyKind::Json,
+            R::Run { .. } => BodyKind::Send(bodies::SLOTS),
             _ => BodyKind::None,
         }
+    }
+
+    fn attachments(&self, body: &Value) -> Result<Vec<Value>, ApiError> {
+        Ok(match AguiRun::parse(body, usize::MAX)? {
+            AguiRun::Message { files, .. } => files,
+            _ => Vec::new(),
+        })
     }
 
     fn address(&mut self, body: &Value, _: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
@@ -170,7 +177,7 @@ impl super::Protocol for Route {
             R::Messages { .. } => {
                 admit(t)?;
                 let (limit, page) = input::messages_page(call.query)?;
-                Ok(Answer::json(200, &history::messages(t, limit, page)?))
+                Ok(Answer::json(200, &history::messages(t, limit, page, call.origin)?))
             }
         }
     }
@@ -216,14 +223,17 @@ fn run<S: Store, K: Sink>(
     effects: &mut Vec<Effect>,
 ) -> Result<Answer, ApiError> {
     match AguiRun::parse(body, settings.limits.max_message_bytes)? {
-        AguiRun::Message { id, text } => {
+        AguiRun::Message { id, text, files } => {
             let run_id = match t.message_run(&id)? {
                 Seen::New(run_id) => run_id,
+                // Sent already, with its files: nothing to store.
+                Seen::Active(_) if who.reserve => return Ok(Answer::json(200, &json!({ "reserved": [] }))),
                 Seen::Active(run_id) => return Ok(follow(&run_id, &[])),
             };
             let client_tools = t.client_tools(body.get("tools"), settings)?;
-            let send = json!({ "message": text });
+            let send = json!({ "message": text, "attachments": files });
             match t.send(&send, Given { ids: Some((id, run_id)), client_tools }, who, settings, now, effects)? {
+                Sent::Reserved(body) => Ok(Answer::json(200, &body)),
                 Sent::Run { run_id, .. } => Ok(follow(&run_id, &[])),
                 // An AG-UI send names no mode: it starts a run or is refused.
                 Sent::Queued(queued) => Ok(Answer::json(202, &queued)),

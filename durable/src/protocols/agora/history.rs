@@ -20,14 +20,15 @@ use serde_json::{json, Value};
 pub const MAX_RUNS: usize = 200;
 
 /// The thread's messages view (`Thread::messages`, every field of which
-/// it keeps: an older client reads it as before), with agora's fields.
-pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>) -> Result<Value, ApiError> {
+/// it keeps: an older client reads it as before), with agora's fields; a
+/// message's `attachments` carry their URL on `origin`.
+pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value, ApiError> {
     let merge = |into: &mut Value, extra: Value| {
         if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
             into.extend(extra);
         }
     };
-    let mut view = t.messages_with(MAX_RUNS, 0, &mut |run, events, user, assistant| {
+    let mut view = t.messages_with(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
         merge(user, user_message(run));
         merge(assistant, assistant_message(t, run, events)?);
         Ok(())

@@ -200,14 +200,18 @@ impl super::Protocol for Route {
 
     fn body(&self) -> BodyKind {
         match self {
-            R::Chat { .. }
-            | R::Decision { .. }
+            R::Chat { .. } => BodyKind::Send(crate::files::spec::SLOTS),
+            R::Decision { .. }
             | R::Question { .. }
             | R::Thread { method: ThreadMethod::Patch, .. }
             | R::QueueItem { delete: false, .. }
             | R::QueueMove { .. } => BodyKind::Json,
             _ => BodyKind::None,
         }
+    }
+
+    fn attachments(&self, body: &Value) -> Result<Vec<Value>, ApiError> {
+        Ok(crate::files::spec::own(body))
     }
 
     fn address(&mut self, body: &Value, new_id: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
@@ -301,6 +305,7 @@ impl super::Protocol for Route {
                     // (`after_send`).
                     Sent::Run { run_id, .. } => Ok(Answer::json(200, &json!({ "runId": run_id, "threadId": thread }))),
                     Sent::Queued(body) => Ok(Answer::json(202, &body)),
+                    Sent::Reserved(body) => Ok(Answer::json(200, &body)),
                 }
             }
             // The whole run: frames are numbered by their position in it, and
@@ -354,7 +359,7 @@ impl super::Protocol for Route {
                     }
                     ThreadMethod::Get => {}
                 }
-                Ok(Answer::json(200, &history::detail(t)?))
+                Ok(Answer::json(200, &history::detail(t, call.origin)?))
             }
             R::Queue { .. } => {
                 admit(t)?;

@@ -2,6 +2,7 @@
 //! checked apart from I/O.
 
 use crate::error::ApiError;
+use crate::files::scan::{Raw, Seg, Slot, Slots};
 use crate::ids;
 use crate::input::{ToolOutput, MAX_CLIENT_MESSAGE_ID};
 use serde_json::Value;
@@ -16,12 +17,38 @@ pub fn ui_chat_thread(body: &Value) -> Result<String, ApiError> {
     }
 }
 
+/// Where a chat request carries files: its messages' `file` parts' `url`,
+/// as `data:` URLs (`useChat` sends a `FileList` so). Only the last
+/// message's are kept: the client sends the whole conversation each time.
+pub const SLOTS: Slots = Slots {
+    slots: &[Slot {
+        path: &[Seg::Key("messages"), Seg::Item, Seg::Key("parts"), Seg::Item, Seg::Key("url")],
+        raw: Raw::No,
+    }],
+    group: Some(&[Seg::Key("messages"), Seg::Item]),
+};
+
+/// A `file` part (`{type: "file", mediaType, filename?, url}`) as an
+/// attachment in threadline's shape.
+fn file_part(part: &Value) -> Value {
+    let text = |k: &str| part.get(k).and_then(Value::as_str);
+    let mut a = serde_json::json!({ "url": text("url").unwrap_or_default() });
+    if let Some(m) = text("mediaType") {
+        a["mediaType"] = m.into();
+    }
+    if let Some(n) = text("filename") {
+        a["name"] = n.into();
+    }
+    a
+}
+
 /// What an AI SDK chat request asks for. The thread holds the history: of
 /// the client's `messages`, only the last one is read.
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiChat {
-    /// A new user message: its id (the client's) and its text parts joined.
-    Message { id: String, text: String },
+    /// A new user message: its id (the client's), its text parts joined,
+    /// and its `file` parts as attachments.
+    Message { id: String, text: String, files: Vec<Value> },
     /// `trigger: "regenerate-message"`.
     Regenerate,
     /// The assistant message continues after the person answered its
@@ -70,21 +97,23 @@ impl UiChat {
         match role {
             Some("user") => {
                 let mut text = Vec::new();
+                let mut files = Vec::new();
                 for part in parts {
                     match part.get("type").and_then(Value::as_str) {
                         Some("text") => text.push(part.get("text").and_then(Value::as_str).unwrap_or_default()),
+                        Some("file") => files.push(file_part(part)),
                         Some(kind) => return Err(ApiError::unsupported_part(kind)),
                         None => return Err(ApiError::invalid_body("a message part has no `type`")),
                     }
                 }
                 let text = text.join("\n");
-                if text.trim().is_empty() {
+                if text.trim().is_empty() && files.is_empty() {
                     return Err(ApiError::message_required("the user message has no text"));
                 }
                 if text.len() > max_message_bytes {
                     return Err(ApiError::message_too_large(max_message_bytes));
                 }
-                Ok(UiChat::Message { id, text })
+                Ok(UiChat::Message { id, text, files })
             }
             Some("assistant") => {
                 let approvals: Vec<UiApproval> = parts
@@ -134,9 +163,18 @@ mod tests {
         let user = |parts: Value| json!({ "id": "c", "messages": [{"id":"m1","role":"user","parts":parts}], "trigger": "submit-message" });
         assert_eq!(
             parse(user(json!([{"type":"text","text":"hi"},{"type":"text","text":"there"}]))).unwrap(),
-            UiChat::Message { id: "m1".into(), text: "hi\nthere".into() }
+            UiChat::Message { id: "m1".into(), text: "hi\nthere".into(), files: vec![] }
         );
-        assert_eq!(parse(user(json!([{"type":"file","url":"x"}]))).unwrap_err().code, "unsupported_part");
+        assert_eq!(
+            parse(user(json!([{"type":"file","mediaType":"image/png","filename":"a.png","url":"threadline:inline:0"}])))
+                .unwrap(),
+            UiChat::Message {
+                id: "m1".into(),
+                text: String::new(),
+                files: vec![json!({"url": "threadline:inline:0", "mediaType": "image/png", "name": "a.png"})]
+            }
+        );
+        assert_eq!(parse(user(json!([{"type":"source-url","url":"x"}]))).unwrap_err().code, "unsupported_part");
         assert_eq!(parse(user(json!([{"type":"text","text":" "}]))).unwrap_err().code, "message_required");
         assert_eq!(parse(user(json!([{"type":"text","text":"x".repeat(101)}]))).unwrap_err().code, "message_too_large");
         assert_eq!(parse(json!({"messages": []})).unwrap_err().code, "message_required");

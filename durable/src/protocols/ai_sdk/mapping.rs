@@ -583,6 +583,31 @@ pub fn user_message(message_id: &str, text: &str) -> Value {
     json!({ "id": message_id, "role": "user", "parts": [{ "type": "text", "text": text }] })
 }
 
+/// A user message with its attachments as `file` parts, each with the URL
+/// the same client reads it at (on `origin`).
+pub fn user_message_with(
+    message_id: &str,
+    text: &str,
+    attachments: &[crate::files::Attachment],
+    origin: &str,
+    thread: &str,
+) -> Value {
+    let mut m = user_message(message_id, text);
+    if attachments.is_empty() {
+        return m;
+    }
+    let mut parts: Vec<Value> = if text.is_empty() { Vec::new() } else { m["parts"].as_array().cloned().unwrap_or_default() };
+    for a in attachments {
+        let mut part = json!({ "type": "file", "mediaType": a.media_type(), "url": a.url(origin, thread) });
+        if let Some(name) = a.name() {
+            part["filename"] = name.into();
+        }
+        parts.push(part);
+    }
+    m["parts"] = Value::Array(parts);
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -109,9 +109,17 @@ impl super::Protocol for Route {
 
     fn body(&self) -> BodyKind {
         match self {
-            R::Chat { .. } | R::Stop { .. } => BodyKind::Json,
+            R::Chat { .. } => BodyKind::Send(bodies::SLOTS),
+            R::Stop { .. } => BodyKind::Json,
             _ => BodyKind::None,
         }
+    }
+
+    fn attachments(&self, body: &Value) -> Result<Vec<Value>, ApiError> {
+        Ok(match UiChat::parse(body, usize::MAX)? {
+            UiChat::Message { files, .. } => files,
+            _ => Vec::new(),
+        })
     }
 
     fn address(&mut self, body: &Value, _: &dyn Fn(&str) -> String) -> Result<(), ApiError> {
@@ -190,7 +198,7 @@ impl super::Protocol for Route {
             R::Messages { .. } => {
                 admit(t)?;
                 let (limit, page) = input::messages_page(call.query)?;
-                Ok(Answer::json(200, &history::messages(t, limit, page)?))
+                Ok(Answer::json(200, &history::messages(t, limit, page, call.origin)?))
             }
             R::Stop { .. } => {
                 admit(t)?;
@@ -238,13 +246,15 @@ fn chat<S: Store, K: Sink>(
         send
     };
     let sent = match UiChat::parse(body, settings.limits.max_message_bytes)? {
-        UiChat::Message { id, text } => {
+        UiChat::Message { id, text, files } => {
             let run_id = match t.message_run(&id)? {
                 Seen::New(run_id) => run_id,
+                // Sent already, with its files: nothing to store.
+                Seen::Active(_) if who.reserve => return Ok(Answer::json(200, &json!({ "reserved": [] }))),
                 Seen::Active(run_id) => return Ok(follow_body(&run_id, 0, false)),
             };
             let client_tools = t.client_tools(body.get("tools"), settings)?;
-            let send = options(json!({ "message": text }));
+            let send = options(json!({ "message": text, "attachments": files }));
             t.send(&send, Given { ids: Some((id, run_id)), client_tools }, who, settings, now, effects)?
         }
         UiChat::Regenerate => {
@@ -256,6 +266,7 @@ fn chat<S: Store, K: Sink>(
         }
     };
     Ok(match sent {
+        Sent::Reserved(body) => Answer::json(200, &body),
         Sent::Run { run_id, .. } => follow_body(&run_id, 0, false),
         Sent::Queued(queued) => {
             let mut out = Vec::new();

@@ -35,6 +35,9 @@ pub enum Route {
     Agent { thread: String, name: String },
     /// `GET /runs/:runId`: one run's events, versioned.
     Run { thread: String, run: String },
+    /// `GET /agents/:name/:id/attachments/:fileId`: a file of the
+    /// conversation, where Flue's client looks for a `file` part's bytes.
+    Attachment { thread: String, name: String, file: String },
 }
 
 use Route as R;
@@ -45,6 +48,14 @@ impl super::Protocol for Route {
             path: "/agents/:name/:id",
             methods: &["GET"],
             build: |p, _| Ok(R::Agent { thread: p.thread("id")?, name: crate::ids::id(p.raw("name"))? }),
+        },
+        Spec {
+            path: "/agents/:name/:id/attachments/:fileId",
+            methods: &["GET"],
+            build: |p, _| {
+                let (thread, name) = (p.thread("id")?, crate::ids::id(p.raw("name"))?);
+                Ok(R::Attachment { thread, name, file: p.raw("fileId").to_owned() })
+            },
         },
         Spec {
             path: "/runs/:runId",
@@ -63,7 +74,7 @@ impl super::Protocol for Route {
 
     fn thread(&self) -> &str {
         match self {
-            R::Agent { thread, .. } | R::Run { thread, .. } => thread,
+            R::Agent { thread, .. } | R::Run { thread, .. } | R::Attachment { thread, .. } => thread,
         }
     }
 
@@ -75,9 +86,21 @@ impl super::Protocol for Route {
         BodyKind::None
     }
 
+    fn not_found(&self) -> ApiError {
+        match self {
+            R::Attachment { .. } => ApiError::file_not_found(),
+            _ => ApiError::thread_not_found(),
+        }
+    }
+
+    fn serves_file(&self) -> bool {
+        matches!(self, R::Attachment { .. })
+    }
+
     fn plan(&self, query: &[(String, String)], _: Option<&str>, now: i64) -> Result<Option<Plan>, ApiError> {
         match self {
             R::Agent { thread, .. } => plan_view(thread, query, now, true),
+            R::Attachment { .. } => Ok(None),
             R::Run { run, .. } => {
                 use crate::protocols::durable_streams::stream::{LongPoll, SseView};
                 let cursor = input::query_first(query, "cursor");
@@ -116,6 +139,12 @@ impl super::Protocol for Route {
             }
             R::Run { run, .. } => {
                 views::read_versioned(t, Some(run), call.query, call.random, settings, Some(views::RUN_EVENT_VERSION))
+            }
+            R::Attachment { name, file, .. } => {
+                if !t.served_by(name)? {
+                    return Err(ApiError::file_not_found());
+                }
+                super::files::read(t, file, call)
             }
         }
     }

@@ -91,6 +91,44 @@ pub enum Part {
         #[serde(flatten)]
         state: ToolState,
     },
+    /// An attachment: a stored file by `id` (Flue's client makes its URL,
+    /// `/agents/:name/:id/attachments/:fileId`), or a URL.
+    File {
+        media_type: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        size: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+    },
+}
+
+/// A user message's parts: its text, and a `file` part per attachment.
+fn user_parts(text: &str, attachments: &Value) -> Vec<Part> {
+    let list: Vec<crate::files::Attachment> = serde_json::from_value(attachments.clone()).unwrap_or_default();
+    let mut parts = Vec::new();
+    if !text.is_empty() || list.is_empty() {
+        parts.push(Part::Text { text: text.to_owned(), state: PartState::Done });
+    }
+    for a in list {
+        let filename = a.name().map(str::to_owned);
+        parts.push(match a {
+            crate::files::Attachment::File(f) => Part::File {
+                media_type: f.media_type,
+                id: Some(f.file_id),
+                size: Some(f.size),
+                url: None,
+                filename,
+            },
+            crate::files::Attachment::Url { url, media_type, .. } => {
+                Part::File { media_type, id: None, size: None, url: Some(url), filename }
+            }
+        });
+    }
+    parts
 }
 
 /// Flue's `PromptUsage`, from the OpenAI usage of each model step.
@@ -433,7 +471,7 @@ impl Projector {
                         id: id.to_owned(),
                         role: "user",
                         submission_id: Some(run_id.to_owned()),
-                        parts: vec![Part::Text { text: text.to_owned(), state: PartState::Done }],
+                        parts: user_parts(text, &e.payload["attachments"]),
                         metadata: Some(Metadata { timestamp: Some(timestamp.clone()), usage: None }),
                     },
                 });

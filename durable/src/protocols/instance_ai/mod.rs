@@ -173,8 +173,13 @@ impl super::Protocol for Route {
         match self {
             R::Publish { .. } => Batch,
             R::Events { .. } | R::Status { .. } | R::Messages { .. } | R::Stats { .. } | R::QueueList { .. } | R::Delete { .. } => None,
+            R::Chat { .. } => Send(crate::files::spec::SLOTS),
             _ => Json,
         }
+    }
+
+    fn attachments(&self, body: &serde_json::Value) -> Result<Vec<serde_json::Value>, ApiError> {
+        Ok(crate::files::spec::own(body))
     }
 
     fn plan(&self, _: &[(String, String)], _: Option<&str>, _: i64) -> Result<Option<Plan>, ApiError> {
@@ -218,6 +223,7 @@ impl super::Protocol for Route {
                         ok(out)
                     }
                     Sent::Queued(body) => Ok(Answer::json(202, &body)),
+                    Sent::Reserved(body) => ok(body),
                 }
             }
             R::Cancel { .. } => {
@@ -254,7 +260,7 @@ impl super::Protocol for Route {
             R::Messages { .. } => {
                 admit(t)?;
                 let (limit, page) = input::messages_page(call.query)?;
-                ok(t.messages(limit, page)?)
+                ok(t.messages(limit, page, call.origin)?)
             }
             R::Stats { .. } => {
                 admit(t)?;

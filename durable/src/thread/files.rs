@@ -1,0 +1,240 @@
+//! The thread's files: reserving what a send or an upload brings (before
+//! its bytes are stored), attaching them to the message that carries them,
+//! reading one, and removing uploads no message came to refer to.
+//!
+//! A file's bytes are stored by the Worker between two requests to the
+//! thread: one that checks the send (or upload) and reserves its files,
+//! and, once the bytes are in the bucket, the send itself. Every refusal
+//! that can be known before the bytes are stored is made by the first, so
+//! a refused send leaves the bucket as it was. What is refused only by the
+//! second (the thread became busy in between) leaves reserved files that
+//! no message refers to: the thread's alarm removes those after the grace
+//! period (`FILE_GRACE_MS`), as it does an upload never sent.
+//!
+//! Invariants enforced here:
+//! - A file no message refers to is removed only after its grace period,
+//!   counted from its last reservation: sending the same bytes again
+//!   renews it. A file a message refers to is kept as long as the thread.
+//! - A file being removed is never reserved again until its removal is
+//!   done (409 `file_busy`): its row says `deleting` from the moment the
+//!   removal is decided until the shell reports it done, so a removal can
+//!   never take bytes a new send has just stored.
+
+use super::{Sink, Thread};
+use crate::effect::Effect;
+use crate::error::ApiError;
+use crate::files::spec::{Source, Spec};
+use crate::files::{self, media, Attachment, FileRef, NewFile};
+use crate::models::Catalog;
+use crate::store::{FileRow, FileState, Store};
+use serde_json::{json, Value};
+
+/// Most files one alarm removes (the rest wait for the next).
+const SWEEP_BATCH: usize = 100;
+/// A removal not reported done within this long is asked for again (the
+/// instance that was doing it may have been evicted).
+const RETRY_REMOVAL_MS: i64 = 60_000;
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// A send's attachments as its message will hold them: each stored file
+    /// this thread holds (404 `file_not_found` for any other), each inline
+    /// file the Worker read (`inline`, by marker index; reserved already
+    /// unless `reserving`), each URL as it is.
+    pub(super) fn attachments_of(
+        &self,
+        specs: &[Spec],
+        inline: &[Option<NewFile>],
+        reserving: bool,
+    ) -> Result<Vec<Attachment>, ApiError> {
+        specs
+            .iter()
+            .map(|spec| {
+                let named = |f: FileRef| FileRef { name: spec.name.clone().or(f.name), ..f };
+                Ok(match &spec.source {
+                    Source::Stored(id) => Attachment::File(named(self.held_file(id)?.file)),
+                    Source::Inline(n) => {
+                        let new = inline
+                            .get(*n)
+                            .and_then(Option::as_ref)
+                            .ok_or_else(|| ApiError::invalid_file(format!("no file was sent inline as #{n}")))?;
+                        if reserving {
+                            Attachment::File(new.reference())
+                        } else {
+                            Attachment::File(named(self.held_file(&new.file_id)?.file))
+                        }
+                    }
+                    Source::Url(url) => Attachment::Url {
+                        url: url.clone(),
+                        media_type: spec
+                            .media_type
+                            .clone()
+                            .ok_or_else(|| ApiError::invalid_file("an attachment by URL needs its `mediaType`"))?,
+                        name: spec.name.clone(),
+                    },
+                    // Bytes the Worker found left in the JSON: the file it
+                    // decoded from them, known by their hash.
+                    Source::Data(d) => {
+                        let (bytes, _) = files::spec::decode_data(d, usize::MAX)?;
+                        let id = files::file_id(&hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
+                        let new = inline.iter().flatten().find(|f| f.file_id == id).ok_or_else(|| {
+                            ApiError::invalid_file(
+                                "bytes inline in an attachment are read by the Worker's send routes only",
+                            )
+                        })?;
+                        if reserving {
+                            Attachment::File(new.reference())
+                        } else {
+                            Attachment::File(named(self.held_file(&new.file_id)?.file))
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Checks that `model` takes every attachment (its catalog `input`):
+    /// 400 `unsupported_attachment` naming the model and the type.
+    pub(super) fn check_model_input(
+        catalog: &Catalog,
+        model: Option<&str>,
+        attachments: &[Attachment],
+    ) -> Result<(), ApiError> {
+        let Some(id) = model else { return Ok(()) };
+        let Some(entry) = catalog.models.get(id) else { return Ok(()) };
+        for a in attachments {
+            let input = media::input(a.media_type());
+            if !entry.takes(input) {
+                return Err(ApiError::unsupported_attachment(id, a.media_type(), input.as_str()));
+            }
+        }
+        Ok(())
+    }
+
+    /// A file this thread holds and is not removing.
+    fn held_file(&self, file_id: &str) -> Result<FileRow, ApiError> {
+        match self.store.file(file_id).map_err(ApiError::storage)? {
+            Some(row) if row.state == FileState::Deleting => Err(ApiError::file_busy()),
+            Some(row) => Ok(row),
+            None => Err(ApiError::file_not_found()),
+        }
+    }
+
+    /// Reserves files whose bytes the Worker is about to store: `{reserved:
+    /// [{fileId, key, put}], files: [{fileId, url, mediaType, size, name}]}`,
+    /// `put: false` for bytes the thread already keeps for a message.
+    pub fn reserve_files(&mut self, new: &[NewFile], origin: &str, random: u64, now: i64) -> Result<Value, ApiError> {
+        let generation = self.generation(|| random)?;
+        let mut reserved = Vec::new();
+        let mut described = Vec::new();
+        for f in new {
+            let put = match self.store.file(&f.file_id).map_err(ApiError::storage)? {
+                Some(row) if row.state == FileState::Deleting => return Err(ApiError::file_busy()),
+                Some(row) if row.state == FileState::Attached => false,
+                Some(row) => {
+                    self.store.put_file(&FileRow { reserved_at: now, ..row }).map_err(ApiError::storage)?;
+                    true
+                }
+                None => {
+                    let row = FileRow { file: f.reference(), state: FileState::Reserved, reserved_at: now };
+                    self.store.put_file(&row).map_err(ApiError::storage)?;
+                    true
+                }
+            };
+            let key = files::key(&self.thread_id, generation, &f.sha256);
+            reserved.push(json!({ "fileId": f.file_id, "key": key, "put": put }));
+            described.push(Attachment::File(f.reference()).to_json(origin, &self.thread_id));
+        }
+        Ok(json!({ "reserved": reserved, "files": described }))
+    }
+
+    /// An upload (`POST /v1/threads/:id/files`): its files reserved, as a
+    /// send's are; the first write to a thread nobody owns claims it.
+    pub fn upload(&mut self, who: super::Sender, now: i64) -> Result<Value, ApiError> {
+        let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
+        if new.is_empty() {
+            return Err(ApiError::invalid_file("the upload holds no file"));
+        }
+        let reserved = self.reserve_files(&new, who.origin, who.random, now)?;
+        self.claim(who)?;
+        Ok(reserved)
+    }
+
+    /// The message that carries `attachments` was accepted: their files are
+    /// kept as long as the thread.
+    pub(super) fn attach_files(&mut self, attachments: &[Attachment]) -> Result<(), ApiError> {
+        for a in attachments {
+            let Attachment::File(f) = a else { continue };
+            if let Some(row) = self.store.file(&f.file_id).map_err(ApiError::storage)? {
+                if row.state == FileState::Reserved {
+                    self.store.put_file(&FileRow { state: FileState::Attached, ..row }).map_err(ApiError::storage)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A file to read: its reference and its object's key (404
+    /// `file_not_found` for one this thread does not hold).
+    pub fn read_file(&self, file_id: &str) -> Result<(FileRef, String), ApiError> {
+        if !files::is_file_id(file_id) {
+            return Err(ApiError::file_not_found());
+        }
+        let row = match self.store.file(file_id).map_err(ApiError::storage)? {
+            Some(row) if row.state != FileState::Deleting => row,
+            _ => return Err(ApiError::file_not_found()),
+        };
+        let generation = self.stored_generation()?.ok_or_else(ApiError::file_not_found)?;
+        let key = files::key(&self.thread_id, generation, &row.file.sha256);
+        Ok((row.file, key))
+    }
+
+    /// Where the thread's files are: the prefix of every key (none before a
+    /// file was reserved).
+    pub fn files_prefix(&self) -> Result<Option<String>, ApiError> {
+        Ok(self.stored_generation()?.map(|g| files::prefix(&self.thread_id, g)))
+    }
+
+    /// Files reserved longer ago than `grace_ms` that no message refers
+    /// to, and removals a lost instance left undone: marked `deleting`, and
+    /// the shell asked to remove their bytes ([`Effect::DeleteFiles`]).
+    pub(super) fn sweep_files(&mut self, grace_ms: i64, now: i64) -> Result<Option<Effect>, ApiError> {
+        let store = |e| ApiError::storage(e);
+        // Removals decided long enough ago and not reported done are asked
+        // for again (removing absent bytes is harmless).
+        let mut rows =
+            self.store.files_in(FileState::Deleting, now - RETRY_REMOVAL_MS + 1, SWEEP_BATCH).map_err(store)?;
+        rows.extend(self.store.files_in(FileState::Reserved, now - grace_ms + 1, SWEEP_BATCH).map_err(store)?);
+        for row in &rows {
+            // `reserved_at` of a row being removed: when its removal was asked.
+            self.store
+                .put_file(&FileRow { state: FileState::Deleting, reserved_at: now, ..row.clone() })
+                .map_err(store)?;
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let generation = self.stored_generation()?.unwrap_or(0);
+        let keys = rows.iter().map(|r| files::key(&self.thread_id, generation, &r.file.sha256)).collect();
+        let ids = rows.into_iter().map(|r| r.file.file_id).collect();
+        Ok(Some(Effect::DeleteFiles { keys, ids }))
+    }
+
+    /// The shell removed these files' bytes: their rows go (unless the
+    /// thread holds them again meanwhile, which `file_busy` prevents).
+    pub fn files_deleted(&mut self, ids: &[String]) -> Result<(), ApiError> {
+        for id in ids {
+            if self.store.file(id).map_err(ApiError::storage)?.is_some_and(|r| r.state == FileState::Deleting) {
+                self.store.delete_file(id).map_err(ApiError::storage)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// When the next file is due for removal.
+    pub(super) fn next_sweep(&self, grace_ms: i64) -> Option<i64> {
+        let oldest = |state| self.store.files_in(state, i64::MAX, 1).ok()?.into_iter().next();
+        let reserved = oldest(FileState::Reserved).map(|r| r.reserved_at + grace_ms);
+        let deleting = oldest(FileState::Deleting).map(|r| r.reserved_at + RETRY_REMOVAL_MS);
+        reserved.into_iter().chain(deleting).min()
+    }
+}
