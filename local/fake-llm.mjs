@@ -17,7 +17,9 @@
 //   - the last user message has [[name]] / [[name:arg]] -> that behaviour
 //     (reason, reasoning-field, tool, calls, parallel, badargs, spawn, spawn-bg,
 //     tasks, ask, error, stall, slow, length, long, drop, say; see planReply)
-//   - otherwise                             -> a friendly echo of the message
+//   - otherwise                             -> a friendly echo of the message,
+//     naming the images and files it carries ("I see an image (image/png,
+//     20 bytes)"), counted from their inline bytes
 //
 // Requests from a sub-agent (a system message containing "You are a
 // sub-agent") always get "Sub-agent report: done.", so spawned agents finish
@@ -50,11 +52,16 @@ const DIRECTIVES = new Set([
 // ---------------------------------------------------------------------------
 // Small text helpers
 
-/** The text of a message `content`: a plain string or an array of content parts. */
+/**
+ * The text of a message `content`: a plain string or an array of content
+ * parts (a text file given as text, `<file name=...>`, is not the text).
+ */
 function textOf(content) {
   if (typeof content === "string") return content;
   if (Array.isArray(content)) {
-    return content.map((part) => (typeof part === "string" ? part : part?.text ?? "")).join("");
+    return content
+      .map((part) => (typeof part === "string" ? part : /^<file name="/.test(part?.text ?? "") ? "" : part?.text ?? ""))
+      .join("");
   }
   return "";
 }
@@ -226,6 +233,29 @@ function summariseToolResults(messages) {
   return `Tool results: ${parts.join("; ")}`;
 }
 
+/**
+ * What a user message carries besides its text, as a model would say it:
+ * "I see 1 image (image/png, 20 bytes) and 1 file (b.pdf)." The bytes are
+ * counted from the inline base64, so a test can tell they arrived whole.
+ */
+function describeAttachments(content) {
+  if (!Array.isArray(content)) return "";
+  const bytes = (url) => Buffer.from(String(url).split(",")[1] ?? "", "base64").length;
+  const seen = [];
+  for (const part of content) {
+    if (part?.type === "image_url") {
+      const url = part.image_url?.url ?? "";
+      const type = url.match(/^data:([^;,]+)/)?.[1];
+      seen.push(type ? `an image (${type}, ${bytes(url)} bytes)` : `an image at ${url}`);
+    } else if (part?.type === "file") {
+      seen.push(`a file (${part.file?.filename ?? "unnamed"}, ${bytes(part.file?.file_data ?? "")} bytes)`);
+    } else if (part?.type === "text" && /^<file name="/.test(part.text ?? "")) {
+      seen.push(`a text file (${part.text.match(/^<file name="([^"]*)"/)[1]})`);
+    }
+  }
+  return seen.length ? `I see ${seen.join(", ")}.` : "";
+}
+
 /** Chooses the reply for a validated request body. */
 export function planReply(body) {
   const messages = body.messages;
@@ -259,8 +289,10 @@ export function planReply(body) {
   }
   if (messages.at(-1)?.role === "tool") return textReply(summariseToolResults(messages));
 
-  const userText = textOf(messages.findLast((m) => m?.role === "user")?.content);
-  const echo = `You said: "${truncate(userText)}". This is the fake model answering offline.`;
+  const userContent = messages.findLast((m) => m?.role === "user")?.content;
+  const userText = textOf(userContent);
+  const seen = describeAttachments(userContent);
+  const echo = `You said: "${truncate(userText)}".${seen ? ` ${seen}` : ""} This is the fake model answering offline.`;
   const directive = parseDirective(userText);
 
   switch (directive?.name) {

@@ -95,6 +95,11 @@ pub fn body_stream(
     Ok(stream)
 }
 
+/// Reads what is left of a body, dropping it.
+pub async fn drain(body: &mut (impl futures_util::Stream<Item = std::result::Result<Vec<u8>, String>> + Unpin)) {
+    while let Some(Ok(_)) = body.next().await {}
+}
+
 fn hex_bytes(hex: &str) -> Option<Vec<u8>> {
     (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect()
 }

@@ -133,8 +133,15 @@ async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
                 break relayed.await.or_else(|e| http::error(&e))?;
             }
             Step::ReadFiles(form) => {
-                let read = threadline_durable::files::read::read(files::body_stream(&mut req)?, form, &settings.files);
-                x.files_read(read.await, &ids::new_id)
+                let mut body = files::body_stream(&mut req)?;
+                let read = threadline_durable::files::read::read(&mut body, form, &settings.files).await;
+                if read.is_err() {
+                    // Refused midway: the rest is read and dropped, so the
+                    // client, still sending, gets the refusal on a sound
+                    // connection.
+                    files::drain(&mut body).await;
+                }
+                x.files_read(read, &ids::new_id)
             }
             Step::Store(puts) => {
                 let stored = files::put(&env, puts).await;

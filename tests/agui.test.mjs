@@ -174,7 +174,8 @@ describe("AG-UI HttpAgent", () => {
       [{ runId: "r", messages: [] }, 400, "thread_required"],
       [{ threadId: thread, runId: "r" }, 400, "message_required"],
       [{ threadId: thread, runId: "r", messages: [{ id: "a", role: "assistant", content: "x" }] }, 400, "message_required"],
-      [{ threadId: thread, runId: "r", messages: [{ id: "x1", role: "user", content: [{ type: "image", source: { type: "url", value: "u" } }] }] }, 400, "unsupported_part"],
+      [{ threadId: thread, runId: "r", messages: [{ id: "x1", role: "user", content: [{ type: "sticker", id: "s" }] }] }, 400, "unsupported_part"],
+      [{ threadId: thread, runId: "r", messages: [{ id: "x1", role: "user", content: [{ type: "image", source: { type: "url", value: "u" } }] }] }, 400, "invalid_file"],
       [{ threadId: thread, runId: "r", messages: [], resume: [{ interruptId: `${thread}.cr_nope`, status: "resolved" }] }, 404, "confirmation_not_found"],
     ];
     for (const [body, status, code] of bad) {

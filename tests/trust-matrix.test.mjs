@@ -74,7 +74,10 @@ async function fixture() {
   assert.equal((await a.call("POST", `/instance-ai/chat/${other}`, { message: "mine too" }, auth)).status, 200);
   const issued = await a.call("POST", `/instance-ai/threads/${other}/stream-token`, undefined, auth);
   assert.equal(issued.status, 200, issued.text);
-  return { thread, run, publishToken: signal.publishToken, pay: `${thread}.pay1`, wipe: `${thread}.wipe1`, queued: queued.json.messageId, otherToken: issued.json.token };
+  const upload = await fetch(`${worker.url}/v1/threads/${thread}/files?name=n.txt`, { method: "POST", headers: { ...auth, "content-type": "text/plain" }, body: "notes" });
+  assert.equal(upload.status, 201, await upload.clone().text());
+  const file = (await upload.json()).files[0].fileId;
+  return { thread, run, file, publishToken: signal.publishToken, pay: `${thread}.pay1`, wipe: `${thread}.wipe1`, queued: queued.json.messageId, otherToken: issued.json.token };
 }
 
 // What each kind of caller gets: a status, with the refusal's code where one
@@ -152,6 +155,10 @@ const ROWS = {
   "GET /v1/runs/:runId": { call: (f) => ["GET", `/v1/runs/${f.run}?offset=-1`], expect: reader() },
   "GET /agents/:name/:id": { call: (f) => ["GET", `/agents/default/${f.thread}`], expect: reader() },
   "GET /runs/:runId": { call: (f) => ["GET", `/runs/${f.run}?offset=-1`], expect: reader() },
+  // An upload is a send's first step: the same callers (its JSON body is a JSON file).
+  "POST /v1/threads/:threadId/files": { call: (f) => ["POST", `/v1/threads/${f.thread}/files`, { note: "a JSON file" }], expect: ownerOnly },
+  "GET /v1/threads/:threadId/files/:fileId": { call: (f) => ["GET", `/v1/threads/${f.thread}/files/${f.file}`], expect: reader("file_not_found") },
+  "GET /agents/:name/:id/attachments/:fileId": { call: (f) => ["GET", `/agents/default/${f.thread}/attachments/${f.file}`], expect: reader("file_not_found") },
   "POST /v1/runs/:runId": { call: (f) => ["POST", `/v1/runs/${f.run}`, { type: "status", agentId: "orchestrator", payload: { message: "x" } }], expect: publishing },
   // Off unless STREAMS_AUTH says who may use it: no such route for anyone.
   ...Object.fromEntries(["GET", "PUT", "POST", "DELETE"].map((m) => [

@@ -428,7 +428,7 @@ describe("finding 4: bodies over a route's limit are refused before they are buf
   before(async () => {
     hook = await startWebhook();
     port = await freePort();
-    w = await worker({ AUTH_MODE: "dev", AGENT_WEBHOOK_URL: hook.url, SSE_PING_MS: "500" }, { port });
+    w = await worker({ AUTH_MODE: "dev", AGENT_WEBHOOK_URL: hook.url, SSE_PING_MS: "500", MAX_FILE_BYTES: "1048576", MAX_FILES_PER_MESSAGE: "2" }, { port });
     api = client(w.url);
   });
   after(() => hook?.close());
@@ -450,7 +450,10 @@ describe("finding 4: bodies over a route's limit are refused before they are buf
     assert.equal(r.bodyComplete, false);
   });
 
-  test("finding 4: a chat body whose Content-Length is over MAX_BODY_BYTES is 413 at once", async () => {
+  // A send may carry files inline: its cap is MAX_BODY_BYTES and, as
+  // base64, MAX_FILES_PER_MESSAGE files of MAX_FILE_BYTES (here 256 KiB and
+  // 2 × 1 MiB: about 3 MB).
+  test("finding 4: a chat body whose Content-Length is over what a send may carry is 413 at once", async () => {
     const r = await sendOversized(w.url, {
       path: `/instance-ai/chat/${newThread("clc")}`,
       total: 10 * 1024 * 1024,

@@ -30,6 +30,20 @@ export type ThreadEvent =
   | StepStartEvent
   | StepFinishEvent;
 /**
+ * An attachment of a message: a file the thread stores, or an `https:` URL
+ * the model's provider fetches itself.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Attachment".
+ */
+export type Attachment =
+  | FileRef
+  | {
+      url: string;
+      mediaType: string;
+      name?: string | null;
+    };
+/**
  * This interface was referenced by `Threadline`'s JSON-Schema
  * via the `definition` "FinishStatus".
  */
@@ -136,6 +150,27 @@ export interface RunStart {
    * The agent the turn runs as, when its send named one.
    */
   agent?: string | null;
+  /**
+   * The files and URLs the message carries (references: a stored
+   * file is read at `/v1/threads/:threadId/files/:fileId`).
+   */
+  attachments?: Attachment[] | null;
+}
+/**
+ * A stored file as the thread's log and its messages hold it.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "FileRef".
+ */
+export interface FileRef {
+  fileId: string;
+  mediaType: string;
+  size: number;
+  name?: string | null;
+  /**
+   * Hex SHA-256 of the bytes (also the file's `ETag`).
+   */
+  sha256: string;
 }
 /**
  * A `run-finish` event (Structural).
@@ -762,7 +797,7 @@ export interface QueueItem {
    * The files and URLs the message carries (storage v6): references,
    * never bytes.
    */
-  attachments?: unknown[];
+  attachments?: Attachment[];
 }
 /**
  * A `step-start` event (Structural).

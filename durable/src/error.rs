@@ -195,7 +195,9 @@ impl ApiError {
         ApiError::new(
             400,
             "unsupported_attachment",
-            format!("the model `{model}` does not take `{input}` input, so a `{media_type}` file cannot be sent to it"),
+            format!(
+                "the model `{model}` does not take `{input}` input: a file of type `{media_type}` cannot be sent to it"
+            ),
         )
         .with("model", model)
         .with("mediaType", media_type)

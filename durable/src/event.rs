@@ -291,6 +291,10 @@ pub mod schema {
         /// The agent the turn runs as, when its send named one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub agent: Option<String>,
+        /// The files and URLs the message carries (references: a stored
+        /// file is read at `/v1/threads/:threadId/files/:fileId`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub attachments: Option<Vec<crate::files::Attachment>>,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]

@@ -248,7 +248,14 @@ impl<'s> Exchange<'s> {
     fn files_form(&self, route: &Route, head: &Head) -> Result<Form, ApiError> {
         let limits = &self.settings.files;
         match route.body() {
-            BodyKind::Send(slots) => Ok(Form::Json { slots, rest_limit: self.settings.limits.max_body_bytes }),
+            BodyKind::Send(slots) => {
+                let rest_limit = self.settings.limits.max_body_bytes;
+                let cap = limits.send_body_cap(rest_limit);
+                if head.declared_length().is_some_and(|n| n > cap as u64) {
+                    return Err(ApiError::body_too_large(cap));
+                }
+                Ok(Form::Json { slots, rest_limit })
+            }
             _ => {
                 let name = input::query_first(&self.query, "name");
                 let form = Form::upload(self.content_type.as_deref(), name)?;
@@ -465,7 +472,7 @@ impl<'s> Exchange<'s> {
             };
             return Ok(Step::Relay(thread_call(route, caller, Body::None, true, None), plan));
         }
-        if self.files.iter().any(|f| f.as_ref().is_some_and(|a| !a.bytes.is_empty())) && !self.stored {
+        if self.files.iter().any(Option::is_some) && !self.stored {
             // First the thread checks the request and reserves its files;
             // their bytes are stored; then the request goes again.
             let ctx =

@@ -304,6 +304,27 @@ fn uploads_then_a_send_by_file_id() {
 }
 
 #[test]
+fn the_same_bytes_uploaded_again_under_another_name_are_named_as_last_uploaded() {
+    let mut w = World::new(&[]);
+    let up = |w: &mut World, name: &str| match w.request(
+        "POST",
+        &format!("/v1/threads/t1/files?name={name}"),
+        &[("content-type", "text/plain")],
+        b"same",
+    ) {
+        End::Reply(201, b) => b["files"][0]["fileId"].as_str().unwrap().to_owned(),
+        other => panic!("{other:?}"),
+    };
+    let first = up(&mut w, "red.txt");
+    assert_eq!(up(&mut w, "raw.txt"), first, "one file for the same bytes");
+    let send = json!({"message": "x", "attachments": [{"fileId": first}]}).to_string();
+    assert!(matches!(w.request("POST", "/instance-ai/chat/t1", &[], send.as_bytes()), End::Reply(200, _)));
+    let run = w.thread("t1").active_run().unwrap().clone();
+    assert_eq!(run.turn.attachments[0].name(), Some("raw.txt"));
+    assert_eq!(w.bucket.len(), 1);
+}
+
+#[test]
 fn multipart_uploads_and_their_limits() {
     let mut w = World::new(&[("MAX_FILES_PER_MESSAGE", "2")]);
     let form = |parts: &[(&str, &str, &[u8])]| {

@@ -16,9 +16,14 @@
 //   6. cost: how long the thread's object is awake (billed) per published
 //      event and per idle hour with 1, 100 and 1,000 open subscribers, and
 //      what that costs a month at Cloudflare's published prices
+//   7. files (today's build; the release has none): upload throughput of a
+//      10 MB file, a send carrying a 5 MB image as a data: URL (as useChat
+//      sends one) against a text-only send, time to the run's start; and
+//      workerd's resident memory across the uploads, to show it bounded
 //
 // Prints a table and writes the figures as JSON to test-artifacts/bench.json.
 import http from "node:http";
+import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
@@ -366,6 +371,96 @@ async function uiReconnect(api, hook, size, trials = 15) {
 // compare): the release in local/RELEASE, or BENCH_BASELINE=<commit> (e.g.
 // `BENCH_BASELINE=main make bench` to hold a change against main), built
 // once by local/baseline.sh.
+/** workerd's pid: the child of the harness's serving process. */
+function workerdPid(servePid) {
+  for (const d of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const pgrp = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[2]);
+      if (comm === "workerd" && pgrp === servePid) return Number(d);
+    } catch {}
+  }
+  return undefined;
+}
+/** A process's resident memory now and at its peak, in MB. */
+function memoryMb(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = (field) => Number(status.match(new RegExp(`${field}:\\s+(\\d+) kB`))[1]);
+  return { rss: kb("VmRSS") / 1024, peak: kb("VmHWM") / 1024 };
+}
+
+/** A PNG signature and `size` random bytes: accepted as image/png. */
+function pngOf(size) {
+  const b = Buffer.alloc(size);
+  for (let i = 0; i < size; i += 65536) b.set(crypto.randomBytes(Math.min(65536, size - i)), i);
+  Buffer.from("89504e470d0a1a0a", "hex").copy(b);
+  return b;
+}
+
+/** Time from a send's request to the run's `start` on its stream. */
+async function timeToStart(base, body) {
+  const t0 = performance.now();
+  const res = await fetch(`${base}/api/chat`, { method: "POST", headers: { "content-type": "application/json" }, body });
+  if (res.status !== 200) throw new Error(`send ${res.status}: ${await res.text()}`);
+  const reader = res.body.getReader();
+  let text = "";
+  const dec = new TextDecoder();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += dec.decode(value, { stream: true });
+    if (text.includes('"type":"start"')) break;
+  }
+  const took = performance.now() - t0;
+  await reader.cancel();
+  return took;
+}
+
+async function filesBench(hook, trials = 10) {
+  const w = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url } });
+  try {
+    const pid = workerdPid(w.pid);
+    const before = memoryMb(pid);
+    const upload = [];
+    const rss = [];
+    for (let i = 0; i < trials; i++) {
+      const bytes = pngOf(10 * 1024 * 1024);
+      const t0 = performance.now();
+      const r = await fetch(`${w.url}/v1/threads/${newThread("bench-up")}/files?name=big.png`, { method: "POST", headers: { "content-type": "image/png" }, body: bytes });
+      if (r.status !== 201) throw new Error(`upload ${r.status}: ${await r.text()}`);
+      await r.arrayBuffer();
+      upload.push((bytes.length / 1e6) / ((performance.now() - t0) / 1000));
+      rss.push(memoryMb(pid).rss);
+    }
+    const send = (parts) => JSON.stringify({ id: newThread("bench-send"), messages: [{ id: "m1", role: "user", parts }], trigger: "submit-message" });
+    const text = [];
+    const image = [];
+    for (let i = 0; i < trials; i++) {
+      text.push(await timeToStart(w.url, send([{ type: "text", text: "hello" }])));
+      const url = `data:image/png;base64,${pngOf(5 * 1024 * 1024).toString("base64")}`;
+      image.push(await timeToStart(w.url, send([{ type: "text", text: "look" }, { type: "file", mediaType: "image/png", filename: "a.png", url }])));
+      rss.push(memoryMb(pid).rss);
+    }
+    const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const after = memoryMb(pid);
+    return {
+      uploadMBps: median(upload),
+      textStartMs: median(text),
+      imageStartMs: median(image),
+      rssBeforeMb: before.rss,
+      rssAfterFirstMb: rss[0],
+      rssAfterHalfMb: rss[Math.floor(rss.length / 2) - 1],
+      rssAfterAllMb: after.rss,
+      peakMb: after.peak,
+      transfers: rss.length,
+    };
+  } finally {
+    await w.stop();
+  }
+}
+
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",")) : null;
 const want = (name) => !only || only.has(name);
 const baselineCommit = process.env.BENCH_BASELINE ? [process.env.BENCH_BASELINE] : [];
@@ -485,6 +580,15 @@ try {
         `${ms(x.perEventMs)}/event, ${Math.round(x.awakeMsPerHour).toLocaleString("en")} ms/idle hour (${x.heldOpen} requests held, ${x.wakes} wakes in ${x.idleMs / 1000} s${x.evicted ? ", evicted" : ""}) → ${usd(x.monthlyIdleUsd)}/month idle`;
       console.log(`object awake, ${String(n).padStart(4)} idle subscribers: release ${line(row.release)} | current ${line(row.current)}`);
     }
+  }
+  if (want("files")) {
+    const f = (results.files = await filesBench(hook));
+    console.log(
+      `files (current): upload of 10 MB ${f.uploadMBps.toFixed(1)} MB/s (median of 10); time to the run's start: text-only send ${ms(f.textStartMs)} | with a 5 MB image as a data: URL ${ms(f.imageStartMs)} (${ratio(f.imageStartMs, f.textStartMs)})`,
+    );
+    console.log(
+      `  workerd resident memory: ${f.rssBeforeMb.toFixed(0)} MB before, ${f.rssAfterFirstMb.toFixed(0)} MB after the first transfer, ${f.rssAfterHalfMb.toFixed(0)} MB after half of ${f.transfers}, ${f.rssAfterAllMb.toFixed(0)} MB after all (peak ${f.peakMb.toFixed(0)} MB; /proc/<workerd>/status VmRSS, VmHWM)`,
+    );
   }
   fs.mkdirSync("test-artifacts", { recursive: true });
   fs.writeFileSync(path.join("test-artifacts", "bench.json"), JSON.stringify(results, null, 2));

@@ -44,12 +44,12 @@ export async function startWorker({ vars = {}, persist, port = 0, script = proce
   const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
-  const url = await new Promise((resolve, reject) => {
+  const { url, control } = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.on("data", (d) => {
       out += d;
       const nl = out.indexOf("\n");
-      if (nl >= 0) resolve(JSON.parse(out.slice(0, nl)).url);
+      if (nl >= 0) resolve(JSON.parse(out.slice(0, nl)));
     });
     child.on("exit", (code) => reject(new Error(`worker exited (${code}): ${stderr}`)));
   });
@@ -60,6 +60,12 @@ export async function startWorker({ vars = {}, persist, port = 0, script = proce
   };
   return {
     url,
+    /** The objects of the files bucket under `prefix`: `[{key, size}]`. */
+    async bucket(prefix = "") {
+      const res = await fetch(`${control}/r2?prefix=${encodeURIComponent(prefix)}`);
+      if (!res.ok) throw new Error(`bucket: ${await res.text()}`);
+      return res.json();
+    },
     /** The serving process (workerd is its child). */
     pid: child.pid,
     get stderr() {

@@ -13,6 +13,8 @@ import { parseArgs } from "node:util";
 import { fileURLToPath } from "node:url";
 import path from "node:path";
 import fs from "node:fs";
+import http from "node:http";
+import { once } from "node:events";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const { values } = parseArgs({
@@ -59,7 +61,27 @@ const mf = new Miniflare({
   ...(process.env.MINIFLARE_DIRECT ? { unsafeDirectSockets: [{ host: "127.0.0.1", port: 0 }] } : {}),
 });
 const url = process.env.MINIFLARE_DIRECT ? (await mf.ready, await mf.unsafeGetDirectURL()) : await mf.ready;
-process.stdout.write(JSON.stringify({ url: url.origin }) + "\n");
+// A window on the bucket for tests (`GET /r2?prefix=` lists its objects):
+// Miniflare's own R2, the one the Worker uses, read through its API.
+const control = http.createServer(async (req, res) => {
+  try {
+    const { searchParams } = new URL(req.url, "http://control");
+    const bucket = await mf.getR2Bucket("FILES");
+    const objects = [];
+    let cursor;
+    do {
+      const page = await bucket.list({ prefix: searchParams.get("prefix") ?? undefined, cursor });
+      objects.push(...page.objects.map((o) => ({ key: o.key, size: o.size })));
+      cursor = page.truncated ? page.cursor : undefined;
+    } while (cursor);
+    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(objects));
+  } catch (e) {
+    res.writeHead(500).end(String(e?.stack ?? e));
+  }
+});
+control.listen(0, "127.0.0.1");
+await once(control, "listening");
+process.stdout.write(JSON.stringify({ url: url.origin, control: `http://127.0.0.1:${control.address().port}` }) + "\n");
 const stop = async () => {
   await mf.dispose();
   process.exit(0);

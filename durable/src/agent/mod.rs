@@ -121,6 +121,16 @@ pub fn memory_message(text: &str, attachments: &[crate::files::Attachment], file
     json!({ "role": "user", "content": files::user_content(text, attachments, &|sha| format!("{files_prefix}{sha}")) })
 }
 
+/// A thread title from its first message: its text's first words, else
+/// (a message of files only) its first file's name.
+pub fn title_for(message: &str, attachments: &[crate::files::Attachment]) -> String {
+    match attachments.iter().find_map(crate::files::Attachment::name) {
+        Some(name) if message.trim().is_empty() => title_from(name),
+        _ if message.trim().is_empty() && !attachments.is_empty() => "Attachment".to_owned(),
+        _ => title_from(message),
+    }
+}
+
 /// A thread title from its first message: its first words, at most 60 chars.
 pub fn title_from(message: &str) -> String {
     let mut title = String::new();
@@ -886,6 +896,15 @@ struct Step {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_message_of_files_only_is_titled_by_its_first_file() {
+        use crate::files::{Attachment, NewFile};
+        let file = |name: Option<&str>| Attachment::File(NewFile::of(b"x", "text/plain", name).reference());
+        assert_eq!(title_for("", &[file(Some("report.csv")), file(Some("b.txt"))]), "report.csv");
+        assert_eq!(title_for(" ", &[file(None)]), "Attachment");
+        assert_eq!(title_for("what is this", &[file(Some("a.png"))]), "what is this");
+    }
+
     use super::*;
 
     #[test]

@@ -60,6 +60,16 @@ pub struct Limits {
     pub grace_ms: i64,
 }
 
+impl Limits {
+    /// The largest JSON send a route with inline files reads: its JSON
+    /// (`rest`) and, as base64, the most files a message may carry. A body
+    /// declared larger is refused before it is read.
+    pub fn send_body_cap(&self, rest: usize) -> usize {
+        let file_b64 = self.max_file_bytes.div_ceil(3) * 4 + 1024;
+        rest.saturating_add(self.max_files.saturating_mul(file_b64))
+    }
+}
+
 impl Default for Limits {
     fn default() -> Limits {
         Limits {
@@ -72,6 +82,7 @@ impl Default for Limits {
 }
 
 /// A stored file as the thread's log and its messages hold it.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FileRef {
@@ -86,6 +97,7 @@ pub struct FileRef {
 
 /// An attachment of a message: a file the thread stores, or an `https:` URL
 /// the model's provider fetches itself.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Attachment {

@@ -86,9 +86,15 @@ where
         }
         Form::Json { slots, rest_limit } => {
             let mut scanner = Scanner::new(slots, rest_limit, limits.max_file_bytes, limits.max_files);
-            let mut body = body;
+            let cap = limits.send_body_cap(rest_limit);
+            let (mut body, mut read) = (body, 0usize);
             while let Some(chunk) = body.next().await {
-                scanner.push(&chunk.map_err(unreadable)?)?;
+                let chunk = chunk.map_err(unreadable)?;
+                read += chunk.len();
+                if read > cap {
+                    return Err(ApiError::body_too_large(cap));
+                }
+                scanner.push(&chunk)?;
             }
             let scanned = scanner.finish()?;
             Ok(Read { json: Some(scanned.json), files: scanned.files.into_iter().map(Incoming::from).collect() })

@@ -157,6 +157,9 @@ pub fn admit(specs: &mut [Spec], mut files: Vec<Incoming>, limits: &Limits) -> R
                 let Some(f) = files.get_mut(*n).filter(|f| !f.dropped) else {
                     return Err(ApiError::invalid_file(format!("no file was sent inline as #{n}")));
                 };
+                if f.bytes.is_empty() {
+                    return Err(ApiError::invalid_file("a file is empty"));
+                }
                 let media_type = spec.media_type.clone().or_else(|| f.declared.clone()).ok_or_else(|| {
                     ApiError::invalid_file("an inline file needs its media type (`mediaType` or a `data:` URL's)")
                 })?;

@@ -63,7 +63,6 @@ pub struct Turn {
     pub actor: Option<String>,
     /// The files and URLs the message carries (storage v6): references,
     /// never bytes.
-    #[cfg_attr(test, schemars(with = "Vec<serde_json::Value>"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<crate::files::Attachment>,
 }

@@ -292,7 +292,7 @@ impl<D: Db> Store for SqlStore<D> {
         self.write(
             &format!(
                 "INSERT INTO files ({FILE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)
-                 ON CONFLICT (file_id) DO UPDATE SET state = excluded.state, reserved_at = excluded.reserved_at"
+                 ON CONFLICT (file_id) DO UPDATE SET state = excluded.state, reserved_at = excluded.reserved_at, name = excluded.name"
             ),
             &[
                 f.file_id.as_str().into(),

@@ -226,7 +226,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         self.save_checkpoint(&checkpoint)?;
         if first {
-            let title = json!({ "title": agent::title_from(&run.message) });
+            let title = json!({ "title": agent::title_for(&run.message, &run.turn.attachments) });
             let ev = Event::new(Kind::ThreadTitleUpdated, &run.run_id, &run.agent_id, now, title);
             self.publish_run(&run.run_id, vec![ev], now)?;
         }

@@ -127,11 +127,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut reserved = Vec::new();
         let mut described = Vec::new();
         for f in new {
+            // The same bytes sent again under another name: a later send
+            // by `fileId` names it as it was last uploaded.
+            let renamed =
+                |row: &FileRow| FileRef { name: f.name.clone().or(row.file.name.clone()), ..row.file.clone() };
             let put = match self.store.file(&f.file_id).map_err(ApiError::storage)? {
                 Some(row) if row.state == FileState::Deleting => return Err(ApiError::file_busy()),
-                Some(row) if row.state == FileState::Attached => false,
+                Some(row) if row.state == FileState::Attached => {
+                    self.store.put_file(&FileRow { file: renamed(&row), ..row }).map_err(ApiError::storage)?;
+                    false
+                }
                 Some(row) => {
-                    self.store.put_file(&FileRow { reserved_at: now, ..row }).map_err(ApiError::storage)?;
+                    let row = FileRow { file: renamed(&row), reserved_at: now, ..row };
+                    self.store.put_file(&row).map_err(ApiError::storage)?;
                     true
                 }
                 None => {

@@ -322,7 +322,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let run = &s.run;
         let mut effects = Vec::new();
         if let Ok(Some(owner)) = self.owner() {
-            let title = agent::title_from(&run.message);
+            let title = agent::title_for(&run.message, &run.turn.attachments);
             let op = Op::Register { thread_id: self.thread_id.clone(), title, at: run.created_at };
             effects.push(Effect::Directory { actor: owner, op });
         }

@@ -159,7 +159,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
     /// written since the store opened, subscribers, unstored delta bytes,
-    /// and the object's instance as its shell reports it.
+    /// the files the thread holds, and the object's instance as its shell
+    /// reports it.
     pub fn stats(&mut self, instance: &super::serve::Instance) -> Value {
         self.prune_subscribers();
         json!({
@@ -167,6 +168,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             "rowsWritten": self.rows_written(),
             "subscribers": self.subscriber_count(),
             "bufferedBytes": self.buffered_bytes(),
+            "files": self.store.file_count().unwrap_or(0),
             "instance": instance,
         })
     }

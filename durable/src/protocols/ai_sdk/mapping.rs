@@ -584,7 +584,8 @@ pub fn user_message(message_id: &str, text: &str) -> Value {
 }
 
 /// A user message with its attachments as `file` parts, each with the URL
-/// the same client reads it at (on `origin`).
+/// the same client reads it at (on `origin`): the files first, then the
+/// text, as `sendMessage({ text, files })` builds the message.
 pub fn user_message_with(
     message_id: &str,
     text: &str,
@@ -596,13 +597,18 @@ pub fn user_message_with(
     if attachments.is_empty() {
         return m;
     }
-    let mut parts: Vec<Value> = if text.is_empty() { Vec::new() } else { m["parts"].as_array().cloned().unwrap_or_default() };
-    for a in attachments {
-        let mut part = json!({ "type": "file", "mediaType": a.media_type(), "url": a.url(origin, thread) });
-        if let Some(name) = a.name() {
-            part["filename"] = name.into();
-        }
-        parts.push(part);
+    let mut parts: Vec<Value> = attachments
+        .iter()
+        .map(|a| {
+            let mut part = json!({ "type": "file", "mediaType": a.media_type(), "url": a.url(origin, thread) });
+            if let Some(name) = a.name() {
+                part["filename"] = name.into();
+            }
+            part
+        })
+        .collect();
+    if !text.is_empty() {
+        parts.extend(m["parts"].as_array().cloned().unwrap_or_default());
     }
     m["parts"] = Value::Array(parts);
     m
