@@ -5,6 +5,7 @@
  */
 import type { AgentNode, Queue } from "./schema.gen.js";
 import { ResumableStream, type StreamOptions } from "./connection.js";
+import { mediaTypeFor, type Attachment, type AttachmentRef, type FileSource, type UploadedFile, type UploadOptions } from "./files.js";
 
 export type Headers = Record<string, string>;
 
@@ -28,6 +29,18 @@ export class ThreadlineError extends Error {
   }
 }
 
+/** The error an answer of `status` with body `text` stands for. */
+function refusal(status: number, statusText: string, text: string): ThreadlineError {
+  let json: unknown = text;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    // Not JSON (a proxy's page, say): keep the text.
+  }
+  const err = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
+  return new ThreadlineError(status, err?.code ?? `http_${status}`, err?.message ?? (statusText || `HTTP ${status}`), json);
+}
+
 export interface Message {
   id: string;
   runId: string;
@@ -38,6 +51,8 @@ export interface Message {
   isStreaming: boolean;
   status?: string;
   agentTree?: AgentNode | null;
+  /** A user message's files and URLs, when it has any (stored files with their `url`). */
+  attachments?: Attachment[];
 }
 
 export interface MessagesPage {
@@ -65,6 +80,11 @@ export interface SendOptions {
   mode?: "queue" | "interrupt" | "reject";
   model?: string;
   regenerate?: boolean;
+  /**
+   * Stored files the message carries ({@link ThreadlineClient.uploadFiles}'s
+   * `fileId`s). With attachments, the message text may be empty.
+   */
+  attachments?: AttachmentRef[];
 }
 
 export type Decision =
@@ -85,11 +105,14 @@ export class ThreadlineClient {
   readonly baseUrl: string;
   private readonly headers: () => Headers | Promise<Headers>;
   private readonly fetchFn: typeof fetch;
+  /** Uploads go through `XMLHttpRequest` (for its upload progress) unless a `fetch` was given. */
+  private readonly ownFetch: boolean;
 
   constructor(opts: ClientOptions = {}) {
     this.baseUrl = (opts.baseUrl ?? "").replace(/\/$/, "");
     this.headers = opts.headers ?? (() => ({}));
     this.fetchFn = opts.fetch ?? ((...a) => fetch(...a));
+    this.ownFetch = opts.fetch !== undefined;
   }
 
   /** One JSON request; a non-2xx answer throws {@link ThreadlineError}. */
@@ -102,25 +125,80 @@ export class ThreadlineClient {
       body: body === undefined ? undefined : JSON.stringify(body),
     });
     const text = await res.text();
-    let json: unknown = undefined;
+    if (!res.ok) throw refusal(res.status, res.statusText, text);
     try {
-      json = text ? JSON.parse(text) : undefined;
+      return (text ? JSON.parse(text) : undefined) as T;
     } catch {
-      json = text;
+      return text as T;
     }
-    if (!res.ok) {
-      const err = (json as { error?: { code?: string; message?: string } } | undefined)?.error;
-      throw new ThreadlineError(res.status, err?.code ?? `http_${res.status}`, err?.message ?? res.statusText, json);
-    }
-    return json as T;
   }
 
   /** Sends a message: starts a run, or queues it while one runs (202). */
   async send(threadId: string, message: string, opts: SendOptions = {}): Promise<SendResult> {
+    const { attachments, ...rest } = opts;
+    const body: Record<string, unknown> = { message, ...rest };
+    if (attachments?.length) body.attachments = attachments.map((a) => (typeof a === "string" ? { fileId: a } : { fileId: a.fileId }));
     const r = await this.request<
       { queued?: false; runId: string } | { queued: true; messageId: string; position: number; queue: Queue; runId?: string }
-    >("POST", `/instance-ai/chat/${enc(threadId)}`, { message, ...opts });
+    >("POST", `/instance-ai/chat/${enc(threadId)}`, body);
     return r.queued ? r : { queued: false, runId: r.runId };
+  }
+
+  /** Where a stored file is read: `GET /v1/threads/:threadId/files/:fileId`. */
+  fileUrl(threadId: string, fileId: string): string {
+    return `${this.baseUrl}/v1/threads/${enc(threadId)}/files/${enc(fileId)}`;
+  }
+
+  /**
+   * Stores files on the thread for a later {@link send} (one multipart
+   * request, a part per file) and returns them in order. A file whose type
+   * the browser left empty is declared by its name's extension
+   * ({@link mediaTypeFor}); a `Blob` without a name is sent as `file-<n>`.
+   * Refusals throw {@link ThreadlineError} with the server's code
+   * (`file_too_large`, `too_many_files`, `unsupported_media_type`,
+   * `file_type_mismatch`, `invalid_file`). Reports progress through
+   * `XMLHttpRequest` where there is one and this client was given no `fetch`.
+   */
+  async uploadFiles(threadId: string, files: FileSource, opts: UploadOptions = {}): Promise<UploadedFile[]> {
+    const form = new FormData();
+    let total = 0;
+    Array.from(files).forEach((f, i) => {
+      const name = typeof (f as File).name === "string" && (f as File).name ? (f as File).name : `file-${i + 1}`;
+      const type = mediaTypeFor(name, f.type);
+      form.append("files", type === f.type ? f : new Blob([f], { type }), name);
+      total += f.size;
+    });
+    const url = `${this.baseUrl}/v1/threads/${enc(threadId)}/files`;
+    const headers = { ...(await this.headers()) };
+    const useXhr = !this.ownFetch && typeof XMLHttpRequest !== "undefined";
+    const res = useXhr ? await xhrPost(url, headers, form, opts) : await this.fetchPost(url, headers, form, total, opts);
+    if (res.status < 200 || res.status > 299) throw refusal(res.status, res.statusText, res.text);
+    let body: { files?: UploadedFile[] } | undefined;
+    try {
+      body = JSON.parse(res.text) as { files?: UploadedFile[] };
+    } catch {
+      body = undefined;
+    }
+    if (!Array.isArray(body?.files)) throw new ThreadlineError(res.status, "invalid_response", "the upload's answer lists no files", res.text);
+    return body.files;
+  }
+
+  private async fetchPost(url: string, headers: Headers, form: FormData, total: number, opts: UploadOptions): Promise<RawResponse> {
+    const res = await this.fetchFn(url, { method: "POST", headers, body: form, signal: opts.signal });
+    const text = await res.text();
+    opts.onProgress?.({ loaded: total, total });
+    return { status: res.status, statusText: res.statusText, text };
+  }
+
+  /**
+   * A stored file's bytes, read with this client's headers: for an `<img>`
+   * (which cannot send a bearer token), make a `blob:` URL of it. The blob's
+   * type is the server's `Content-Type`.
+   */
+  async fileBlob(threadId: string, fileId: string, opts: { signal?: AbortSignal } = {}): Promise<Blob> {
+    const res = await this.fetchFn(this.fileUrl(threadId, fileId), { headers: { ...(await this.headers()) }, signal: opts.signal });
+    if (!res.ok) throw refusal(res.status, res.statusText, await res.text());
+    return res.blob();
   }
 
   cancel(threadId: string): Promise<{ ok: boolean; cancelled: boolean }> {
@@ -197,4 +275,41 @@ export class ThreadlineClient {
       token: useStreamToken ? async () => (await this.streamToken(threadId)).token : undefined,
     });
   }
+}
+
+interface RawResponse {
+  status: number;
+  statusText: string;
+  text: string;
+}
+
+/** A POST through `XMLHttpRequest`, the one browser API that reports upload progress. */
+function xhrPost(url: string, headers: Headers, body: FormData, opts: UploadOptions): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const abortError = () => new DOMException("The upload was aborted", "AbortError");
+    if (opts.signal?.aborted) return reject(abortError());
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", url);
+    for (const [k, v] of Object.entries(headers)) xhr.setRequestHeader(k, v);
+    const onAbort = () => xhr.abort();
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    const done = () => opts.signal?.removeEventListener("abort", onAbort);
+    if (opts.onProgress) {
+      const report = opts.onProgress;
+      xhr.upload.onprogress = (e) => report({ loaded: e.loaded, total: e.lengthComputable ? e.total : 0 });
+    }
+    xhr.onload = () => {
+      done();
+      resolve({ status: xhr.status, statusText: xhr.statusText, text: typeof xhr.responseText === "string" ? xhr.responseText : "" });
+    };
+    xhr.onerror = () => {
+      done();
+      reject(new ThreadlineError(0, "network_error", "the upload did not reach the server", undefined));
+    };
+    xhr.onabort = () => {
+      done();
+      reject(abortError());
+    };
+    xhr.send(body);
+  });
 }

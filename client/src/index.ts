@@ -7,10 +7,25 @@
  * - `connection`: a resumable SSE connection (cursor, dedup, backoff, tokens).
  * - `api`: the HTTP routes, typed, with stable error codes.
  * - `session`: a thread as a page shows it, restored and kept current.
+ * - `files`: attachments, uploads and the rules for showing them.
  */
 export * from "./events.js";
 export { TreeBuilder, fold } from "./tree.js";
 export { SseParser, type SseMessage } from "./sse.js";
 export { ResumableStream, type ConnectionState, type StreamOptions } from "./connection.js";
 export * from "./api.js";
+export {
+  attachmentsOf,
+  baseType,
+  formatBytes,
+  isInlineImage,
+  mediaTypeFor,
+  INLINE_IMAGE_TYPES,
+  type Attachment,
+  type AttachmentRef,
+  type FileSource,
+  type UploadedFile,
+  type UploadOptions,
+  type UploadProgress,
+} from "./files.js";
 export { ThreadSession, type Turn, type OpenConfirmation, type SessionOptions } from "./session.js";

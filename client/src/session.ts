@@ -13,12 +13,18 @@ import type { StreamEvent } from "./events.js";
 import { TreeBuilder } from "./tree.js";
 import { ThreadlineClient, ThreadlineError, type Decision, type SendOptions, type SendResult } from "./api.js";
 import type { ConnectionState, ResumableStream } from "./connection.js";
+import { attachmentsOf, type Attachment, type FileSource, type UploadedFile, type UploadOptions } from "./files.js";
 
 export interface Turn {
   runId: string;
   /** The user's message that started the run. */
   message: string;
   messageId: string;
+  /**
+   * The files and URLs the message carries (from `run-start`, or the
+   * history, whose stored files also have their `url`); empty when none.
+   */
+  attachments: Attachment[];
   /** The run's agent tree, folded so far. */
   tree: AgentNode | null;
   /** True until its `run-finish`. */
@@ -89,7 +95,7 @@ export class ThreadSession {
       this.exists = true;
       for (const m of page.messages) {
         if (m.role === "user") {
-          this.turns.push({ runId: m.runId, message: m.content, messageId: m.id, tree: null, running: false });
+          this.turns.push({ runId: m.runId, message: m.content, messageId: m.id, attachments: attachmentsOf(m.attachments), tree: null, running: false });
         } else {
           const b = TreeBuilder.fromTree(m.agentTree ?? null);
           this.builders.set(m.runId, b);
@@ -141,7 +147,7 @@ export class ThreadSession {
   private turn(runId: string): Turn {
     let t = this.turns.find((x) => x.runId === runId);
     if (!t) {
-      t = { runId, message: "", messageId: "", tree: null, running: true };
+      t = { runId, message: "", messageId: "", attachments: [], tree: null, running: true };
       this.turns.push(t);
     }
     return t;
@@ -164,6 +170,8 @@ export class ThreadSession {
         const t = this.turn(ev.runId);
         t.messageId = ev.payload.messageId;
         if (typeof ev.payload.message === "string") t.message = ev.payload.message;
+        const carried = ev.payload.attachments;
+        if (Array.isArray(carried)) t.attachments = withKnownUrls(attachmentsOf(carried), t.attachments);
         t.running = true;
         this.activeRunId = ev.runId;
         break;
@@ -223,6 +231,28 @@ export class ThreadSession {
     return r;
   }
 
+  /**
+   * Stores files on this thread for a later {@link send} (`attachments:
+   * files.map(f => f.fileId)`). A refusal is kept in {@link lastError} (and
+   * thrown); a success does not clear an earlier one.
+   */
+  async uploadFiles(files: FileSource, opts: UploadOptions = {}): Promise<UploadedFile[]> {
+    try {
+      return await this.client.uploadFiles(this.threadId, files, opts);
+    } catch (e) {
+      if ((e as Error).name !== "AbortError") {
+        this.lastError = e as Error;
+        this.changed();
+      }
+      throw e;
+    }
+  }
+
+  /** A stored file of this thread as a Blob, read with the client's headers. */
+  fileBlob(fileId: string, opts: { signal?: AbortSignal } = {}): Promise<Blob> {
+    return this.client.fileBlob(this.threadId, fileId, opts);
+  }
+
   cancel() {
     return this.act(() => this.client.cancel(this.threadId));
   }
@@ -245,4 +275,12 @@ export class ThreadSession {
   queuePause(paused: boolean) {
     return this.act(() => this.client.queuePause(this.threadId, paused));
   }
+}
+
+/** `next`, keeping the `url` a restored attachment had (`run-start` carries none). */
+function withKnownUrls(next: Attachment[], known: Attachment[]): Attachment[] {
+  return next.map((a) => {
+    const url = a.url ?? known.find((k) => k.fileId !== undefined && k.fileId === a.fileId)?.url;
+    return url === undefined ? a : { ...a, url };
+  });
 }

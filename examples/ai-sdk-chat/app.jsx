@@ -1,7 +1,7 @@
 // A chat app written the way AI SDK apps are, against threadline: nothing
 // here knows threadline except the stop route (the AI SDK's stop() only
 // drops the connection; closing a stream never cancels a run).
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
@@ -31,6 +31,8 @@ function App() {
 
 function Chat({ id, initial }) {
   const [input, setInput] = useState("");
+  const [files, setFiles] = useState(undefined);
+  const fileInput = useRef(null);
   const { messages, sendMessage, status, stop, addToolApprovalResponse, error } = useChat({
     id,
     messages: initial,
@@ -58,14 +60,22 @@ function Chat({ id, initial }) {
         </div>
       ))}
       {error && <p className="status" data-testid="error">{error.message}</p>}
+      {files?.length > 0 && (
+        <ul className="attached" data-testid="attached">
+          {Array.from(files, (f, i) => <li key={i}>{f.name}</li>)}
+        </ul>
+      )}
       <form
         onSubmit={(e) => {
           e.preventDefault();
           if (!input.trim()) return;
-          sendMessage({ text: input });
+          sendMessage({ text: input, files });
           setInput("");
+          setFiles(undefined);
+          fileInput.current.value = "";
         }}
       >
+        <input type="file" multiple data-testid="attach" aria-label="Attach files" ref={fileInput} onChange={(e) => setFiles(e.target.files)} />
         <input aria-label="Message" data-testid="input" value={input} onChange={(e) => setInput(e.target.value)} autoFocus />
         {busy ? (
           <button type="button" data-testid="stop" onClick={onStop}>Stop</button>
@@ -81,6 +91,12 @@ function Part({ part, approve }) {
   switch (part.type) {
     case "text":
       return <div className="text" data-testid="text">{part.text}</div>;
+    case "file":
+      return part.mediaType?.startsWith("image/") ? (
+        <img className="file" data-testid="file-image" src={part.url} alt={part.filename ?? ""} />
+      ) : (
+        <a className="file" data-testid="file-link" href={part.url} target="_blank" rel="noreferrer">{part.filename ?? part.mediaType}</a>
+      );
     case "reasoning":
       return <div className="reasoning">{part.text}</div>;
     case "dynamic-tool":

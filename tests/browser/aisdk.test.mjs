@@ -5,6 +5,7 @@ import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
+import zlib from "node:zlib";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { startFakeLlm } from "../../local/fake-llm.mjs";
@@ -17,6 +18,38 @@ const shots = path.join(root, "test-artifacts/browser");
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
+/** A real PNG: `w`×`h` pixels of one colour. */
+function png(w, h, [r, g, b]) {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (buf) => {
+    let c = 0xffffffff;
+    for (const byte of buf) c = crcTable[(c ^ byte) & 0xff] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(body));
+    return Buffer.concat([len, body, sum]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
+  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: w }, () => [r, g, b]).flat())]);
+  const raw = Buffer.concat(Array.from({ length: h }, () => row));
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+}
+
+/** A minimal PDF (its leading bytes are what the server checks). */
+const PDF = Buffer.from("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n");
+
 let llm, tools, worker, browser;
 
 before(async () => {
@@ -24,7 +57,8 @@ before(async () => {
   llm = await startFakeLlm({ port: 0, delayMs: 5 });
   tools = await startDemoTools({ port: 0 });
   worker = await startWranglerDev({
-    vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "test-key", LLM_MODEL: "fake-model", TOOLS: JSON.stringify(toolDeclarations(tools.url)) },
+    build: false,
+    vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "test-key", LLM_MODEL: "fake-model", LLM_MODEL_INPUT: "text,image,file", TOOLS: JSON.stringify(toolDeclarations(tools.url)) },
   });
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
 });
@@ -53,6 +87,11 @@ async function send(page, text) {
 
 const shot = (page, name) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true });
 const answer = (page) => page.getByTestId("msg-assistant").last().getByTestId("text").allInnerTexts().then((t) => t.join(""));
+/** The image, once loaded: its natural size and where it came from. */
+const shown = (img) => img.evaluate(async (i) => {
+  await i.decode();
+  return { width: i.naturalWidth, height: i.naturalHeight, src: i.src };
+});
 const idle = (page) => page.getByTestId("status").filter({ hasText: "ready" }).waitFor({ timeout: 15000 });
 
 describe("the AI SDK example in Chromium", () => {
@@ -112,6 +151,73 @@ describe("the AI SDK example in Chromium", () => {
     const history = await (await fetch(`${worker.url}/api/chat/${thread}/messages`)).json();
     assert.equal(history.length, 2);
     await shot(page, "aisdk-stopped");
+    assert.deepEqual(errors, []);
+    await ctx.close();
+  });
+
+  test("attach files: sent as useChat sends a FileList, shown in the message, and from the server after a reload", async () => {
+    const { page, ctx, thread, errors } = await open();
+    const picture = png(24, 16, [220, 40, 40]);
+    await page.getByTestId("attach").setInputFiles([
+      { name: "red.png", mimeType: "image/png", buffer: picture },
+      { name: "brief.pdf", mimeType: "application/pdf", buffer: PDF },
+    ]);
+    assert.deepEqual(await page.getByTestId("attached").locator("li").allInnerTexts(), ["red.png", "brief.pdf"], "the chosen files, before sending");
+    await shot(page, "aisdk-files-chosen");
+    await send(page, "What is in this picture?");
+    await idle(page);
+    const full = `You said: "What is in this picture?". I see an image (image/png, ${picture.length} bytes), a file (brief.pdf, ${PDF.length} bytes). This is the fake model answering offline.`;
+    await until(async () => (await answer(page)) === full, { timeoutMs: 15000, what: "the answer naming the files" });
+    assert.equal(await page.getByTestId("attached").count(), 0, "the list is cleared once sent");
+    assert.equal(await page.getByTestId("attach").evaluate((i) => i.files.length), 0, "the input is cleared once sent");
+
+    // The message as useChat holds it: the FileList read as data: URLs.
+    const user = page.getByTestId("msg-user");
+    const img = user.getByTestId("file-image");
+    const live = await shown(img);
+    assert.deepEqual({ ...live, src: live.src.slice(0, 22) }, { width: 24, height: 16, src: "data:image/png;base64," });
+    assert.equal(await user.getByTestId("file-link").innerText(), "brief.pdf");
+    await shot(page, "aisdk-files");
+
+    // After a reload the history (GET /api/chat/:id/messages) has them at
+    // the Worker's URLs, and those URLs give the same bytes.
+    await page.reload();
+    await page.getByTestId("msg-assistant").waitFor();
+    assert.equal(await answer(page), full);
+    assert.equal(await img.count(), 1, "the picture once");
+    const stored = await shown(img);
+    assert.equal(stored.width, 24);
+    assert.equal(stored.height, 16);
+    assert.ok(stored.src.startsWith(`${worker.url}/v1/threads/`), `the image from the server: ${stored.src}`);
+    assert.deepEqual(Buffer.from(await (await fetch(stored.src)).arrayBuffer()), picture, "the stored image's bytes");
+    const link = await user.getByTestId("file-link").getAttribute("href");
+    assert.equal(await user.getByTestId("file-link").innerText(), "brief.pdf");
+    assert.ok(link.startsWith(`${worker.url}/v1/threads/`), `the PDF from the server: ${link}`);
+    assert.deepEqual(Buffer.from(await (await fetch(link)).arrayBuffer()), PDF, "the stored PDF's bytes");
+    const history = await (await fetch(`${worker.url}/api/chat/${thread}/messages`)).json();
+    assert.deepEqual(
+      history[0].parts.filter((p) => p.type === "file").map((p) => [p.mediaType, p.filename, p.url]),
+      [
+        ["image/png", "red.png", stored.src],
+        ["application/pdf", "brief.pdf", link],
+      ],
+    );
+    await shot(page, "aisdk-files-reloaded");
+    assert.deepEqual(errors, []);
+    await ctx.close();
+  });
+
+  test("a refused file: useChat's error shows the server's reason", async () => {
+    const { page, ctx, thread, errors } = await open();
+    await page.getByTestId("attach").setInputFiles([{ name: "page.html", mimeType: "text/html", buffer: Buffer.from("<p>hi</p>") }]);
+    await send(page, "take this page");
+    const error = page.getByTestId("error");
+    await error.waitFor({ timeout: 15000 });
+    assert.match(await error.innerText(), /unsupported_media_type/);
+    assert.equal(await page.getByTestId("status").innerText(), "error");
+    const res = await fetch(`${worker.url}/api/chat/${thread}/messages`);
+    assert.deepEqual(res.ok ? await res.json() : [], [], "nothing stored");
+    await shot(page, "aisdk-file-refused");
     assert.deepEqual(errors, []);
     await ctx.close();
   });

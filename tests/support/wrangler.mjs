@@ -1,6 +1,7 @@
 // Starts `wrangler dev` (the same entry point as `make dev`) on free ports with
 // its own state directory, and stops it by its own process group.
 import { spawn } from "node:child_process";
+import fs from "node:fs";
 import net from "node:net";
 import path from "node:path";
 import { once } from "node:events";
@@ -18,11 +19,35 @@ export async function freePort() {
   return port;
 }
 
-/** `wrangler dev` with `vars`; resolves once `GET /` answers. */
-export async function startWranglerDev({ vars = {}, persist = tempDir("threadline-wrangler-") } = {}) {
+/** wrangler.toml as it is, less [build], with its paths made absolute. */
+export function configWithoutBuild() {
+  const toml = fs.readFileSync(path.join(root, "wrangler.toml"), "utf8");
+  const out = [];
+  let skipping = false;
+  for (const line of toml.split("\n")) {
+    const section = line.match(/^\s*\[\[?([^\]]+)\]\]?\s*$/);
+    if (section) skipping = section[1].trim() === "build";
+    if (skipping) continue;
+    out.push(
+      line
+        .replace(/^(\s*main\s*=\s*")([^"]+)"/, (_, k, v) => `${k}${path.resolve(root, v)}"`)
+        .replace(/^(\s*directory\s*=\s*")([^"]+)"/, (_, k, v) => `${k}${path.resolve(root, v)}"`),
+    );
+  }
+  const file = path.join(tempDir("threadline-wrangler-config-"), "wrangler.toml");
+  fs.writeFileSync(file, out.join("\n"));
+  return file;
+}
+
+/**
+ * `wrangler dev` with `vars`; resolves once `GET /` answers. With
+ * `build: false` it serves the Worker and page as already built (build/,
+ * web/dist/) instead of running wrangler.toml's [build] (local/build.sh).
+ */
+export async function startWranglerDev({ vars = {}, persist = tempDir("threadline-wrangler-"), build = true } = {}) {
   const port = await freePort();
   const inspector = await freePort();
-  const args = ["wrangler", "dev", "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persist];
+  const args = ["wrangler", "dev", ...(build ? [] : ["-c", configWithoutBuild()]), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persist];
   for (const [k, v] of Object.entries({ AUTH_MODE: "dev", RUNS_PER_MINUTE: "0", ...vars })) args.push("--var", `${k}:${v}`);
   const child = spawn("npx", args, {
     cwd: root,

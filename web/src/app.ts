@@ -8,12 +8,17 @@ import {
   ThreadlineClient,
   ThreadSession,
   ThreadlineError,
+  formatBytes,
+  isInlineImage,
   type AgentNode,
   type AgentToolCall,
+  type Attachment,
   type Decision,
   type OpenConfirmation,
   type Turn,
+  type UploadedFile,
 } from "../../client/src/index.js";
+import { copyCode, renderMarkdown } from "./markdown.js";
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
 
@@ -83,7 +88,7 @@ function renderNode(runId: string, n: AgentNode): HTMLElement {
   n.timeline.forEach((entry, i) => {
     switch (entry.type) {
       case "text":
-        body.append(el("div", { class: "text", "data-testid": "assistant-text" }, entry.content));
+        body.append(markdownBlock(`${runId}/${n.agentId}/${i}`, entry.content));
         break;
       case "reasoning": {
         const key = `${runId}/${n.agentId}/${i}`;
@@ -124,11 +129,148 @@ function renderSubAgent(runId: string, n: AgentNode): HTMLElement {
   return d;
 }
 
+/**
+ * Rendered answers, by `runId/agentId/timeline index`: while an answer
+ * streams only the block that grew is parsed again, and every other block
+ * keeps its element (and what the reader selected in it).
+ */
+const blocks = new Map<string, { content: string; el: HTMLElement }>();
+
+function markdownBlock(key: string, content: string): HTMLElement {
+  let b = blocks.get(key);
+  if (!b) {
+    b = { content, el: el("div", { class: "text markdown", "data-testid": "assistant-text" }) };
+    b.el.append(renderMarkdown(content));
+    blocks.set(key, b);
+  } else if (b.content !== content) {
+    b.content = content;
+    b.el.replaceChildren(renderMarkdown(content));
+  }
+  return b.el;
+}
+
 function renderTurn(t: Turn): HTMLElement {
   const box = el("article", { class: "turn", "data-testid": "turn", "data-run": t.runId, "data-running": String(t.running) });
+  if (t.attachments.length) box.append(attachmentsElement(t.attachments));
   if (t.message) box.append(el("div", { class: "user", "data-testid": "user-message" }, t.message));
   if (t.tree) box.append(el("div", { class: "agent", "data-testid": "agent" }, renderNode(t.runId, t.tree)));
   return box;
+}
+
+/** A turn's element, rendered again only when the turn changed (the session replaces what changes). */
+const turnViews = new Map<string, { turn: Pick<Turn, "tree" | "message" | "attachments" | "running">; el: HTMLElement }>();
+
+function turnElement(t: Turn): HTMLElement {
+  const v = turnViews.get(t.runId);
+  if (v && v.turn.tree === t.tree && v.turn.message === t.message && v.turn.attachments === t.attachments && v.turn.running === t.running) return v.el;
+  const e = renderTurn(t);
+  turnViews.set(t.runId, { turn: { tree: t.tree, message: t.message, attachments: t.attachments, running: t.running }, el: e });
+  return e;
+}
+
+// ---- files in messages ------------------------------------------------
+
+/** `blob:` URLs of stored images, by thread and file (stored files never change). */
+const imageUrls = new Map<string, Promise<string>>();
+
+function imageUrl(s: ThreadSession, a: Attachment & { fileId: string }): Promise<string> {
+  const key = `${s.threadId}/${a.fileId}`;
+  let p = imageUrls.get(key);
+  if (!p) {
+    // The blob's type is the attachment's, which is a raster image type
+    // (isInlineImage): a blob: URL has this page's origin, so never HTML or SVG.
+    p = s.fileBlob(a.fileId).then((b) => URL.createObjectURL(new Blob([b], { type: a.mediaType })));
+    p.catch(() => imageUrls.delete(key));
+    imageUrls.set(key, p);
+  }
+  return p;
+}
+
+function forgetImages() {
+  for (const p of imageUrls.values()) void p.then((u) => URL.revokeObjectURL(u), () => {});
+  imageUrls.clear();
+}
+
+const attachmentLabel = (a: Attachment) => a.name ?? a.fileId ?? a.url ?? "file";
+
+/** A file's kind at a glance: its extension, else its type's subtype (`PDF`, `CSV`). */
+function kindBadge(name: string, mediaType: string): HTMLElement {
+  const ext = /\.([a-z0-9]{1,5})$/i.exec(name)?.[1] ?? mediaType.split("/")[1]?.split(/[;+.-]/)[0] ?? "file";
+  return el("span", { class: "chip-kind", "aria-hidden": "true" }, ext.slice(0, 4).toUpperCase());
+}
+
+/** A message's files keep their element while its answer streams (no image is loaded twice). */
+const attachmentViews = new WeakMap<Attachment[], HTMLElement>();
+
+function attachmentsElement(list: Attachment[]): HTMLElement {
+  let e = attachmentViews.get(list);
+  if (!e) {
+    e = renderAttachments(list);
+    attachmentViews.set(list, e);
+  }
+  return e;
+}
+
+function renderAttachments(list: Attachment[]): HTMLElement {
+  const s = session!;
+  const box = el("ul", { class: "attachments", "data-testid": "message-attachments", "aria-label": "Attached files" });
+  for (const a of list) {
+    const name = attachmentLabel(a);
+    const size = a.size === undefined ? undefined : el("span", { class: "chip-size" }, formatBytes(a.size));
+    if (a.fileId !== undefined && isInlineImage(a)) {
+      const stored = { ...a, fileId: a.fileId };
+      const img = el("img", { alt: name, "data-testid": "message-image", "data-file-id": a.fileId, "data-state": "loading" });
+      const open = el("button", { type: "button", class: "attachment-image", "aria-label": `Open ${name}` }, img);
+      imageUrl(s, stored).then(
+        (src) => {
+          img.src = src;
+          img.dataset.state = "loaded";
+        },
+        () => (img.dataset.state = "error"),
+      );
+      open.addEventListener("click", () => void imageUrl(s, stored).then((src) => openViewer(src, name), () => {}));
+      box.append(el("li", {}, open));
+    } else if (a.fileId !== undefined) {
+      const fileId = a.fileId;
+      // The link works where the page needs no token; the click reads the
+      // file with the client's headers, so it works where it does too.
+      const chip = el("a", { class: "chip", href: client.fileUrl(s.threadId, fileId), download: name, title: `Download ${name}`, "data-testid": "attachment-chip", "data-file-id": fileId },
+        kindBadge(name, a.mediaType), el("span", { class: "chip-name" }, name), size);
+      chip.addEventListener("click", (e) => {
+        e.preventDefault();
+        void download(s, fileId, name);
+      });
+      box.append(el("li", {}, chip));
+    } else if (a.url && /^https:\/\//i.test(a.url)) {
+      box.append(el("li", {}, el("a", { class: "chip", href: a.url, target: "_blank", rel: "noopener noreferrer", "data-testid": "attachment-chip" }, kindBadge(name, a.mediaType), el("span", { class: "chip-name" }, name), size)));
+    } else {
+      box.append(el("li", {}, el("span", { class: "chip", "data-testid": "attachment-chip" }, kindBadge(name, a.mediaType), el("span", { class: "chip-name" }, name), size)));
+    }
+  }
+  return box;
+}
+
+async function download(s: ThreadSession, fileId: string, name: string) {
+  try {
+    const blob = await s.fileBlob(fileId);
+    // application/octet-stream: saved, never shown, whatever the file holds.
+    const url = URL.createObjectURL(new Blob([blob], { type: "application/octet-stream" }));
+    const a = el("a", { href: url, download: name });
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(url), 60_000);
+  } catch (e) {
+    s.lastError = e as Error;
+    render();
+  }
+}
+
+function openViewer(src: string, name: string) {
+  const d = $<HTMLDialogElement>("viewer");
+  const img = $<HTMLImageElement>("viewer-image");
+  img.src = src;
+  img.alt = name;
+  $("viewer-title").textContent = name;
+  d.showModal();
 }
 
 // ---- confirmations ----------------------------------------------------
@@ -237,7 +379,8 @@ function renderQueue(s: ThreadSession) {
         const text = prompt("Edit the queued message", item.message);
         if (text) void s.queueEdit(item.messageId, text).catch(() => {});
       });
-      return el("li", { "data-testid": "queue-item" }, el("span", {}, item.message), up, edit, remove);
+      const files = item.attachments?.length ? el("span", { class: "queue-files" }, item.attachments.length === 1 ? "1 file" : `${item.attachments.length} files`) : undefined;
+      return el("li", { "data-testid": "queue-item" }, el("span", {}, item.message), files, up, edit, remove);
     }),
   );
 }
@@ -253,7 +396,11 @@ function render() {
     if (!s) return;
     const conv = $("conversation");
     const atBottom = conv.scrollHeight - conv.scrollTop - conv.clientHeight < 80;
-    conv.replaceChildren(...s.turns.map(renderTurn));
+    const want = s.turns.map(turnElement);
+    want.forEach((e, i) => {
+      if (conv.children[i] !== e) conv.insertBefore(e, conv.children[i] ?? null);
+    });
+    while (conv.children.length > want.length) conv.lastElementChild!.remove();
     if (atBottom) conv.scrollTop = conv.scrollHeight;
     $("thread-title").textContent = s.title || "New thread";
     document.title = s.title ? `${s.title} · threadline` : "threadline";
@@ -300,6 +447,10 @@ function newThreadId() {
 
 function openThread(threadId: string) {
   session?.close();
+  clearPending(true);
+  turnViews.clear();
+  blocks.clear();
+  forgetImages();
   const s = new ThreadSession(client, threadId);
   session = s;
   let lastActive: string | undefined;
@@ -331,19 +482,192 @@ function route() {
   if (id !== session?.threadId) openThread(id);
 }
 
+// ---- the composer's files ----------------------------------------------
+
+/**
+ * A file picked, dropped or pasted: uploaded at once (each file its own
+ * request, so one refusal leaves the others), sent with the message.
+ */
+interface Pending {
+  file: File;
+  /** A local `blob:` URL of an image, for its thumbnail. */
+  thumb?: string;
+  /** Resolves to the stored file, or undefined when refused or removed. */
+  done: Promise<UploadedFile | undefined>;
+  abort: AbortController;
+  el: HTMLElement;
+  progress: HTMLProgressElement;
+}
+
+let pending: Pending[] = [];
+let sending = false;
+
+function addFiles(files: File[]) {
+  const s = session;
+  if (!s || files.length === 0) return;
+  for (const file of files) {
+    const abort = new AbortController();
+    const thumb = isInlineImage({ mediaType: file.type }) ? URL.createObjectURL(file) : undefined;
+    const progress = el("progress", { max: "100", value: "0", "data-testid": "upload-progress", "aria-label": `Uploading ${file.name}` });
+    const remove = el("button", { type: "button", class: "remove", "aria-label": `Remove ${file.name}`, "data-testid": "attachment-remove" }, "✕");
+    const item = el(
+      "li",
+      { class: thumb ? "preview image" : "preview file", title: file.name, "data-testid": "attachment-preview", "data-state": "uploading", "data-name": file.name },
+      ...(thumb ? [el("img", { src: thumb, alt: file.name, "data-testid": "attachment-thumb" })] : [kindBadge(file.name, file.type), el("span", { class: "chip-name" }, file.name)]),
+      el("span", { class: "chip-size" }, formatBytes(file.size)),
+      progress,
+      remove,
+    );
+    const p: Pending = { file, thumb, abort, el: item, progress, done: Promise.resolve(undefined) };
+    p.done = s
+      .uploadFiles([file], {
+        signal: abort.signal,
+        onProgress: ({ loaded, total }) => {
+          if (total > 0) progress.value = Math.min(99, Math.round((loaded / total) * 100));
+        },
+      })
+      .then(
+        ([f]) => {
+          item.dataset.state = "ready";
+          progress.remove();
+          return f;
+        },
+        (e: unknown) => {
+          dropPending(p);
+          if (e instanceof ThreadlineError && session === s) {
+            // Name the file: the server's message speaks of "a file".
+            s.lastError = new ThreadlineError(e.status, e.code, `${file.name}: ${e.message}`, e.body);
+            render();
+          }
+          return undefined;
+        },
+      );
+    remove.addEventListener("click", () => {
+      p.abort.abort();
+      dropPending(p);
+      $("composer-input").focus();
+    });
+    pending.push(p);
+    $("attachments").append(item);
+  }
+  renderPending();
+}
+
+function dropPending(p: Pending) {
+  pending = pending.filter((x) => x !== p);
+  if (p.thumb) URL.revokeObjectURL(p.thumb);
+  p.el.remove();
+  renderPending();
+}
+
+/** Forgets the composer's files; `abort` also stops their uploads (another thread). */
+function clearPending(abort: boolean) {
+  for (const p of pending) {
+    if (abort) p.abort.abort();
+    if (p.thumb) URL.revokeObjectURL(p.thumb);
+  }
+  pending = [];
+  $("attachments").replaceChildren();
+  renderPending();
+}
+
+function renderPending() {
+  $("attachments").hidden = pending.length === 0;
+  $<HTMLButtonElement>("send").disabled = sending;
+}
+
+async function submit() {
+  const s = session;
+  const input = $<HTMLTextAreaElement>("composer-input");
+  const text = input.value.trim();
+  if (!s || sending || (!text && pending.length === 0)) return;
+  const items = [...pending];
+  sending = true;
+  renderPending();
+  try {
+    // Files still uploading are waited for; one refused meanwhile stops the
+    // send (its error is on the error line, the rest stay in the composer).
+    const files = await Promise.all(items.map((p) => p.done));
+    if (session !== s || files.some((f) => !f)) return;
+    const attachments = (files as UploadedFile[]).map((f) => f.fileId);
+    if (!text && attachments.length === 0) return;
+    input.value = "";
+    for (const p of items) p.el.remove();
+    pending = pending.filter((p) => !items.includes(p));
+    renderPending();
+    try {
+      await s.send(text, attachments.length ? { attachments } : {});
+      for (const p of items) if (p.thumb) URL.revokeObjectURL(p.thumb);
+    } catch {
+      // Refused (or the network): give the message and its files back.
+      input.value ||= text;
+      if (session === s) {
+        pending = [...items, ...pending];
+        $("attachments").prepend(...items.map((p) => p.el));
+      }
+    }
+  } finally {
+    sending = false;
+    renderPending();
+  }
+}
+
 // ---- wiring ------------------------------------------------------------
 
 $("composer").addEventListener("submit", (e) => {
   e.preventDefault();
-  const input = $<HTMLTextAreaElement>("composer-input");
-  const text = input.value.trim();
-  if (!text || !session) return;
-  input.value = "";
-  session.send(text).catch(() => {
-    input.value ||= text;
-  });
-  input.focus();
+  void submit();
+  $("composer-input").focus();
 });
+$("attach").addEventListener("click", () => $<HTMLInputElement>("attach-input").click());
+$("attach-input").addEventListener("change", (e) => {
+  const input = e.currentTarget as HTMLInputElement;
+  addFiles([...(input.files ?? [])]);
+  input.value = "";
+  $("composer-input").focus();
+});
+const hasFiles = (e: DragEvent) => e.dataTransfer?.types.includes("Files") ?? false;
+const composer = $("composer");
+composer.addEventListener("dragover", (e) => {
+  if (!hasFiles(e)) return;
+  e.preventDefault();
+  e.dataTransfer!.dropEffect = "copy";
+  composer.classList.add("dropping");
+});
+composer.addEventListener("dragleave", (e) => {
+  if (!composer.contains(e.relatedTarget as Node | null)) composer.classList.remove("dropping");
+});
+composer.addEventListener("drop", (e) => {
+  composer.classList.remove("dropping");
+  if (!hasFiles(e)) return;
+  e.preventDefault();
+  addFiles([...(e.dataTransfer?.files ?? [])]);
+  $("composer-input").focus();
+});
+// A file dropped beside the composer must not replace the page with itself.
+window.addEventListener("dragover", (e) => {
+  if (hasFiles(e)) e.preventDefault();
+});
+window.addEventListener("drop", (e) => {
+  if (hasFiles(e)) e.preventDefault();
+});
+$("composer-input").addEventListener("paste", (e) => {
+  const files = [...(e.clipboardData?.files ?? [])];
+  if (files.length === 0) return;
+  // An image copied from a page comes with its HTML or text: keep the text.
+  if (!e.clipboardData?.types.includes("text/plain")) e.preventDefault();
+  addFiles(files);
+});
+$("conversation").addEventListener("click", (e) => {
+  const copy = (e.target as Element).closest<HTMLElement>("[data-copy]");
+  if (copy) void copyCode(copy);
+});
+const viewer = $<HTMLDialogElement>("viewer");
+viewer.addEventListener("click", (e) => {
+  // A click on the backdrop (the dialog itself, not its content) closes it.
+  if (e.target === viewer) viewer.close();
+});
+$("viewer-close").addEventListener("click", () => viewer.close());
 $("composer-input").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
     e.preventDefault();
