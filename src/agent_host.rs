@@ -15,6 +15,7 @@ use std::time::Duration;
 use threadline_durable::agent::{
     self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped, ToolAnswer,
 };
+use threadline_durable::files::{FileRef, NewFile};
 use threadline_durable::Event;
 use threadline_durable::ModelEndpoint;
 use worker::*;
@@ -65,12 +66,13 @@ impl WorkerHost {
     }
 }
 
-/// The model's streamed response body.
-pub struct BodyStream(worker::ByteStream);
+/// A streamed response body (a model's, an MCP server's); none for an
+/// answer without one.
+pub struct BodyStream(Option<worker::ByteStream>);
 
 impl ByteStream for BodyStream {
     async fn next(&mut self) -> Option<std::result::Result<Vec<u8>, String>> {
-        self.0.next().await.map(|r| r.map_err(|e| e.to_string()))
+        self.0.as_mut()?.next().await.map(|r| r.map_err(|e| e.to_string()))
     }
 }
 
@@ -117,12 +119,43 @@ impl Host for WorkerHost {
             let body = resp.text().await.unwrap_or_default();
             return Err(ModelFailure::Status { status, body: excerpt(&body) });
         }
-        resp.stream().map(BodyStream).map_err(|e| ModelFailure::Unreachable(e.to_string()))
+        resp.stream().map(|s| BodyStream(Some(s))).map_err(|e| ModelFailure::Unreachable(e.to_string()))
     }
 
     async fn read_file(&self, key: &str) -> std::result::Result<Vec<u8>, String> {
         let bucket = self.files.as_ref().ok_or("no FILES bucket is bound")?;
         crate::files::read(bucket, key).await
+    }
+
+    async fn store_file(&self, bytes: Vec<u8>, media_type: &str) -> std::result::Result<(FileRef, String), String> {
+        let bucket = self.files.as_ref().ok_or("no FILES bucket is bound")?;
+        let new = NewFile::of(&bytes, media_type, None);
+        let key = {
+            let mut slot = self.core.borrow_mut();
+            let core = slot.as_mut().ok_or("the thread is gone")?;
+            core.store_agent_file(&new, ids::random_u64(), now_ms()).map_err(|e| e.message)?
+        };
+        crate::files::put_one(bucket, &key, bytes, media_type, &new.sha256).await?;
+        Ok((new.reference(), key))
+    }
+
+    async fn post(&self, req: agent::Fetch) -> std::result::Result<agent::Fetched<BodyStream>, String> {
+        let headers = Headers::new();
+        for (k, v) in &req.headers {
+            headers.set(k, v).map_err(|e| format!("header `{k}`: {e}"))?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.into()));
+        let request = Request::new_with_init(&req.url, &init).map_err(|e| e.to_string())?;
+        let sent = if req.detached {
+            Fetch::Request(request).send().await
+        } else {
+            Fetch::Request(request).send_with_signal(&self.signal()).await
+        };
+        let mut resp = sent.map_err(|e| e.to_string())?;
+        let status = resp.status_code();
+        let headers = resp.headers().entries().collect();
+        Ok(agent::Fetched { status, headers, body: BodyStream(resp.stream().ok()) })
     }
 
     async fn call_http_tool(

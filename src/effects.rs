@@ -84,7 +84,7 @@ impl Inner {
     /// Runs the orchestrator on `d.job`, detached. When the loop ends, the
     /// run's end may have started the next queued message.
     fn drive(self: &Rc<Self>, d: Box<Drive>) {
-        let Drive { job, endpoint, config, tools } = *d;
+        let Drive { job, endpoint, config, tools, mcp } = *d;
         let run_id = job.run_id.clone();
         let files = crate::files::bucket(&self.env).ok().map(Rc::new);
         let host = WorkerHost::new(self.core.clone(), run_id.clone(), Rc::new(endpoint), files);
@@ -92,7 +92,7 @@ impl Inner {
         self.agents.borrow_mut().push((run_id.clone(), token.clone(), host.clone()));
         let inner = self.clone();
         wasm_bindgen_futures::spawn_local(async move {
-            let end = agent::run_orchestrator(host, Rc::new(config), tools, token, job).await;
+            let end = agent::run_orchestrator(host, Rc::new(config), tools, mcp, token, job).await;
             // Keep the token while background sub-agents of this run go on.
             let background =
                 inner.with_core(|c| c.background_tasks().iter().any(|t| t.run_id == run_id)).unwrap_or(false);

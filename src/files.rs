@@ -16,10 +16,22 @@ pub fn bucket(env: &Env) -> Result<Bucket> {
 pub async fn put(env: &Env, puts: Vec<Put>) -> std::result::Result<(), String> {
     let bucket = bucket(env).map_err(|e| e.to_string())?;
     for p in puts {
-        let sha = hex_bytes(&p.sha256).ok_or("a file's hash is not hex")?;
-        let meta = HttpMetadata { content_type: Some(p.media_type), ..HttpMetadata::default() };
-        bucket.put(p.key, p.bytes).http_metadata(meta).sha256(sha).execute().await.map_err(|e| e.to_string())?;
+        put_one(&bucket, &p.key, p.bytes, &p.media_type, &p.sha256).await?;
     }
+    Ok(())
+}
+
+/// Stores one file's bytes at `key` (a tool's image).
+pub async fn put_one(
+    bucket: &Bucket,
+    key: &str,
+    bytes: Vec<u8>,
+    media_type: &str,
+    sha256: &str,
+) -> std::result::Result<(), String> {
+    let sha = hex_bytes(sha256).ok_or("a file's hash is not hex")?;
+    let meta = HttpMetadata { content_type: Some(media_type.to_owned()), ..HttpMetadata::default() };
+    bucket.put(key, bytes).http_metadata(meta).sha256(sha).execute().await.map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -81,8 +81,15 @@ impl Agents {
                     return Err(format!("AGENTS: `{id}` names model `{model}`, which LLM_MODELS does not list"));
                 }
             }
-            if let Some(bad) = a.tools.iter().flatten().find(|t| !tools.contains(t)) {
-                return Err(format!("AGENTS: `{id}` names tool `{bad}`, which TOOLS does not declare"));
+            // A known name, or an MCP tool's (`<server>__...`, listed here as
+            // the prefix and `*`): its server's tools are known at run time.
+            let known = |t: &String| {
+                tools.contains(t) || tools.iter().any(|k| k.strip_suffix('*').is_some_and(|p| t.starts_with(p)))
+            };
+            if let Some(bad) = a.tools.iter().flatten().find(|t| !known(t)) {
+                return Err(format!(
+                    "AGENTS: `{id}` names tool `{bad}`, which neither TOOLS nor an MCP server declares"
+                ));
             }
         }
         Ok(Agents(agents))

@@ -40,6 +40,8 @@ pub struct Drive {
     pub endpoint: ModelEndpoint,
     pub config: AgentConfig,
     pub tools: Rc<Toolbox>,
+    /// The isolate's MCP servers (`MCP_SERVERS`).
+    pub mcp: crate::mcp::Shared,
 }
 
 impl std::fmt::Debug for Effect {

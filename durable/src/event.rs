@@ -361,6 +361,9 @@ pub mod schema {
     pub struct ToolInputStart {
         pub tool_call_id: String,
         pub tool_name: String,
+        /// The MCP server whose tool it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub server: Option<String>,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -374,6 +377,12 @@ pub mod schema {
         /// What kind of tool it is for people (`read`, `action`, ...).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub tool_kind: Option<String>,
+        /// The MCP server whose tool it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub server: Option<String>,
+        /// The tool's name for people (an MCP tool's title).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub title: Option<String>,
     }
 
     #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -536,6 +545,9 @@ pub mod schema {
         /// When it lapses (ms since the epoch), if it does.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub expires_at: Option<i64>,
+        /// The MCP server whose tool asks.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub server: Option<String>,
     }
 
     /// How a request for a person settled (or that a tool's approval was

@@ -28,6 +28,8 @@
 //!   `segment`: reading text segments back; `reducer`: the agent-tree fold.
 //! - [`agent`]: the built-in agent: the orchestrator loop over an
 //!   OpenAI-compatible model, tools, tasks, sub-agents, behind a host trait.
+//! - [`mcp`]: tools from remote MCP servers for the built-in agent:
+//!   configuration, discovery, names, calls over Streamable HTTP, results.
 //! - `webhook`: the external agent's contract (start, cancel, settled).
 //! - [`files`]: files a message carries: accepted types, the leading-bytes
 //!   check, a JSON send's inline files decoded as it streams, uploads, the
@@ -64,6 +66,7 @@ pub mod forward;
 pub mod front;
 mod ids;
 mod input;
+pub mod mcp;
 mod models;
 pub mod protocols;
 mod queued;

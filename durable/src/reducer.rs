@@ -60,6 +60,9 @@ pub struct ToolCall {
     pub started_at: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<i64>,
+    /// The MCP server whose tool it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 impl ToolCall {
@@ -73,6 +76,7 @@ impl ToolCall {
             is_loading: true,
             confirmation: None,
             started_at: Some(ts),
+            server: None,
             completed_at: None,
         }
     }
@@ -217,8 +221,11 @@ impl TreeBuilder {
                             Kind::ToolCall => p.get("args").cloned().unwrap_or(Value::Null),
                             _ => Value::Object(Default::default()),
                         };
-                        self.add_call(i, ToolCall::pending(id, s("toolName"), args, ev.ts));
+                        self.add_call(i, ToolCall::pending(id.clone(), s("toolName"), args, ev.ts));
                     }
+                }
+                if let (Some(server), Some(pos)) = (p.get("server").and_then(Value::as_str), self.call_pos(i, &id)) {
+                    self.nodes[i].tool_calls[pos].server = Some(server.to_owned());
                 }
             }
             Kind::ToolResult | Kind::ToolError | Kind::ToolInterrupted => {

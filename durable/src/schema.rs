@@ -225,7 +225,8 @@ pub const THREAD: Schema = Schema {
             version: 6,
             note: "table `files`: the thread's files (their bytes are in R2 under the thread's generation), \
                reserved, attached to a message, or being removed; a message's turn, its queue item and its \
-               `run-start` may carry `attachments` (references, never bytes; older rows have none)",
+               `run-start` may carry `attachments` (references, never bytes; older rows have none); a checkpoint's step \
+               calls may carry `images` (an MCP tool's, as file references), and tool events `server`",
             steps: &[
                 Step::Sql(
                     "CREATE TABLE IF NOT EXISTS files (

@@ -155,6 +155,11 @@ pub struct Settings {
     pub files: crate::files::Limits,
     /// Why `FILE_TYPES` could not be read (the default types apply).
     pub file_types_error: Option<String>,
+    /// `MCP_SERVERS`: the remote MCP servers whose tools the built-in agent
+    /// uses, and what this isolate knows of them (sessions, tool lists).
+    pub mcp: crate::mcp::Shared,
+    /// Why servers of `MCP_SERVERS` were left out.
+    pub mcp_warnings: Vec<String>,
 }
 
 impl Settings {
@@ -190,12 +195,23 @@ impl Settings {
         let tools = Toolbox::parse(var("TOOLS").as_deref()).map(Rc::new);
         let quota = Quota::parse(var("QUOTA").as_deref());
         let quota_period = quota.as_ref().ok().and_then(|q| q.as_ref().map(|q| q.period));
-        let agents = match (&catalog, &tools) {
-            (Ok(c), Ok(t)) => Agents::parse(var("AGENTS").as_deref(), c, &t.http_names()),
-            (Ok(c), Err(_)) => Agents::parse(var("AGENTS").as_deref(), c, &[]),
-            (Err(e), _) => Err(e.clone()),
+        let mcp_raw = var("MCP_SERVERS").map(|raw| serde_json::from_str::<serde_json::Value>(&raw));
+        let (mcp_servers, mut mcp_warnings) = match &mcp_raw {
+            Some(Ok(v)) => crate::mcp::parse_servers(Some(v), &var),
+            Some(Err(e)) => (Vec::new(), vec![format!("MCP_SERVERS is not valid JSON ({e}): no MCP server is used")]),
+            None => (Vec::new(), Vec::new()),
         };
+        mcp_warnings.shrink_to_fit();
+        let mut known_tools = tools.as_ref().map(|t| t.http_names()).unwrap_or_default();
+        known_tools.extend(mcp_servers.iter().map(|s| format!("{}__*", s.name)));
+        let agents = match &catalog {
+            Ok(c) => Agents::parse(var("AGENTS").as_deref(), c, &known_tools),
+            Err(e) => Err(e.clone()),
+        };
+        let mcp_ttl = num("MCP_CACHE_TTL_MS", crate::mcp::DEFAULT_TTL_MS);
         Settings {
+            mcp: Rc::new(crate::mcp::Registry::new(mcp_servers, mcp_ttl)),
+            mcp_warnings,
             files: crate::files::Limits {
                 max_file_bytes: num("MAX_FILE_BYTES", file_defaults.max_file_bytes as i64).max(1) as usize,
                 max_files: num("MAX_FILES_PER_MESSAGE", file_defaults.max_files as i64).max(1) as usize,
@@ -266,6 +282,7 @@ impl Settings {
                 price: None,
                 allowed_tools: None,
                 output_check_url: var("OUTPUT_CHECK_URL"),
+                input_images: true,
             },
             llm: var("LLM_BASE_URL").map(|base_url| ModelEndpoint { base_url, api_key: var("LLM_API_KEY") }),
             tools,
@@ -284,6 +301,7 @@ impl Settings {
         if matches!(self.auth, Mode::Dev) {
             out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
         }
+        out.extend(self.mcp_warnings.iter().cloned());
         if let Some(e) = &self.file_types_error {
             out.push(format!("{e}; the default file types apply ({})", crate::files::media::DEFAULT_TYPES.join(", ")));
         }
@@ -306,6 +324,7 @@ impl Settings {
                 cfg.model = m.model.clone();
                 cfg.model_id = Some(id.to_owned());
                 cfg.price = m.price();
+                cfg.input_images = m.takes(crate::files::media::Input::Image);
                 if let Some(url) = &m.base_url {
                     endpoint.base_url = url.clone();
                 }

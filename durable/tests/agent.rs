@@ -18,9 +18,9 @@ use threadline_durable::agent::cancel::CancelToken;
 use threadline_durable::agent::{
     self, tools::HttpTool, BackgroundTask, ByteStream, Checkpoint, End, Host, ModelFailure, Scope, Stopped, ToolAnswer,
 };
-use threadline_durable::Settings;
 use threadline_durable::{Drive, Effect};
 use threadline_durable::{Event, Kind};
+use threadline_durable::{Settings, Store};
 
 /// One scripted model answer.
 enum Answer {
@@ -47,6 +47,114 @@ struct Fake {
     cancel_after: Cell<Option<(usize, CancelToken)>>,
     /// The bucket: bytes by the end of their key (a file's hash).
     files: RefCell<Vec<(String, Vec<u8>)>>,
+    /// The MCP servers the agent's posts reach.
+    mcp: RefCell<FakeMcp>,
+}
+
+/// MCP servers over Streamable HTTP, in process: `http://<name>/mcp` each,
+/// every one offering the same tools (`search`, `delete` (destructive),
+/// `chart` (an image), `fail`), two pages of `tools/list`, answers as JSON
+/// or (`sse`) as an event stream led by a progress notification.
+#[derive(Default)]
+struct FakeMcp {
+    /// Servers that answer; any other URL is refused.
+    up: Vec<String>,
+    sse: bool,
+    sessions: Vec<String>,
+    /// Every request: (server, method, session sent).
+    requests: Vec<(String, String, Option<String>)>,
+    /// Answer tools/call with JSON that is not JSON-RPC.
+    broken: bool,
+    /// Send `notifications/tools/list_changed` before each tools/call answer.
+    changed: bool,
+}
+
+impl FakeMcp {
+    fn answer(&mut self, req: &agent::Fetch) -> Result<agent::Fetched<Chunks>, String> {
+        let server = req.url.trim_start_matches("http://").split('/').next().unwrap_or_default().to_owned();
+        if !self.up.contains(&server) {
+            return Err(format!("connection refused ({server})"));
+        }
+        let body: Value = serde_json::from_str(&req.body).unwrap();
+        let method = body["method"].as_str().unwrap_or_default().to_owned();
+        let session = req.headers.iter().find(|(k, _)| k == "mcp-session-id").map(|(_, v)| v.clone());
+        self.requests.push((server.clone(), method.clone(), session.clone()));
+        let reply = |status: u16, headers: Vec<(String, String)>, text: String| {
+            Ok(agent::Fetched {
+                status,
+                headers,
+                body: Chunks(text.into_bytes().chunks(7).map(<[u8]>::to_vec).collect()),
+            })
+        };
+        if method == "initialize" {
+            let id = format!("{server}-s{}", self.sessions.len() + 1);
+            self.sessions.push(id.clone());
+            let result = json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": server, "version": "1"}});
+            let text = json!({"jsonrpc": "2.0", "id": body["id"], "result": result}).to_string();
+            return reply(
+                200,
+                vec![("content-type".into(), "application/json".into()), ("mcp-session-id".into(), id)],
+                text,
+            );
+        }
+        if !session.as_ref().is_some_and(|s| self.sessions.contains(s)) {
+            return reply(404, vec![], "session not found".into());
+        }
+        if body.get("id").is_none() {
+            return reply(202, vec![], String::new());
+        }
+        if self.broken && method == "tools/call" {
+            return reply(
+                200,
+                vec![("content-type".into(), "application/json".into())],
+                r#"{"hello":"this is not JSON-RPC"}"#.into(),
+            );
+        }
+        let tool = |name: &str, extra: Value| {
+            let mut t = json!({"name": name, "description": format!("{name} notes"), "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}});
+            if let (Some(t), Some(e)) = (t.as_object_mut(), extra.as_object()) {
+                t.extend(e.clone());
+            }
+            t
+        };
+        let result = match method.as_str() {
+            "tools/list" if body["params"]["cursor"].is_null() => json!({"tools": [
+                tool("search", json!({"annotations": {"readOnlyHint": true}})),
+                tool("delete", json!({"annotations": {"destructiveHint": true}})),
+            ], "nextCursor": "p2"}),
+            "tools/list" => json!({"tools": [tool("chart", json!({})), tool("fail", json!({}))]}),
+            "tools/call" => match body["params"]["name"].as_str().unwrap_or_default() {
+                "search" => {
+                    json!({"content": [{"type": "text", "text": format!("found {}", body["params"]["arguments"]["q"])}], "structuredContent": {"hits": 2}})
+                }
+                "delete" => json!({"content": [{"type": "text", "text": "deleted"}]}),
+                "chart" => {
+                    json!({"content": [{"type": "image", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==", "mimeType": "image/png"}]})
+                }
+                _ => json!({"content": [{"type": "text", "text": "the store is offline"}], "isError": true}),
+            },
+            _ => {
+                return reply(
+                    200,
+                    vec![("content-type".into(), "application/json".into())],
+                    json!({"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32601, "message": "no such method"}})
+                        .to_string(),
+                )
+            }
+        };
+        let answer = json!({"jsonrpc": "2.0", "id": body["id"], "result": result}).to_string();
+        if self.sse {
+            let mut text = String::from(
+                "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n",
+            );
+            if self.changed && method == "tools/call" {
+                text.push_str("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n");
+            }
+            text.push_str(&format!("event: message\ndata: {answer}\n\n"));
+            return reply(200, vec![("content-type".into(), "text/event-stream".into())], text);
+        }
+        reply(200, vec![("content-type".into(), "application/json".into())], answer)
+    }
 }
 
 #[derive(Clone)]
@@ -127,6 +235,21 @@ impl Host for Host1 {
             .ok_or_else(|| format!("no file {key}"))
     }
 
+    async fn store_file(
+        &self,
+        bytes: Vec<u8>,
+        media_type: &str,
+    ) -> Result<(threadline_durable::files::FileRef, String), String> {
+        let new = threadline_durable::files::NewFile::of(&bytes, media_type, None);
+        let key = self.fake.thread.borrow_mut().store_agent_file(&new, 7, 1_000).map_err(|e| e.message)?;
+        self.fake.files.borrow_mut().push((new.sha256.clone(), bytes));
+        Ok((new.reference(), key))
+    }
+
+    async fn post(&self, req: agent::Fetch) -> Result<agent::Fetched<Chunks>, String> {
+        self.fake.mcp.borrow_mut().answer(&req)
+    }
+
     async fn sleep(&self, _ms: u64) {
         // Only the stall timer sleeps; the scripted streams never stall.
         futures_util::future::pending::<()>().await
@@ -205,6 +328,7 @@ fn fake(settings: &Settings, answers: Vec<Answer>) -> Rc<Fake> {
         ids: Cell::new(0),
         cancel_after: Cell::new(None),
         files: RefCell::default(),
+        mcp: RefCell::new(FakeMcp { up: vec!["mcp-a".into(), "mcp-b".into()], ..FakeMcp::default() }),
     })
 }
 
@@ -252,7 +376,7 @@ fn drive_all(f: &Rc<Fake>, s: &Settings, effects: Vec<Effect>) -> Vec<End> {
 
 fn drive(f: &Rc<Fake>, d: Box<Drive>, token: CancelToken) -> End {
     let host = Host1 { fake: f.clone(), run_id: d.job.run_id.clone() };
-    futures_executor::block_on(agent::run_orchestrator(host, Rc::new(d.config), d.tools, token, d.job))
+    futures_executor::block_on(agent::run_orchestrator(host, Rc::new(d.config), d.tools, d.mcp, token, d.job))
 }
 
 fn events(f: &Rc<Fake>) -> Vec<Event> {
@@ -625,4 +749,228 @@ fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
     let refused =
         serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&clash), 3_000);
     assert_eq!(support::code(&refused), "invalid_client_tools");
+}
+
+// ---- MCP servers -------------------------------------------------------
+
+fn mcp_settings(extra: &[(&str, &str)]) -> Settings {
+    let servers = json!([
+        {"name": "mcp-a", "url": "http://mcp-a/mcp"},
+        {"name": "mcp-b", "url": "http://mcp-b/mcp", "allow": ["search"]},
+    ])
+    .to_string();
+    let mut vars: Vec<(&str, &str)> = vec![("MCP_SERVERS", &servers)];
+    vars.extend_from_slice(extra);
+    settings(&vars)
+}
+
+fn offered(f: &Rc<Fake>, request: usize) -> Vec<String> {
+    f.requests.borrow()[request]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn methods(f: &Rc<Fake>, method: &str) -> usize {
+    f.mcp.borrow().requests.iter().filter(|(_, m, _)| m == method).count()
+}
+
+#[test]
+fn mcp_tools_are_discovered_named_apart_and_called() {
+    let s = mcp_settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-b__search", r#"{"q":"milk"}"#), finish("tool_calls")]),
+            Answer::Chunks(vec![text("found"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "find milk"), [End::Completed]);
+    let tools = offered(&f, 0);
+    for name in ["mcp-a__search", "mcp-a__delete", "mcp-a__chart", "mcp-a__fail", "mcp-b__search"] {
+        assert!(tools.contains(&name.to_owned()), "{name} in {tools:?}");
+    }
+    assert!(!tools.contains(&"mcp-b__delete".to_owned()), "mcp-b allows `search` only");
+    assert!(tools.contains(&"weather".to_owned()), "the HTTP tools stay");
+    let description = f.requests.borrow()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "mcp-a__search")
+        .unwrap()["function"]["description"]
+        .clone();
+    assert_eq!(description, "search notes (MCP server `mcp-a`)");
+    // The call: on mcp-b, in its session, with the server's name in its events.
+    let (server, _, session) = f.mcp.borrow().requests.iter().find(|(_, m, _)| m == "tools/call").cloned().unwrap();
+    assert_eq!((server.as_str(), session.as_deref()), ("mcp-b", Some("mcp-b-s2")));
+    let call = events(&f).into_iter().find(|e| e.kind == Kind::ToolCall).unwrap().payload;
+    assert_eq!((call["server"].as_str(), call["toolKind"].as_str()), (Some("mcp-b"), Some("read")));
+    let start = events(&f).into_iter().find(|e| e.kind == Kind::ToolInputStart).unwrap().payload;
+    assert_eq!(start["server"], "mcp-b");
+    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload;
+    assert_eq!(result["result"]["structuredContent"], json!({"hits": 2}));
+    assert_eq!(result["result"]["content"][0]["text"], "found \"milk\"");
+    let told = f.requests.borrow()[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap()
+        ["content"]
+        .clone();
+    assert_eq!(told, "found \"milk\"\nStructured result: {\"hits\":2}");
+    // Two pages of tools/list per server; the next run uses the cache.
+    assert_eq!(methods(&f, "tools/list"), 4, "two pages from each server");
+}
+
+#[test]
+fn the_tool_list_is_cached_until_its_ttl_or_a_change() {
+    let s = mcp_settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-a__search", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("a"), finish("stop")]),
+            Answer::Chunks(vec![text("b"), finish("stop")]),
+            Answer::Chunks(vec![text("c"), finish("stop")]),
+        ],
+    );
+    f.mcp.borrow_mut().sse = true;
+    f.mcp.borrow_mut().changed = true;
+    assert_eq!(send(&f, &s, "one"), [End::Completed]);
+    let listed = methods(&f, "tools/list");
+    assert_eq!(methods(&f, "initialize"), 2, "one session per server");
+    // The call's SSE answer said the list changed: the next run reads it again.
+    assert_eq!(send(&f, &s, "two"), [End::Completed]);
+    assert!(methods(&f, "tools/list") > listed, "list_changed refreshes the list");
+    let listed = methods(&f, "tools/list");
+    assert_eq!(send(&f, &s, "three"), [End::Completed]);
+    assert_eq!(methods(&f, "tools/list"), listed, "a fresh list is used again");
+    assert_eq!(methods(&f, "initialize"), 2, "sessions are kept");
+}
+
+#[test]
+fn a_destructive_mcp_tool_asks_first_unless_the_policy_says_otherwise() {
+    let s = mcp_settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-a__delete", r#"{"q":"n1"}"#), finish("tool_calls")]),
+            Answer::Chunks(vec![text("done"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "delete it"), [End::Suspended]);
+    assert_eq!(methods(&f, "tools/call"), 0, "nothing ran before the decision");
+    let request = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload.clone();
+    assert_eq!((request["server"].as_str(), request["severity"].as_str()), (Some("mcp-a"), Some("destructive")));
+    assert!(request["message"].as_str().unwrap().contains("MCP server `mcp-a`"));
+    let rid = request["requestId"].as_str().unwrap().to_owned();
+    let decided = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", &format!("/instance-ai/confirm/{rid}"), actor("alice", &[])).body(&json!({"approved": true})),
+        2_000,
+    );
+    assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
+    assert_eq!(methods(&f, "tools/call"), 1, "it ran once, approved");
+    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload;
+    assert_eq!(result["result"], "deleted");
+
+    let policy = json!({"mcp-a__delete": {"required": false}}).to_string();
+    let s = mcp_settings(&[("APPROVAL_POLICY", &policy)]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-a__delete", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("done"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "delete it"), [End::Completed], "the policy waives it by name");
+}
+
+#[test]
+fn an_mcp_image_is_a_file_of_the_thread_the_model_sees() {
+    let s = mcp_settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-a__chart", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("a chart"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "draw"), [End::Completed]);
+    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload;
+    let image = &result["result"]["content"][0];
+    assert_eq!(image["mediaType"], "image/png");
+    let file_id = image["fileId"].as_str().unwrap();
+    assert!(image["url"].as_str().unwrap().ends_with(file_id));
+    assert_eq!(f.thread.borrow().store().file_count().unwrap(), 1, "kept as a file of the thread");
+    let next = f.requests.borrow()[1]["messages"].clone();
+    let shown = next.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(shown["role"], "user");
+    assert!(shown["content"][1]["image_url"]["url"].as_str().unwrap().starts_with("data:image/png;base64,iVBOR"));
+    // A model that takes no images is told of it in text only.
+    let models = json!({"default": "m", "models": {"m": {"model": "m", "input": ["text"]}}}).to_string();
+    let s = mcp_settings(&[("LLM_MODELS", &models)]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-a__chart", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("ok"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "draw"), [End::Completed]);
+    let next = f.requests.borrow()[1]["messages"].clone();
+    assert_eq!(next.as_array().unwrap().last().unwrap()["role"], "tool");
+}
+
+#[test]
+fn mcp_failures_are_tool_errors_and_a_server_down_leaves_its_tools_out() {
+    // isError, then a malformed answer: tool errors the model reacts to.
+    let s = mcp_settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-a__fail", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![call(0, "mcp-a__search", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("sorry"), finish("stop")]),
+        ],
+    );
+    f.mcp.borrow_mut().up.retain(|s| s == "mcp-a");
+    // mcp-b is down: its tools are left out, and the run says so.
+    assert_eq!(send(&f, &s, "try"), [End::Completed]);
+    let errors: Vec<Value> = events(&f).into_iter().filter(|e| e.kind == Kind::ToolError).map(|e| e.payload).collect();
+    assert_eq!(errors[0]["error"], "the store is offline");
+    assert!(!offered(&f, 0).iter().any(|t| t.starts_with("mcp-b")));
+    // The status that said mcp-b is unavailable went out live (it is not
+    // stored); the run still completed with mcp-a's tools.
+    assert_eq!(finish_of(&f)["status"], "completed");
+
+    let f2 = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "mcp-a__search", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("x"), finish("stop")]),
+        ],
+    );
+    f2.mcp.borrow_mut().broken = true;
+    assert_eq!(send(&f2, &s, "try"), [End::Completed]);
+    let error = events(&f2).into_iter().find(|e| e.kind == Kind::ToolError).unwrap().payload;
+    let msg = error["error"].as_str().unwrap();
+    assert!(msg.contains("mcp-a") && msg.contains("not valid JSON-RPC"), "{msg}");
+}
+
+#[test]
+fn a_session_the_server_forgot_is_initialized_again() {
+    let s = mcp_settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![text("first"), finish("stop")]),
+            Answer::Chunks(vec![call(0, "mcp-a__search", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("second"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "one"), [End::Completed]);
+    f.mcp.borrow_mut().sessions.clear();
+    assert_eq!(send(&f, &s, "two"), [End::Completed]);
+    assert!(events(&f).iter().any(|e| e.kind == Kind::ToolResult), "the call succeeded");
+    assert_eq!(methods(&f, "initialize"), 3, "mcp-a initialized again after its 404");
 }

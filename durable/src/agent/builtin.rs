@@ -42,6 +42,16 @@ pub(super) fn confirmation_payload(kind: &ToolKind<'_>, call: &openai::ToolCallP
             "message": format!("`{}` runs in the client", tool.name),
             "inputType": crate::store::CLIENT_TOOL,
         }),
+        ToolKind::Mcp(tool) => json!({
+            "toolCallId": call.id,
+            "toolName": call.name,
+            "args": args,
+            "severity": if tool.tool.destructive() { "destructive" } else { "warning" },
+            "message": format!("Allow `{}` of the MCP server `{}` to run?{}", tool.tool.label(), tool.server,
+                tool.tool.description.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()),
+            "inputType": "approval",
+            "server": tool.server,
+        }),
         _ => Value::Null,
     }
 }

@@ -51,6 +51,12 @@ pub trait Host: Clone + 'static {
     async fn call_http_tool(&self, tool: &tools::HttpTool, body: Value, limit: usize) -> Result<ToolAnswer, String>;
     /// The bytes of a thread's file (its object's key), for the model.
     async fn read_file(&self, key: &str) -> Result<Vec<u8>, String>;
+    /// Stores bytes a tool returned as a file of the thread, attached (it is
+    /// part of the run's record): its reference and its object's key.
+    async fn store_file(&self, bytes: Vec<u8>, media_type: &str) -> Result<(crate::files::FileRef, String), String>;
+    /// An HTTP `POST` (an MCP server's): its status, headers and body as it
+    /// arrives. Aborted with the run unless `detached`.
+    async fn post(&self, req: Fetch) -> Result<Fetched<Self::Stream>, String>;
     async fn sleep(&self, ms: u64);
     fn now(&self) -> i64;
     fn new_id(&self, prefix: &str) -> String;
@@ -69,6 +75,25 @@ pub trait Host: Clone + 'static {
     /// Publishes a `confirmation-request` (its payload without `requestId`)
     /// and records it pending; returns the request id.
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped>;
+}
+
+/// An HTTP `POST` the agent makes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fetch {
+    pub url: String,
+    /// Lower-case names.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    /// Not aborted when the run is cancelled: what tells a server that the
+    /// run was.
+    pub detached: bool,
+}
+
+/// An answer to a [`Fetch`], its body as it arrives.
+pub struct Fetched<S> {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: S,
 }
 
 /// An HTTP tool's answer as it arrived.
@@ -133,6 +158,9 @@ pub struct AgentConfig {
     pub max_tool_result_bytes: usize,
     /// Most bytes one model step may stream (`MAX_MODEL_BYTES`).
     pub max_model_bytes: usize,
+    /// The model takes images (its catalog `input`): images a tool returns
+    /// are shown to it.
+    pub input_images: bool,
 }
 
 impl Default for AgentConfig {
@@ -149,6 +177,7 @@ impl Default for AgentConfig {
             history_chars: 24_000,
             max_tool_result_bytes: 256 * 1024,
             max_model_bytes: 8 * 1024 * 1024,
+            input_images: true,
         }
     }
 }
@@ -206,6 +235,10 @@ pub struct StepCall {
     pub state: Option<String>,
     #[serde(default)]
     pub decision: Option<Value>,
+    /// Images the call returned, for the model (`threadline_file` content
+    /// parts: references to the thread's files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<Value>,
 }
 
 /// How a run ended, for its `run-finish`.

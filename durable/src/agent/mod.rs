@@ -47,6 +47,47 @@ struct Agent<H: Host> {
     output: Option<Value>,
     /// The bytes of the files its messages refer to, read once per run.
     files: Rc<std::cell::RefCell<FileCache>>,
+    /// The isolate's MCP servers, and the tools they offered this run (the
+    /// orchestrator's only).
+    mcp: crate::mcp::Shared,
+    found: Rc<crate::mcp::Discovered>,
+}
+
+/// A settled call: the value its event carries, what the model is told
+/// when that says more than the value (an MCP result), and the images it
+/// is shown (`threadline_file` parts).
+#[derive(Debug, Default)]
+struct Done {
+    value: Value,
+    told: Option<String>,
+    images: Vec<Value>,
+}
+
+impl From<Value> for Done {
+    fn from(value: Value) -> Done {
+        Done { value, ..Done::default() }
+    }
+}
+
+/// An MCP call in flight: dropped before it completed (the run was
+/// cancelled, its time ran out), it tells its server
+/// `notifications/cancelled`, on a request the run's abort does not stop.
+struct Inflight<H: Host> {
+    host: H,
+    mcp: crate::mcp::Shared,
+    server: String,
+    id: u64,
+    done: bool,
+}
+
+impl<H: Host> Drop for Inflight<H> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let (host, mcp, server, id) = (self.host.clone(), self.mcp.clone(), std::mem::take(&mut self.server), self.id);
+        self.host.spawn(Box::pin(async move { mcp.cancelled(&host, &server, id, "the run was cancelled").await }));
+    }
 }
 
 /// Files read from the bucket, by key (or why one could not be).
@@ -156,12 +197,36 @@ pub async fn run_orchestrator<H: Host>(
     host: H,
     cfg: Rc<AgentConfig>,
     tools: Rc<Toolbox>,
+    mcp: crate::mcp::Shared,
     cancel: CancelToken,
     job: Job,
 ) -> End {
     // Checked when the message was sent: what still parses is offered.
     let client = tools.client_tools(&job.checkpoint.client_tools).unwrap_or_default();
     let output = job.checkpoint.output.clone();
+    // The MCP servers' tools (cached per isolate); a server that cannot be
+    // asked leaves its tools out, and the run says so.
+    let found = if mcp.is_empty() {
+        crate::mcp::Discovered::default()
+    } else {
+        let mut taken: Vec<String> = tools
+            .definitions(None, true)
+            .iter()
+            .filter_map(|d| d["function"]["name"].as_str().map(str::to_owned))
+            .collect();
+        taken.extend(client.iter().map(|t| t.name.clone()));
+        let Some(found) = cancel.run(mcp.discover(&host, &taken)).await else { return End::Stopped };
+        for (server, why) in &found.unavailable {
+            let message =
+                format!("The MCP server `{server}` is unavailable ({why}): its tools are left out of this run.");
+            let status =
+                Event::new(Kind::Status, &job.run_id, &job.root_agent, host.now(), json!({ "message": message }));
+            if host.publish(&Scope::Run, vec![status]).is_err() {
+                return End::Stopped;
+            }
+        }
+        found
+    };
     let agent = Agent {
         host: host.clone(),
         allowed: cfg.allowed_tools.clone(),
@@ -176,6 +241,8 @@ pub async fn run_orchestrator<H: Host>(
         client: Rc::new(client),
         output: output.clone(),
         files: Rc::default(),
+        mcp,
+        found: Rc::new(found),
     };
     let mut answer = None;
     let outcome = match agent.run(job.checkpoint).await {
@@ -222,6 +289,7 @@ enum Next<'t> {
 /// A call that runs beside the others of its step.
 enum Runnable<'t> {
     Http(&'t tools::HttpTool),
+    Mcp(&'t crate::mcp::McpTool),
     SpawnAgent,
 }
 
@@ -352,10 +420,13 @@ impl<H: Host> Agent<H> {
                 self.host.checkpoint(&cp);
                 return Err(Halt::Suspended);
             }
+            let mut images = Vec::new();
             for r in results {
+                images.extend(r.images);
                 cp.messages
                     .push(json!({ "role": "tool", "tool_call_id": r.id, "content": r.result.unwrap_or_default() }));
             }
+            self.show_images(&mut cp, images);
             cp.step += 1;
             cp.usage = usage.clone();
             if self.orchestrator {
@@ -386,6 +457,7 @@ impl<H: Host> Agent<H> {
     async fn stream_step(&self, messages: &[Value]) -> Result<Step, Halt> {
         let allowed = self.allowed.as_deref();
         let mut defs = self.tools.definitions(allowed, self.orchestrator);
+        defs.extend(self.offered_mcp().map(crate::mcp::McpTool::definition));
         defs.extend(self.client.iter().map(|t| {
             json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
         }));
@@ -517,7 +589,11 @@ impl<H: Host> Agent<H> {
                     // decision that names only a call finds its thread.
                     let id = crate::ids::scoped(&self.thread_id, &self.host.new_id("tc"));
                     step.ids.push((index, id.clone()));
-                    out.push(self.event(Kind::ToolInputStart, json!({ "toolCallId": id, "toolName": name })));
+                    let mut start = json!({ "toolCallId": id, "toolName": name });
+                    if let Some(t) = self.offered_mcp().find(|t| t.exposed == name) {
+                        start["server"] = t.server.clone().into();
+                    }
+                    out.push(self.event(Kind::ToolInputStart, start));
                 }
                 ModelEvent::Finish(r) => step.finish = Some(r),
                 ModelEvent::Usage(u) => step.usage = Some(u),
@@ -550,7 +626,7 @@ impl<H: Host> Agent<H> {
     /// Runs one step's tool calls concurrently. Returns each call's result
     /// text for the model, in call order.
     async fn run_tools(&self, calls: &[openai::ToolCallParts], tasks: &mut Vec<Value>) -> Result<Vec<StepCall>, Halt> {
-        let mut results: Vec<Option<String>> = vec![None; calls.len()];
+        let mut results: Vec<Option<(String, Vec<Value>)>> = vec![None; calls.len()];
         let mut waiting: Vec<Option<(String, Value)>> = vec![None; calls.len()];
         // Built-in task tools change the list in order, before the rest run
         // beside each other.
@@ -565,7 +641,7 @@ impl<H: Host> Agent<H> {
                         self.publish(
                             vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))],
                         )?;
-                        results[i] = Some(format!("Error: {msg}"));
+                        results[i] = Some((format!("Error: {msg}"), Vec::new()));
                         continue;
                     }
                 };
@@ -573,6 +649,10 @@ impl<H: Host> Agent<H> {
             let mut announced = json!({ "toolCallId": call.id, "toolName": call.name, "args": args });
             if let Ok(kind) = &resolved {
                 announced["toolKind"] = kind.label().into();
+            }
+            if let Ok(ToolKind::Mcp(t)) = &resolved {
+                announced["server"] = t.server.clone().into();
+                announced["title"] = t.tool.label().into();
             }
             self.publish(vec![self.event(Kind::ToolCall, announced)])?;
             match resolved.map(|kind| self.next(kind)) {
@@ -585,7 +665,7 @@ impl<H: Host> Agent<H> {
                         self.publish(
                             vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))],
                         )?;
-                        results[i] = Some(format!("Error: {msg}"));
+                        results[i] = Some((format!("Error: {msg}"), Vec::new()));
                         continue;
                     }
                     let request = confirmation_payload(&kind, call, &args);
@@ -603,7 +683,7 @@ impl<H: Host> Agent<H> {
                 Ok(Next::Runs(runnable)) => concurrent.push((i, runnable, args)),
                 Err(msg) => {
                     self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": call.id, "error": msg }))])?;
-                    results[i] = Some(format!("Error: {msg}"));
+                    results[i] = Some((format!("Error: {msg}"), Vec::new()));
                 }
             }
         }
@@ -611,7 +691,7 @@ impl<H: Host> Agent<H> {
             let out = apply_tasks(tasks, &args, create);
             self.publish(vec![self.event(Kind::TasksUpdate, json!({ "tasks": { "tasks": tasks.clone() } }))])?;
             self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": calls[i].id, "result": out }))])?;
-            results[i] = Some(out.to_string());
+            results[i] = Some((out.to_string(), Vec::new()));
         }
         if !concurrent.is_empty() {
             let names: Vec<&str> = concurrent.iter().map(|(i, _, _)| calls[*i].name.as_str()).collect();
@@ -641,14 +721,16 @@ impl<H: Host> Agent<H> {
                     Some((rid, args)) => (Some(rid), args),
                     None => (None, Value::Null),
                 };
+                let (text, images) = result.unwrap_or_default();
                 StepCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
                     args,
-                    result: if request_id.is_some() { None } else { Some(result.unwrap_or_default()) },
+                    result: if request_id.is_some() { None } else { Some(text) },
                     request_id,
                     state: None,
                     decision: None,
+                    images,
                 }
             })
             .collect())
@@ -657,11 +739,21 @@ impl<H: Host> Agent<H> {
     /// The tool `name` for this agent (the server's, then the client's),
     /// its arguments checked.
     fn resolve(&self, name: &str, args: &Value) -> Result<ToolKind<'_>, String> {
+        if let Some(t) = self.offered_mcp().find(|t| t.exposed == name) {
+            return Ok(ToolKind::Mcp(t));
+        }
         let found = self.tools.resolve(name, args, self.allowed.as_deref(), self.orchestrator);
         match self.client.iter().find(|t| t.name == name) {
             Some(t) if found.is_err() => tools::validate_client(t, args).map(|()| ToolKind::Client(t)),
             _ => found,
         }
+    }
+
+    /// The MCP tools this agent offers: the orchestrator's, those its
+    /// agent's `tools` name (all without a list).
+    fn offered_mcp(&self) -> impl Iterator<Item = &crate::mcp::McpTool> {
+        let allowed = self.allowed.as_deref();
+        self.found.tools.iter().filter(move |t| self.orchestrator && allowed.is_none_or(|a| a.contains(&t.exposed)))
     }
 
     /// What a call does next: wait for a person (or the client) first,
@@ -674,6 +766,11 @@ impl<H: Host> Agent<H> {
                 Asking::Remembered => Next::Remembered(Runnable::Http(tool)),
                 Asking::Free => Next::Runs(Runnable::Http(tool)),
             },
+            ToolKind::Mcp(tool) => match self.host.approval(&tool.exposed, tool.asks) {
+                Asking::Ask => Next::Waits(kind),
+                Asking::Remembered => Next::Remembered(Runnable::Mcp(tool)),
+                Asking::Free => Next::Runs(Runnable::Mcp(tool)),
+            },
             ToolKind::CreateTasks => Next::Tasks { create: true },
             ToolKind::UpdateTasks => Next::Tasks { create: false },
             ToolKind::SpawnAgent => Next::Runs(Runnable::SpawnAgent),
@@ -685,28 +782,32 @@ impl<H: Host> Agent<H> {
     /// answers with the person's input), a denied or lapsed one is a
     /// `tool-error` the model is told about. Then the loop goes on.
     async fn finish_suspended_step(&self, cp: &mut Checkpoint, calls: Vec<StepCall>) -> Result<(), Halt> {
+        let mut images = Vec::new();
         for call in calls {
-            let content = match call.result.clone() {
-                Some(done) => done,
+            let (content, shown) = match call.result.clone() {
+                Some(done) => (done, call.images.clone()),
                 None => self.settle_confirmed(&call).await?,
             };
+            images.extend(shown);
             cp.messages.push(json!({ "role": "tool", "tool_call_id": call.id, "content": content }));
         }
+        self.show_images(cp, images);
         cp.step += 1;
         self.host.checkpoint(cp);
         Ok(())
     }
 
-    async fn settle_confirmed(&self, call: &StepCall) -> Result<String, Halt> {
+    async fn settle_confirmed(&self, call: &StepCall) -> Result<(String, Vec<Value>), Halt> {
         let outcome = match call.state.as_deref() {
             Some("approved") => match self.resolve(&call.name, &call.args) {
-                Ok(ToolKind::AskUser) => Ok(call.decision.clone().unwrap_or(Value::Null)),
+                Ok(ToolKind::Mcp(tool)) => self.call_mcp(tool, call.args.clone()).await?,
+                Ok(ToolKind::AskUser) => Ok(call.decision.clone().unwrap_or(Value::Null).into()),
                 // The client ran it: its answer is the result (or the error).
                 Ok(ToolKind::Client(_)) => {
                     let d = call.decision.clone().unwrap_or(Value::Null);
                     match d.get("error").and_then(Value::as_str) {
                         Some(e) => Err(e.to_owned()),
-                        None => Ok(d.get("result").cloned().unwrap_or(Value::Null)),
+                        None => Ok(d.get("result").cloned().unwrap_or(Value::Null).into()),
                     }
                 }
                 Ok(ToolKind::Http(tool)) => {
@@ -717,7 +818,7 @@ impl<H: Host> Agent<H> {
                     let limit = self.cfg.max_tool_result_bytes;
                     let answer =
                         self.cancel.run(self.host.call_http_tool(tool, body, limit)).await.ok_or(Halt::Stopped)?;
-                    let out = answer.and_then(|a| a.outcome(limit));
+                    let out = answer.and_then(|a| a.outcome(limit)).map(Done::from);
                     self.publish(vec![self.event(Kind::Status, json!({ "message": "" }))])?;
                     out
                 }
@@ -743,22 +844,72 @@ impl<H: Host> Agent<H> {
     /// Invariant: a stored result stays under `max_tool_result_bytes` as
     /// JSON (a larger one is cut, with a marker the model sees), so no tool
     /// can make a row SQLite refuses.
-    fn settle(&self, tool_call_id: &str, outcome: Result<Value, String>) -> Result<String, Halt> {
+    fn settle(&self, tool_call_id: &str, outcome: Result<Done, String>) -> Result<(String, Vec<Value>), Halt> {
         let limit = self.cfg.max_tool_result_bytes;
-        let outcome = outcome.map(|v| builtin::cap_result(v, limit)).map_err(|e| builtin::cap_text(e, limit));
         match outcome {
-            Ok(v) => {
+            Ok(done) => {
+                let v = builtin::cap_result(done.value, limit);
                 self.publish(vec![self.event(Kind::ToolResult, json!({ "toolCallId": tool_call_id, "result": v }))])?;
-                Ok(match v {
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                })
+                let told = match (done.told, v) {
+                    (Some(t), _) => builtin::cap_text(t, limit),
+                    (None, Value::String(s)) => s,
+                    (None, other) => other.to_string(),
+                };
+                Ok((told, done.images))
             }
             Err(msg) => {
+                let msg = builtin::cap_text(msg, limit);
                 self.publish(vec![self.event(Kind::ToolError, json!({ "toolCallId": tool_call_id, "error": msg }))])?;
-                Ok(format!("Error: {msg}"))
+                Ok((format!("Error: {msg}"), Vec::new()))
             }
         }
+    }
+
+    /// After a step's tool messages: the images its tools returned, for a
+    /// model that takes images (others are told of them in text).
+    fn show_images(&self, cp: &mut Checkpoint, images: Vec<Value>) {
+        if images.is_empty() || !self.cfg.input_images {
+            return;
+        }
+        let mut content = vec![json!({ "type": "text", "text": "The images the tools returned:" })];
+        content.extend(images);
+        cp.messages.push(json!({ "role": "user", "content": content }));
+    }
+
+    /// Calls an MCP tool: its result as the call's event and what the model
+    /// is told, the images it returned stored as files of the thread; a
+    /// server's failure (unreachable, malformed, an error) is a tool error
+    /// the model can react to.
+    async fn call_mcp(&self, tool: &crate::mcp::McpTool, args: Value) -> Result<Result<Done, String>, Halt> {
+        let id = self.mcp.next_id();
+        let mut inflight =
+            Inflight { host: self.host.clone(), mcp: self.mcp.clone(), server: tool.server.clone(), id, done: false };
+        let called = self.mcp.call(&self.host, tool, args, id).await;
+        inflight.done = true;
+        let result = match called {
+            Ok(r) => r,
+            Err(f) => return Ok(Err(format!("the MCP server `{}`: {f}", tool.server))),
+        };
+        let mut stored = Vec::new();
+        let mut images = Vec::new();
+        for image in crate::mcp::result::images(&result) {
+            // Raster images whose bytes agree with their type are kept; any
+            // other is named, not stored.
+            let raster = crate::files::Types::parse("image/png,image/jpeg,image/gif,image/webp").unwrap_or_default();
+            let kept = match crate::files::media::check(&image.media_type, &image.bytes, &raster) {
+                Ok(()) => self.host.store_file(image.bytes, &image.media_type).await,
+                Err(e) => Err(e.message),
+            };
+            if let Ok((f, key)) = &kept {
+                images.push(json!({ "type": files::FILE_PART, "key": key, "mediaType": f.media_type, "size": f.size }));
+            }
+            stored.push((image.index, kept.map(|(f, _)| f)));
+        }
+        Ok(crate::mcp::result::outcome(result, &stored, &self.thread_id).map(|o| Done {
+            value: o.result,
+            told: Some(o.told),
+            images,
+        }))
     }
 
     /// One tool call: `Ok(Ok(result))`, `Ok(Err(tool error))`, or a halt.
@@ -767,15 +918,16 @@ impl<H: Host> Agent<H> {
         kind: Runnable<'_>,
         call: &openai::ToolCallParts,
         args: Value,
-    ) -> Result<Result<Value, String>, Halt> {
+    ) -> Result<Result<Done, String>, Halt> {
         match kind {
             Runnable::Http(tool) => {
                 let body =
                     json!({ "args": args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
                 let limit = self.cfg.max_tool_result_bytes;
-                Ok(self.host.call_http_tool(tool, body, limit).await.and_then(|a| a.outcome(limit)))
+                Ok(self.host.call_http_tool(tool, body, limit).await.and_then(|a| a.outcome(limit)).map(Done::from))
             }
-            Runnable::SpawnAgent => self.spawn_agent(args).await,
+            Runnable::Mcp(tool) => self.call_mcp(tool, args).await,
+            Runnable::SpawnAgent => Ok(self.spawn_agent(args).await?.map(Done::from)),
         }
     }
 
@@ -808,6 +960,8 @@ impl<H: Host> Agent<H> {
             client: Rc::new(Vec::new()),
             output: None,
             files: Rc::default(),
+            mcp: self.mcp.clone(),
+            found: Rc::default(),
         };
         let mut spawned = json!({ "parentId": self.agent_id, "role": role, "tools": requested });
         if let Some(t) = &task_id {

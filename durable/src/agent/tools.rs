@@ -73,12 +73,15 @@ impl ToolKind<'_> {
             ToolKind::CreateTasks | ToolKind::UpdateTasks | ToolKind::SpawnAgent => "builtin".to_owned(),
             ToolKind::AskUser => "question".to_owned(),
             ToolKind::Client(_) => "client".to_owned(),
+            ToolKind::Mcp(t) => t.kind().to_owned(),
         }
     }
 }
 
 pub enum ToolKind<'a> {
     Http(&'a HttpTool),
+    /// A tool of a remote MCP server.
+    Mcp(&'a crate::mcp::McpTool),
     CreateTasks,
     UpdateTasks,
     SpawnAgent,

@@ -186,7 +186,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             checkpoint,
             usage: None,
         };
-        Effect::Drive(Box::new(Drive { job, endpoint, config, tools }))
+        Effect::Drive(Box::new(Drive { job, endpoint, config, tools, mcp: settings.mcp.clone() }))
     }
 
     /// Starts the built-in agent on a new run: conversation memory, the first

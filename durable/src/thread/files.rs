@@ -167,6 +167,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(reserved)
     }
 
+    /// A file a tool of the built-in agent returned (an MCP server's image):
+    /// reserved and attached at once, since the run's record refers to it.
+    /// Returns the key its bytes go to.
+    pub fn store_agent_file(&mut self, new: &NewFile, random: u64, now: i64) -> Result<String, ApiError> {
+        let reserved = self.reserve_files(std::slice::from_ref(new), "", random, now)?;
+        self.attach_files(&[Attachment::File(new.reference())])?;
+        reserved["reserved"][0]["key"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| ApiError::unavailable("no key was reserved"))
+    }
+
     /// The message that carries `attachments` was accepted: their files are
     /// kept as long as the thread.
     pub(super) fn attach_files(&mut self, attachments: &[Attachment]) -> Result<(), ApiError> {

@@ -285,12 +285,12 @@ impl AguiMapper {
             Kind::ToolInputStart => {
                 self.close_text(agent, out);
                 let call = text("toolCallId");
-                self.start_call(agent, &call, &text("toolName"), out);
+                self.start_call(agent, &call, &text("toolName"), p.get("server").and_then(Value::as_str), out);
             }
             Kind::ToolCall => {
                 self.close_text(agent, out);
                 let call = text("toolCallId");
-                self.start_call(agent, &call, &text("toolName"), out);
+                self.start_call(agent, &call, &text("toolName"), p.get("server").and_then(Value::as_str), out);
                 let args = p.get("args").cloned().unwrap_or_else(|| json!({})).to_string();
                 out.push(self.tag(agent, json!({ "type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": args })));
                 self.end_call(agent, &call, out);
@@ -429,7 +429,9 @@ impl AguiMapper {
         }
     }
 
-    fn start_call(&mut self, agent: &str, call: &str, name: &str, out: &mut Vec<Value>) {
+    /// A call's `TOOL_CALL_START` (an MCP tool's names its server in
+    /// `metadata.mcpServer`).
+    fn start_call(&mut self, agent: &str, call: &str, name: &str, server: Option<&str>, out: &mut Vec<Value>) {
         if !self.started.insert(call.to_owned()) {
             return;
         }
@@ -442,6 +444,9 @@ impl AguiMapper {
         let mut e = json!({ "type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": name });
         if let Some(parent) = parent {
             e["parentMessageId"] = parent.into();
+        }
+        if let Some(server) = server {
+            e["metadata"] = json!({ "mcpServer": server });
         }
         out.push(self.tag(agent, e));
     }

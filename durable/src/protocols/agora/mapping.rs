@@ -145,6 +145,10 @@ impl FrameMapper {
                 if let Some(k) = p.get("toolKind").filter(|k| k.is_string()) {
                     f["toolKind"] = k.clone();
                 }
+                // An MCP tool: its server, by name.
+                if let Some(server) = p.get("server").filter(|k| k.is_string()) {
+                    f["server"] = server.clone();
+                }
                 vec![f]
             }
             Kind::ToolResult => vec![json!({ "kind": "tool-output", "id": text("toolCallId"), "output": p["result"] })],

@@ -229,7 +229,9 @@ impl UiMapper {
                 let id = text("toolCallId");
                 self.step_call(&id);
                 if self.calls.insert(id.clone()) {
-                    out.push(json!({ "type": "tool-input-start", "toolCallId": id, "toolName": text("toolName"), "dynamic": true }));
+                    let mut start = json!({ "type": "tool-input-start", "toolCallId": id, "toolName": text("toolName"), "dynamic": true });
+                    mcp_server(p, &mut start);
+                    out.push(start);
                 }
             }
             Kind::ToolCall => {
@@ -237,13 +239,15 @@ impl UiMapper {
                 let id = text("toolCallId");
                 self.step_call(&id);
                 self.calls.insert(id.clone());
-                out.push(json!({
+                let mut available = json!({
                     "type": "tool-input-available",
                     "toolCallId": id,
                     "toolName": text("toolName"),
                     "input": p.get("args").cloned().unwrap_or_else(|| json!({})),
                     "dynamic": true,
-                }));
+                });
+                mcp_server(p, &mut available);
+                out.push(available);
             }
             Kind::ToolResult => {
                 let id = text("toolCallId");
@@ -581,6 +585,16 @@ pub fn fold(run_id: &str, root_agent: &str, events: &[Event]) -> UiMessage {
 /// The user message of a run, as the client sent it.
 pub fn user_message(message_id: &str, text: &str) -> Value {
     json!({ "id": message_id, "role": "user", "parts": [{ "type": "text", "text": text }] })
+}
+
+/// An MCP tool's call names its server (`toolMetadata.mcpServer`, which
+/// the client keeps on the tool part) and its title.
+fn mcp_server(payload: &Value, chunk: &mut Value) {
+    if let Some(server) = payload.get("server").and_then(Value::as_str) {
+        chunk["toolMetadata"] = json!({ "mcpServer": server });
+        let title = payload.get("title").and_then(Value::as_str).unwrap_or_default();
+        chunk["title"] = if title.is_empty() { server.to_owned() } else { format!("{title} ({server})") }.into();
+    }
 }
 
 /// A user message with its attachments as `file` parts, each with the URL
