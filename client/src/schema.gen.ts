@@ -314,6 +314,10 @@ export interface ToolInputStartEvent {
 export interface ToolInputStart {
   toolCallId: string;
   toolName: string;
+  /**
+   * The MCP server whose tool it is.
+   */
+  server?: string | null;
 }
 /**
  * A `tool-call` event (Structural).
@@ -346,6 +350,14 @@ export interface ToolCall {
    * What kind of tool it is for people (`read`, `action`, ...).
    */
   toolKind?: string | null;
+  /**
+   * The MCP server whose tool it is.
+   */
+  server?: string | null;
+  /**
+   * The tool's name for people (an MCP tool's title).
+   */
+  title?: string | null;
 }
 /**
  * A `tool-result` event (Structural).
@@ -526,6 +538,10 @@ export interface ConfirmationRequest {
    * When it lapses (ms since the epoch), if it does.
    */
   expiresAt?: number | null;
+  /**
+   * The MCP server whose tool asks.
+   */
+  server?: string | null;
 }
 /**
  * This interface was referenced by `Threadline`'s JSON-Schema
@@ -892,4 +908,8 @@ export interface AgentToolCall {
   confirmation?: unknown;
   startedAt?: number | null;
   completedAt?: number | null;
+  /**
+   * The MCP server whose tool it is.
+   */
+  server?: string | null;
 }

@@ -131,6 +131,11 @@ export class TreeBuilder {
           n.toolCalls.push(pending(id, str("toolName"), ev.type === "tool-call" ? (p.args ?? null) : {}, ev.ts));
           n.timeline.push({ type: "tool-call", toolCallId: id });
         }
+        // An MCP tool's server, as the Rust reducer keeps it.
+        if (typeof p.server === "string") {
+          const call = n.toolCalls.find((t) => t.toolCallId === id);
+          if (call) call.server = p.server;
+        }
         break;
       }
       case "tool-result":

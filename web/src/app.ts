@@ -66,7 +66,13 @@ function renderTool(tc: AgentToolCall): HTMLElement {
   const box = el(
     "div",
     { class: "tool", "data-testid": "tool-call", "data-status": status, "data-tool": tc.toolName },
-    el("div", { class: "tool-head" }, el("span", { class: "tool-name" }, tc.toolName), el("span", { class: "tool-state" }, waiting)),
+    el(
+      "div",
+      { class: "tool-head" },
+      el("span", { class: "tool-name" }, tc.toolName),
+      tc.server ? el("span", { class: "tool-server", "data-testid": "tool-server", title: "MCP server" }, `MCP · ${tc.server}`) : undefined,
+      el("span", { class: "tool-state" }, waiting),
+    ),
   );
   const args = el("details", {}, el("summary", {}, "Arguments"), el("pre", {}, json(tc.args)));
   box.append(args);
