@@ -16,7 +16,8 @@
 //   - the last message is a `tool` result  -> a text summary of the results
 //   - the last user message has [[name]] / [[name:arg]] -> that behaviour
 //     (reason, reasoning-field, tool, calls, parallel, badargs, spawn, spawn-bg,
-//     tasks, ask, error, stall, slow, length, long, drop, say; see planReply)
+//     tasks, ask, error, stall, slow, length, long, drop, say, mcp; see
+//     planReply)
 //   - otherwise                             -> a friendly echo of the message,
 //     naming the images and files it carries ("I see an image (image/png,
 //     20 bytes)"), counted from their inline bytes
@@ -46,7 +47,7 @@ const ARG_FRAGMENT_SIZES = [3, 5, 4];
 const QUOTE_LIMIT = 200;
 const DIRECTIVES = new Set([
   "reason", "reasoning-field", "tool", "parallel", "badargs", "spawn", "spawn-bg",
-  "tasks", "ask", "error", "stall", "slow", "length", "long", "drop", "calls", "say",
+  "tasks", "ask", "error", "stall", "slow", "length", "long", "drop", "calls", "say", "mcp",
 ]);
 
 // ---------------------------------------------------------------------------
@@ -319,6 +320,21 @@ export function planReply(body) {
       } catch {
         return textReply(`The arguments of [[tool:${name}:...]] are not valid JSON.`);
       }
+    }
+
+    case "mcp": {
+      // [[mcp:TOOL:ARGS]]: the offered MCP tool `<server>__TOOL` (the first
+      // one offered without TOOL), with ARGS (JSON) or example arguments.
+      const { name: wanted, json } = splitToolArg(directive.arg ?? "");
+      const tool = offered.find((fn) => fn.name.includes("__") && (!wanted || fn.name.endsWith(`__${wanted}`)));
+      if (!tool) return textReply(`No MCP tool${wanted ? ` named ${wanted}` : ""} is offered in this request.`);
+      let args = exampleArgs(tool.parameters);
+      try {
+        if ((directive.arg ?? "").includes(":")) args = JSON.parse(json);
+      } catch {
+        return textReply(`The arguments of [[mcp:${wanted}:...]] are not valid JSON.`);
+      }
+      return toolReply([call(tool.name, args, 0)]);
     }
 
     case "calls": {

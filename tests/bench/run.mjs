@@ -16,6 +16,9 @@
 //   6. cost: how long the thread's object is awake (billed) per published
 //      event and per idle hour with 1, 100 and 1,000 open subscribers, and
 //      what that costs a month at Cloudflare's published prices
+//   8. MCP (today's build): the time from a send to its run's first model
+//      call with two MCP servers configured (their tool lists cached) and
+//      with none, side by side
 //   7. files (today's build; the release has none): upload throughput of a
 //      10 MB file, a send carrying a 5 MB image as a data: URL (as useChat
 //      sends one) against a text-only send, time to the run's start; and
@@ -27,7 +30,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
-import { startWorker, startWebhook, client, newThread, sleep } from "../support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, sleep, tempDir } from "../support/harness.mjs";
 
 // No socket cap: the cost figure holds 1,000 streams open at once.
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
@@ -419,7 +422,9 @@ async function timeToStart(base, body) {
 }
 
 async function filesBench(hook, trials = 10) {
-  const w = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url } });
+  // State on disk: Miniflare keeps an in-memory bucket's bytes in workerd's
+  // process, which would count the stored files as the isolate's memory.
+  const w = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url }, persist: tempDir("threadline-bench-files-") });
   try {
     const pid = workerdPid(w.pid);
     const before = memoryMb(pid);
@@ -443,6 +448,15 @@ async function filesBench(hook, trials = 10) {
       image.push(await timeToStart(w.url, send([{ type: "text", text: "look" }, { type: "file", mediaType: "image/png", filename: "a.png", url }])));
       rss.push(memoryMb(pid).rss);
     }
+    // Memory: 40 more 10 MB uploads; workerd's resident memory every 10
+    // transfers (it holds Miniflare's bucket simulator too, so it is an
+    // upper bound on the Worker's isolate). Bounded: it levels off while the
+    // bytes sent grow by 100 MB each 10.
+    for (let i = 0; i < 40; i++) {
+      const r = await fetch(`${w.url}/v1/threads/${newThread("bench-mem")}/files?name=m.png`, { method: "POST", headers: { "content-type": "image/png" }, body: pngOf(10 * 1024 * 1024) });
+      await r.arrayBuffer();
+      rss.push(memoryMb(pid).rss);
+    }
     const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
     const after = memoryMb(pid);
     return {
@@ -450,15 +464,48 @@ async function filesBench(hook, trials = 10) {
       textStartMs: median(text),
       imageStartMs: median(image),
       rssBeforeMb: before.rss,
-      rssAfterFirstMb: rss[0],
-      rssAfterHalfMb: rss[Math.floor(rss.length / 2) - 1],
-      rssAfterAllMb: after.rss,
+      rssEvery10Mb: rss.filter((_, i) => i % 10 === 9),
       peakMb: after.peak,
       transfers: rss.length,
     };
   } finally {
     await w.stop();
   }
+}
+
+/** Send → the run's first model call, with and without two MCP servers. */
+async function mcpBench(trials = 30) {
+  const { startFakeLlm } = await import("../../local/fake-llm.mjs");
+  const { startDemoMcp } = await import("../../local/demo-mcp.mjs");
+  const llm = await startFakeLlm({ port: 0, delayMs: 0 });
+  const arrivals = [];
+  const push = llm.requests.push.bind(llm.requests);
+  llm.requests.push = (r) => (arrivals.push(performance.now()), push(r));
+  const servers = [await startDemoMcp({ json: false }), await startDemoMcp({ json: true })];
+  const base = { LLM_BASE_URL: llm.url, LLM_API_KEY: "k" };
+  const mcp = JSON.stringify(servers.map((m, i) => ({ name: `notes${i}`, url: m.url })));
+  const workers = { none: await startWorker({ vars: base }), two: await startWorker({ vars: { ...base, MCP_SERVERS: mcp } }) };
+  const out = { none: [], two: [] };
+  try {
+    for (let i = 0; i < trials + 2; i++) {
+      for (const name of ["none", "two"]) {
+        const thread = newThread(`bench-mcp-${name}`);
+        const seen = arrivals.length;
+        const t0 = performance.now();
+        const r = await fetch(`${workers[name].url}/instance-ai/chat/${thread}`, { method: "POST", body: JSON.stringify({ message: "hi" }) });
+        await r.text();
+        while (arrivals.length === seen) await sleep(1);
+        // The first two runs of each warm the isolate and fill the cache.
+        if (i >= 2) out[name].push(arrivals[seen] - t0);
+      }
+    }
+  } finally {
+    for (const w of Object.values(workers)) await w.stop();
+    for (const m of servers) await m.close();
+    await llm.close();
+  }
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  return { trials, noneMs: median(out.none), twoMs: median(out.two) };
 }
 
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",")) : null;
@@ -582,12 +629,18 @@ try {
     }
   }
   if (want("files")) {
-    const f = (results.files = await filesBench(hook));
+    const f = (results.files = await filesBench(hook, 20));
     console.log(
-      `files (current): upload of 10 MB ${f.uploadMBps.toFixed(1)} MB/s (median of 10); time to the run's start: text-only send ${ms(f.textStartMs)} | with a 5 MB image as a data: URL ${ms(f.imageStartMs)} (${ratio(f.imageStartMs, f.textStartMs)})`,
+      `files (current): upload of 10 MB ${f.uploadMBps.toFixed(1)} MB/s (median of 20); time to the run's start: text-only send ${ms(f.textStartMs)} | with a 5 MB image as a data: URL ${ms(f.imageStartMs)} (${ratio(f.imageStartMs, f.textStartMs)})`,
     );
     console.log(
-      `  workerd resident memory: ${f.rssBeforeMb.toFixed(0)} MB before, ${f.rssAfterFirstMb.toFixed(0)} MB after the first transfer, ${f.rssAfterHalfMb.toFixed(0)} MB after half of ${f.transfers}, ${f.rssAfterAllMb.toFixed(0)} MB after all (peak ${f.peakMb.toFixed(0)} MB; /proc/<workerd>/status VmRSS, VmHWM)`,
+      `  workerd resident memory (the Worker, its objects and Miniflare's bucket): ${f.rssBeforeMb.toFixed(0)} MB before; every 10 of ${f.transfers} transfers: ${f.rssEvery10Mb.map((m) => m.toFixed(0)).join(", ")} MB (peak ${f.peakMb.toFixed(0)} MB; /proc/<workerd>/status VmRSS, VmHWM)`,
+    );
+  }
+  if (want("mcp")) {
+    const m = (results.mcp = await mcpBench());
+    console.log(
+      `MCP (current): send → first model call, median of ${m.trials}: no MCP server ${ms(m.noneMs)} | two MCP servers, discovery cached ${ms(m.twoMs)} (+${ms(m.twoMs - m.noneMs)})`,
     );
   }
   fs.mkdirSync("test-artifacts", { recursive: true });

@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { startFakeLlm } from "../../local/fake-llm.mjs";
 import { startDemoTools, toolDeclarations } from "../../local/demo-tools.mjs";
+import { startDemoMcp } from "../../local/demo-mcp.mjs";
 import { startWranglerDev } from "../support/wrangler.mjs";
 import { newThread } from "../support/harness.mjs";
 
@@ -17,18 +18,20 @@ const shots = path.join(root, "test-artifacts/browser");
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
-let llm, tools, worker, browser;
+let llm, tools, mcp, worker, browser;
 
 before(async () => {
   fs.mkdirSync(shots, { recursive: true });
   llm = await startFakeLlm({ port: 0, delayMs: 5 });
   tools = await startDemoTools({ port: 0 });
+  mcp = await startDemoMcp({ port: 0 });
   worker = await startWranglerDev({
     vars: {
       LLM_BASE_URL: llm.url,
       LLM_API_KEY: "test-key",
       LLM_MODEL: "fake-model",
       TOOLS: JSON.stringify(toolDeclarations(tools.url)),
+      MCP_SERVERS: JSON.stringify([{ name: "notes", url: mcp.url }]),
     },
   });
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
@@ -39,6 +42,7 @@ after(async () => {
   await worker?.stop();
   await llm?.close?.();
   await tools?.close?.();
+  await mcp?.close?.();
 });
 
 /** A page on `threadId` (a fresh one by default), ready for input. */
@@ -68,6 +72,20 @@ async function serverAnswers(threadId) {
 const idle = (page) => page.locator('[data-testid="turn"][data-running="true"]').waitFor({ state: "detached", timeout: 15_000 });
 
 describe("the page", () => {
+  test("an MCP tool's call shows its server's name, and its approval card too", async () => {
+    const { page, ctx } = await openPage(newThread("page-mcp"));
+    await send(page, '[[mcp:search_notes:{"query":"milk"}]]');
+    await idle(page);
+    const call = page.getByTestId("tool-call").filter({ hasText: "notes__search_notes" });
+    await call.waitFor();
+    assert.equal(await call.getByTestId("tool-server").innerText(), "MCP · notes");
+    await send(page, '[[mcp:delete_note:{"id":"n1"}]]');
+    const card = page.getByTestId("confirmations").locator("text=MCP server `notes`");
+    await card.first().waitFor({ timeout: 15_000 });
+    await shot(page, "30-mcp-tool");
+    await ctx.close();
+  });
+
   test("serves the page and its assets, with no external resources", async () => {
     const html = await (await fetch(`${worker.url}/`)).text();
     assert.match(html, /<script type="module" src="\/app.js">/);
