@@ -1,6 +1,7 @@
-// The page at `/` in a real browser: headless Chromium (Debian's) driven by
-// Playwright, against `wrangler dev` with the fake model and the demo tools.
-// Screenshots of each state are saved under test-artifacts/browser/.
+// The page at `/` in a real browser: headless Chromium (found by
+// tests/support/chromium.mjs) driven by Playwright, against `wrangler dev`
+// with the fake model and the demo tools. Screenshots of each state are
+// saved under test-artifacts/browser/.
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
@@ -12,10 +13,10 @@ import { startDemoTools, toolDeclarations } from "../../local/demo-tools.mjs";
 import { startDemoMcp } from "../../local/demo-mcp.mjs";
 import { startWranglerDev } from "../support/wrangler.mjs";
 import { newThread } from "../support/harness.mjs";
+import { chromiumPath } from "../support/chromium.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = path.join(root, "test-artifacts/browser");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 let llm, tools, mcp, worker, browser;
@@ -34,7 +35,7 @@ before(async () => {
       MCP_SERVERS: JSON.stringify([{ name: "notes", url: mcp.url }]),
     },
   });
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+  browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: FLAGS });
 });
 
 after(async () => {
@@ -71,11 +72,21 @@ async function serverAnswers(threadId) {
 
 const idle = (page) => page.locator('[data-testid="turn"][data-running="true"]').waitFor({ state: "detached", timeout: 15_000 });
 
+/**
+ * Sends, waits for the turn to be on the page, then for it to end (`idle`
+ * alone holds at once before the turn shows, and a next Enter would land
+ * while the first send is still in flight).
+ */
+async function sendAndWait(page, text) {
+  await send(page, text);
+  await page.getByTestId("user-message").filter({ hasText: text }).last().waitFor();
+  await idle(page);
+}
+
 describe("the page", () => {
   test("an MCP tool's call shows its server's name, and its approval card too", async () => {
     const { page, ctx } = await openPage(newThread("page-mcp"));
-    await send(page, '[[mcp:search_notes:{"query":"milk"}]]');
-    await idle(page);
+    await sendAndWait(page, '[[mcp:search_notes:{"query":"milk"}]]');
     const call = page.getByTestId("tool-call").filter({ hasText: "notes__search_notes" });
     await call.waitFor();
     assert.equal(await call.getByTestId("tool-server").innerText(), "MCP · notes");
@@ -119,8 +130,7 @@ describe("the page", () => {
     const { page, ctx } = await openPage();
     // `status` is ephemeral: it reaches the streams open when it is sent. A
     // new thread's page connects after its first send, so go live first.
-    await send(page, "Hello");
-    await idle(page);
+    await sendAndWait(page, "Hello");
     await page.locator('[data-testid="connection"][data-state="open"]').waitFor();
     await send(page, 'Wait [[tool:slow:{"ms":1500}]]');
     const status = page.getByTestId("status-line");
@@ -298,8 +308,7 @@ describe("the page", () => {
 
   test("reconnecting is visible, and nothing is lost across it", async () => {
     const { page, ctx, threadId } = await openPage();
-    await send(page, "Before the blip");
-    await idle(page);
+    await sendAndWait(page, "Before the blip");
     await page.evaluate(() => window.threadline.session.reconnect());
     await send(page, "After the blip");
     await page.getByTestId("user-message").filter({ hasText: "After the blip" }).waitFor();
@@ -317,8 +326,7 @@ describe("the page", () => {
 
   test("readable on a phone-sized screen", async () => {
     const { page, ctx } = await openPage(undefined, { viewport: { width: 390, height: 844 } });
-    await send(page, "Hi from a phone");
-    await idle(page);
+    await sendAndWait(page, "Hi from a phone");
     const overflow = await page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
     assert.equal(overflow, false, "no horizontal scrolling");
     assert.equal(await page.getByRole("button", { name: "Threads" }).isVisible(), true);
