@@ -7,14 +7,23 @@
 #   sh local/baseline.sh [commit]     # default: the release in local/RELEASE
 #
 # Prints the build directory. Cached: a second call returns at once. The
-# commit's sources come from `git archive` (any clone that has the commit
-# works); its Cargo.lock pins the same toolchain, and it shares one cargo
-# target directory with every other baseline so rebuilds are incremental.
+# release's sources ship in local/release/<commit>.tar.gz (what building it
+# needs: its Cargo.toml, Cargo.lock, src/, durable/, wrangler.toml), so the
+# upgrade test needs no git history: a shallow clone or a source tarball
+# works. Another commit's come from `git archive` (a clone that has it). Its
+# Cargo.lock pins its crates, and it shares one cargo target directory with
+# every other baseline so rebuilds are incremental.
 set -eu
 cd "$(dirname "$0")/.."
 root=$PWD
-commit=${1:-$(cat local/RELEASE)}
-full=$(git rev-parse --verify "$commit^{commit}")
+release=$(cat local/RELEASE)
+commit=${1:-$release}
+shipped="$root/local/release/$release.tar.gz"
+if [ "$commit" = "$release" ] || [ "$commit" = "$(printf %.7s "$release")" ]; then
+  full=$release
+else
+  full=$(git rev-parse --verify "$commit^{commit}")
+fi
 out="$root/target/baseline/$full"
 if [ -f "$out/build/index.js" ]; then
   echo "$out/build"
@@ -24,7 +33,11 @@ export PATH="$HOME/.cargo/bin:$PATH"
 src="$out/src"
 rm -rf "$src"
 mkdir -p "$src"
-git archive "$full" | tar -x -C "$src"
+if [ "$full" = "$release" ]; then
+  tar -xzf "$shipped" -C "$src"
+else
+  git archive "$full" | tar -x -C "$src"
+fi
 export CARGO_TARGET_DIR="$root/target/baseline/cargo"
 export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
 export ESBUILD_BIN="${ESBUILD_BIN:-$root/node_modules/.bin/esbuild}"

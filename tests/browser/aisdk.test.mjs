@@ -12,10 +12,10 @@ import { startFakeLlm } from "../../local/fake-llm.mjs";
 import { startDemoTools, toolDeclarations } from "../../local/demo-tools.mjs";
 import { startWranglerDev } from "../support/wrangler.mjs";
 import { newThread, until } from "../support/harness.mjs";
+import { chromiumPath } from "../support/chromium.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = path.join(root, "test-artifacts/browser");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 /** A real PNG: `w`×`h` pixels of one colour. */
@@ -60,7 +60,7 @@ before(async () => {
     build: false,
     vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "test-key", LLM_MODEL: "fake-model", LLM_MODEL_INPUT: "text,image,file", TOOLS: JSON.stringify(toolDeclarations(tools.url)) },
   });
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+  browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: FLAGS });
 });
 
 after(async () => {

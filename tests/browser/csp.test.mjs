@@ -1,10 +1,10 @@
 // Security review, finding 3 in a real browser: content stored in a
 // `/v1/stream/*` stream must never run as script on the app's origin, and
 // the page at `/` is served with a strict Content-Security-Policy. Headless
-// Chromium (Debian's) driven by Playwright, against `wrangler dev` (the page
-// is wrangler's [assets], which the Miniflare harness does not serve), with
-// STREAMS_AUTH=none. Failing first: against the baseline build (2369c0a) the
-// first two tests fail.
+// Chromium (tests/support/chromium.mjs finds it) driven by Playwright,
+// against `wrangler dev` (the page is wrangler's [assets], which the
+// Miniflare harness does not serve), with STREAMS_AUTH=none. Failing first:
+// against the baseline build (2369c0a) the first two tests fail.
 //
 // `wrangler dev` runs wrangler.toml's [build] command (local/build.sh, which
 // may rebuild the Worker with cargo). These tests check the Worker and page
@@ -21,9 +21,9 @@ import { chromium } from "playwright-core";
 import { startFakeLlm } from "../../local/fake-llm.mjs";
 import { freePort } from "../support/wrangler.mjs";
 import { newThread, sleep, tempDir } from "../support/harness.mjs";
+import { chromiumPath } from "../support/chromium.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 /** wrangler.toml as it is, less [build], with its paths made absolute. */
@@ -109,7 +109,7 @@ let llm, worker, browser;
 before(async () => {
   llm = await startFakeLlm({ port: 0, delayMs: 5 });
   worker = await startWrangler({ vars: { STREAMS_AUTH: "none", LLM_BASE_URL: llm.url, LLM_API_KEY: "test-key", LLM_MODEL: "fake-model" } });
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+  browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: FLAGS });
 });
 
 after(async () => {

@@ -1,10 +1,10 @@
 // Files in messages and markdown answers on the page at `/`, in headless
-// Chromium (Debian's) driven by Playwright, against `wrangler dev` with the
-// fake model taking text, images and files. Attach a picture with the real
-// file input, see it in the message live and after a reload; a refused file
-// shows the server's reason and sends nothing; a hostile markdown answer
-// renders its table and code block and runs nothing. Screenshots under
-// test-artifacts/browser/.
+// Chromium (tests/support/chromium.mjs finds it) driven by Playwright,
+// against `wrangler dev` with the fake model taking text, images and files.
+// Attach a picture with the real file input, see it in the message live and
+// after a reload; a refused file shows the server's reason and sends
+// nothing; a hostile markdown answer renders its table and code block and
+// runs nothing. Screenshots under test-artifacts/browser/.
 //
 // It checks the Worker and the page as built (build/, web/dist/; `make test`
 // builds first), so wrangler starts without wrangler.toml's [build].
@@ -18,10 +18,10 @@ import { chromium } from "playwright-core";
 import { startFakeLlm } from "../../local/fake-llm.mjs";
 import { startWranglerDev } from "../support/wrangler.mjs";
 import { newThread } from "../support/harness.mjs";
+import { chromiumPath } from "../support/chromium.mjs";
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 const shots = path.join(root, "test-artifacts/browser");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 /** A real PNG: `w`×`h` pixels of one colour. */
@@ -62,7 +62,7 @@ before(async () => {
     build: false,
     vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "test-key", LLM_MODEL: "fake-model", LLM_MODEL_INPUT: "text,image,file" },
   });
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: FLAGS });
+  browser = await chromium.launch({ executablePath: chromiumPath(), headless: true, args: FLAGS });
 });
 
 after(async () => {
