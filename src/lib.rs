@@ -44,6 +44,7 @@ pub use stream_object::StreamObject;
 use threadline_durable::forward::{Body, Call, Object};
 use threadline_durable::front::{Exchange, Step};
 use threadline_durable::Head;
+use threadline_durable::Var as ConfigVar;
 use threadline_durable::{forward, Reply, Settings};
 use worker::*;
 
@@ -84,7 +85,7 @@ pub(crate) fn namespace(env: &Env, binding: &'static str) -> Result<ObjectNamesp
 pub(crate) fn settings(env: &Env) -> Rc<Settings> {
     SETTINGS.with(|c| {
         c.get_or_init(|| {
-            let s = Settings::from_vars(|name| env.var(name).ok().map(|v| v.to_string()));
+            let s = Settings::from_env(|name| var(env, name));
             for w in s.warnings() {
                 console_warn!("threadline: {w}");
             }
@@ -92,6 +93,18 @@ pub(crate) fn settings(env: &Env) -> Rc<Settings> {
         })
         .clone()
     })
+}
+
+/// Variable `name` as workerd hands it over: a secret or a string var is
+/// text; any other `[vars]` value (a TOML table, array, number, boolean)
+/// is an object, read as JSON for the core to check.
+fn var(env: &Env, name: &str) -> Option<ConfigVar> {
+    let v = js_sys::Reflect::get(env, &name.into()).ok().filter(|v| !v.is_undefined() && !v.is_null())?;
+    if let Some(text) = v.as_string() {
+        return Some(ConfigVar::Text(text));
+    }
+    let json = js_sys::JSON::stringify(&v).ok()?.as_string()?;
+    serde_json::from_str(&json).ok().map(ConfigVar::Value)
 }
 
 #[event(fetch)]

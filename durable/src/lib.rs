@@ -98,7 +98,7 @@ pub use queued::{Queue, QueueItem};
 pub use quota::{Budget, Limit, Quota, Used};
 pub use reducer::{fold, AgentNode};
 pub use reply::Reply;
-pub use settings::{Config, ModelEndpoint, Settings};
+pub use settings::{Config, ModelEndpoint, Settings, Var};
 pub use sse::{PING, PING_INTERVAL_MS};
 pub use store::{MemoryStore, Record, RunRecord, RunState, Store, Turn};
 pub use thread::{Follow, Sink, StartRun, Thread};

@@ -160,24 +160,155 @@ pub struct Settings {
     pub mcp: crate::mcp::Shared,
     /// Why servers of `MCP_SERVERS` were left out.
     pub mcp_warnings: Vec<String>,
+    /// Variables of the wrong type (a table where text was expected, a
+    /// number where JSON was): each said at start-up.
+    pub type_errors: Vec<String>,
+}
+
+/// A variable as the platform hands it over. A secret is always text; a
+/// `[vars]` entry in `wrangler.toml` may be any TOML value, and a table or
+/// array reaches the Worker as an object, a number as a number.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Var {
+    Text(String),
+    Value(serde_json::Value),
+}
+
+/// The variables whose value is JSON: each may be written as a JSON string
+/// or as a TOML table (or array) in `[vars]`.
+pub const JSON_VARS: &[&str] =
+    &["TOOLS", "MCP_SERVERS", "APPROVAL_POLICY", "LLM_MODELS", "AGENTS", "QUOTA", "AUTH_JWKS"];
+
+/// The variables whose value is text (or a number or boolean, as written).
+/// With [`JSON_VARS`] and [`AUTH_VARS`], every variable docs/configuration.md
+/// names (a test holds the two lists equal).
+const VARS: &[&str] = &[
+    "LLM_BASE_URL",
+    "LLM_API_KEY",
+    "LLM_MODEL",
+    "LLM_MODEL_INPUT",
+    "LLM_STALL_TIMEOUT_MS",
+    "AGENT_MAX_STEPS",
+    "AGENT_HISTORY_CHARS",
+    "AGENT_SYSTEM_PROMPT",
+    "AGENT_HEARTBEAT_MS",
+    "MCP_CACHE_TTL_MS",
+    "OUTPUT_CHECK_URL",
+    "AGENT_MESSAGE_TIMESTAMPS",
+    "AGENT_WEBHOOK_URL",
+    "AGENT_WEBHOOK_TIMEOUT_MS",
+    "PUBLIC_URL",
+    "RUN_IDLE_TIMEOUT_MS",
+    "RUN_RESTART_GRACE_MS",
+    "SSE_PING_MS",
+    "MAX_BODY_BYTES",
+    "MAX_FILE_BYTES",
+    "MAX_FILES_PER_MESSAGE",
+    "FILE_TYPES",
+    "FILE_GRACE_MS",
+    "MAX_MESSAGE_BYTES",
+    "MAX_BATCH_BYTES",
+    "MAX_BATCH_EVENTS",
+    "MAX_QUEUE_BYTES",
+    "MAX_TOOL_RESULT_BYTES",
+    "MAX_MODEL_BYTES",
+    "MAX_SUBSCRIBERS",
+    "MAX_EVENT_BYTES",
+    "DEBUG_ROUTES",
+    "DEBUG_WAKES",
+    "ALLOWED_ORIGINS",
+    "RUNS_PER_MINUTE",
+    "THREAD_TTL_DAYS",
+    "STREAMS_AUTH",
+    "STREAMS_ROLE",
+    "STREAM_TOKEN_TTL_MS",
+    "STREAMS_LONG_POLL_MS",
+];
+
+/// The variables that decide who may do what: one of the wrong type refuses
+/// every request (503 `auth_misconfigured`) rather than run without it.
+const AUTH_VARS: &[&str] =
+    &["AUTH_MODE", "AUTH_JWT_SECRET", "AUTH_JWKS", "AUTH_ISSUER", "AUTH_AUDIENCE", "STREAM_TOKEN_SECRET"];
+
+/// The text a variable is read as, or why its type is wrong.
+///
+/// A JSON variable takes text, a table or an array (serialised back to
+/// JSON); a scalar takes text, a number or a boolean (as written). Anything
+/// else is refused here, with a reason naming the variable, and never read
+/// as unset without a word: an `APPROVAL_POLICY` written as a number must
+/// not become "no approvals".
+fn var_text(name: &str, var: Var) -> Result<String, String> {
+    use serde_json::Value;
+    let json = JSON_VARS.contains(&name);
+    let kind = |v: &Value| match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "a table",
+    };
+    match var {
+        Var::Text(t) => Ok(t),
+        Var::Value(Value::String(t)) => Ok(t),
+        Var::Value(v @ (Value::Object(_) | Value::Array(_))) if json => Ok(v.to_string()),
+        Var::Value(v @ (Value::Number(_) | Value::Bool(_))) if !json => Ok(v.to_string()),
+        Var::Value(v) if json => {
+            Err(format!("{name} is {}: it must be JSON, as a string or a TOML table in [vars]", kind(&v)))
+        }
+        Var::Value(v) => Err(format!("{name} is {}: it must be a string (or a number)", kind(&v))),
+    }
 }
 
 impl Settings {
     /// Reads every variable through `var` (an unset or blank variable is `None`).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Settings {
-        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        Settings::from_env(|name| var(name).map(Var::Text))
+    }
+
+    /// Reads every variable as the platform hands it over ([`Var`]). A
+    /// variable of the wrong type is a start-up warning naming it and is
+    /// otherwise read as unset, except where that would loosen a rule: a
+    /// JSON variable keeps its parse error (each refuses what it governs with
+    /// its own 503), and an authentication variable refuses every request.
+    pub fn from_env(var: impl Fn(&str) -> Option<Var>) -> Settings {
+        let type_errors: Vec<(String, String)> = JSON_VARS
+            .iter()
+            .chain(AUTH_VARS)
+            .copied()
+            .chain(VARS.iter().copied())
+            .filter_map(|name| Some((name.to_owned(), var_text(name, var(name)?).err()?)))
+            .fold(Vec::new(), |mut out, e| {
+                if !out.contains(&e) {
+                    out.push(e);
+                }
+                out
+            });
+        let var = |name: &str| match var(name).map(|v| var_text(name, v)) {
+            Some(Ok(t)) => Some(t).filter(|v| !v.trim().is_empty()),
+            // A JSON variable of the wrong type is read as its literal, so
+            // its own parser refuses it (`5` is not a policy).
+            Some(Err(_)) if JSON_VARS.contains(&name) => match var(name) {
+                Some(Var::Value(v)) => Some(v.to_string()),
+                _ => None,
+            },
+            _ => None,
+        };
         let num = |name: &str, default: i64| -> i64 {
             var(name).and_then(|v| v.trim().parse().ok()).filter(|n: &i64| *n >= 0).unwrap_or(default)
         };
         let defaults = Config::default();
         let policy = Policy::parse(var("APPROVAL_POLICY").as_deref());
-        let auth = Mode::from_config(
-            var("AUTH_MODE").as_deref(),
-            var("AUTH_JWT_SECRET").as_deref(),
-            var("AUTH_JWKS").as_deref(),
-            var("AUTH_ISSUER").as_deref(),
-            var("AUTH_AUDIENCE").as_deref(),
-        );
+        let auth = match type_errors.iter().find(|(name, _)| AUTH_VARS.contains(&name.as_str())) {
+            Some((_, why)) => Mode::Invalid(why.clone()),
+            None => Mode::from_config(
+                var("AUTH_MODE").as_deref(),
+                var("AUTH_JWT_SECRET").as_deref(),
+                var("AUTH_JWKS").as_deref(),
+                var("AUTH_ISSUER").as_deref(),
+                var("AUTH_AUDIENCE").as_deref(),
+            ),
+        };
         let stream_key = var("STREAM_TOKEN_SECRET")
             .or_else(|| var("AUTH_JWT_SECRET"))
             .map(String::into_bytes)
@@ -210,6 +341,7 @@ impl Settings {
         };
         let mcp_ttl = num("MCP_CACHE_TTL_MS", crate::mcp::DEFAULT_TTL_MS);
         Settings {
+            type_errors: type_errors.into_iter().map(|(_, why)| why).collect(),
             mcp: Rc::new(crate::mcp::Registry::new(mcp_servers, mcp_ttl)),
             mcp_warnings,
             files: crate::files::Limits {
@@ -301,6 +433,7 @@ impl Settings {
         if matches!(self.auth, Mode::Dev) {
             out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
         }
+        out.extend(self.type_errors.iter().cloned());
         out.extend(self.mcp_warnings.iter().cloned());
         if let Some(e) = &self.file_types_error {
             out.push(format!("{e}; the default file types apply ({})", crate::files::media::DEFAULT_TYPES.join(", ")));
@@ -409,5 +542,84 @@ impl Policy {
 
     pub fn get(&self, tool: &str) -> Option<&ToolPolicy> {
         self.tools.get(tool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(vars: Vec<(&'static str, Var)>) -> Settings {
+        Settings::from_env(move |name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone()))
+    }
+
+    #[test]
+    fn a_json_variable_reads_the_same_as_a_string_or_a_toml_table() {
+        let text = env(vec![("APPROVAL_POLICY", Var::Text(r#"{"delete-note":{"ttlMs":5000}}"#.into()))]);
+        let table = env(vec![("APPROVAL_POLICY", Var::Value(json!({"delete-note": {"ttlMs": 5000}})))]);
+        for s in [&text, &table] {
+            assert!(s.policy_error.is_none());
+            assert_eq!(s.thread.approval_policy.ttl_for("delete-note"), Some(5000));
+            assert!(s.type_errors.is_empty());
+        }
+        let tools = env(vec![(
+            "TOOLS",
+            Var::Value(json!([{"name": "weather", "description": "d", "url": "https://example.com/w"}])),
+        )]);
+        assert_eq!(tools.tools.as_ref().unwrap().http_names(), vec!["weather".to_owned()]);
+    }
+
+    #[test]
+    fn a_json_variable_of_the_wrong_type_is_said_and_refuses_what_it_governs() {
+        let s = env(vec![("APPROVAL_POLICY", Var::Value(json!(5)))]);
+        assert_eq!(s.type_errors.len(), 1);
+        assert!(s.type_errors[0].contains("APPROVAL_POLICY is a number"), "{:?}", s.type_errors);
+        assert!(s.warnings().iter().any(|w| w.contains("APPROVAL_POLICY")));
+        // Not "no approvals": the policy's error refuses runs (503).
+        assert!(s.policy_error.is_some());
+        let s = env(vec![("TOOLS", Var::Value(json!(true)))]);
+        assert!(s.tools.is_err());
+        assert!(s.type_errors[0].contains("TOOLS is a boolean"));
+    }
+
+    #[test]
+    fn a_scalar_takes_numbers_and_booleans_as_written_and_refuses_a_table() {
+        let s = env(vec![("RUN_IDLE_TIMEOUT_MS", Var::Value(json!(1234))), ("DEBUG_ROUTES", Var::Value(json!(true)))]);
+        assert_eq!(s.thread.run_idle_timeout_ms, 1234);
+        assert!(s.debug_routes);
+        assert!(s.type_errors.is_empty());
+        let s = env(vec![("RUN_IDLE_TIMEOUT_MS", Var::Value(json!({"ms": 5})))]);
+        assert_eq!(s.thread.run_idle_timeout_ms, Config::default().run_idle_timeout_ms);
+        assert!(s.type_errors[0].contains("RUN_IDLE_TIMEOUT_MS is a table"));
+    }
+
+    #[test]
+    fn an_authentication_variable_of_the_wrong_type_refuses_every_request() {
+        let s = env(vec![("AUTH_MODE", Var::Text("dev".into())), ("AUTH_JWT_SECRET", Var::Value(json!({"k": 1})))]);
+        assert!(matches!(&s.auth, Mode::Invalid(why) if why.contains("AUTH_JWT_SECRET is a table")));
+        let e = s.auth.authenticate(None, 0).unwrap_err();
+        assert_eq!(e.status, 503);
+        // A JWK set may be a table: it is JSON.
+        let s = env(vec![("AUTH_JWKS", Var::Value(json!({"keys": "nope"})))]);
+        assert!(s.type_errors.is_empty());
+    }
+
+    #[test]
+    fn every_variable_the_docs_name_has_a_type() {
+        let docs = include_str!("../../docs/configuration.md");
+        let mut documented: Vec<&str> = docs
+            .lines()
+            .filter_map(|l| l.strip_prefix("| `"))
+            .flat_map(|l| l.split('|').next().unwrap_or("").split(','))
+            .map(|n| n.trim().trim_matches('`'))
+            .filter(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .collect();
+        documented.sort_unstable();
+        documented.dedup();
+        let mut known: Vec<&str> = VARS.iter().chain(JSON_VARS).chain(AUTH_VARS).copied().collect();
+        known.sort_unstable();
+        known.dedup();
+        assert_eq!(documented, known);
     }
 }

@@ -19,8 +19,11 @@ export async function freePort() {
   return port;
 }
 
-/** wrangler.toml as it is, less [build], with its paths made absolute. */
-export function configWithoutBuild() {
+/**
+ * wrangler.toml as it is, less [build], with its paths made absolute, and
+ * `extra` (TOML, e.g. `[vars.APPROVAL_POLICY]` tables) appended.
+ */
+export function configWithoutBuild(extra = "") {
   const toml = fs.readFileSync(path.join(root, "wrangler.toml"), "utf8");
   const out = [];
   let skipping = false;
@@ -35,19 +38,22 @@ export function configWithoutBuild() {
     );
   }
   const file = path.join(tempDir("threadline-wrangler-config-"), "wrangler.toml");
-  fs.writeFileSync(file, out.join("\n"));
+  // `extra` goes into [vars], the file's last section (opened if absent).
+  const vars = extra && !/^\[vars\]\s*$/m.test(toml) ? "[vars]\n" : "";
+  fs.writeFileSync(file, out.join("\n") + "\n" + vars + extra);
   return file;
 }
 
 /**
  * `wrangler dev` with `vars`; resolves once `GET /` answers. With
  * `build: false` it serves the Worker and page as already built (build/,
- * web/dist/) instead of running wrangler.toml's [build] (local/build.sh).
+ * web/dist/) instead of running wrangler.toml's [build] (local/build.sh);
+ * `toml` is appended to its configuration (only with `build: false`).
  */
-export async function startWranglerDev({ vars = {}, persist = tempDir("threadline-wrangler-"), build = true } = {}) {
+export async function startWranglerDev({ vars = {}, toml = "", persist = tempDir("threadline-wrangler-"), build = true } = {}) {
   const port = await freePort();
   const inspector = await freePort();
-  const args = ["wrangler", "dev", ...(build ? [] : ["-c", configWithoutBuild()]), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persist];
+  const args = ["wrangler", "dev", ...(build ? [] : ["-c", configWithoutBuild(toml)]), "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspector), "--persist-to", persist];
   for (const [k, v] of Object.entries({ AUTH_MODE: "dev", RUNS_PER_MINUTE: "0", ...vars })) args.push("--var", `${k}:${v}`);
   const child = spawn("npx", args, {
     cwd: root,
