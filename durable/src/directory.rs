@@ -37,9 +37,23 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         since: Option<i64>,
     },
-    /// A turn of the actor's ended having used this much.
+    /// A turn of the actor's ended having used this much (`model`, input
+    /// and output since storage 3; an op from an older Worker has none).
     #[serde(rename_all = "camelCase")]
-    Usage { at: i64, tokens: u64, cost_usd: f64 },
+    Usage {
+        at: i64,
+        tokens: u64,
+        cost_usd: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        #[serde(default)]
+        input_tokens: u64,
+        #[serde(default)]
+        output_tokens: u64,
+    },
+    /// `GET /instance-ai/usage`: what the actor's turns used since `since`,
+    /// per model.
+    Totals { since: i64 },
     /// `GET /agent/quota`: the actor's standing in the period holding `now`.
     Quota { quota: Quota, limit: Limit, now: i64 },
     /// The actor's threads, newest first: `{rows: [{threadId, title,
@@ -115,15 +129,39 @@ impl<D: Db> Directory<D> {
                     None => Ok(Reply::new(204)),
                 }
             }
-            Op::Usage { at, tokens, cost_usd } => {
+            Op::Usage { at, tokens, cost_usd, model, input_tokens, output_tokens } => {
                 // Nothing older than the longest period is ever asked for.
                 db.exec("DELETE FROM usage WHERE at < ?", &[(at - USAGE_KEPT_MS).into()]).map_err(storage)?;
                 db.exec(
-                    "INSERT INTO usage (at, tokens, cost_usd) VALUES (?, ?, ?)",
-                    &[(*at).into(), (*tokens as i64).into(), Value::Real(*cost_usd)],
+                    "INSERT INTO usage (at, tokens, cost_usd, model, input_tokens, output_tokens) VALUES (?, ?, ?, ?, ?, ?)",
+                    &[
+                        (*at).into(),
+                        (*tokens as i64).into(),
+                        Value::Real(*cost_usd),
+                        model.as_deref().map_or(Value::Null, Into::into),
+                        (*input_tokens as i64).into(),
+                        (*output_tokens as i64).into(),
+                    ],
                 )
                 .map_err(storage)?;
                 Ok(Reply::new(204))
+            }
+            Op::Totals { since } => {
+                let rows = db
+                    .run(
+                        "SELECT model, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(tokens), SUM(cost_usd)
+                         FROM usage WHERE at >= ? GROUP BY model ORDER BY model",
+                        &[(*since).into()],
+                    )
+                    .map_err(storage)?;
+                let models = rows.rows.into_iter().map(|r| {
+                    let mut r = r.into_iter();
+                    let mut next = || r.next().unwrap_or(Value::Null);
+                    let model = next().text();
+                    let (turns, input, output, tokens) = (next().int(), next().int(), next().int(), next().int());
+                    crate::usage::Totals { model, turns, input, output, tokens, cost_usd: next().real() }
+                });
+                Ok(Reply::json(200, &crate::usage::view(models.collect(), Some(*since))))
             }
             Op::Quota { quota, limit, now } => {
                 let used = self.used(quota.period.window(*now).0)?;

@@ -36,7 +36,8 @@
 //!   attachment a send names, a stored file's answer.
 //! - [`streams`]: Durable Streams' wire (offsets, headers, producers), and a
 //!   standalone stream's decisions (one object per stream).
-//! - `directory`: an actor's directory (their threads, their send window).
+//! - `directory`: an actor's directory (their threads, their send window,
+//!   what their turns used); `usage`: the usage views, per model.
 //! - [`store`]: the thread's storage trait, its stored shapes, in memory and
 //!   on SQL; `db`: SQL as every object's storage runs it; [`schema`]: each
 //!   object class's layout as versioned, re-runnable migrations.
@@ -81,6 +82,7 @@ mod sse;
 pub mod store;
 pub mod streams;
 pub mod thread;
+mod usage;
 mod webhook;
 #[cfg(test)]
 mod wire_schema;

@@ -275,6 +275,15 @@ pub const DIRECTORY: Schema = Schema {
                 Step::Sql("CREATE INDEX IF NOT EXISTS usage_by_time ON usage (at)"),
             ],
         },
+        Migration {
+            version: 3,
+            note: "usage rows name their model and split input and output tokens, for the actor's totals (`GET /instance-ai/usage`); rows of before count under no model",
+            steps: &[
+                Step::AddColumn { table: "usage", column: "model", decl: "TEXT" },
+                Step::AddColumn { table: "usage", column: "input_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
+                Step::AddColumn { table: "usage", column: "output_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
+            ],
+        },
     ],
 };
 

@@ -138,18 +138,46 @@ fn a_directory_lists_threads_and_keeps_the_send_window() {
     ok(d.handle(&DirectoryOp::Admit { limit: 2, now: 61_001, since: None }));
     // A budget: the turns' usage since the period began (the older one is
     // not counted), told with the send's admission and by GET /agent/quota.
-    ok(d.handle(&DirectoryOp::Usage { at: 10, tokens: 500, cost_usd: 0.5 }));
-    ok(d.handle(&DirectoryOp::Usage { at: 3_700_000, tokens: 40, cost_usd: 0.25 }));
-    ok(d.handle(&DirectoryOp::Usage { at: 3_800_000, tokens: 2, cost_usd: 0.0 }));
+    let usage = |at: i64, tokens: u64, cost_usd: f64, model: Option<&str>| DirectoryOp::Usage {
+        at,
+        tokens,
+        cost_usd,
+        model: model.map(str::to_owned),
+        input_tokens: tokens / 2,
+        output_tokens: tokens - tokens / 2,
+    };
+    ok(d.handle(&usage(10, 500, 0.5, Some("m1"))));
+    ok(d.handle(&usage(3_700_000, 40, 0.25, Some("m1"))));
+    ok(d.handle(&usage(3_800_000, 2, 0.0, Some("m2"))));
+    // An op from a Worker of before (no model, no split) still counts.
+    let old: DirectoryOp =
+        serde_json::from_value(serde_json::json!({"op": "usage", "at": 3_800_001, "tokens": 8, "costUsd": 0.0}))
+            .unwrap();
+    ok(d.handle(&old));
     let admitted = d.handle(&DirectoryOp::Admit { limit: 0, now: 3_900_000, since: Some(3_600_000) });
     assert_eq!(admitted.status, 200);
     let used: serde_json::Value = serde_json::from_slice(&admitted.body).unwrap();
-    assert_eq!(used, serde_json::json!({"used": {"tokens": 42, "costUsd": 0.25}}));
+    assert_eq!(used, serde_json::json!({"used": {"tokens": 50, "costUsd": 0.25}}));
+    // The actor's totals per model since a time (GET /instance-ai/usage).
+    let totals = d.handle(&DirectoryOp::Totals { since: 3_600_000 });
+    let totals: serde_json::Value = serde_json::from_slice(&totals.body).unwrap();
+    assert_eq!(
+        totals,
+        serde_json::json!({
+            "models": [
+                {"model": null, "runs": 1, "inputTokens": 0, "outputTokens": 0, "totalTokens": 8},
+                {"model": "m1", "runs": 1, "inputTokens": 20, "outputTokens": 20, "totalTokens": 40, "costUsd": 0.25},
+                {"model": "m2", "runs": 1, "inputTokens": 1, "outputTokens": 1, "totalTokens": 2},
+            ],
+            "total": {"runs": 3, "inputTokens": 21, "outputTokens": 21, "totalTokens": 50, "costUsd": 0.25},
+            "since": "1970-01-01T01:00:00.000Z",
+        })
+    );
     let quota = threadline_durable::Quota::parse(Some(r#"{"period":"hour","tokens":100}"#)).unwrap().unwrap();
     let limit = quota.limit_for(&[]);
     let view = d.handle(&DirectoryOp::Quota { quota, limit, now: 3_900_000 });
     let view: serde_json::Value = serde_json::from_slice(&view.body).unwrap();
-    assert_eq!(view["used"]["tokens"], 42);
+    assert_eq!(view["used"]["tokens"], 50);
     assert_eq!(view["resetsAt"], "1970-01-01T02:00:00.000Z");
 }
 

@@ -388,7 +388,10 @@ impl<H: Host> Agent<H> {
             }
             let step = self.stream_step(&cp.messages).await?;
             if let Some(u) = &step.usage {
-                usage = Some(add_usage(usage.as_ref(), u));
+                let mut sum = add_usage(usage.as_ref(), u);
+                // The run's usage names its model, for the usage views.
+                sum["model"] = self.cfg.model_id.as_ref().unwrap_or(&self.cfg.model).clone().into();
+                usage = Some(sum);
             }
             if step.finish.as_deref() == Some("length") {
                 self.publish(vec![self.event(

@@ -460,7 +460,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // The finishing turn's usage counts before what follows is decided:
         // the next message's sender may be the same, and now over budget.
         let spent = run_update.as_ref().and_then(|rec| self.turn_usage(rec));
-        if let Some((actor, used)) = &spent {
+        if let Some((actor, used, _)) = &spent {
             self.add_usage(actor, *used, now, true);
         }
         let handoff = match (&run_update, &finished) {
@@ -479,7 +479,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             if handoff.as_ref().is_some_and(|h| h.queue != before) {
                 let _ = self.store_queue(&before);
             }
-            if let Some((actor, used)) = &spent {
+            if let Some((actor, used, _)) = &spent {
                 self.add_usage(actor, *used, now, false);
             }
             return Err(e);
@@ -488,8 +488,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.active = None;
             self.live_tree = None;
         }
-        if let Some((actor, used)) = spent {
-            let op = Op::Usage { at: now, tokens: used.tokens, cost_usd: used.cost_usd };
+        if let Some((actor, used, t)) = spent {
+            let op = Op::Usage {
+                at: now,
+                tokens: used.tokens,
+                cost_usd: used.cost_usd,
+                model: t.model,
+                input_tokens: t.input as u64,
+                output_tokens: t.output as u64,
+            };
             self.outbox.push(Effect::Directory { actor, op });
         }
         if let Some(h) = handoff {
@@ -562,13 +569,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.budgets.get(actor).is_some_and(|b| b.since == period.window(now).0 && b.limit.exhausted(b.used))
     }
 
-    /// What a finished turn used, and whose budget it counts against (with
-    /// `QUOTA`): here, and in their directory (an effect of the next launch).
-    fn turn_usage(&self, run: &RunRecord) -> Option<(String, Used)> {
-        self.config.quota_period?;
+    /// What a finished turn used, and whose it is: counted in their
+    /// directory (their usage totals, and their budget with `QUOTA`) and,
+    /// with `QUOTA`, here.
+    fn turn_usage(&self, run: &RunRecord) -> Option<(String, Used, crate::usage::Totals)> {
         let (actor, usage) = (run.turn.actor.as_ref()?, run.usage.as_ref()?);
         let used = Used::of_usage(&serde_json::from_str(usage).unwrap_or_default());
-        (used != Used::default()).then(|| (actor.clone(), used))
+        let totals = crate::usage::of_run(usage, run.model.as_deref())?;
+        (used != Used::default()).then(|| (actor.clone(), used, totals))
     }
 
     /// Adds (or takes back) `used` to what the thread knows `actor` spent

@@ -104,6 +104,23 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }))
     }
 
+    /// `GET /instance-ai/threads/:threadId/usage`: what the thread's runs
+    /// used, per model (regenerated answers count: their tokens were spent).
+    pub fn usage(&self) -> Result<Value, ApiError> {
+        const PAGE: usize = 500;
+        let mut runs = Vec::new();
+        for page in 0.. {
+            let (rows, total) = self.store.runs_page(page * PAGE, PAGE).map_err(ApiError::storage)?;
+            runs.extend(rows.iter().filter_map(|r| crate::usage::of_run(r.usage.as_deref()?, r.model.as_deref())));
+            if rows.len() < PAGE || (page + 1) * PAGE >= total {
+                break;
+            }
+        }
+        let mut out = crate::usage::view(crate::usage::sum(runs), None);
+        out["threadId"] = self.thread_id.clone().into();
+        Ok(out)
+    }
+
     /// Rows written since the store was opened.
     pub fn rows_written(&self) -> u64 {
         self.store.rows_written()

@@ -6,12 +6,14 @@
 
 pub mod stream;
 
-use crate::access::Access;
+use crate::access::{Access, Caller};
+use crate::directory::Op;
+use super::AtWorker;
 use crate::auth;
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::feed::{Plan, Relay};
-use crate::input::{self, BatchShape};
+use crate::input::{self, BatchShape, Head};
 use crate::reply::Reply;
 use crate::route::Spec;
 use crate::settings::Settings;
@@ -37,6 +39,11 @@ pub enum Route {
     Status { thread: String },
     /// `GET /instance-ai/threads/:threadId/messages`
     Messages { thread: String },
+    /// `GET /instance-ai/threads/:threadId/usage`: what its runs used, per model
+    Usage { thread: String },
+    /// `GET /instance-ai/usage`: what the caller's turns used, per model
+    /// (their directory; `?days=`, 1 to 31, default 30)
+    ActorUsage,
     /// `GET /instance-ai/threads/:threadId/debug/stats` (only with `DEBUG_ROUTES`)
     Stats { thread: String },
     /// `POST /instance-ai/confirm/:requestId` (the thread is in the request id)
@@ -81,6 +88,12 @@ impl super::Protocol for Route {
             methods: &["GET"],
             build: |p, _| Ok(R::Messages { thread: p.thread("threadId")? }),
         },
+        Spec {
+            path: "/instance-ai/threads/:threadId/usage",
+            methods: &["GET"],
+            build: |p, _| Ok(R::Usage { thread: p.thread("threadId")? }),
+        },
+        Spec { path: "/instance-ai/usage", methods: &["GET"], build: |_, _| Ok(R::ActorUsage) },
         Spec {
             path: "/instance-ai/threads/:threadId/debug/stats",
             methods: &["GET"],
@@ -132,14 +145,23 @@ impl super::Protocol for Route {
         },
     ];
 
+    fn target(&self) -> super::Target {
+        match self {
+            R::ActorUsage => super::Target::Worker,
+            _ => super::Target::Thread,
+        }
+    }
+
     fn thread(&self) -> &str {
         match self {
+            R::ActorUsage => "",
             R::Chat { thread }
             | R::Cancel { thread }
             | R::Events { thread }
             | R::Publish { thread, .. }
             | R::Status { thread }
             | R::Messages { thread }
+            | R::Usage { thread }
             | R::Stats { thread }
             | R::Confirm { thread, .. }
             | R::QueueList { thread }
@@ -172,7 +194,14 @@ impl super::Protocol for Route {
         use super::BodyKind::*;
         match self {
             R::Publish { .. } => Batch,
-            R::Events { .. } | R::Status { .. } | R::Messages { .. } | R::Stats { .. } | R::QueueList { .. } | R::Delete { .. } => None,
+            R::Events { .. }
+            | R::Status { .. }
+            | R::Messages { .. }
+            | R::Usage { .. }
+            | R::ActorUsage
+            | R::Stats { .. }
+            | R::QueueList { .. }
+            | R::Delete { .. } => None,
             R::Chat { .. } => Send(crate::files::spec::SLOTS),
             _ => Json,
         }
@@ -191,6 +220,29 @@ impl super::Protocol for Route {
 
     fn head(&self) -> Option<Reply> {
         matches!(self, R::Events { .. }).then(|| Reply::with_headers(200, sse::HEADERS))
+    }
+
+    /// `GET /instance-ai/usage` asks the caller's directory: an
+    /// unauthenticated caller (`AUTH_MODE=none`) has none.
+    fn at_worker(&self, caller: &Caller, head: &Head, _: &Settings, now: i64) -> Result<AtWorker, ApiError> {
+        match self {
+            R::ActorUsage if caller.id().is_some() => {
+                let days = match input::query_first(&input::query_pairs(head.query), "days") {
+                    None => 30,
+                    Some(d) => d.parse::<i64>().ok().filter(|d| (1..=31).contains(d)).ok_or_else(|| {
+                        ApiError::invalid_query("`days` must be a whole number of days from 1 to 31")
+                    })?,
+                };
+                Ok(AtWorker::Directory(Op::Totals { since: now - days * 86_400_000 }))
+            }
+            R::ActorUsage => Err(ApiError::unauthorized("usage is kept per signed-in caller".to_owned())),
+            _ => Err(ApiError::not_found_route("this route is answered on its thread")),
+        }
+    }
+
+    fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
+        let totals: serde_json::Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
+        Ok(Reply::json(200, &totals))
     }
 
     fn serve<S: Store, K: Sink>(
@@ -262,6 +314,11 @@ impl super::Protocol for Route {
                 let (limit, page) = input::messages_page(call.query)?;
                 ok(t.messages(limit, page, call.origin)?)
             }
+            R::Usage { .. } => {
+                admit(t)?;
+                ok(t.usage()?)
+            }
+            R::ActorUsage => Err(ApiError::not_found_route("this route is answered by the Worker")),
             R::Stats { .. } => {
                 admit(t)?;
                 if !settings.debug_routes {
