@@ -12,6 +12,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 bin=node_modules/.bin
 
 $bin/tsc -p client
+$bin/tsc -p client/tsconfig.build.json # client/dist/*.d.ts, the package's declarations
 $bin/esbuild client/src/index.ts --bundle --format=esm --target=es2022 --sourcemap --log-level=warning --outfile=client/dist/index.js
 mkdir -p web/dist
 $bin/esbuild web/src/app.ts --bundle --format=esm --target=es2020 --minify --sourcemap --log-level=warning --outfile=web/dist/app.js

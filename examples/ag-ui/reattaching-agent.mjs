@@ -18,9 +18,20 @@
 // `connectAgent({ runId })` attaches cold (after a reload) to a run still
 // going: the whole run from RUN_STARTED (start from the history route's
 // messages, which leave a running answer out).
+//
+// The stream is read with @threadline/client's `SseParser` (the example's
+// package.json depends on the client as an app would).
 import { HttpAgent, runHttpRequest, transformHttpEventStream, enforceOutgoingInput } from "@ag-ui/client";
+import { SseParser } from "@threadline/client";
 
 const TERMINAL = new Set(["RUN_FINISHED", "RUN_ERROR"]);
+
+/** An SSE message written out again, for the AG-UI client's own parser. */
+const frame = (m) =>
+  (m.id !== undefined ? `id: ${m.id}\n` : "") +
+  (m.event !== "message" ? `event: ${m.event}\n` : "") +
+  m.data.split("\n").map((line) => `data: ${line}\n`).join("") +
+  "\n";
 
 export class ReattachingHttpAgent extends HttpAgent {
   constructor(config) {
@@ -64,27 +75,22 @@ export class ReattachingHttpAgent extends HttpAgent {
         for (let attempt = 0; ; ) {
           reader = response.body.getReader();
           const dec = new TextDecoder();
-          let buf = "";
+          // One parser per response: only whole messages come out of it, so
+          // a message cut by the drop is read again after the re-attach.
+          const sse = new SseParser();
           let failure = null;
           try {
             for (;;) {
               const { done, value } = await reader.read();
               if (done) break;
-              buf += dec.decode(value, { stream: true });
-              for (let i; (i = buf.indexOf("\n\n")) >= 0; ) {
-                // Only whole frames go on: a frame cut by the drop is read again.
-                const frame = buf.slice(0, i);
-                buf = buf.slice(i + 2);
-                for (const line of frame.split("\n")) {
-                  if (line.startsWith("id:")) lastEventId = line.slice(3).trim();
-                  if (!line.startsWith("data:")) continue;
-                  try {
-                    const event = JSON.parse(line.slice(5));
-                    if (event.type === "RUN_STARTED") runId = event.runId;
-                    if (TERMINAL.has(event.type)) ended = true;
-                  } catch {}
-                }
-                controller.enqueue(enc.encode(frame + "\n\n"));
+              for (const message of sse.push(dec.decode(value, { stream: true }))) {
+                if (message.id !== undefined) lastEventId = message.id;
+                try {
+                  const event = JSON.parse(message.data);
+                  if (event.type === "RUN_STARTED") runId = event.runId;
+                  if (TERMINAL.has(event.type)) ended = true;
+                } catch {}
+                controller.enqueue(enc.encode(frame(message)));
               }
             }
           } catch (e) {

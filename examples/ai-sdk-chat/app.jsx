@@ -1,16 +1,59 @@
 // A chat app written the way AI SDK apps are, against threadline: nothing
 // here knows threadline except the stop route (the AI SDK's stop() only
-// drops the connection; closing a stream never cancels a run).
+// drops the connection; closing a stream never cancels a run) and, with a
+// token, the files the history names: an <img> or a link cannot send the
+// token, so they are read through @threadline/client (this example's
+// package.json depends on it as an app would) and shown from blob: URLs.
 import { useEffect, useRef, useState } from "react";
 import { createRoot } from "react-dom/client";
 import { useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses } from "ai";
+import { ThreadlineClient, isInlineImage } from "@threadline/client";
 
 /** A bearer token for deployments with authentication. */
+const token = () => localStorage.getItem("threadline.token");
 const headers = () => {
-  const t = localStorage.getItem("threadline.token");
+  const t = token();
   return t ? { authorization: `Bearer ${t}` } : {};
 };
+const threadline = new ThreadlineClient({ headers });
+
+/** The thread and file of a file stored on this origin (`/v1/threads/:id/files/:fileId`), or null. */
+function storedFile(url) {
+  const u = new URL(url, location.href);
+  const m = u.origin === location.origin ? u.pathname.match(/^\/v1\/threads\/([^/]+)\/files\/([^/]+)$/) : null;
+  return m ? { threadId: decodeURIComponent(m[1]), fileId: decodeURIComponent(m[2]) } : null;
+}
+
+/**
+ * Where the page reads a `file` part: its own URL (a data: URL live, or a
+ * stored file without a token), else a blob: URL of the bytes read with the
+ * token. Only raster images keep their type (isInlineImage); anything else
+ * is a download, so nothing a file holds runs on this origin.
+ */
+function useFileUrl(part) {
+  const stored = token() ? storedFile(part.url) : null;
+  const [blobUrl, setBlobUrl] = useState(null);
+  const key = stored && `${stored.threadId}/${stored.fileId}`;
+  useEffect(() => {
+    if (!stored) return undefined;
+    let made = null;
+    let gone = false;
+    threadline
+      .fileBlob(stored.threadId, stored.fileId)
+      .then((b) => {
+        if (gone) return;
+        made = URL.createObjectURL(new Blob([b], { type: isInlineImage(part) ? part.mediaType : "application/octet-stream" }));
+        setBlobUrl(made);
+      })
+      .catch(() => {});
+    return () => {
+      gone = true;
+      if (made) URL.revokeObjectURL(made);
+    };
+  }, [key]);
+  return stored ? blobUrl ?? undefined : part.url;
+}
 
 function threadId() {
   if (!location.hash.slice(1)) location.hash = `chat-${crypto.randomUUID().slice(0, 8)}`;
@@ -92,11 +135,7 @@ function Part({ part, approve }) {
     case "text":
       return <div className="text" data-testid="text">{part.text}</div>;
     case "file":
-      return part.mediaType?.startsWith("image/") ? (
-        <img className="file" data-testid="file-image" src={part.url} alt={part.filename ?? ""} />
-      ) : (
-        <a className="file" data-testid="file-link" href={part.url} target="_blank" rel="noreferrer">{part.filename ?? part.mediaType}</a>
-      );
+      return <FilePart part={part} />;
     case "reasoning":
       return <div className="reasoning">{part.text}</div>;
     case "dynamic-tool":
@@ -120,6 +159,18 @@ function Part({ part, approve }) {
     default:
       return null;
   }
+}
+
+function FilePart({ part }) {
+  const url = useFileUrl(part);
+  const blob = url?.startsWith("blob:");
+  return isInlineImage(part) ? (
+    <img className="file" data-testid="file-image" src={url} alt={part.filename ?? ""} />
+  ) : (
+    <a className="file" data-testid="file-link" href={url} download={blob ? part.filename ?? "" : undefined} target="_blank" rel="noreferrer">
+      {part.filename ?? part.mediaType}
+    </a>
+  );
 }
 
 createRoot(document.getElementById("root")).render(<App />);
