@@ -1,6 +1,6 @@
 # threadline: the README's commands. Each target installs what it needs first
 # (local/setup.sh), and is quick when it already is.
-.PHONY: setup build dev lint test test-core test-client test-workerd test-conformance bench soak clean
+.PHONY: setup build dev lint test test-core test-client test-workerd test-conformance bench soak deploy clean
 
 export WRANGLER_SEND_METRICS := false
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -51,6 +51,10 @@ bench: build
 # The resilience scenarios at full size, with their figures.
 soak: build
 	node tests/soak/run.mjs
+
+# Checks the configuration, dry-runs, then `wrangler deploy` (docs/deploy.md).
+deploy: setup
+	@bash local/deploy.sh
 
 clean:
 	rm -rf build target .dev-state build.log web/dist client/dist test-artifacts
