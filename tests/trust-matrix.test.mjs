@@ -100,6 +100,8 @@ const ROWS = {
   "POST /instance-ai/threads/:threadId/runs/:runId/events": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/runs/${f.run}/events`, []], expect: publishing },
   "GET /instance-ai/threads/:threadId/status": { call: (f) => ["GET", `/instance-ai/threads/${f.thread}/status`], expect: ownerOnly },
   "GET /instance-ai/threads/:threadId/messages": { call: (f) => ["GET", `/instance-ai/threads/${f.thread}/messages`], expect: ownerOnly },
+  "GET /instance-ai/threads/:threadId/usage": { call: (f) => ["GET", `/instance-ai/threads/${f.thread}/usage`], expect: ownerOnly },
+  "GET /instance-ai/usage": { call: () => ["GET", "/instance-ai/usage"], expect: anyActor },
   "GET /instance-ai/threads/:threadId/debug/stats": { call: (f) => ["GET", `/instance-ai/threads/${f.thread}/debug/stats`], expect: ownerOnly },
   "POST /instance-ai/confirm/:requestId": {
     call: (f) => ["POST", `/instance-ai/confirm/${f.pay}`, { approved: true }],

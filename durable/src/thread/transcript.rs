@@ -86,7 +86,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
                 "isStreaming": run.state == RunState::Running,
                 "status": run.state.as_str(),
-                "usage": run.usage.as_deref().and_then(|u| serde_json::from_str::<Value>(u).ok()),
+                "usage": run.usage.as_deref().and_then(usage_view),
                 "agentTree": root,
             });
             extend(run, &events, &mut user, &mut assistant)?;
@@ -189,4 +189,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
             "instance": instance,
         })
     }
+}
+
+/// A run's stored usage as the messages view shows it: the model's own
+/// counts (and `costUsd`); the model the usage views name is kept out.
+fn usage_view(stored: &str) -> Option<Value> {
+    let mut v: Value = serde_json::from_str(stored).ok()?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("model");
+    }
+    Some(v)
 }
