@@ -229,6 +229,10 @@ impl Host for WorkerHost {
         self.core.borrow().as_ref().map_or(agent::Asking::Ask, |core| core.approval(tool, declared))
     }
 
+    fn span(&self, span: threadline_durable::trace::Span) {
+        crate::telemetry::record([span]);
+    }
+
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> std::result::Result<String, Stopped> {
         let mut slot = self.core.borrow_mut();
         let Some(core) = slot.as_mut() else { return Err(Stopped) };

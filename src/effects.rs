@@ -66,6 +66,12 @@ impl Inner {
                         }
                     }
                 }
+                Effect::Telemetry { spans, log } => {
+                    if let Some(line) = log {
+                        crate::telemetry::log(&line);
+                    }
+                    crate::telemetry::record(spans);
+                }
                 Effect::DeleteFiles { keys, ids } => match crate::files::delete(&self.env, &keys).await {
                     Ok(()) => {
                         if let Err(e) = self.with_core(|c| c.files_deleted(&ids)).and_then(|r| r) {
@@ -75,6 +81,14 @@ impl Inner {
                     // Asked again by a later alarm.
                     Err(e) => console_error!("files: {e}"),
                 },
+            }
+        }
+        // The spans of this instance's runs so far (the loop's and the
+        // thread's), to the collector after the answer.
+        if let Some(otlp) = &self.settings.otlp {
+            let spans = crate::telemetry::take();
+            if !spans.is_empty() {
+                self.state.wait_until(crate::telemetry::export(otlp.clone(), spans));
             }
         }
         self.arm_alarm().await;

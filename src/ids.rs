@@ -42,3 +42,10 @@ impl threadline_durable::Random for Csprng {
         new_token()
     }
 }
+
+/// 24 random bytes: a new trace's id and a span's.
+pub fn trace_bytes() -> [u8; 24] {
+    let mut b = [0u8; 24];
+    getrandom::getrandom(&mut b).expect("the platform CSPRNG is available");
+    b
+}

@@ -36,6 +36,7 @@ mod object;
 mod relay;
 mod store;
 mod stream_object;
+mod telemetry;
 
 pub use directory::Directory;
 pub use object::ThreadObject;
@@ -45,7 +46,7 @@ use threadline_durable::forward::{Body, Call, Object};
 use threadline_durable::front::{Exchange, Step};
 use threadline_durable::Head;
 use threadline_durable::Var as ConfigVar;
-use threadline_durable::{forward, Reply, Settings};
+use threadline_durable::{forward, trace, Reply, Settings};
 use worker::*;
 
 pub(crate) fn now_ms() -> i64 {
@@ -107,16 +108,41 @@ fn var(env: &Env, name: &str) -> Option<ConfigVar> {
     serde_json::from_str(&json).ok().map(ConfigVar::Value)
 }
 
+/// Answers a request, then writes its log line and, with traces on, hands
+/// its span to the collector under `waitUntil` (after the answer).
 #[event(fetch)]
-async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
+async fn main(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let settings = settings(&env);
+    let traced = trace::RequestSpan::start(http::header(&req, "traceparent").as_deref(), ids::trace_bytes(), now_ms());
+    let (method, url) = (req.method(), req.inner().url());
+    let resp = answer(req, &env, &settings, &traced.traceparent()).await;
+    let (_, path, _) = http::url_parts(&url);
+    let status = resp.as_ref().map_or(500, Response::status_code);
+    let route = threadline_durable::protocols::pattern(method.as_ref(), path);
+    let span = traced.finish(method.as_ref(), path, route, status, now_ms());
+    let fields = serde_json::json!({
+        "method": method.as_ref(),
+        "path": path,
+        "route": route,
+        "status": status,
+        "durationMs": span.end_ms - span.start_ms,
+    });
+    telemetry::log(&trace::log_line("request", Some(&span.trace_id()), fields));
+    if let Some(otlp) = &settings.otlp {
+        ctx.wait_until(telemetry::export(otlp.clone(), vec![span]));
+    }
+    resp
+}
+
+/// The request's answer: the steps of the core's exchange, carried out.
+async fn answer(mut req: Request, env: &Env, settings: &Settings, traceparent: &str) -> Result<Response> {
     let raw = Clone::clone(req.inner());
     let url = raw.url();
     let (_, path, query) = http::url_parts(&url);
     let method = req.method();
     let header = |name: &str| http::header(&req, name);
     let head = Head { method: method.as_ref(), path, query, header: &header };
-    let (mut x, mut step) = Exchange::start(&head, &settings, now_ms());
+    let (mut x, mut step) = Exchange::start(&head, settings, now_ms());
     // The last call's answer, for a step that passes it on as it is.
     let mut last: Option<(u16, Headers, Vec<u8>)> = None;
     let resp = loop {
@@ -127,7 +153,7 @@ async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
                 x.body(body, &ids::new_id)
             }
             Step::Call(c) => {
-                let mut resp = call(&env, Some(&raw), &c).await?;
+                let mut resp = call_traced(env, Some(&raw), &c, Some(traceparent)).await?;
                 let (status, body) = (resp.status_code(), resp.bytes().await?);
                 last = Some((status, resp.headers().clone(), body.clone()));
                 x.answer(status, body)
@@ -138,9 +164,9 @@ async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
                 }
                 None => break http::reply(Reply::new(502))?,
             },
-            Step::Pass(c) => break call(&env, Some(&raw), &c).await?,
+            Step::Pass(c) => break call_traced(env, Some(&raw), &c, Some(traceparent)).await?,
             Step::Relay(c, plan) => {
-                let socket = call(&env, Some(&raw), &c).await?;
+                let socket = call_traced(env, Some(&raw), &c, Some(traceparent)).await?;
                 let signal = raw.signal();
                 let relayed = relay::serve(socket, plan, &signal, settings.ping_ms, settings.streams_long_poll_ms);
                 break relayed.await.or_else(|e| http::error(&e))?;
@@ -157,10 +183,10 @@ async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
                 x.files_read(read, &ids::new_id)
             }
             Step::Store(puts) => {
-                let stored = files::put(&env, puts).await;
+                let stored = files::put(env, puts).await;
                 x.stored(stored)
             }
-            Step::File(plan) => break files::serve(&env, plan, x.finish().head_only).await?,
+            Step::File(plan) => break files::serve(env, plan, x.finish().head_only).await?,
         };
     };
     http::discard_body(raw).await;
@@ -172,6 +198,12 @@ async fn main(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
 /// request when there is no client's, with the core's decision in
 /// [`forward::HEADER`], set over any copy a client sent.
 pub(crate) async fn call(env: &Env, raw: Option<&web_sys::Request>, c: &Call) -> Result<Response> {
+    call_traced(env, raw, c, None).await
+}
+
+/// [`call`], with the `traceparent` the object hangs its work under (the
+/// Worker's request span), set over any copy a client sent.
+async fn call_traced(env: &Env, raw: Option<&web_sys::Request>, c: &Call, trace: Option<&str>) -> Result<Response> {
     let forwarded = match (raw, &c.body) {
         (Some(raw), _) if c.socket => http::socket_request(raw, &raw.url())?,
         (Some(raw), Body::None) => http::forwarded_own(raw, &raw.url(), c.method, None)?,
@@ -189,6 +221,9 @@ pub(crate) async fn call(env: &Env, raw: Option<&web_sys::Request>, c: &Call) ->
         }
     };
     forwarded.headers().set(forward::HEADER, &c.context)?;
+    if let Some(t) = trace {
+        forwarded.headers().set("traceparent", t)?;
+    }
     let (binding, name) = match &c.object {
         Object::Thread(name) => ("THREAD", name),
         Object::Stream(name) => ("STREAM", name),

@@ -814,6 +814,11 @@ export interface QueueItem {
    * never bytes.
    */
   attachments?: Attachment[];
+  /**
+   * The `traceparent` of the request that sent it (storage v7, with
+   * traces on): the run's spans hang under it ([`crate::trace`]).
+   */
+  trace?: string | null;
 }
 /**
  * A `step-start` event (Structural).

@@ -31,6 +31,9 @@ pub enum Effect {
     /// Remove these objects from the bucket, then report the files' `ids`
     /// removed (`Thread::files_deleted`).
     DeleteFiles { keys: Vec<String>, ids: Vec<String> },
+    /// Write `log` (a JSON line) and export `spans` (empty when traces are
+    /// off), off the request's path.
+    Telemetry { spans: Vec<crate::trace::Span>, log: Option<String> },
 }
 
 /// Everything the shell needs to run one agent loop.
@@ -52,6 +55,7 @@ impl std::fmt::Debug for Effect {
             Effect::StopAgents => f.write_str("StopAgents"),
             Effect::Directory { actor, op } => write!(f, "Directory({actor}, {op:?})"),
             Effect::Wipe { files } => write!(f, "Wipe(files: {files:?})"),
+            Effect::Telemetry { spans, log } => write!(f, "Telemetry({} spans, log: {log:?})", spans.len()),
             Effect::DeleteFiles { keys, .. } => write!(f, "DeleteFiles({keys:?})"),
         }
     }

@@ -45,6 +45,8 @@
 //! - `models`: the model catalog; `agents`: the agents (personas) a turn
 //!   runs as; `quota`: per-actor budgets; `settings`: the deployment's
 //!   configuration.
+//! - [`trace`]: spans of requests, runs, model and tool calls and decisions
+//!   (OpenTelemetry's GenAI conventions), as OTLP/HTTP JSON; log lines.
 //! - `effect`: what the core asks the shell to do; `reply`: a decided
 //!   answer; `error`: every refusal's status and stable code; `ids`: ids
 //!   and scoped ids; `sse`: SSE framing, validated and byte-exact.
@@ -82,6 +84,7 @@ mod sse;
 pub mod store;
 pub mod streams;
 pub mod thread;
+pub mod trace;
 mod usage;
 mod webhook;
 #[cfg(test)]

@@ -242,6 +242,12 @@ pub const THREAD: Schema = Schema {
                 Step::Sql("CREATE INDEX IF NOT EXISTS files_by_state ON files (state, reserved_at)"),
             ],
         },
+        Migration {
+            version: 7,
+            note: "a message's turn (its run's `runs.turn`, its queue item) may carry `trace`, the `traceparent` \
+               of the request that sent it, so its run's spans hang under that request (additive; older rows have none)",
+            steps: &[],
+        },
     ],
 };
 

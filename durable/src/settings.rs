@@ -39,6 +39,9 @@ pub struct Config {
     pub max_queue_bytes: usize,
     /// `QUOTA`'s period, when budgets are kept.
     pub quota_period: Option<crate::quota::Period>,
+    /// Spans are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`): the thread
+    /// records its runs' and decisions' spans.
+    pub tracing: bool,
 }
 
 impl Default for Config {
@@ -52,6 +55,7 @@ impl Default for Config {
             max_event_bytes: 1_000_000,
             max_queue_bytes: 1_000_000,
             quota_period: None,
+            tracing: false,
         }
     }
 }
@@ -163,6 +167,10 @@ pub struct Settings {
     /// Variables of the wrong type (a table where text was expected, a
     /// number where JSON was): each said at start-up.
     pub type_errors: Vec<String>,
+    /// Where spans go (`OTEL_EXPORTER_OTLP_*`); `None`: traces are off.
+    pub otlp: Option<crate::trace::Otlp>,
+    /// Why the OTLP variables could not be read (traces are off).
+    pub otlp_error: Option<String>,
 }
 
 /// A variable as the platform hands it over. A secret is always text; a
@@ -223,6 +231,10 @@ const VARS: &[&str] = &[
     "STREAMS_ROLE",
     "STREAM_TOKEN_TTL_MS",
     "STREAMS_LONG_POLL_MS",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_SERVICE_NAME",
 ];
 
 /// The variables that decide who may do what: one of the wrong type refuses
@@ -340,7 +352,15 @@ impl Settings {
             Err(e) => Err(e.clone()),
         };
         let mcp_ttl = num("MCP_CACHE_TTL_MS", crate::mcp::DEFAULT_TTL_MS);
+        let otlp = crate::trace::Otlp::from_vars(
+            var("OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(),
+            var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").as_deref(),
+            var("OTEL_EXPORTER_OTLP_HEADERS").as_deref(),
+            var("OTEL_SERVICE_NAME").as_deref(),
+        );
         Settings {
+            otlp: otlp.clone().ok().flatten(),
+            otlp_error: otlp.clone().err(),
             type_errors: type_errors.into_iter().map(|(_, why)| why).collect(),
             mcp: Rc::new(crate::mcp::Registry::new(mcp_servers, mcp_ttl)),
             mcp_warnings,
@@ -364,6 +384,7 @@ impl Settings {
                 max_queue_bytes: num("MAX_QUEUE_BYTES", defaults.max_queue_bytes as i64).clamp(1_000, 1_500_000)
                     as usize,
                 quota_period,
+                tracing: otlp.as_ref().is_ok_and(Option::is_some),
             },
             policy_error: policy.err(),
             model_keys,
@@ -434,6 +455,7 @@ impl Settings {
             out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
         }
         out.extend(self.type_errors.iter().cloned());
+        out.extend(self.otlp_error.iter().cloned());
         out.extend(self.mcp_warnings.iter().cloned());
         if let Some(e) = &self.file_types_error {
             out.push(format!("{e}; the default file types apply ({})", crate::files::media::DEFAULT_TYPES.join(", ")));

@@ -49,6 +49,10 @@ struct Fake {
     files: RefCell<Vec<(String, Vec<u8>)>>,
     /// The MCP servers the agent's posts reach.
     mcp: RefCell<FakeMcp>,
+    /// Spans the loop recorded, then those the thread's effects carried.
+    spans: RefCell<Vec<threadline_durable::trace::Span>>,
+    /// Log lines the thread's effects carried.
+    logs: RefCell<Vec<String>>,
 }
 
 /// MCP servers over Streamable HTTP, in process: `http://<name>/mcp` each,
@@ -292,6 +296,10 @@ impl Host for Host1 {
             .request_confirmation(&self.run_id, agent_id, payload, &local, None, 1_000)
             .map_err(|_| Stopped)
     }
+
+    fn span(&self, span: threadline_durable::trace::Span) {
+        self.fake.spans.borrow_mut().push(span);
+    }
 }
 
 fn tools_json() -> String {
@@ -329,6 +337,8 @@ fn fake(settings: &Settings, answers: Vec<Answer>) -> Rc<Fake> {
         cancel_after: Cell::new(None),
         files: RefCell::default(),
         mcp: RefCell::new(FakeMcp { up: vec!["mcp-a".into(), "mcp-b".into()], ..FakeMcp::default() }),
+        spans: RefCell::default(),
+        logs: RefCell::default(),
     })
 }
 
@@ -362,9 +372,16 @@ fn drive_all(f: &Rc<Fake>, s: &Settings, effects: Vec<Effect>) -> Vec<End> {
     let mut ends = Vec::new();
     let mut queue: VecDeque<Effect> = effects.into();
     while let Some(e) = queue.pop_front() {
-        if let Effect::Drive(d) = e {
-            ends.push(drive(f, d, CancelToken::default()));
-            queue.extend(f.thread.borrow_mut().launch_started(s, 1_000));
+        match e {
+            Effect::Drive(d) => {
+                ends.push(drive(f, d, CancelToken::default()));
+                queue.extend(f.thread.borrow_mut().launch_started(s, 1_000));
+            }
+            Effect::Telemetry { spans, log } => {
+                f.spans.borrow_mut().extend(spans);
+                f.logs.borrow_mut().extend(log);
+            }
+            _ => {}
         }
     }
     let spawned: Vec<_> = f.spawned.borrow_mut().drain(..).collect();
@@ -973,4 +990,93 @@ fn a_session_the_server_forgot_is_initialized_again() {
     assert_eq!(send(&f, &s, "two"), [End::Completed]);
     assert!(events(&f).iter().any(|e| e.kind == Kind::ToolResult), "the call succeeded");
     assert_eq!(methods(&f, "initialize"), 3, "mcp-a initialized again after its 404");
+}
+
+#[test]
+fn a_runs_spans_hang_under_the_request_that_sent_it_with_genai_attributes() {
+    use threadline_durable::trace::{Attr, Parent};
+    let s = settings(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("wiped"), finish("stop")]),
+        ],
+    );
+    let sent_by = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[]))
+            .header("traceparent", sent_by)
+            .body(&json!({"message": "wipe it"})),
+        1_000,
+    );
+    assert_eq!(drive_all(&f, &s, outcome.effects), [End::Suspended]);
+    let rid = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload["requestId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let decided = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", &format!("/instance-ai/confirm/{rid}"), actor("alice", &[])).body(&json!({"approved": true})),
+        2_000,
+    );
+    assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
+    let spans = f.spans.borrow();
+    let mut names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["await_decision wipe", "chat fake-model", "chat fake-model", "execute_tool wipe", "invoke_agent threadline"]
+    );
+    let request = Parent::parse(sent_by).unwrap();
+    let named = |n: &str| spans.iter().find(|s| s.name == n).unwrap();
+    let run = spans.last().unwrap();
+    assert_eq!(run.name, "invoke_agent threadline", "the run's span is recorded when it ends");
+    assert_eq!(run.parent, Some(request.span), "the run hangs under the request that sent it");
+    for span in spans.iter() {
+        assert_eq!(span.trace, request.trace, "{}", span.name);
+        if span.id != run.id {
+            assert_eq!(span.parent, Some(run.id), "{} hangs under the run", span.name);
+        }
+    }
+    let attr = |span: &threadline_durable::trace::Span, key: &str| {
+        span.attrs.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone())
+    };
+    let chat = named("chat fake-model");
+    assert_eq!(attr(chat, "gen_ai.operation.name"), Some(Attr::Str("chat".into())));
+    assert_eq!(attr(chat, "gen_ai.request.model"), Some(Attr::Str("fake-model".into())));
+    assert_eq!(attr(chat, "gen_ai.usage.input_tokens"), Some(Attr::Int(3)));
+    assert_eq!(attr(chat, "gen_ai.usage.output_tokens"), Some(Attr::Int(2)));
+    assert_eq!(attr(chat, "gen_ai.response.finish_reasons"), Some(Attr::Strs(vec!["tool_calls".into()])));
+    let tool = named("execute_tool wipe");
+    assert_eq!(attr(tool, "gen_ai.tool.name"), Some(Attr::Str("wipe".into())));
+    let call_id = events(&f).iter().find(|e| e.kind == Kind::ToolCall).unwrap().payload["toolCallId"].clone();
+    assert_eq!(attr(tool, "gen_ai.tool.call.id"), Some(Attr::Str(call_id.as_str().unwrap().into())));
+    assert_eq!(attr(named("await_decision wipe"), "threadline.confirmation.state"), Some(Attr::Str("approved".into())));
+    assert_eq!(attr(run, "gen_ai.usage.input_tokens"), Some(Attr::Int(6)), "the run's usage sums its calls");
+    // One log line for the run, naming its trace.
+    let logs = f.logs.borrow();
+    assert_eq!(logs.len(), 1);
+    let line: Value = serde_json::from_str(&logs[0]).unwrap();
+    assert_eq!(line["msg"], "run");
+    assert_eq!(line["traceId"], "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(line["status"], "completed");
+}
+
+#[test]
+fn without_an_endpoint_no_span_is_recorded_but_the_run_is_logged() {
+    let s = settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "weather", r#"{"city":"Oslo"}"#), finish("tool_calls")]),
+            Answer::Chunks(vec![text("sunny"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "weather?"), [End::Completed]);
+    assert!(f.spans.borrow().is_empty());
+    assert_eq!(f.logs.borrow().len(), 1);
 }

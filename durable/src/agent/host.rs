@@ -75,6 +75,9 @@ pub trait Host: Clone + 'static {
     /// Publishes a `confirmation-request` (its payload without `requestId`)
     /// and records it pending; returns the request id.
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped>;
+    /// A finished span of the run (a model or tool call), for export; only
+    /// called with traces on.
+    fn span(&self, span: crate::trace::Span);
 }
 
 /// An HTTP `POST` the agent makes.

@@ -51,6 +51,8 @@ struct Agent<H: Host> {
     /// orchestrator's only).
     mcp: crate::mcp::Shared,
     found: Rc<crate::mcp::Discovered>,
+    /// Where its spans hang (`None`: traces are off).
+    trace: Option<crate::trace::RunTrace>,
 }
 
 /// A settled call: the value its event carries, what the model is told
@@ -115,6 +117,8 @@ pub struct Job {
     pub root_agent: String,
     pub checkpoint: Checkpoint,
     pub usage: Option<Value>,
+    /// Where the run's model and tool spans hang (`None`: traces are off).
+    pub trace: Option<crate::trace::RunTrace>,
 }
 
 /// A new turn's user message, and what it says of itself.
@@ -243,6 +247,7 @@ pub async fn run_orchestrator<H: Host>(
         files: Rc::default(),
         mcp,
         found: Rc::new(found),
+        trace: job.trace,
     };
     let mut answer = None;
     let outcome = match agent.run(job.checkpoint).await {
@@ -457,7 +462,47 @@ impl<H: Host> Agent<H> {
     }
 
     /// Streams one model response, publishing deltas as they arrive.
+    /// One model call, with its span (GenAI's `chat`) when traces are on.
     async fn stream_step(&self, messages: &[Value]) -> Result<Step, Halt> {
+        let start = self.host.now();
+        let step = self.model_step(messages).await;
+        if let Some(trace) = &self.trace {
+            let mut span = trace
+                .child(
+                    &self.host.new_id("span"),
+                    format!("chat {}", self.cfg.model),
+                    crate::trace::SpanKind::Client,
+                    start,
+                    self.host.now(),
+                )
+                .attr("gen_ai.operation.name", "chat")
+                .attr("gen_ai.provider.name", "openai")
+                .attr("gen_ai.request.model", self.cfg.model.clone())
+                .attr("gen_ai.agent.id", self.agent_id.clone())
+                .attr("threadline.thread.id", self.thread_id.clone())
+                .attr("threadline.run.id", self.run_id.clone());
+            match &step {
+                Ok(s) => {
+                    if let Some(u) = &s.usage {
+                        let n = |k: &str| u[k].as_i64().unwrap_or(0);
+                        span = span
+                            .attr("gen_ai.usage.input_tokens", n("prompt_tokens"))
+                            .attr("gen_ai.usage.output_tokens", n("completion_tokens"));
+                    }
+                    if let Some(r) = &s.finish {
+                        span = span.attr("gen_ai.response.finish_reasons", crate::trace::Attr::Strs(vec![r.clone()]));
+                    }
+                }
+                Err(Halt::Failed(why)) => span = span.failed(Some(why.clone())),
+                Err(Halt::Stopped) => span = span.failed(Some("cancelled".to_owned())),
+                Err(Halt::Suspended) => {}
+            }
+            self.host.span(span);
+        }
+        step
+    }
+
+    async fn model_step(&self, messages: &[Value]) -> Result<Step, Halt> {
         let allowed = self.allowed.as_deref();
         let mut defs = self.tools.definitions(allowed, self.orchestrator);
         defs.extend(self.offered_mcp().map(crate::mcp::McpTool::definition));
@@ -803,7 +848,12 @@ impl<H: Host> Agent<H> {
     async fn settle_confirmed(&self, call: &StepCall) -> Result<(String, Vec<Value>), Halt> {
         let outcome = match call.state.as_deref() {
             Some("approved") => match self.resolve(&call.name, &call.args) {
-                Ok(ToolKind::Mcp(tool)) => self.call_mcp(tool, call.args.clone()).await?,
+                Ok(ToolKind::Mcp(tool)) => {
+                    let start = self.host.now();
+                    let done = self.call_mcp(tool, call.args.clone()).await;
+                    self.tool_span(&call.name, &call.id, Some(tool.server.clone()), start, &done);
+                    done?
+                }
                 Ok(ToolKind::AskUser) => Ok(call.decision.clone().unwrap_or(Value::Null).into()),
                 // The client ran it: its answer is the result (or the error).
                 Ok(ToolKind::Client(_)) => {
@@ -819,9 +869,11 @@ impl<H: Host> Agent<H> {
                     ])?;
                     let body = json!({ "args": call.args, "toolCallId": call.id, "threadId": self.thread_id, "runId": self.run_id });
                     let limit = self.cfg.max_tool_result_bytes;
-                    let answer =
-                        self.cancel.run(self.host.call_http_tool(tool, body, limit)).await.ok_or(Halt::Stopped)?;
-                    let out = answer.and_then(|a| a.outcome(limit)).map(Done::from);
+                    let start = self.host.now();
+                    let answer = self.cancel.run(self.host.call_http_tool(tool, body, limit)).await;
+                    let done = answer.map(|a| a.and_then(|a| a.outcome(limit)).map(Done::from)).ok_or(Halt::Stopped);
+                    self.tool_span(&call.name, &call.id, None, start, &done);
+                    let out = done?;
                     self.publish(vec![self.event(Kind::Status, json!({ "message": "" }))])?;
                     out
                 }
@@ -915,8 +967,61 @@ impl<H: Host> Agent<H> {
         }))
     }
 
-    /// One tool call: `Ok(Ok(result))`, `Ok(Err(tool error))`, or a halt.
+    /// One tool call: `Ok(Ok(result))`, `Ok(Err(tool error))`, or a halt;
+    /// with its span (GenAI's `execute_tool`) when traces are on.
     async fn run_tool(
+        &self,
+        kind: Runnable<'_>,
+        call: &openai::ToolCallParts,
+        args: Value,
+    ) -> Result<Result<Done, String>, Halt> {
+        let start = self.host.now();
+        let server = match &kind {
+            Runnable::Mcp(t) => Some(t.server.clone()),
+            _ => None,
+        };
+        let done = self.call_tool(kind, call, args).await;
+        self.tool_span(&call.name, &call.id, server, start, &done);
+        done
+    }
+
+    /// A tool call's span (GenAI's `execute_tool`), with traces on.
+    fn tool_span(
+        &self,
+        name: &str,
+        call_id: &str,
+        server: Option<String>,
+        start: i64,
+        done: &Result<Result<Done, String>, Halt>,
+    ) {
+        let Some(trace) = &self.trace else { return };
+        let mut span = trace
+            .child(
+                &format!("tool:{call_id}"),
+                format!("execute_tool {name}"),
+                crate::trace::SpanKind::Internal,
+                start,
+                self.host.now(),
+            )
+            .attr("gen_ai.operation.name", "execute_tool")
+            .attr("gen_ai.tool.name", name)
+            .attr("gen_ai.tool.call.id", call_id)
+            .attr("gen_ai.tool.type", if server.is_some() { "extension" } else { "function" })
+            .attr("gen_ai.agent.id", self.agent_id.clone())
+            .attr("threadline.thread.id", self.thread_id.clone())
+            .attr("threadline.run.id", self.run_id.clone());
+        if let Some(server) = server {
+            span = span.attr("threadline.mcp.server", server).attr("mcp.method.name", "tools/call");
+        }
+        span = match done {
+            Ok(Ok(_)) | Err(Halt::Suspended) => span,
+            Ok(Err(why)) | Err(Halt::Failed(why)) => span.failed(Some(why.clone())),
+            Err(Halt::Stopped) => span.failed(Some("cancelled".to_owned())),
+        };
+        self.host.span(span);
+    }
+
+    async fn call_tool(
         &self,
         kind: Runnable<'_>,
         call: &openai::ToolCallParts,
@@ -965,6 +1070,7 @@ impl<H: Host> Agent<H> {
             files: Rc::default(),
             mcp: self.mcp.clone(),
             found: Rc::default(),
+            trace: self.trace,
         };
         let mut spawned = json!({ "parentId": self.agent_id, "role": role, "tools": requested });
         if let Some(t) = &task_id {

@@ -211,6 +211,17 @@ macro_rules! protocols {
             Err(ApiError::not_found_route(format!("no route for {path}")))
         }
 
+        /// The pattern of the route `path` matches (`http.route` in traces
+        /// and logs), when one does.
+        pub fn pattern(method: &str, path: &str) -> Option<&'static str> {
+            $(for spec in $name::Route::ROUTES {
+                if crate::route::find(std::slice::from_ref(spec), method, path).is_some() {
+                    return Some(spec.path);
+                }
+            })*
+            None
+        }
+
         /// Every route served: `(methods, path pattern)`, in matching order.
         pub fn table() -> Vec<(&'static [&'static str], &'static str)> {
             let mut out = Vec::new();

@@ -65,6 +65,10 @@ pub struct Turn {
     /// never bytes.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<crate::files::Attachment>,
+    /// The `traceparent` of the request that sent it (storage v7, with
+    /// traces on): the run's spans hang under it ([`crate::trace`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 impl Turn {

@@ -185,6 +185,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             root_agent: run.agent_id.clone(),
             checkpoint,
             usage: None,
+            trace: self.config.tracing.then(|| self.run_trace(run)),
         };
         Effect::Drive(Box::new(Drive { job, endpoint, config, tools, mcp: settings.mcp.clone() }))
     }

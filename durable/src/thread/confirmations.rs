@@ -144,6 +144,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.store.approve_for_session(&tool).map_err(ApiError::storage)?;
         }
         self.settled(&decided.run_id, now);
+        if let Some(told) = self.decision_settled(&decided, now) {
+            self.outbox.push(told);
+        }
         self.announce_settled(&decided, now)?;
         Ok(decided)
     }
@@ -155,6 +158,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         *c = lapsed;
         let now = c.expires_at.unwrap_or_default();
         self.settled(&c.run_id, now);
+        if let Some(told) = self.decision_settled(c, now) {
+            self.outbox.push(told);
+        }
         self.announce_settled(c, now)
     }
 

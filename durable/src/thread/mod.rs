@@ -40,6 +40,7 @@ mod queue;
 pub mod send;
 pub mod serve;
 mod subscribe;
+mod telemetry;
 mod transcript;
 
 use crate::agent::BackgroundTask;
@@ -484,7 +485,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             return Err(e);
         }
-        if run_update.is_some() {
+        if let Some(rec) = &run_update {
+            let told = self.run_ended(rec);
+            self.outbox.push(told);
             self.active = None;
             self.live_tree = None;
         }

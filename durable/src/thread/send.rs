@@ -24,7 +24,7 @@ pub const OWNER_KEY: &str = "owner";
 pub const SEND_ORIGIN_KEY: &str = "send_origin";
 
 /// Who sends, as the route admitted them, and where the request came in.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Sender<'a> {
     pub grant: Grant,
     pub caller: &'a Caller,
@@ -39,6 +39,8 @@ pub struct Sender<'a> {
     /// A fresh random number (the log's generation, when a file is first
     /// reserved).
     pub random: u64,
+    /// The `traceparent` the Worker forwarded (its request's span).
+    pub trace: Option<String>,
 }
 
 impl<'a> Sender<'a> {
@@ -52,6 +54,7 @@ impl<'a> Sender<'a> {
             files: call.files,
             reserve: call.reserve,
             random: call.random,
+            trace: (call.header)("traceparent").filter(|t| crate::trace::Parent::parse(t).is_some()),
         }
     }
 }
@@ -108,7 +111,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let catalog = self.ready_to_send(settings)?;
         let send = Send::parse(body, settings.limits.max_message_bytes, &self.thread_id, settings.files.max_files)?;
         let (Send::Regenerate { asked } | Send::Message { asked, .. }) = &send;
-        let (model, mut turn) = self.resolve_turn(asked, who, catalog, settings)?;
+        let (model, mut turn) = self.resolve_turn(asked, &who, catalog, settings)?;
         turn.attachments = match &send {
             // An answer again to the last message, with its files.
             Send::Regenerate { .. } => self.last_attachments()?,
@@ -214,7 +217,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn resolve_turn(
         &self,
         asked: &Asked,
-        who: Sender,
+        who: &Sender,
         catalog: &Catalog,
         settings: &Settings,
     ) -> Result<(Option<String>, Turn), ApiError> {
@@ -232,6 +235,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 _ => None,
             },
             attachments: Vec::new(),
+            trace: who.trace.clone().filter(|_| self.config.tracing),
         };
         Ok((Some(model), turn))
     }
