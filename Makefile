@@ -3,7 +3,9 @@
 .PHONY: setup build dev lint test test-core test-client test-workerd test-conformance bench soak deploy clean
 
 export WRANGLER_SEND_METRICS := false
-export PATH := $(HOME)/.cargo/bin:$(PATH)
+# .tools/node: the Node the tools run on, when the machine's is older
+# (local/setup.sh installs it from the npm registry).
+export PATH := $(CURDIR)/.tools/node/bin:$(HOME)/.cargo/bin:$(PATH)
 
 setup:
 	@bash local/setup.sh

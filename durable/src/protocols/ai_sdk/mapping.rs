@@ -1,4 +1,4 @@
-//! The AI SDK's UI message stream (`ai` 6.0.325: `ui-message-chunks.ts`,
+//! The AI SDK's UI message stream (`ai` 7.0.173 and 6.0.325: `ui-message-chunks.ts`,
 //! `process-ui-message-stream.ts`; `docs/protocols/ai-sdk-ui-message-stream.md`): a run's
 //! events as the chunks `useChat` reads, and the fold of those chunks into
 //! the `UIMessage` the client ends up holding.
