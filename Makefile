@@ -35,12 +35,12 @@ test-core: setup
 # The TypeScript client: reducer vs the shared fixtures, SSE parser,
 # resumable connection, generated types current with the schema.
 test-client: build
-	node --test client/test/
+	node --test "client/test/*.test.mjs"
 
 # Integration tests over real HTTP on workerd (Miniflare), and the page in
 # headless Chromium against `wrangler dev` (tests/browser/).
 test-workerd: build
-	node --test --test-concurrency=1 tests/
+	node --test --test-concurrency=1 "tests/**/*.test.mjs"
 
 # The public Durable Streams conformance suite against /v1/stream/* on
 # `wrangler dev` (a free port, state in a temporary dir).
