@@ -259,6 +259,16 @@ check_prerequisites() {
     need "npm" "$v"
   fi
 
+  # curl fetches the wasm-bindgen CLI's crate while it is still to be built.
+  if [ "$(installed_version wasm-bindgen)" != "$(lock_version wasm-bindgen)" ] && ! command -v curl >/dev/null; then
+    case "$os" in
+      debian | ubuntu) v="sudo apt-get install curl" ;;
+      macos) v="curl comes with macOS: check the PATH" ;;
+      *) v="install curl with your package manager" ;;
+    esac
+    need "curl (fetches the wasm-bindgen CLI's crate from the crates registry; once)" "$v"
+  fi
+
   # worker-build links OpenSSL on Linux (macOS uses its own TLS): while it is
   # still to be compiled, cargo needs pkg-config and OpenSSL's headers.
   if [ "$os" != macos ] && [ "$(installed_version worker-build)" != "$(lock_version worker)" ] &&
@@ -381,6 +391,34 @@ install_node() { # Node $tools_node into .tools/node, when the machine's is olde
   export PATH="$PWD/.tools/node/bin:$PATH"
 }
 
+# wasm-bindgen-cli's own Cargo.lock (0.2.130) names webpki-roots 1.0.11,
+# which the crates registry does not serve, so `cargo install --locked`
+# cannot resolve it. local/wasm-bindgen-cli-<version>.lock is that lockfile
+# with webpki-roots at 1.0.10 and nothing else changed: the CLI is built from
+# the registry's own crate (its SHA-256 checked) with that lockfile, locked.
+wasm_bindgen_crate_sha256=c37f6904387d19a319525c74af274c73912f3871c35555aa49f3ea64ebb2fc7a
+install_wasm_bindgen() { # the wasm-bindgen CLI at version $1, locked
+  local v=$1 lock="local/wasm-bindgen-cli-$1.lock" src sum
+  if [ ! -f "$lock" ]; then
+    say "installing wasm-bindgen-cli $v (compiles once, several minutes)"
+    cargo install wasm-bindgen-cli --version "=$v" --locked --quiet
+    return
+  fi
+  say "installing wasm-bindgen-cli $v with $lock (compiles once, several minutes)"
+  src=$(mktemp -d)
+  curl -fsSL "https://static.crates.io/crates/wasm-bindgen-cli/wasm-bindgen-cli-$v.crate" -o "$src/cli.crate"
+  sum=$( (sha256sum "$src/cli.crate" 2>/dev/null || shasum -a 256 "$src/cli.crate") | awk '{ print $1 }')
+  if [ "$sum" != "$wasm_bindgen_crate_sha256" ]; then
+    echo "setup: wasm-bindgen-cli-$v.crate has SHA-256 $sum, not the pinned $wasm_bindgen_crate_sha256" >&2
+    rm -rf "$src"
+    exit 1
+  fi
+  tar -xzf "$src/cli.crate" -C "$src"
+  cp "$lock" "$src/wasm-bindgen-cli-$v/Cargo.lock"
+  cargo install --locked --path "$src/wasm-bindgen-cli-$v" --quiet
+  rm -rf "$src"
+}
+
 main() {
   cd "$(dirname "$0")/.."
   export PATH="$HOME/.cargo/bin:$PATH"
@@ -397,13 +435,7 @@ main() {
   local bindgen worker
   bindgen=$(lock_version wasm-bindgen)
   if [ "$(installed_version wasm-bindgen)" != "$bindgen" ]; then
-    say "installing wasm-bindgen-cli $bindgen (compiles once, several minutes)"
-    # Not --locked: the Cargo.lock published with wasm-bindgen-cli 0.2.130
-    # names webpki-roots 1.0.11, which the crates registry does not serve (its
-    # index lists webpki-roots up to 1.0.10 and refuses that download), so a
-    # locked install cannot resolve. When Cargo.lock moves wasm-bindgen,
-    # check the new CLI's lockfile and use --locked if it resolves.
-    cargo install wasm-bindgen-cli --version "=$bindgen" --quiet
+    install_wasm_bindgen "$bindgen"
   fi
 
   worker=$(lock_version worker)
