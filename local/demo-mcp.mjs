@@ -25,52 +25,13 @@
 import http from "node:http";
 import { once } from "node:events";
 import { randomUUID } from "node:crypto";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
-import fs from "node:fs";
-import zlib from "node:zlib";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { z } from "zod";
+import { png } from "./png.mjs";
+import { isMain } from "./is-main.mjs";
 
-/** A PNG of `width` x `height` RGB pixels from `pixel(x, y)`. */
-function png(width, height, pixel) {
-  const crcTable = Array.from({ length: 256 }, (_, n) => {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    return c >>> 0;
-  });
-  const crc = (buf) => {
-    let c = 0xffffffff;
-    for (const b of buf) c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8);
-    return (c ^ 0xffffffff) >>> 0;
-  };
-  const chunk = (type, data) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(data.length);
-    const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
-    const sum = Buffer.alloc(4);
-    sum.writeUInt32BE(crc(body));
-    return Buffer.concat([len, body, sum]);
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8);
-  const rows = [];
-  for (let y = 0; y < height; y++) {
-    rows.push(0);
-    for (let x = 0; x < width; x++) rows.push(...pixel(x, y));
-  }
-  return Buffer.concat([
-    Buffer.from("89504e470d0a1a0a", "hex"),
-    chunk("IHDR", ihdr),
-    chunk("IDAT", zlib.deflateSync(Buffer.from(rows))),
-    chunk("IEND", Buffer.alloc(0)),
-  ]);
-}
-
-/** The chart render_chart draws: two bars of notes. */
 export const CHART_PNG = png(16, 12, (x, y) => (y > 11 - (x < 8 ? 9 : 5) && x % 8 > 1 ? [37, 99, 235] : [255, 255, 255]));
 
 const NOTES = [
@@ -224,16 +185,7 @@ export async function startDemoMcp({ port = 0, json = false, name = "notes" } = 
   };
 }
 
-function isMainModule() {
-  if (!process.argv[1]) return false;
-  try {
-    return fs.realpathSync(process.argv[1]) === fs.realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isMainModule()) {
+if (isMain(import.meta.url)) {
   const { values } = parseArgs({
     options: { port: { type: "string", default: "0" }, json: { type: "boolean", default: false }, name: { type: "string", default: "notes" } },
   });

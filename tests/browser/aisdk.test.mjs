@@ -5,12 +5,12 @@ import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import zlib from "node:zlib";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { startFakeLlm } from "../../local/fake-llm.mjs";
 import { startDemoTools, toolDeclarations } from "../../local/demo-tools.mjs";
 import { startWranglerDev } from "../support/wrangler.mjs";
+import { png } from "../../local/png.mjs";
 import { newThread, until } from "../support/harness.mjs";
 import { chromiumPath } from "../support/chromium.mjs";
 
@@ -19,33 +19,7 @@ const shots = path.join(root, "test-artifacts/browser");
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 /** A real PNG: `w`×`h` pixels of one colour. */
-function png(w, h, [r, g, b]) {
-  const crcTable = Array.from({ length: 256 }, (_, n) => {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    return c >>> 0;
-  });
-  const crc = (buf) => {
-    let c = 0xffffffff;
-    for (const byte of buf) c = crcTable[(c ^ byte) & 0xff] ^ (c >>> 8);
-    return (c ^ 0xffffffff) >>> 0;
-  };
-  const chunk = (type, data) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(data.length);
-    const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
-    const sum = Buffer.alloc(4);
-    sum.writeUInt32BE(crc(body));
-    return Buffer.concat([len, body, sum]);
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0);
-  ihdr.writeUInt32BE(h, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
-  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: w }, () => [r, g, b]).flat())]);
-  const raw = Buffer.concat(Array.from({ length: h }, () => row));
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
-}
+const solid = (w, h, rgb) => png(w, h, () => rgb);
 
 /** A minimal PDF (its leading bytes are what the server checks). */
 const PDF = Buffer.from("%PDF-1.4\n1 0 obj <<>> endobj\ntrailer <<>>\n%%EOF\n");
@@ -157,7 +131,7 @@ describe("the AI SDK example in Chromium", () => {
 
   test("attach files: sent as useChat sends a FileList, shown in the message, and from the server after a reload", async () => {
     const { page, ctx, thread, errors } = await open();
-    const picture = png(24, 16, [220, 40, 40]);
+    const picture = solid(24, 16, [220, 40, 40]);
     await page.getByTestId("attach").setInputFiles([
       { name: "red.png", mimeType: "image/png", buffer: picture },
       { name: "brief.pdf", mimeType: "application/pdf", buffer: PDF },

@@ -12,11 +12,11 @@ import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
-import zlib from "node:zlib";
 import { fileURLToPath } from "node:url";
 import { chromium } from "playwright-core";
 import { startFakeLlm } from "../../local/fake-llm.mjs";
 import { startWranglerDev } from "../support/wrangler.mjs";
+import { png } from "../../local/png.mjs";
 import { newThread } from "../support/harness.mjs";
 import { chromiumPath } from "../support/chromium.mjs";
 
@@ -25,33 +25,7 @@ const shots = path.join(root, "test-artifacts/browser");
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"];
 
 /** A real PNG: `w`×`h` pixels of one colour. */
-function png(w, h, [r, g, b]) {
-  const crcTable = Array.from({ length: 256 }, (_, n) => {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    return c >>> 0;
-  });
-  const crc = (buf) => {
-    let c = 0xffffffff;
-    for (const byte of buf) c = crcTable[(c ^ byte) & 0xff] ^ (c >>> 8);
-    return (c ^ 0xffffffff) >>> 0;
-  };
-  const chunk = (type, data) => {
-    const len = Buffer.alloc(4);
-    len.writeUInt32BE(data.length);
-    const body = Buffer.concat([Buffer.from(type, "ascii"), data]);
-    const sum = Buffer.alloc(4);
-    sum.writeUInt32BE(crc(body));
-    return Buffer.concat([len, body, sum]);
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(w, 0);
-  ihdr.writeUInt32BE(h, 4);
-  ihdr.set([8, 2, 0, 0, 0], 8); // 8-bit RGB
-  const row = Buffer.concat([Buffer.from([0]), Buffer.from(Array.from({ length: w }, () => [r, g, b]).flat())]);
-  const raw = Buffer.concat(Array.from({ length: h }, () => row));
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", zlib.deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
-}
+const solid = (w, h, rgb) => png(w, h, () => rgb);
 
 let llm, worker, browser;
 
@@ -103,7 +77,7 @@ const shown = (img) => img.evaluate((i) => ({ width: i.naturalWidth, height: i.n
 describe("files in messages", () => {
   test("attach a picture and a text file: previews, sent, shown in the message, and again after a reload", async () => {
     const { page, ctx, threadId, problems } = await openPage();
-    const picture = png(24, 16, [220, 40, 40]);
+    const picture = solid(24, 16, [220, 40, 40]);
     await page.getByTestId("attach-input").setInputFiles([
       { name: "red.png", mimeType: "image/png", buffer: picture },
       { name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("some notes\n") },
@@ -219,7 +193,7 @@ describe("files in messages", () => {
 describe("dropping and pasting files", () => {
   test("a dropped file and a pasted image join the composer; one removed is not sent", async () => {
     const { page, ctx, threadId, problems } = await openPage();
-    const picture = [...png(10, 10, [40, 90, 220])];
+    const picture = [...solid(10, 10, [40, 90, 220])];
     // What a drag from the desktop and a paste of a screenshot deliver.
     await page.evaluate((bytes) => {
       const drop = new DataTransfer();
