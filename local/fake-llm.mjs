@@ -29,11 +29,10 @@
 // Only Node's standard library is used.
 
 import http from "node:http";
-import fs from "node:fs";
 import { once } from "node:events";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { isMain } from "./is-main.mjs";
 
 const MODEL_ID = "fake-model";
 const SUB_AGENT_MARKER = "You are a sub-agent";
@@ -642,16 +641,7 @@ export async function startFakeLlm({ port = 0, delayMs = DEFAULT_DELAY_MS } = {}
   };
 }
 
-function isMainModule() {
-  if (!process.argv[1]) return false;
-  try {
-    return fs.realpathSync(process.argv[1]) === fs.realpathSync(fileURLToPath(import.meta.url));
-  } catch {
-    return false;
-  }
-}
-
-if (isMainModule()) {
+if (isMain(import.meta.url)) {
   const { values } = parseArgs({
     options: {
       port: { type: "string", default: "0" },
