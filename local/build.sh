@@ -32,7 +32,7 @@ export ESBUILD_BIN="${ESBUILD_BIN:-$PWD/$bin/esbuild}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/$bin/wasm-opt}"
 worker-build --release
 # The name section (function names, 0.56 MB) is only for reading stack
-# traces by hand: strip it from what is uploaded (gzip 1.71 → 1.57 MB).
+# traces by hand: strip it from what is uploaded (about 0.3 MB before gzip).
 "$WASM_OPT_BIN" build/index_bg.wasm --strip-debug --strip-producers -o build/index_bg.wasm \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals
 touch build/index.js

@@ -22,6 +22,8 @@
 //!   (`/v1/stream/*`) per object; its live readers are relayed sockets too.
 //! - [`files`]: the bucket of the threads' files (R2): stores, streams and
 //!   removes bytes at the keys the core names.
+//! - [`json_schema`]: the core's JSON Schema engine, on the platform's
+//!   JavaScript (`@cfworker/json-schema`).
 //! - [`http`], [`ids`]: bytes in and out of the runtime; random ids.
 
 mod agent_host;
@@ -31,6 +33,7 @@ mod files;
 mod http;
 mod ids;
 mod instance;
+mod json_schema;
 mod live;
 mod object;
 mod relay;
@@ -56,6 +59,7 @@ pub(crate) fn now_ms() -> i64 {
 #[event(start)]
 fn start() {
     console_error_panic_hook::set_once();
+    json_schema::install();
 }
 
 thread_local! {

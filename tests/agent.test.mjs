@@ -167,6 +167,44 @@ describe("tools", () => {
     assert.match(requestsFor("wrong type").at(-1).messages.at(-1).content, /invalid arguments/);
   });
 
+  test("arguments are checked by the draft their schema names, with the platform's Unicode patterns, each violation at its path", async () => {
+    const weather = tools.declarations.find((t) => t.name === "weather");
+    const strict = {
+      ...weather,
+      parameters: {
+        $schema: "http://json-schema.org/draft-07/schema#",
+        type: "object",
+        properties: { city: { type: "string", pattern: "^\\p{Lu}\\p{Ll}+$" }, days: { type: "integer", minimum: 1 } },
+        required: ["city"],
+        additionalProperties: false,
+      },
+    };
+    const { w, api: a } = await stack({ TOOLS: JSON.stringify([strict]) });
+    try {
+      const ok = await converse('fine [[tool:weather:{"city":"Ørsta"}]]', { a });
+      assert.ok(ok.events.some((e) => e.type === "tool-result"), "a city the pattern takes runs the tool");
+      const bad = await converse('three wrongs [[tool:weather:{"city":"oslo","days":0,"when":"now"}]]', { a });
+      const error = bad.events.find((e) => e.type === "tool-error").payload.error;
+      assert.match(error, /^invalid arguments: /);
+      assert.match(error, /\/city: .*pattern/);
+      assert.match(error, /\/days: 0 is less than 1/);
+      assert.match(error, /"when"/);
+      assert.equal(bad.fin.payload.status, "completed");
+    } finally {
+      await w.stop();
+    }
+    const broken = { ...weather, parameters: { type: "object", properties: { city: { type: "string", minLength: "x" } } } };
+    const { w: w2, api: a2 } = await stack({ TOOLS: JSON.stringify([broken]) });
+    try {
+      const r = await a2.chat(newThread(), "hi");
+      assert.equal(r.status, 503);
+      assert.equal(r.json.error.code, "invalid_tools");
+      assert.match(r.json.error.message, /tool `weather`: `parameters` is not a valid JSON Schema: \/properties\/city\/minLength: /);
+    } finally {
+      await w2.stop();
+    }
+  });
+
   test("parallel tool calls run concurrently", async () => {
     // No `ms` parameter: the fake fills declared parameters, and `ms: 1` would not be slow.
     const slowDecl = { ...tools.declarations.find((t) => t.name === "slow"), parameters: { type: "object", properties: {} } };

@@ -300,6 +300,18 @@ describe("what a send asks of its turn", () => {
     const schema = await chat({ message: "x", output: { schema: { type: 7 } } });
     assert.equal(schema.status, 400);
     assert.equal(schema.json.error.code, "invalid_output");
+    // A schema is checked against its draft's whole metaschema, nested
+    // subschemas too, and names where it is wrong.
+    const nested = await chat({ message: "x", output: { schema: { type: "object", properties: { city: { type: "string", minLength: "x" } } } } });
+    assert.equal(nested.status, 400);
+    assert.equal(nested.json.error.code, "invalid_output");
+    assert.match(nested.json.error.message, /\/properties\/city\/minLength/);
+    const unknown = await chat({ message: "x", output: { schema: { $schema: "https://example.com/my-draft", type: "object" } } });
+    assert.equal(unknown.status, 400);
+    assert.match(unknown.json.error.message, /names a draft/);
+    const draft7 = { schema: { $schema: "http://json-schema.org/draft-07/schema#", type: "object", properties: { city: { type: "string" } }, required: ["city"] }, name: "place" };
+    const seven = await (await chat({ message: '[[say:{"city":"Porto"}]]', output: draft7 })).end();
+    assert.equal(seven.terminal.event, "done");
   });
 });
 

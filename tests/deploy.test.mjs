@@ -82,3 +82,23 @@ test("the files bucket must exist", () => {
   assert.equal(r.code, 1);
   assert.match(r.out, /R2 bucket threadline-files \(binding FILES\) does not exist: `npx wrangler r2 bucket create threadline-files`/);
 });
+
+test("the bundle `wrangler deploy` would upload is under 1 MiB gzip", () => {
+  // The dry run builds what `make deploy` uploads (build/ is current after
+  // `make build`, so it only bundles) and prints its size; nothing leaves
+  // the machine. The budget is the Worker's cold start and the free plan's
+  // headroom (docs/performance.md, "The Worker's size").
+  const out = path.join(tempDir("threadline-dry-run-"), "out");
+  const r = spawnSync(path.join(root, "node_modules/.bin/wrangler"), ["deploy", "--dry-run", "--outdir", out], {
+    cwd: root,
+    encoding: "utf8",
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+  });
+  const printed = r.stdout + r.stderr;
+  assert.equal(r.status, 0, printed);
+  const m = printed.match(/Total Upload: ([\d.]+) KiB \/ gzip: ([\d.]+) KiB/);
+  assert.ok(m, printed);
+  const gzip = Number(m[2]);
+  console.log(`bundle: ${m[1]} KiB, ${gzip} KiB gzip`);
+  assert.ok(gzip < 1024, `${gzip} KiB gzip`);
+});

@@ -127,7 +127,7 @@ fn output_spec(o: &Value) -> Result<Value, ApiError> {
     let Some(schema) = o.get("schema").filter(|s| s.is_object()) else {
         return bad("`output` must be {schema, name?} with `schema` a JSON Schema object".to_owned());
     };
-    if let Err(e) = jsonschema::validator_for(schema) {
+    if let Err(e) = crate::json_schema::Schema::compile(schema) {
         return bad(format!("`output.schema` is not a valid JSON Schema: {e}"));
     }
     let name = match o.get("name") {

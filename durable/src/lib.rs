@@ -47,6 +47,8 @@
 //!   configuration.
 //! - [`trace`]: spans of requests, runs, model and tool calls and decisions
 //!   (OpenTelemetry's GenAI conventions), as OTLP/HTTP JSON; log lines.
+//! - [`json_schema`]: JSON Schema checks (tool arguments, structured
+//!   answers) behind an engine the shell installs.
 //! - `effect`: what the core asks the shell to do; `reply`: a decided
 //!   answer; `error`: every refusal's status and stable code; `ids`: ids
 //!   and scoped ids; `sse`: SSE framing, validated and byte-exact.
@@ -69,6 +71,7 @@ pub mod forward;
 pub mod front;
 mod ids;
 mod input;
+pub mod json_schema;
 pub mod mcp;
 mod models;
 pub mod protocols;
@@ -87,7 +90,7 @@ pub mod thread;
 pub mod trace;
 mod usage;
 mod webhook;
-#[cfg(test)]
+#[cfg(all(test, feature = "jsonschema"))]
 mod wire_schema;
 
 pub use access::{Access, Caller, Decider, Grant};

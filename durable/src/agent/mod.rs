@@ -329,14 +329,8 @@ impl<H: Host> Agent<H> {
             Ok(v) => v,
             Err(e) => return Err(fail(STRUCTURED_OUTPUT_INVALID, format!("The answer is not JSON: {e}"))),
         };
-        let valid = jsonschema::validator_for(&spec["schema"]).map_err(|e| e.to_string()).and_then(|v| {
-            let errors: Vec<String> = v.iter_errors(&value).map(|e| format!("{}: {e}", e.instance_path())).collect();
-            if errors.is_empty() {
-                Ok(())
-            } else {
-                Err(errors.join("; "))
-            }
-        });
+        let valid = crate::json_schema::Schema::compile(&spec["schema"])
+            .and_then(|v| v.check(&value, 20).map_err(|found| crate::json_schema::join(&found)));
         if let Err(why) = valid {
             return Err(fail(STRUCTURED_OUTPUT_INVALID, format!("The answer does not match its schema: {why}")));
         }

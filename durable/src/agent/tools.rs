@@ -6,6 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
+use crate::json_schema::{self, Schema};
+
 pub const CREATE_TASKS: &str = "create-tasks";
 pub const UPDATE_TASKS: &str = "update-tasks";
 pub const SPAWN_AGENT: &str = "spawn-agent";
@@ -57,8 +59,8 @@ fn default_timeout() -> u64 {
 
 /// The tools an agent may call, with compiled argument validators.
 pub struct Toolbox {
-    http: Vec<(HttpTool, jsonschema::Validator)>,
-    builtin: Vec<(Value, jsonschema::Validator)>,
+    http: Vec<(HttpTool, Schema)>,
+    builtin: Vec<(Value, Schema)>,
 }
 
 /// A call resolved to what runs it.
@@ -182,9 +184,8 @@ pub fn validate_client(tool: &ClientTool, args: &Value) -> Result<(), String> {
     validate(&compile(&tool.name, &tool.parameters)?, args)
 }
 
-fn compile(name: &str, schema: &Value) -> Result<jsonschema::Validator, String> {
-    jsonschema::validator_for(schema)
-        .map_err(|e| format!("tool `{name}`: `parameters` is not a valid JSON Schema: {e}"))
+fn compile(name: &str, schema: &Value) -> Result<Schema, String> {
+    Schema::compile(schema).map_err(|e| format!("tool `{name}`: `parameters` is not a valid JSON Schema: {e}"))
 }
 
 impl Toolbox {
@@ -294,24 +295,8 @@ impl Toolbox {
     }
 }
 
-fn validate(v: &jsonschema::Validator, args: &Value) -> Result<(), String> {
-    let errors: Vec<String> = v
-        .iter_errors(args)
-        .take(5)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("{path}: {e}")
-            }
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("invalid arguments: {}", errors.join("; ")))
-    }
+fn validate(v: &Schema, args: &Value) -> Result<(), String> {
+    v.check(args, 5).map_err(|found| format!("invalid arguments: {}", json_schema::join(&found)))
 }
 
 #[cfg(test)]
