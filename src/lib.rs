@@ -119,10 +119,9 @@ async fn main(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let settings = settings(&env);
     let traced = trace::RequestSpan::start(http::header(&req, "traceparent").as_deref(), ids::trace_bytes(), now_ms());
     let (method, url) = (req.method(), req.inner().url());
-    let resp = answer(req, &env, &settings, &traced.traceparent()).await;
-    let (_, path, _) = http::url_parts(&url);
+    let (_, path, query) = http::url_parts(&url);
+    let (resp, route) = answer(req, &env, &settings, (path, query), &traced.traceparent()).await;
     let status = resp.as_ref().map_or(500, Response::status_code);
-    let route = threadline_durable::protocols::pattern(method.as_ref(), path);
     let span = traced.finish(method.as_ref(), path, route, status, now_ms());
     let fields = serde_json::json!({
         "method": method.as_ref(),
@@ -138,15 +137,33 @@ async fn main(req: Request, env: Env, ctx: Context) -> Result<Response> {
     resp
 }
 
-/// The request's answer: the steps of the core's exchange, carried out.
-async fn answer(mut req: Request, env: &Env, settings: &Settings, traceparent: &str) -> Result<Response> {
-    let raw = Clone::clone(req.inner());
-    let url = raw.url();
-    let (_, path, query) = http::url_parts(&url);
+/// The request's answer: the steps of the core's exchange, carried out;
+/// with it, the pattern of the route its path matched.
+async fn answer(
+    req: Request,
+    env: &Env,
+    settings: &Settings,
+    (path, query): (&str, &str),
+    traceparent: &str,
+) -> (Result<Response>, Option<&'static str>) {
     let method = req.method();
     let header = |name: &str| http::header(&req, name);
     let head = Head { method: method.as_ref(), path, query, header: &header };
-    let (mut x, mut step) = Exchange::start(&head, settings, now_ms());
+    let (x, step) = Exchange::start(&head, settings, now_ms());
+    let route = x.finish().route;
+    (exchange(req, env, settings, x, step, traceparent).await, route)
+}
+
+/// Carries out the exchange's steps, from `step`, to the answer.
+async fn exchange(
+    mut req: Request,
+    env: &Env,
+    settings: &Settings,
+    mut x: Exchange<'_>,
+    mut step: Step,
+    traceparent: &str,
+) -> Result<Response> {
+    let raw = Clone::clone(req.inner());
     // The last call's answer, for a step that passes it on as it is.
     let mut last: Option<(u16, Headers, Vec<u8>)> = None;
     let resp = loop {

@@ -71,6 +71,9 @@ pub struct Put {
 #[derive(Clone, Debug, Default)]
 pub struct Finish {
     pub head_only: bool,
+    /// The pattern of the route the path matched (`http.route` in traces
+    /// and logs), when one did.
+    pub route: Option<&'static str>,
     pub headers: Vec<(&'static str, String)>,
 }
 
@@ -130,7 +133,7 @@ impl<'s> Exchange<'s> {
             query: input::query_pairs(head.query),
             last_event_id: (head.header)("last-event-id"),
             client_ip: (head.header)("cf-connecting-ip"),
-            finish: Finish { head_only: head.method == "HEAD", headers: Vec::new() },
+            finish: Finish { head_only: head.method == "HEAD", route: None, headers: Vec::new() },
             waiting: Waiting::Nothing,
             files: Vec::new(),
             stored: false,
@@ -148,7 +151,11 @@ impl<'s> Exchange<'s> {
     fn begin(&mut self, head: &Head) -> Result<Step, ApiError> {
         let parsed = match head.path {
             ROUTES_PATH if self.settings.debug_routes => Err(ApiError::not_found_route("answered below")),
-            _ => protocols::parse(head.method, head.path),
+            _ => {
+                let (parsed, pattern) = protocols::parse(head.method, head.path);
+                self.finish.route = pattern;
+                parsed
+            }
         };
         if let Some(own) = parsed.as_ref().ok().and_then(Route::own_headers) {
             self.finish.headers.extend(own.iter().map(|(k, v)| (*k, (*v).to_owned())));
@@ -606,6 +613,19 @@ mod tests {
             }
             _ => (0, String::new()),
         }
+    }
+
+    #[test]
+    fn the_exchange_names_the_route_pattern_its_path_matched() {
+        let s = Settings::from_pairs(&[("AUTH_MODE", "dev")]);
+        let route = |method, path| start(method, path, &[], &s).0.finish().route;
+        assert_eq!(route("GET", "/instance-ai/threads/t1/usage"), Some("/instance-ai/threads/:threadId/usage"));
+        assert_eq!(
+            route("PUT", "/instance-ai/threads/t1/usage"),
+            Some("/instance-ai/threads/:threadId/usage"),
+            "a 405 too"
+        );
+        assert_eq!(route("GET", "/nowhere"), None);
     }
 
     #[test]

@@ -71,25 +71,35 @@ fn captures<'a>(pattern: &'static str, path: &'a str) -> Option<Params<'a>> {
     segments.next().is_none().then_some(params)
 }
 
+/// A route found in a table: the pattern the path matched (`http.route` in
+/// traces and logs), and the route it names or the refusal.
+pub struct Found<R> {
+    pub pattern: &'static str,
+    pub route: Result<R, ApiError>,
+}
+
 /// The route `method` + `path` names in `table`: `None` when no pattern
 /// matches the path; otherwise the route, or the refusal: 405
 /// `method_not_allowed` (with the methods it answers) for a known path with
-/// another method, or the builder's own (400 `invalid_id`, ...).
-pub fn find<R>(table: &[Spec<R>], method: &str, path: &str) -> Option<Result<R, ApiError>> {
+/// another method, or the builder's own (400 `invalid_id`, ...). The
+/// pattern is the spec that answers, or for a 405 the first that matched.
+pub fn find<R>(table: &[Spec<R>], method: &str, path: &str) -> Option<Found<R>> {
     let mut allowed: Vec<&str> = Vec::new();
+    let mut first: Option<&'static str> = None;
     for spec in table {
         let Some(params) = captures(spec.path, path) else { continue };
         let head_of_get = method == "HEAD" && spec.methods.contains(&"GET");
         if spec.methods.contains(&method) || head_of_get {
-            return Some((spec.build)(&params, method));
+            return Some(Found { pattern: spec.path, route: (spec.build)(&params, method) });
         }
+        first.get_or_insert(spec.path);
         for m in spec.methods {
             if !allowed.contains(m) {
                 allowed.push(m);
             }
         }
     }
-    (!allowed.is_empty()).then(|| Err(ApiError::method_not_allowed(path, &allowed.join(", "))))
+    first.map(|pattern| Found { pattern, route: Err(ApiError::method_not_allowed(path, &allowed.join(", "))) })
 }
 
 #[cfg(test)]
@@ -119,23 +129,34 @@ mod tests {
 
     #[test]
     fn literal_rows_listed_first_win_and_methods_are_checked() {
-        assert_eq!(find(TABLE, "POST", "/x/chat/t1").unwrap().unwrap(), R::Chat("t1".into()));
-        assert_eq!(find(TABLE, "POST", "/x/chat/t1/cancel").unwrap().unwrap(), R::Cancel("t1".into()));
-        assert_eq!(find(TABLE, "POST", "/x/q/t1/pause").unwrap().unwrap(), R::Pause("t1".into()));
-        assert_eq!(find(TABLE, "DELETE", "/x/q/t1/pause").unwrap().unwrap(), R::Item("t1".into(), "pause".into()));
-        let wrong = find(TABLE, "GET", "/x/q/t1/m1").unwrap().unwrap_err();
+        assert_eq!(find(TABLE, "POST", "/x/chat/t1").unwrap().route.unwrap(), R::Chat("t1".into()));
+        assert_eq!(find(TABLE, "POST", "/x/chat/t1/cancel").unwrap().route.unwrap(), R::Cancel("t1".into()));
+        assert_eq!(find(TABLE, "POST", "/x/q/t1/pause").unwrap().route.unwrap(), R::Pause("t1".into()));
+        assert_eq!(
+            find(TABLE, "DELETE", "/x/q/t1/pause").unwrap().route.unwrap(),
+            R::Item("t1".into(), "pause".into())
+        );
+        let wrong = find(TABLE, "GET", "/x/q/t1/m1").unwrap().route.unwrap_err();
         assert_eq!((wrong.status, wrong.allow()), (405, Some("PATCH, DELETE")));
-        assert_eq!(find(TABLE, "POST", "/x/chat/bad%20id").unwrap().unwrap_err().code, "invalid_id");
+        assert_eq!(find(TABLE, "POST", "/x/chat/bad%20id").unwrap().route.unwrap_err().code, "invalid_id");
         assert!(find(TABLE, "POST", "/x/chat").is_none());
         assert!(find(TABLE, "POST", "/x/chat/t1/cancel/more").is_none());
         assert!(find(TABLE, "GET", "/nope").is_none());
     }
 
     #[test]
+    fn the_pattern_is_the_spec_that_answers_or_for_a_405_the_first_that_matched() {
+        assert_eq!(find(TABLE, "POST", "/x/q/t1/pause").unwrap().pattern, "/x/q/:t/pause");
+        assert_eq!(find(TABLE, "DELETE", "/x/q/t1/pause").unwrap().pattern, "/x/q/:t/:m");
+        assert_eq!(find(TABLE, "GET", "/x/q/t1/pause").unwrap().pattern, "/x/q/:t/pause");
+        assert_eq!(find(TABLE, "POST", "/x/chat/bad%20id").unwrap().pattern, "/x/chat/:t");
+    }
+
+    #[test]
     fn a_star_takes_the_rest_of_the_path_and_head_follows_get() {
-        assert_eq!(find(TABLE, "GET", "/s/a/b/c").unwrap().unwrap(), R::Stream("a/b/c".into()));
-        assert_eq!(find(TABLE, "HEAD", "/s/a").unwrap().unwrap(), R::Stream("a".into()));
+        assert_eq!(find(TABLE, "GET", "/s/a/b/c").unwrap().route.unwrap(), R::Stream("a/b/c".into()));
+        assert_eq!(find(TABLE, "HEAD", "/s/a").unwrap().route.unwrap(), R::Stream("a".into()));
         assert!(find(TABLE, "GET", "/s/").is_none(), "one segment at least");
-        assert_eq!(find(TABLE, "HEAD", "/x/chat/t").unwrap().unwrap_err().status, 405, "HEAD only where GET is");
+        assert_eq!(find(TABLE, "HEAD", "/x/chat/t").unwrap().route.unwrap_err().status, 405, "HEAD only where GET is");
     }
 }

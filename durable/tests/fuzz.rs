@@ -91,7 +91,7 @@ proptest! {
 
     #[test]
     fn paths_and_cursors_never_panic(method in "[A-Z]{0,7}", path in "(/[a-zA-Z0-9._%~\\-]{0,20}){0,8}", h in ".{0,20}", q in ".{0,20}") {
-        if let Ok(r) = protocols::parse(&method, &path) {
+        if let (Ok(r), _) = protocols::parse(&method, &path) {
             prop_assert!(r.target() != Target::Thread || !r.thread().is_empty());
         }
         let _ = cursor(Some(&h), Some(&q));

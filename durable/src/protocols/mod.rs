@@ -203,23 +203,14 @@ macro_rules! protocols {
 
         /// The route `method` + `path` names, of the first protocol whose
         /// table has the path: 404 `not_found` for no protocol's, 405 for a
-        /// known path with another method, 400 for a malformed id.
-        pub fn parse(method: &str, path: &str) -> Result<Route, ApiError> {
-            $(if let Some(r) = crate::route::find($name::Route::ROUTES, method, path) {
-                return r.map(Route::$variant);
+        /// known path with another method, 400 for a malformed id. With it,
+        /// the pattern the path matched (`http.route` in traces and logs),
+        /// when one did.
+        pub fn parse(method: &str, path: &str) -> (Result<Route, ApiError>, Option<&'static str>) {
+            $(if let Some(found) = crate::route::find($name::Route::ROUTES, method, path) {
+                return (found.route.map(Route::$variant), Some(found.pattern));
             })*
-            Err(ApiError::not_found_route(format!("no route for {path}")))
-        }
-
-        /// The pattern of the route `path` matches (`http.route` in traces
-        /// and logs), when one does.
-        pub fn pattern(method: &str, path: &str) -> Option<&'static str> {
-            $(for spec in $name::Route::ROUTES {
-                if crate::route::find(std::slice::from_ref(spec), method, path).is_some() {
-                    return Some(spec.path);
-                }
-            })*
-            None
+            (Err(ApiError::not_found_route(format!("no route for {path}"))), None)
         }
 
         /// Every route served: `(methods, path pattern)`, in matching order.

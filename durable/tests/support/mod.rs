@@ -77,7 +77,7 @@ impl<'a> Req<'a> {
 /// from its body, then served on the thread.
 pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
     let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
-    let mut route = protocols::parse(req.method, path).expect("a valid route");
+    let mut route = protocols::parse(req.method, path).0.expect("a valid route");
     if route.target() == Target::Body {
         let body: Value = serde_json::from_str(&req.body).expect("a JSON body");
         route.address(&body, &|prefix| format!("{prefix}_new")).expect("the body names its thread");
