@@ -425,7 +425,9 @@ main() {
 
   check_prerequisites || exit 1
   if [ "${1:-}" = --check ]; then
-    say "prerequisites present ($(os_name "$(detect_os)")): cc, make, rustup, cargo, node $(node --version), npm $(npm --version); browser tests: $chromium"
+    local browser=$chromium
+    [ -x "$browser" ] || browser+=" (setup installs it from Debian's chromium package)"
+    say "prerequisites present ($(os_name "$(detect_os)")): cc, make, rustup, cargo, node $(node --version), npm $(npm --version); browser tests: $browser"
     return
   fi
 
