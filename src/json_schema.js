@@ -16,8 +16,13 @@ const DRAFTS = [
 ];
 const DEFAULT = DRAFTS[0][0];
 
-/** Each draft's metaschema validator, built once from the shell's copies. */
-let metas = null;
+/** The metaschema documents (JSON text) the shell installed, parsed when a
+ *  schema is first checked; each draft's validator, built when a schema of
+ *  that draft is first checked. An isolate starts without this work, and
+ *  builds only the drafts its schemas name. */
+let docs = null;
+let parsed = null;
+const metas = new Map();
 
 const strip = (id) => id.replace(/#$/, "");
 
@@ -36,20 +41,34 @@ function pin(node, root) {
   return out;
 }
 
-/** Builds the metaschema validators from `docs`, a JSON array of every
- *  metaschema document (roots and their vocabularies). */
-export function install(docs) {
-  const all = JSON.parse(docs);
-  metas = new Map();
-  for (const [root, draft] of DRAFTS) {
-    const family = root.replace(/\/schema$/, "/");
-    const own = all.filter((d) => strip(d.$id ?? d.id ?? "") === root || strip(d.$id ?? "").startsWith(family + "meta/"));
-    const top = own.find((d) => strip(d.$id ?? d.id ?? "") === root);
-    if (!top) throw new Error(`metaschema ${root} is missing`);
-    const v = new Validator(pin(top, root), draft, false);
-    for (const d of own) if (d !== top) v.addSchema(pin(d, root));
-    metas.set(root, { draft, meta: v });
-  }
+const idOf = (d) => strip(d.$id ?? d.id ?? "");
+
+/** Keeps `all`, a JSON array of every metaschema document (roots and
+ *  their vocabularies), for the drafts' validators. */
+export function install(all) {
+  docs = all;
+  parsed = null;
+  metas.clear();
+}
+
+/** The validator of the draft whose metaschema is `root`, and the draft
+ *  @cfworker/json-schema validates its schemas as; undefined for a draft
+ *  it does not take. */
+function meta(root) {
+  const known = metas.get(root);
+  if (known) return known;
+  const draft = DRAFTS.find(([id]) => id === root)?.[1];
+  if (!draft) return undefined;
+  parsed ??= JSON.parse(docs);
+  const family = root.replace(/\/schema$/, "/");
+  const own = parsed.filter((d) => idOf(d) === root || idOf(d).startsWith(family + "meta/"));
+  const top = own.find((d) => idOf(d) === root);
+  if (!top) throw `metaschema ${root} is missing`;
+  const v = new Validator(pin(top, root), draft, false);
+  for (const d of own) if (d !== top) v.addSchema(pin(d, root));
+  const built = { draft, meta: v };
+  metas.set(root, built);
+  return built;
 }
 
 // A violation as the core reads it: a JSON Pointer into the instance and a
@@ -72,10 +91,10 @@ function violations(errors, limit) {
 /** Compiles `schema` (JSON text): a validator, or throws a string saying
  *  why its draft's metaschema refuses it. */
 export function compile(schema) {
-  if (metas === null) throw "the metaschemas are not installed";
+  if (docs === null) throw "the metaschemas are not installed";
   const value = JSON.parse(schema);
   const named = typeof value === "object" && value !== null && typeof value.$schema === "string" ? strip(value.$schema) : DEFAULT;
-  const draft = metas.get(named);
+  const draft = meta(named);
   if (!draft) throw `\`$schema\` names a draft this validator does not take: ${named}`;
   const checked = draft.meta.validate(value);
   if (!checked.valid) {

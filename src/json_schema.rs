@@ -12,8 +12,8 @@ use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(module = "/src/json_schema.js")]
 extern "C" {
-    #[wasm_bindgen(catch, js_name = install)]
-    fn js_install(docs: &str) -> Result<(), JsValue>;
+    #[wasm_bindgen(js_name = install)]
+    fn js_install(docs: &str);
     #[wasm_bindgen(catch, js_name = compile)]
     fn js_compile(schema: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(js_name = check)]
@@ -48,16 +48,12 @@ struct Platform;
 
 static PLATFORM: Platform = Platform;
 
-/// Installs the engine, once per isolate.
+/// Installs the engine, once per isolate: it hands the metaschemas' text
+/// over; the JavaScript side parses them and builds a draft's validator
+/// when a schema of that draft is first checked, so start-up does neither.
 pub(crate) fn install() {
-    let docs = format!("[{}]", METASCHEMAS.join(","));
-    match js_install(&docs) {
-        Ok(()) => {
-            threadline_durable::json_schema::install(&PLATFORM);
-        }
-        // Left uninstalled, every check refuses with a clear reason.
-        Err(e) => worker::console_error!("JSON Schema validator: {}", describe(&e)),
-    }
+    js_install(&format!("[{}]", METASCHEMAS.join(",")));
+    threadline_durable::json_schema::install(&PLATFORM);
 }
 
 fn describe(e: &JsValue) -> String {
