@@ -21,8 +21,10 @@ dev: setup
 test: lint build test-core test-client test-workerd test-conformance
 
 # rustfmt, clippy with warnings as errors (the core natively, the Worker for
-# wasm), and the TypeScript of the client and the page type-checked.
+# wasm), the TypeScript of the client and the page type-checked, and every
+# JavaScript import of the Worker declared `catch` (local/lint-imports.mjs).
 lint: setup
+	node local/lint-imports.mjs src
 	cargo fmt --check
 	cargo clippy -p threadline-durable --all-targets --quiet -- -D warnings
 	cargo clippy -p threadline --target wasm32-unknown-unknown --quiet -- -D warnings

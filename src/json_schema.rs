@@ -4,20 +4,27 @@
 //!
 //! Schemas and instances cross as JSON text, violations come back as JSON
 //! text: a few hundred bytes per tool call.
+//!
+//! Every import is declared `catch`: a JavaScript exception (a refused
+//! schema, a check that would pass its bound on work, anything the library
+//! throws) comes back as an `Err`, never as a trap that would end every run
+//! of the isolate. `make lint` refuses an import without it
+//! (local/lint-imports.mjs).
 
 use serde::Deserialize;
 use serde_json::Value;
 use threadline_durable::json_schema::{Compiled, Engine, Violation};
 use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
 
 #[wasm_bindgen(module = "/src/json_schema.js")]
 extern "C" {
-    #[wasm_bindgen(js_name = install)]
-    fn js_install(docs: &str);
+    #[wasm_bindgen(catch, js_name = install)]
+    fn js_install(docs: &str) -> Result<(), JsValue>;
     #[wasm_bindgen(catch, js_name = compile)]
     fn js_compile(schema: &str) -> Result<JsValue, JsValue>;
-    #[wasm_bindgen(js_name = check)]
-    fn js_check(validator: &JsValue, instance: &str, limit: u32) -> String;
+    #[wasm_bindgen(catch, js_name = check)]
+    fn js_check(validator: &JsValue, instance: &str, limit: u32) -> Result<String, JsValue>;
 }
 
 /// Every draft's metaschema with its vocabularies, as the JSON Schema
@@ -52,12 +59,25 @@ static PLATFORM: Platform = Platform;
 /// over; the JavaScript side parses them and builds a draft's validator
 /// when a schema of that draft is first checked, so start-up does neither.
 pub(crate) fn install() {
-    js_install(&format!("[{}]", METASCHEMAS.join(",")));
-    threadline_durable::json_schema::install(&PLATFORM);
+    match js_install(&format!("[{}]", METASCHEMAS.join(","))) {
+        Ok(()) => {
+            threadline_durable::json_schema::install(&PLATFORM);
+        }
+        // Every schema is then refused ("no JSON Schema validator is
+        // installed"), and every run that needs one says so.
+        Err(e) => worker::console_error!("json schema: {}", describe(&e)),
+    }
 }
 
+/// A thrown value in words: a string as it is, an `Error` by its message.
 fn describe(e: &JsValue) -> String {
-    e.as_string().unwrap_or_else(|| format!("{e:?}"))
+    if let Some(s) = e.as_string() {
+        return s;
+    }
+    match e.dyn_ref::<js_sys::Error>() {
+        Some(error) => String::from(error.message()),
+        None => format!("{e:?}"),
+    }
 }
 
 impl Engine for Platform {
@@ -76,13 +96,11 @@ struct Found {
 }
 
 impl Compiled for Platformed {
-    fn violations(&self, instance: &Value, limit: usize) -> Vec<Violation> {
-        let found = js_check(&self.0, &instance.to_string(), limit.try_into().unwrap_or(u32::MAX));
-        match serde_json::from_str::<Vec<Found>>(&found) {
-            Ok(v) => v.into_iter().map(|f| Violation { path: f.path, message: f.message }).collect(),
-            Err(e) => {
-                vec![Violation { path: String::new(), message: format!("the validator's answer was unreadable: {e}") }]
-            }
-        }
+    fn violations(&self, instance: &Value, limit: usize) -> Result<Vec<Violation>, String> {
+        let found =
+            js_check(&self.0, &instance.to_string(), limit.try_into().unwrap_or(u32::MAX)).map_err(|e| describe(&e))?;
+        serde_json::from_str::<Vec<Found>>(&found)
+            .map(|v| v.into_iter().map(|f| Violation { path: f.path, message: f.message }).collect())
+            .map_err(|e| format!("the validator's answer was unreadable: {e}"))
     }
 }

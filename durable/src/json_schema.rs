@@ -15,6 +15,13 @@
 //!
 //! Both take drafts 4, 6, 7, 2019-09 and 2020-12, chosen by the schema's
 //! `$schema` (2020-12 when it names none).
+//!
+//! Schemas and the values checked against them come from callers (a
+//! client's tools, a send's `output.schema`, a model's arguments), so an
+//! engine refuses at [`Engine::compile`] any schema it could not apply, and
+//! a check may end without a verdict ([`Failed::Unchecked`]: it would do
+//! more work than the engine allows) rather than run unbounded. Neither
+//! can panic or trap: see docs/security.md, "Schemas and patterns".
 
 use serde_json::Value;
 use std::fmt;
@@ -30,8 +37,28 @@ pub trait Engine: Sync {
 /// A compiled schema.
 pub trait Compiled {
     /// What is wrong with `instance`, at most `limit` of them, the most
-    /// specific first found; empty when it is valid.
-    fn violations(&self, instance: &Value, limit: usize) -> Vec<Violation>;
+    /// specific first found; empty when it is valid. `Err` says why the
+    /// engine gave no verdict (the check would pass its bound on work).
+    fn violations(&self, instance: &Value, limit: usize) -> Result<Vec<Violation>, String>;
+}
+
+/// Why a value did not pass its schema.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failed {
+    /// It is not valid: at most the asked number of violations.
+    Invalid(Vec<Violation>),
+    /// The engine could not say (why, in its words): the value is not
+    /// accepted either.
+    Unchecked(String),
+}
+
+impl fmt::Display for Failed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failed::Invalid(found) => f.write_str(&join(found)),
+            Failed::Unchecked(why) => write!(f, "it could not be checked: {why}"),
+        }
+    }
 }
 
 /// One way an instance fails its schema.
@@ -84,13 +111,13 @@ impl Schema {
         engine()?.compile(schema).map(Schema)
     }
 
-    /// `Ok` when `instance` is valid, else at most `limit` violations.
-    pub fn check(&self, instance: &Value, limit: usize) -> Result<(), Vec<Violation>> {
-        let found = self.0.violations(instance, limit.max(1));
-        if found.is_empty() {
-            Ok(())
-        } else {
-            Err(found)
+    /// `Ok` when `instance` is valid, else at most `limit` violations, or
+    /// why the engine could not say.
+    pub fn check(&self, instance: &Value, limit: usize) -> Result<(), Failed> {
+        match self.0.violations(instance, limit.max(1)) {
+            Ok(found) if found.is_empty() => Ok(()),
+            Ok(found) => Err(Failed::Invalid(found)),
+            Err(why) => Err(Failed::Unchecked(why)),
         }
     }
 }
@@ -122,11 +149,12 @@ mod native {
     }
 
     impl Compiled for jsonschema::Validator {
-        fn violations(&self, instance: &Value, limit: usize) -> Vec<Violation> {
-            self.iter_errors(instance)
+        fn violations(&self, instance: &Value, limit: usize) -> Result<Vec<Violation>, String> {
+            Ok(self
+                .iter_errors(instance)
                 .take(limit)
                 .map(|e| Violation { path: e.instance_path().to_string(), message: e.to_string() })
-                .collect()
+                .collect())
         }
     }
 }
@@ -152,11 +180,11 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(s.check(&json!({"city": "Lisbon"}), 5), Ok(()));
-        let bad = s.check(&json!({"city": 1}), 5).unwrap_err();
+        let Err(Failed::Invalid(bad)) = s.check(&json!({"city": 1}), 5) else { panic!("invalid") };
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].path, "/city");
         assert!(join(&bad).starts_with("/city: "), "{}", join(&bad));
-        let missing = s.check(&json!({}), 5).unwrap_err();
+        let Err(Failed::Invalid(missing)) = s.check(&json!({}), 5) else { panic!("invalid") };
         assert_eq!(missing[0].path, "");
         assert_eq!(missing[0].to_string(), missing[0].message);
     }
@@ -164,6 +192,23 @@ mod tests {
     #[test]
     fn at_most_limit_violations() {
         let s = Schema::compile(&json!({"type": "object", "required": ["a", "b", "c"]})).unwrap();
-        assert_eq!(s.check(&json!({}), 2).unwrap_err().len(), 2);
+        let Err(Failed::Invalid(found)) = s.check(&json!({}), 2) else { panic!("invalid") };
+        assert_eq!(found.len(), 2);
+    }
+
+    /// An engine that gives no verdict: the value is refused, saying why.
+    #[test]
+    fn a_check_without_a_verdict_refuses_the_value() {
+        struct Gives(Result<Vec<Violation>, String>);
+        impl Compiled for Gives {
+            fn violations(&self, _: &Value, _: usize) -> Result<Vec<Violation>, String> {
+                self.0.clone()
+            }
+        }
+        let unchecked = Schema(Box::new(Gives(Err("too much work".into()))));
+        let failed = unchecked.check(&json!(1), 5).unwrap_err();
+        assert_eq!(failed, Failed::Unchecked("too much work".into()));
+        assert_eq!(failed.to_string(), "it could not be checked: too much work");
+        assert_eq!(Schema(Box::new(Gives(Ok(Vec::new())))).check(&json!(1), 5), Ok(()));
     }
 }

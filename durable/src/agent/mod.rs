@@ -330,7 +330,7 @@ impl<H: Host> Agent<H> {
             Err(e) => return Err(fail(STRUCTURED_OUTPUT_INVALID, format!("The answer is not JSON: {e}"))),
         };
         let valid = crate::json_schema::Schema::compile(&spec["schema"])
-            .and_then(|v| v.check(&value, 20).map_err(|found| crate::json_schema::join(&found)));
+            .and_then(|v| v.check(&value, 20).map_err(|failed| failed.to_string()));
         if let Err(why) = valid {
             return Err(fail(STRUCTURED_OUTPUT_INVALID, format!("The answer does not match its schema: {why}")));
         }

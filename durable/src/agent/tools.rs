@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-use crate::json_schema::{self, Schema};
+use crate::json_schema::Schema;
 
 pub const CREATE_TASKS: &str = "create-tasks";
 pub const UPDATE_TASKS: &str = "update-tasks";
@@ -296,7 +296,7 @@ impl Toolbox {
 }
 
 fn validate(v: &Schema, args: &Value) -> Result<(), String> {
-    v.check(args, 5).map_err(|found| format!("invalid arguments: {}", json_schema::join(&found)))
+    v.check(args, 5).map_err(|failed| format!("invalid arguments: {failed}"))
 }
 
 #[cfg(test)]
