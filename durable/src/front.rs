@@ -266,14 +266,18 @@ impl<'s> Exchange<'s> {
             _ => {
                 let name = input::query_first(&self.query, "name");
                 let form = Form::upload(self.content_type.as_deref(), name)?;
-                let most = match form {
-                    Form::Raw { .. } => limits.max_file_bytes as u64,
-                    _ => (limits.max_files * limits.max_file_bytes) as u64 + 64 * 1024,
-                };
-                if head.declared_length().is_some_and(|n| n > most) {
-                    return Err(ApiError::file_too_large(limits.max_file_bytes));
+                let declared = head.declared_length();
+                match form {
+                    Form::Raw { .. } if declared.is_some_and(|n| n > limits.max_file_bytes as u64) => {
+                        Err(ApiError::file_too_large(limits.max_file_bytes))
+                    }
+                    // The same refusal as a chunked form gets once it passes
+                    // the cap (`files::read`).
+                    Form::Multipart { .. } if declared.is_some_and(|n| n > limits.multipart_cap() as u64) => {
+                        Err(ApiError::body_too_large(limits.multipart_cap()))
+                    }
+                    form => Ok(form),
                 }
-                Ok(form)
             }
         }
     }

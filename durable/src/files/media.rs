@@ -191,15 +191,28 @@ const ALL_TAGS: &[&[u8]] = &[
     b"<?xml",
 ];
 
-/// Whether the bytes open, after leading whitespace, with one of `tags`
-/// (case-insensitive, followed by a space, `>` or `/`), or, with the full
-/// list, a comment.
+/// Whether the bytes open with one of `tags` (case-insensitive, followed
+/// by a space, `>` or `/`), or, with the full list, a comment. What a
+/// browser skips before it decides is skipped first: a byte-order mark,
+/// whitespace, and (with the document tags) whole comments, so
+/// `<!-- -->\n<!DOCTYPE html>` is still a page. Linear in the bytes.
 fn looks_like_html(bytes: &[u8], tags: &[&[u8]]) -> bool {
-    let start = bytes.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\x0c' | b'\r')).unwrap_or(bytes.len());
-    let head = &bytes[start..bytes.len().min(start + 32)];
-    if head.starts_with(b"<!--") && std::ptr::eq(tags, ALL_TAGS) {
-        return true;
-    }
+    let mut rest = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let head = loop {
+        let start =
+            rest.iter().position(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\x0c' | b'\r')).unwrap_or(rest.len());
+        rest = &rest[start..];
+        if !rest.starts_with(b"<!--") {
+            break &rest[..rest.len().min(32)];
+        }
+        if std::ptr::eq(tags, ALL_TAGS) {
+            return true;
+        }
+        match memchr::memmem::find(&rest[4..], b"-->") {
+            Some(end) => rest = &rest[4 + end + 3..],
+            None => return false,
+        }
+    };
     tags.iter().any(|tag| {
         head.len() > tag.len()
             && head[..tag.len()].eq_ignore_ascii_case(tag)
@@ -250,6 +263,31 @@ mod tests {
         let zip = Types::parse("application/zip").unwrap();
         assert!(check("application/zip", b"PK\x03\x04", &zip).is_ok());
         assert_eq!(check("application/zip", b"<html>", &zip).unwrap_err().code, "file_type_mismatch");
+    }
+
+    /// What a browser skips before it sniffs, the check skips too: a page
+    /// behind a byte-order mark or comments is still a page.
+    #[test]
+    fn a_page_behind_a_bom_or_comments_is_refused_as_text() {
+        let t = Types::default();
+        let refused = |ty: &str, bytes: &[u8]| check(ty, bytes, &t).map_err(|e| e.code);
+        for page in [
+            &b"\xef\xbb\xbf<!DOCTYPE html><script>alert(1)</script>"[..],
+            b"<!-- a note --><!DOCTYPE html><p>x",
+            b"\xef\xbb\xbf \n<!-- one -->\n<!--two-->  <html><body>",
+            b"<!---->\n<script>alert(1)</script>",
+        ] {
+            for ty in ["text/plain", "text/markdown", "text/csv"] {
+                assert_eq!(refused(ty, page), Err("file_type_mismatch"), "{ty}: {:?}", String::from_utf8_lossy(page));
+            }
+        }
+        // Comments before ordinary text are text; an unclosed one too.
+        assert!(check("text/markdown", b"<!-- badges -->\n# Title\n\ntext", &t).is_ok());
+        assert!(check("text/plain", b"<!-- never closed <html>", &t).is_ok());
+        assert!(check("text/plain", b"\xef\xbb\xbfplain text", &t).is_ok());
+        // A huge run of comments is read once.
+        let many = "<!-- x -->".repeat(200_000) + "<html>";
+        assert_eq!(refused("text/plain", many.as_bytes()), Err("file_type_mismatch"));
     }
 
     #[test]

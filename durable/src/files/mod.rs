@@ -68,6 +68,13 @@ impl Limits {
         let file_b64 = self.max_file_bytes.div_ceil(3) * 4 + 1024;
         rest.saturating_add(self.max_files.saturating_mul(file_b64))
     }
+
+    /// The largest `multipart/form-data` upload read: the most files, and
+    /// 64 KiB of form around them. Counted as the body streams, declared
+    /// or chunked.
+    pub fn multipart_cap(&self) -> usize {
+        self.max_files.saturating_mul(self.max_file_bytes).saturating_add(64 * 1024)
+    }
 }
 
 impl Default for Limits {

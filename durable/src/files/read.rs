@@ -127,21 +127,34 @@ fn unreadable(e: impl std::fmt::Display) -> ApiError {
 /// A multipart body's files. `multer` reads from a channel (it wants a
 /// `Send` stream, which a runtime's body is not); the body is fed into it
 /// as it arrives, a few chunks ahead at most.
+///
+/// Invariant: at most [`Limits::multipart_cap`] bytes are read, whatever
+/// the framing (a declared length over it is refused before reading, a
+/// chunked body the moment it passes it).
 async fn multipart<S, E>(mut body: S, boundary: String, limits: &Limits) -> Result<Read, ApiError>
 where
     S: Stream<Item = Result<Vec<u8>, E>> + Unpin,
     E: std::fmt::Display,
 {
     use futures_util::SinkExt;
+    let cap = limits.multipart_cap();
     let (mut tx, rx) = futures_channel::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
     let feed = async move {
+        let mut read = 0usize;
         while let Some(chunk) = body.next().await {
-            let item = chunk.map_err(|e| std::io::Error::other(e.to_string()));
+            let item = chunk.map_err(|e| std::io::Error::other(e.to_string())).and_then(|c| {
+                read += c.len();
+                if read > cap {
+                    return Err(std::io::Error::other("over the cap"));
+                }
+                Ok(c)
+            });
             let failed = item.is_err();
             if tx.send(item).await.is_err() || failed {
-                break;
+                return read > cap;
             }
         }
+        false
     };
     let parse = async move {
         let mut parts = multer::Multipart::new(rx, boundary);
@@ -171,7 +184,10 @@ where
         Ok(Read { json: None, files })
     };
     // The parser ending first (a refusal) drops the channel: feeding stops.
-    let (_, read) = futures_util::future::join(feed, parse).await;
+    let (over, read) = futures_util::future::join(feed, parse).await;
+    if over {
+        return Err(ApiError::body_too_large(cap));
+    }
     read
 }
 
@@ -251,5 +267,29 @@ mod tests {
         let empty = form(&[("note", None, None, b"x")]);
         assert_eq!(block_on(read(chunks(&empty, 7), form_of(), &limits(10, 2))).unwrap_err().code, "invalid_file");
         assert_eq!(block_on(read(chunks(b"garbage", 7), form_of(), &limits(10, 2))).unwrap_err().code, "invalid_file");
+    }
+
+    /// A form is counted as it streams: many fields that are no file, each
+    /// within the file limit, pass the form's cap and are refused there,
+    /// not read to their end.
+    #[test]
+    fn a_multipart_body_is_capped_whatever_its_framing() {
+        let field = vec![b'x'; 1_000];
+        let fields: Vec<Part> = (0..200).map(|_| ("note", None, None, field.as_slice())).collect();
+        let mut parts = fields.clone();
+        parts.push(("f", Some("a.txt"), Some("text/plain"), b"hi"));
+        let body = form(&parts);
+        let l = Limits { max_file_bytes: 1_000, max_files: 2, ..Limits::default() };
+        assert!(body.len() > l.multipart_cap());
+        let form_of = || Form::upload(Some("multipart/form-data; boundary=XyZ"), None).unwrap();
+        let read_chunks = std::cell::Cell::new(0usize);
+        let counted = stream::iter(body.chunks(4096).map(|c| Ok::<_, String>(c.to_vec())).collect::<Vec<_>>())
+            .inspect(|_| read_chunks.set(read_chunks.get() + 1));
+        let err = block_on(read(counted, form_of(), &l)).unwrap_err();
+        assert_eq!((err.status, err.code), (413, "body_too_large"));
+        assert!(read_chunks.get() * 4096 <= l.multipart_cap() + 3 * 4096, "stopped near the cap");
+        // The same fields under the cap are read (and hold one file).
+        let small = form(&[fields[0], ("f", Some("a.txt"), Some("text/plain"), b"hi")]);
+        assert_eq!(block_on(read(chunks(&small, 4096), form_of(), &l)).unwrap().files.len(), 1);
     }
 }
