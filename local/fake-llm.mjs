@@ -551,7 +551,7 @@ async function readJson(req) {
   return JSON.parse(Buffer.concat(chunks).toString("utf8"));
 }
 
-async function handleChat(req, res, { requests, delayMs, signal }) {
+async function handleChat(req, res, { requests, delayMs, signal, usage }) {
   if (!/^Bearer +\S/i.test(req.headers.authorization ?? "")) {
     return sendJson(res, 401, errorBody("Missing or malformed Authorization header; expected `Bearer <api key>`.", "invalid_request_error", "invalid_api_key"));
   }
@@ -573,7 +573,7 @@ async function handleChat(req, res, { requests, delayMs, signal }) {
     id: `chatcmpl-fake-${body.messages.length}-${fnv1a(JSON.stringify(body.messages))}`,
     created: Math.floor(Date.now() / 1000),
     model: typeof body.model === "string" && body.model ? body.model : MODEL_ID,
-    usage: usageFor(body, plan),
+    usage: usage ? usage(body, usageFor(body, plan)) : usageFor(body, plan),
   };
 
   if (body.stream === true) {
@@ -613,13 +613,15 @@ async function handle(req, res, options) {
 
 /**
  * Starts the fake on 127.0.0.1. `port` 0 picks a free port; `delayMs` is the
- * pause between streamed chunks (directives like [[slow]] override it).
+ * pause between streamed chunks (directives like [[slow]] override it);
+ * `usage(body, usage)`, when given, says what each answer reports it used
+ * (a test's big sub-agent), from the request and the usage it would report.
  * Resolves to `{ url, close(), requests }`, `url` ending in `/v1`.
  */
-export async function startFakeLlm({ port = 0, delayMs = DEFAULT_DELAY_MS } = {}) {
+export async function startFakeLlm({ port = 0, delayMs = DEFAULT_DELAY_MS, usage } = {}) {
   const requests = [];
   const server = http.createServer((req, res) => {
-    handle(req, res, { requests, delayMs }).catch((err) => {
+    handle(req, res, { requests, delayMs, usage }).catch((err) => {
       // A client that hung up mid-stream is expected; anything else is a bug.
       if (err?.name === "AbortError" || res.destroyed) return;
       console.error("fake-llm:", err);

@@ -15,14 +15,19 @@ use std::time::Duration;
 use threadline_durable::agent::{
     self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped, ToolAnswer,
 };
+use threadline_durable::charge::Spend;
 use threadline_durable::files::{FileRef, NewFile};
 use threadline_durable::Event;
-use threadline_durable::ModelEndpoint;
+use threadline_durable::{ModelEndpoint, Price};
+
+/// What a call refused by its sender's budget tells them.
+const QUOTA_SPENT: &str = "Your budget for this period is spent (GET /agent/quota says when it resets).";
 use worker::*;
 
 /// One run's host. Cloned into sub-agents and background tasks.
 #[derive(Clone)]
 pub struct WorkerHost {
+    pub env: Env,
     pub core: Shared,
     pub run_id: String,
     pub model: Rc<ModelEndpoint>,
@@ -33,8 +38,15 @@ pub struct WorkerHost {
 }
 
 impl WorkerHost {
-    pub fn new(core: Shared, run_id: String, model: Rc<ModelEndpoint>, files: Option<Rc<Bucket>>) -> WorkerHost {
-        WorkerHost { core, run_id, model, abort: Rc::new(RefCell::new(Some(AbortController::default()))), files }
+    pub fn new(
+        env: Env,
+        core: Shared,
+        run_id: String,
+        model: Rc<ModelEndpoint>,
+        files: Option<Rc<Bucket>>,
+    ) -> WorkerHost {
+        let abort = Rc::new(RefCell::new(Some(AbortController::default())));
+        WorkerHost { env, core, run_id, model, abort, files }
     }
 
     /// Aborts the run's in-flight requests.
@@ -231,6 +243,60 @@ impl Host for WorkerHost {
 
     fn span(&self, span: threadline_durable::trace::Span) {
         crate::telemetry::record([span]);
+    }
+
+    async fn hold(
+        &self,
+        model: Option<&str>,
+        spend: Spend,
+        price: Option<Price>,
+    ) -> std::result::Result<Option<String>, String> {
+        let held = {
+            let mut slot = self.core.borrow_mut();
+            let core = slot.as_mut().ok_or("the thread is gone")?;
+            core.hold(&self.run_id, model, spend, price, now_ms()).map_err(|e| e.message)?
+        };
+        let Some(held) = held else { return Ok(None) };
+        let Some((actor, op)) = held.ask else { return Ok(Some(held.id)) };
+        let call = threadline_durable::front::directory_call(&actor, &op);
+        let answer = crate::call(&self.env, None, &call).await.map(|r| r.status_code());
+        match answer {
+            Ok(200..=299) => Ok(Some(held.id)),
+            // Refused: the directory holds nothing, and nothing was used.
+            Ok(429) => {
+                if let Some(Err(e)) = self.core.borrow_mut().as_mut().map(|c| c.release(&held.id)) {
+                    console_error!("release: {e}");
+                }
+                Err(QUOTA_SPENT.to_owned())
+            }
+            // Unknown: the directory may hold it. The call is not made, and
+            // a charge of nothing drops any hold it took.
+            other => {
+                self.settle(&held.id, Some(Spend::default()), 0);
+                Err(match other {
+                    Ok(status) => format!("The budget could not be checked: the directory answered {status}."),
+                    Err(e) => format!("The budget could not be checked: {e}."),
+                })
+            }
+        }
+    }
+
+    fn settle(&self, hold: &str, used: Option<Spend>, streamed: usize) {
+        let settled = self.core.borrow_mut().as_mut().map(|c| c.settle(hold, used, streamed, now_ms()));
+        match settled {
+            Some(Ok(effects)) => {
+                let (env, core) = (self.env.clone(), self.core.clone());
+                wasm_bindgen_futures::spawn_local(async move {
+                    for effect in effects {
+                        if let threadline_durable::Effect::Charge { actor, charges } = effect {
+                            crate::effects::deliver_charges(&env, &core, &actor, charges).await;
+                        }
+                    }
+                });
+            }
+            Some(Err(e)) => console_error!("settle: {e}"),
+            None => {}
+        }
     }
 
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> std::result::Result<String, Stopped> {

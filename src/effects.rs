@@ -9,13 +9,16 @@ use crate::agent_host::WorkerHost;
 use crate::live::{self, Shared};
 use crate::now_ms;
 use crate::object::Inner;
+use crate::store::DoSql;
 use serde_json::Value;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::agent::{self, cancel::CancelToken};
-use threadline_durable::{Drive, Effect};
+use threadline_durable::charge::Charge;
+use threadline_durable::store::SqlStore;
+use threadline_durable::{ApiError, DirectoryOp, Drive, Effect};
 use worker::*;
 
 impl Inner {
@@ -47,7 +50,12 @@ impl Inner {
                         console_warn!("directory: {e}");
                     }
                 }
+                Effect::Charge { actor, charges } => deliver_charges(&self.env, &self.core, &actor, charges).await,
                 Effect::Wipe { files } => {
+                    // Charges their directories did not take outlive the
+                    // thread: they are stored again after the wipe, and the
+                    // alarm delivers them.
+                    let owed = self.with_core(|c| c.owed_charges()).ok().and_then(|r| r.ok()).unwrap_or_default();
                     // The thread is gone: its subscribers' streams end.
                     *self.core.borrow_mut() = None;
                     for ws in self.state.get_websockets_with_tag(live::TAG) {
@@ -58,6 +66,15 @@ impl Inner {
                     }
                     let _ = self.storage.delete_alarm().await;
                     self.alarm_at.set(Some(None));
+                    if !owed.is_empty() {
+                        let kept = SqlStore::open(DoSql(self.storage.sql()))
+                            .map_err(ApiError::from)
+                            .and_then(|mut s| live::Core::keep_charges(&mut s, &owed));
+                        match kept {
+                            Ok(()) => self.arm_alarm().await,
+                            Err(e) => console_error!("charges: {e}"),
+                        }
+                    }
                     // Its files, under the generation that is now gone: a
                     // thread re-created under the same id has another.
                     if let Some(prefix) = files {
@@ -101,7 +118,7 @@ impl Inner {
         let Drive { job, endpoint, config, tools, mcp } = *d;
         let run_id = job.run_id.clone();
         let files = crate::files::bucket(&self.env).ok().map(Rc::new);
-        let host = WorkerHost::new(self.core.clone(), run_id.clone(), Rc::new(endpoint), files);
+        let host = WorkerHost::new(self.env.clone(), self.core.clone(), run_id.clone(), Rc::new(endpoint), files);
         let token = CancelToken::default();
         self.agents.borrow_mut().push((run_id.clone(), token.clone(), host.clone()));
         let inner = self.clone();
@@ -176,6 +193,33 @@ fn arm_flush_timer(core: Shared, timer: Rc<Cell<Option<i64>>>) {
         }
         arm_flush_timer(core, timer);
     });
+}
+
+/// Delivers model calls' charges to `actor`'s directory, and tells the core
+/// whether it has them (or the alarm tries again).
+pub(crate) async fn deliver_charges(env: &Env, core: &Shared, actor: &str, charges: Vec<Charge>) {
+    let ids: Vec<String> = charges.iter().map(|c| c.id.clone()).collect();
+    let call = threadline_durable::front::directory_call(actor, &DirectoryOp::Charge { charges });
+    let delivered = match crate::call(env, None, &call).await {
+        Ok(resp) if (200..300).contains(&resp.status_code()) => true,
+        Ok(resp) => {
+            console_warn!("charges: the directory answered {}", resp.status_code());
+            false
+        }
+        Err(e) => {
+            console_warn!("charges: {e}");
+            false
+        }
+    };
+    let mut slot = core.borrow_mut();
+    let Some(core) = slot.as_mut() else { return };
+    if delivered {
+        if let Err(e) = core.charged(&ids) {
+            console_error!("charges: {e}");
+        }
+    } else {
+        core.charge_failed(now_ms());
+    }
 }
 
 /// POSTs JSON; an error unless a 2xx answer arrives within `timeout_ms`

@@ -13,6 +13,7 @@
 //   multipart body is counted as it streams, whatever its framing.
 import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
+import http from "node:http";
 import { startWorker, newThread, parseSse, until, hs256Jwt } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { startDemoTools } from "../local/demo-tools.mjs";
@@ -190,5 +191,219 @@ describe("schemas and patterns", () => {
     assert.deepEqual(finish.map((e) => e.payload.status), ["completed"], JSON.stringify(finish));
     const results = (await storedEvents(w, "bob", bobThread)).filter((e) => e.type === "tool-result");
     assert.equal(results.length, 1, "bob's tool call settled with its own result");
+  });
+});
+
+/** What the model reported for every call of `thread` (its step-finish
+ *  events, sub-agents' included), in tokens. */
+async function reportedTokens(w, owner, thread) {
+  const steps = (await storedEvents(w, owner, thread)).filter((e) => e.type === "step-finish" && e.payload.usage);
+  return steps.reduce((n, e) => n + e.payload.usage.prompt_tokens + e.payload.usage.completion_tokens, 0);
+}
+
+describe("usage: every token a turn causes is charged to its sender, once, however the turn ends", () => {
+  let w, big;
+  before(async () => {
+    // A sub-agent's calls, and calls whose messages say BIG, report 6,000
+    // prompt tokens.
+    const isBig = (text) => text.includes("BIG") || text.includes("You are a sub-agent");
+    big = await startFakeLlm({
+      port: 0,
+      delayMs: 1,
+      usage: (body, usage) => (isBig(JSON.stringify(body.messages)) ? { ...usage, prompt_tokens: 6000, total_tokens: 6000 + usage.completion_tokens } : usage),
+    });
+    w = await worker({
+      LLM_BASE_URL: big.url,
+      LLM_API_KEY: "k",
+      TOOLS: JSON.stringify(tools.declarations),
+      QUOTA: JSON.stringify({ period: "day", tokens: 10_000_000, roles: { SMALL: { tokens: 1000 } } }),
+    });
+  });
+  after(() => big?.close());
+
+  const used = async (caller) => (await caller.call("GET", "/agent/quota")).json.used.tokens;
+  /** Waits until `caller`'s budget shows `tokens` used. */
+  const charged = (caller, tokens, what) =>
+    until(async () => (await used(caller)) === tokens, { timeoutMs: 10_000, what }).catch(async (e) => {
+      throw new Error(`${e.message}: used ${await used(caller)}, expected ${tokens}`);
+    });
+
+  test("finding 3: a sub-agent's calls are charged to the turn's sender", async () => {
+    const who = as(w, "sub-spender");
+    const thread = newThread("sub");
+    const sent = await who.call("POST", `/instance-ai/chat/${thread}`, { message: "[[spawn]]" });
+    assert.equal(sent.status, 200, sent.text);
+    await runOver(who, thread);
+    const reported = await reportedTokens(w, "sub-spender", thread);
+    assert.ok(reported > 6000 && reported < 7000, `the sub-agent's call reported 6,000: ${reported}`);
+    await charged(who, reported, "the sub-agent's tokens charged");
+    const mine = await who.call("GET", "/instance-ai/usage");
+    assert.equal(mine.json.total.totalTokens, reported);
+    assert.equal(mine.json.total.runs, 1, "one turn, however many calls");
+  });
+
+  test("finding 3: a background sub-agent's calls are charged after its run ended", async () => {
+    const who = as(w, "bg-spender");
+    const thread = newThread("bg");
+    const sent = await who.call("POST", `/instance-ai/chat/${thread}`, { message: "[[spawn-bg]] [[slow:50]]" });
+    assert.equal(sent.status, 200, sent.text);
+    await until(async () => (await storedEvents(w, "bg-spender", thread)).some((e) => e.type === "agent-completed"), { timeoutMs: 15_000, what: "the background agent to finish" });
+    await charged(who, await reportedTokens(w, "bg-spender", thread), "the background agent's tokens charged");
+  });
+
+  test("finding 4: deleting a thread whose turn waits on an approval keeps the turn's cost", async () => {
+    const who = as(w, "deleter");
+    const thread = newThread("del");
+    await who.call("POST", `/instance-ai/chat/${thread}`, { message: 'BIG [[tool:delete-note:{"id":"n1"}]]' });
+    await until(async () => (await who.call("GET", `/instance-ai/threads/${thread}/status`)).json?.isSuspended === true, { what: "the approval wait" });
+    const reported = await reportedTokens(w, "deleter", thread);
+    assert.ok(reported >= 6000, `${reported}`);
+    const gone = await who.call("DELETE", `/instance-ai/threads/${thread}`);
+    assert.equal(gone.status, 200, gone.text);
+    await charged(who, reported, "the deleted turn's tokens charged");
+    // A cancelled one the same.
+    const other = newThread("del");
+    await who.call("POST", `/instance-ai/chat/${other}`, { message: 'BIG [[tool:delete-note:{"id":"n2"}]]' });
+    await until(async () => (await who.call("GET", `/instance-ai/threads/${other}/status`)).json?.isSuspended === true, { what: "the approval wait" });
+    const more = await reportedTokens(w, "deleter", other);
+    await who.call("POST", `/instance-ai/chat/${other}/cancel`);
+    await charged(who, reported + more, "the cancelled turn's tokens charged");
+  });
+
+  test("finding 5: a step cut by length, and a step whose tool call is cancelled, are charged", async () => {
+    const who = as(w, "cutter");
+    const cut = newThread("len");
+    await who.call("POST", `/instance-ai/chat/${cut}`, { message: "BIG [[length]]" });
+    await runOver(who, cut);
+    const lengthReported = await reportedTokens(w, "cutter", cut);
+    assert.ok(lengthReported >= 6000, `${lengthReported}`);
+    await charged(who, lengthReported, "the cut step charged");
+    const slow = newThread("len");
+    await who.call("POST", `/instance-ai/chat/${slow}`, { message: 'BIG [[tool:slow:{"ms":4000}]]' });
+    await until(() => tools.calls.some((c) => c.body.threadId === slow), { what: "the slow call" });
+    await who.call("POST", `/instance-ai/chat/${slow}/cancel`);
+    await runOver(who, slow);
+    await charged(who, lengthReported + (await reportedTokens(w, "cutter", slow)), "the step of the cancelled tool charged");
+  });
+
+  test("finding 6: concurrent turns pass the budget by at most one call's hold", async () => {
+    const eve = as(w, "eve", ["SMALL"]);
+    const marker = `eve-${Date.now().toString(36)}`;
+    const threads = Array.from({ length: 5 }, () => newThread("conc"));
+    const sends = await Promise.all(threads.map((t) => eve.call("POST", `/instance-ai/chat/${t}`, { message: `${marker} hello` })));
+    for (const s of sends) assert.equal(s.status, 200, s.text);
+    for (const t of threads) await runOver(eve, t);
+    const reached = big.requests.filter((r) => JSON.stringify(r.messages).includes(marker)).length;
+    assert.equal(reached, 1, "one call held the budget; the others were refused before the model");
+    const ends = [];
+    for (const t of threads) ends.push((await storedEvents(w, "eve", t)).find((e) => e.type === "run-finish").payload);
+    assert.deepEqual(ends.filter((p) => p.reason === "quota_exceeded").length, 4, JSON.stringify(ends));
+    const spent = await used(eve);
+    // One call's hold: its request (bytes / 3) and the output cap (4,096).
+    assert.ok(spent <= 1000 + 4096 + 2000, `spent ${spent}`);
+    const quota = await eve.call("GET", "/agent/quota");
+    assert.equal(quota.json.limit.tokens, 1000);
+  });
+});
+
+describe("agents: a sub-agent's tools and a locked model's roles", () => {
+  let w;
+  before(async () => {
+    w = await worker({
+      LLM_BASE_URL: llm.url,
+      LLM_API_KEY: "k",
+      TOOLS: JSON.stringify(tools.declarations),
+      LLM_MODELS: JSON.stringify({ default: "fast", models: { fast: { model: "fake-model" }, pro: { model: "fake-model", roles: ["PRO"] } } }),
+      AGENTS: JSON.stringify({ support: { label: "Support", tools: ["weather"] }, vip: { label: "VIP", locked: { model: "pro" } } }),
+    });
+  });
+
+  test("finding 7: spawn-agent cannot give a sub-agent a tool its agent does not have", async () => {
+    const alice = as(w, "alice");
+    const thread = newThread("spawn");
+    const spawn = JSON.stringify({ role: "r", instructions: "go", tools: ["echo"] });
+    const sent = await alice.call("POST", `/instance-ai/chat/${thread}`, { message: `[[tool:spawn-agent:${spawn}]]`, agent: "support" });
+    assert.equal(sent.status, 200, sent.text);
+    await runOver(alice, thread);
+    const log = await storedEvents(w, "alice", thread);
+    assert.ok(!log.some((e) => e.type === "agent-spawned"), "no sub-agent ran");
+    const refused = log.find((e) => e.type === "tool-error");
+    assert.match(refused?.payload.error ?? "", /`echo` is not one of this agent's tools/);
+    // Its own tools it may give.
+    const fine = newThread("spawn");
+    const ok = JSON.stringify({ role: "r", instructions: "go", tools: ["weather"] });
+    await alice.call("POST", `/instance-ai/chat/${fine}`, { message: `[[tool:spawn-agent:${ok}]]`, agent: "support" });
+    await runOver(alice, fine);
+    assert.ok((await storedEvents(w, "alice", fine)).some((e) => e.type === "agent-spawned"));
+  });
+
+  test("finding 8: an agent locked to a role-restricted model is refused to a caller without the role", async () => {
+    const plain = as(w, "plain");
+    const refused = await plain.call("POST", `/instance-ai/chat/${newThread("vip")}`, { message: "hi", agent: "vip" });
+    assert.equal(refused.status, 400, refused.text);
+    assert.equal(refused.json.error.code, "model_not_allowed");
+    assert.match(refused.json.error.message, /PRO/);
+    const view = await plain.call("GET", "/agent/models?agent=vip");
+    assert.equal(view.status, 200);
+    assert.equal(view.json.default, null, "no default is offered that they may not use");
+    const pro = as(w, "pro-user", ["PRO"]);
+    const thread = newThread("vip");
+    const sent = await pro.call("POST", `/instance-ai/chat/${thread}`, { message: "hi", agent: "vip" });
+    assert.equal(sent.status, 200, sent.text);
+    assert.equal((await pro.call("GET", "/agent/models?agent=vip")).json.default, "pro");
+  });
+});
+
+describe("files: the sniff and the form's size", () => {
+  let w;
+  before(async () => {
+    w = await worker({ MAX_FILE_BYTES: "1000000", MAX_FILES_PER_MESSAGE: "2" });
+  });
+
+  test("finding 9: a page behind a byte-order mark or a comment, declared as text, is refused", async () => {
+    const alice = as(w, "alice");
+    const thread = newThread("sniff");
+    for (const [type, body] of [
+      ["text/plain", "\ufeff<!DOCTYPE html><script>alert(1)</script>"],
+      ["text/markdown", "<!-- a note -->\n<!DOCTYPE html><p>hi"],
+      ["text/plain", "\ufeff<!-- x --> <html><body>hi"],
+    ]) {
+      const r = await fetch(`${w.url}/v1/threads/${thread}/files`, { method: "POST", headers: { authorization: `Bearer ${token("alice")}`, "content-type": type }, body });
+      assert.equal(r.status, 415, `${type}: ${JSON.stringify(body)}`);
+      assert.equal((await r.json()).error.code, "file_type_mismatch");
+    }
+    const fine = await fetch(`${w.url}/v1/threads/${thread}/files`, { method: "POST", headers: { authorization: `Bearer ${token("alice")}`, "content-type": "text/markdown" }, body: "<!-- badges -->\n# Notes" });
+    assert.equal(fine.status, 201, await fine.text());
+    void alice;
+  });
+
+  test("finding 10: a multipart upload is counted as it streams: chunked as declared", async () => {
+    const boundary = "XyZ";
+    const field = "x".repeat(300_000);
+    let body = "";
+    for (let i = 0; i < 28; i++) body += `--${boundary}\r\nContent-Disposition: form-data; name="note${i}"\r\n\r\n${field}\r\n`;
+    body += `--${boundary}\r\nContent-Disposition: form-data; name="f"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nhi\r\n--${boundary}--\r\n`;
+    const bytes = Buffer.from(body);
+    assert.ok(bytes.length > 8_000_000);
+    const thread = newThread("form");
+    const send = (chunked) =>
+      new Promise((resolve, reject) => {
+        const u = new URL(w.url);
+        const headers = { authorization: `Bearer ${token("alice")}`, "content-type": `multipart/form-data; boundary=${boundary}` };
+        if (!chunked) headers["content-length"] = String(bytes.length);
+        const req = http.request({ host: u.hostname, port: u.port, method: "POST", path: `/v1/threads/${thread}/files`, headers }, (res) => {
+          let text = "";
+          res.on("data", (d) => (text += d));
+          res.on("end", () => resolve({ status: res.statusCode, json: JSON.parse(text || "{}") }));
+        });
+        req.on("error", (e) => (e.code === "EPIPE" || e.code === "ECONNRESET" ? undefined : reject(e)));
+        for (let at = 0; at < bytes.length; at += 65536) req.write(bytes.subarray(at, at + 65536));
+        req.end();
+      });
+    for (const chunked of [false, true]) {
+      const r = await send(chunked);
+      assert.equal(r.status, 413, `${chunked ? "chunked" : "declared"}: ${JSON.stringify(r.json)}`);
+      assert.equal(r.json.error.code, "body_too_large");
+    }
   });
 });

@@ -1,9 +1,18 @@
 //! An actor's directory: one small object per actor (`actor:<id>`) that
 //! lists the threads they started, counts their sends for the per-minute
-//! limit, and sums what their turns used for their budget (`QUOTA`). Threads register themselves when a run starts; a thread's own
-//! object stays the source of truth for everything in it. The object's
-//! shell hands each [`Op`] here and answers with the [`Reply`].
+//! limit, and sums what their turns used for their budget (`QUOTA`).
+//! Threads register themselves when a run starts; a thread's own object
+//! stays the source of truth for everything in it. The object's shell hands
+//! each [`Op`] here and answers with the [`Reply`].
+//!
+//! What the actor used is the sum of their charges (one per model call,
+//! counted once by its id: `crate::charge`); the calls in flight hold what
+//! they may use. Invariant: a hold is granted only while what the actor
+//! used and holds is under their limit, and an object handles one op at a
+//! time, so however many calls start at once, the actor passes their limit
+//! by at most one call's hold (when each call stays within what it held).
 
+use crate::charge::{Charge, Spend};
 use crate::db::{Db, Value};
 use crate::error::ApiError;
 use crate::quota::{Limit, Quota, Used};
@@ -56,6 +65,15 @@ pub enum Op {
     Totals { since: i64 },
     /// `GET /agent/quota`: the actor's standing in the period holding `now`.
     Quota { quota: Quota, limit: Limit, now: i64 },
+    /// A model call is about to start: hold `spend` against `limit` in the
+    /// period starting at `since`. `{used}` when held; 429 `{used}` when
+    /// what the actor used and holds leaves nothing (nothing is held). The
+    /// same `id` twice holds once.
+    #[serde(rename_all = "camelCase")]
+    Hold { id: String, at: i64, spend: Spend, limit: Limit, since: i64 },
+    /// Model calls ended: count each charge once (by its id) and drop its
+    /// hold.
+    Charge { charges: Vec<Charge> },
     /// The actor's threads, newest first: `{rows: [{threadId, title,
     /// createdAt, updatedAt, runs}]}`.
     List,
@@ -146,10 +164,57 @@ impl<D: Db> Directory<D> {
                 .map_err(storage)?;
                 Ok(Reply::new(204))
             }
+            Op::Hold { id, at, spend, limit, since } => {
+                let known = db.run("SELECT 1 FROM holds WHERE id = ?", &[id.as_str().into()]).map_err(storage)?;
+                let used = self.used(*since)?;
+                if known.rows.is_empty() {
+                    if limit.exhausted(used + self.held(*since)?) {
+                        return Ok(Reply::json(429, &json!({ "used": used, "limit": limit })));
+                    }
+                    db.exec(
+                        "INSERT INTO holds (id, at, tokens, cost_usd) VALUES (?, ?, ?, ?)",
+                        &[
+                            id.as_str().into(),
+                            (*at).into(),
+                            (spend.tokens() as i64).into(),
+                            Value::Real(spend.cost_usd),
+                        ],
+                    )
+                    .map_err(storage)?;
+                }
+                Ok(Reply::json(200, &json!({ "used": used })))
+            }
+            Op::Charge { charges } => {
+                let oldest = charges.iter().map(|c| c.at).min().unwrap_or(0);
+                db.exec("DELETE FROM usage WHERE at < ?", &[(oldest - USAGE_KEPT_MS).into()]).map_err(storage)?;
+                db.exec("DELETE FROM holds WHERE at < ?", &[(oldest - USAGE_KEPT_MS).into()]).map_err(storage)?;
+                for c in charges.iter().filter(|c| !c.held) {
+                    db.exec(
+                        "INSERT OR IGNORE INTO usage (at, tokens, cost_usd, model, input_tokens, output_tokens, charge_id, run_id)
+                         VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        &[
+                            c.at.into(),
+                            (c.spend.tokens() as i64).into(),
+                            Value::Real(c.spend.cost_usd),
+                            c.model.as_deref().map_or(Value::Null, Into::into),
+                            (c.spend.input_tokens as i64).into(),
+                            (c.spend.output_tokens as i64).into(),
+                            c.id.as_str().into(),
+                            c.run_id.as_str().into(),
+                        ],
+                    )
+                    .map_err(storage)?;
+                    db.exec("DELETE FROM holds WHERE id = ?", &[c.id.as_str().into()]).map_err(storage)?;
+                }
+                Ok(Reply::new(204))
+            }
             Op::Totals { since } => {
+                // A turn is a run: its calls are one charge each (older
+                // rows, one per turn, have no run).
                 let rows = db
                     .run(
-                        "SELECT model, COUNT(*), SUM(input_tokens), SUM(output_tokens), SUM(tokens), SUM(cost_usd)
+                        "SELECT model, COUNT(DISTINCT run_id) + SUM(run_id IS NULL), SUM(input_tokens), SUM(output_tokens),
+                                SUM(tokens), SUM(cost_usd)
                          FROM usage WHERE at >= ? GROUP BY model ORDER BY model",
                         &[(*since).into()],
                     )
@@ -197,12 +262,21 @@ impl<D: Db> Directory<D> {
 }
 
 impl<D: Db> Directory<D> {
-    /// What the actor's turns used since `since`.
+    /// What the actor's turns used since `since` (their charges).
     fn used(&self, since: i64) -> Result<Used, ApiError> {
+        self.sum("usage", since)
+    }
+
+    /// What the actor's calls in flight since `since` hold.
+    fn held(&self, since: i64) -> Result<Used, ApiError> {
+        self.sum("holds", since)
+    }
+
+    fn sum(&self, table: &str, since: i64) -> Result<Used, ApiError> {
         let sums = self
             .db
             .run(
-                "SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_usd), 0.0) FROM usage WHERE at >= ?",
+                &format!("SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_usd), 0.0) FROM {table} WHERE at >= ?"),
                 &[since.into()],
             )
             .map_err(ApiError::storage)?;

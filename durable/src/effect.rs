@@ -24,6 +24,10 @@ pub enum Effect {
     /// Tell an actor's directory (the thread's owner's: a run started, the
     /// thread is gone).
     Directory { actor: String, op: crate::directory::Op },
+    /// Deliver model calls' charges to `actor`'s directory
+    /// (`Op::Charge`), then report the outcome: `Thread::charged` with
+    /// their ids, or `Thread::charge_failed` (the alarm tries again).
+    Charge { actor: String, charges: Vec<crate::charge::Charge> },
     /// Delete every row, document and alarm of the thread, and drop it from
     /// memory (its streams end); with `files`, every object of the bucket
     /// whose key starts with it. Deletion and the idle TTL.
@@ -54,6 +58,7 @@ impl std::fmt::Debug for Effect {
             Effect::Webhook { body, start_of } => write!(f, "Webhook({body}, start_of: {start_of:?})"),
             Effect::StopAgents => f.write_str("StopAgents"),
             Effect::Directory { actor, op } => write!(f, "Directory({actor}, {op:?})"),
+            Effect::Charge { actor, charges } => write!(f, "Charge({actor}, {} charges)", charges.len()),
             Effect::Wipe { files } => write!(f, "Wipe(files: {files:?})"),
             Effect::Telemetry { spans, log } => write!(f, "Telemetry({} spans, log: {log:?})", spans.len()),
             Effect::DeleteFiles { keys, .. } => write!(f, "DeleteFiles({keys:?})"),

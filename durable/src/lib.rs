@@ -59,6 +59,7 @@ mod access;
 pub mod agent;
 mod agents;
 pub mod auth;
+pub mod charge;
 mod coalesce;
 mod db;
 mod directory;

@@ -44,6 +44,11 @@ pub struct ModelEntry {
     /// (`file`: PDFs). Default: text and images.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Vec<String>>,
+    /// Most tokens one call may answer with: sent as `max_tokens`, and
+    /// what a call holds of its sender's budget for its answer (default
+    /// `charge::DEFAULT_OUTPUT_CAP`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output_tokens: Option<u64>,
 }
 
 impl ModelEntry {
@@ -62,6 +67,7 @@ impl ModelEntry {
             input_usd_per_m_tok: None,
             output_usd_per_m_tok: None,
             input: None,
+            max_output_tokens: None,
         }
     }
 
@@ -192,6 +198,9 @@ impl Catalog {
             if let Some(id) = send {
                 self.check_for(id, who)?;
             }
+            // A lock picks the model, not who may use it: the caller's
+            // roles still apply.
+            self.check_for(locked, who)?;
             return Ok(locked);
         }
         if let Some(id) = send {
@@ -224,7 +233,12 @@ impl Catalog {
                 v
             })
             .collect();
-        let default = self.pick(None, None, who).unwrap_or(&self.default);
+        // None when nothing is available to them (an agent locked to a
+        // model their roles do not reach).
+        let default = match who.locked {
+            Some(_) => self.pick(None, None, who).ok(),
+            None => Some(self.pick(None, None, who).unwrap_or(&self.default)),
+        };
         serde_json::json!({ "default": default, "models": models, "providerLabels": self.provider_labels })
     }
 }
@@ -274,17 +288,22 @@ mod tests {
             None,
         )
         .unwrap();
+        let pro = ["PRO".to_owned()];
         let locked = Picker { locked: Some(("a/big", Some("house rules"))), ..Picker::default() };
-        assert_eq!(c.pick(None, Some("a/fast"), &locked).unwrap(), "a/big");
+        let pro_locked = Picker { roles: &pro, ..locked };
+        assert_eq!(c.pick(None, Some("a/fast"), &pro_locked).unwrap(), "a/big");
         assert_eq!(c.pick(Some("a/fast"), None, &locked).unwrap_err().code, "model_not_allowed");
         let view = c.view(&locked);
-        assert_eq!(view["default"], "a/big");
         assert_eq!(view["models"][1]["unavailableReason"], "house rules");
         assert_eq!(view["models"][1]["badges"], serde_json::json!(["fast"]));
         assert_eq!(view["providerLabels"]["a"], "A Inc");
         assert_eq!(view["models"][0]["provider"], "a");
-        // Roles: only a PRO caller may pick `a/big`.
-        let pro = ["PRO".to_owned()];
+        // Roles: only a PRO caller may pick `a/big`, even through an agent
+        // locked to it; the view then offers them no default.
+        assert_eq!(c.pick(None, None, &locked).unwrap_err().code, "model_not_allowed");
+        assert_eq!(c.pick(None, None, &pro_locked).unwrap(), "a/big");
+        assert_eq!(c.view(&locked)["default"], serde_json::Value::Null);
+        assert_eq!(c.view(&pro_locked)["default"], "a/big");
         assert!(c.check_for("a/big", &Picker::default()).is_err());
         assert!(c.check_for("a/big", &Picker { roles: &pro, ..Picker::default() }).is_ok());
         assert_eq!(c.view(&Picker::default())["models"][0]["available"], false);

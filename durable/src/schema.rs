@@ -248,6 +248,14 @@ pub const THREAD: Schema = Schema {
                of the request that sent it, so its run's spans hang under that request (additive; older rows have none)",
             steps: &[],
         },
+        Migration {
+            version: 8,
+            note: "table `charges`: each model call's charge to the actor whose turn made it, held while the call \
+               runs and kept until the actor's directory has it",
+            steps: &[Step::Sql(
+                "CREATE TABLE IF NOT EXISTS charges (id TEXT PRIMARY KEY, actor TEXT NOT NULL, data TEXT NOT NULL)",
+            )],
+        },
     ],
 };
 
@@ -288,6 +296,20 @@ pub const DIRECTORY: Schema = Schema {
                 Step::AddColumn { table: "usage", column: "model", decl: "TEXT" },
                 Step::AddColumn { table: "usage", column: "input_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
                 Step::AddColumn { table: "usage", column: "output_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
+            ],
+        },
+        Migration {
+            version: 4,
+            note: "usage rows are one model call's charge each, counted once by `charge_id`, with the `run_id` of \
+               their turn (rows of before have neither, one per turn); table `holds`: what calls in flight may use, \
+               counted in the actor's budget until their charge arrives",
+            steps: &[
+                Step::AddColumn { table: "usage", column: "charge_id", decl: "TEXT" },
+                Step::AddColumn { table: "usage", column: "run_id", decl: "TEXT" },
+                Step::Sql("CREATE UNIQUE INDEX IF NOT EXISTS usage_by_charge ON usage (charge_id) WHERE charge_id IS NOT NULL"),
+                Step::Sql(
+                    "CREATE TABLE IF NOT EXISTS holds (id TEXT PRIMARY KEY, at INTEGER NOT NULL, tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)",
+                ),
             ],
         },
     ],

@@ -436,6 +436,7 @@ impl Settings {
                 allowed_tools: None,
                 output_check_url: var("OUTPUT_CHECK_URL"),
                 input_images: true,
+                max_output_tokens: None,
             },
             llm: var("LLM_BASE_URL").map(|base_url| ModelEndpoint { base_url, api_key: var("LLM_API_KEY") }),
             tools,
@@ -480,6 +481,7 @@ impl Settings {
                 cfg.model_id = Some(id.to_owned());
                 cfg.price = m.price();
                 cfg.input_images = m.takes(crate::files::media::Input::Image);
+                cfg.max_output_tokens = m.max_output_tokens;
                 if let Some(url) = &m.base_url {
                     endpoint.base_url = url.clone();
                 }

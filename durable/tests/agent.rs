@@ -53,6 +53,8 @@ struct Fake {
     spans: RefCell<Vec<threadline_durable::trace::Span>>,
     /// Log lines the thread's effects carried.
     logs: RefCell<Vec<String>>,
+    /// The charges the thread settled, as delivered to directories.
+    charges: RefCell<Vec<threadline_durable::charge::Charge>>,
 }
 
 /// MCP servers over Streamable HTTP, in process: `http://<name>/mcp` each,
@@ -300,6 +302,25 @@ impl Host for Host1 {
     fn span(&self, span: threadline_durable::trace::Span) {
         self.fake.spans.borrow_mut().push(span);
     }
+
+    async fn hold(
+        &self,
+        model: Option<&str>,
+        spend: threadline_durable::charge::Spend,
+        price: Option<threadline_durable::Price>,
+    ) -> Result<Option<String>, String> {
+        let held = self.fake.thread.borrow_mut().hold(&self.run_id, model, spend, price, 1_000);
+        Ok(held.map_err(|e| e.message)?.map(|h| h.id))
+    }
+
+    fn settle(&self, hold: &str, used: Option<threadline_durable::charge::Spend>, streamed: usize) {
+        let effects = self.fake.thread.borrow_mut().settle(hold, used, streamed, 1_000).unwrap();
+        for e in effects {
+            if let Effect::Charge { charges, .. } = e {
+                self.fake.charges.borrow_mut().extend(charges);
+            }
+        }
+    }
 }
 
 fn tools_json() -> String {
@@ -339,6 +360,7 @@ fn fake(settings: &Settings, answers: Vec<Answer>) -> Rc<Fake> {
         mcp: RefCell::new(FakeMcp { up: vec!["mcp-a".into(), "mcp-b".into()], ..FakeMcp::default() }),
         spans: RefCell::default(),
         logs: RefCell::default(),
+        charges: RefCell::default(),
     })
 }
 
@@ -1079,4 +1101,129 @@ fn without_an_endpoint_no_span_is_recorded_but_the_run_is_logged() {
     assert_eq!(send(&f, &s, "weather?"), [End::Completed]);
     assert!(f.spans.borrow().is_empty());
     assert_eq!(f.logs.borrow().len(), 1);
+}
+
+/// What each model call cost, as the thread delivered it: `(actor, input,
+/// output, estimated)` in order.
+fn charged(f: &Rc<Fake>) -> Vec<(String, u64, u64, bool)> {
+    f.charges
+        .borrow()
+        .iter()
+        .map(|c| (c.actor.clone(), c.spend.input_tokens, c.spend.output_tokens, c.estimated))
+        .collect()
+}
+
+#[test]
+fn every_model_call_of_a_turn_is_charged_to_its_sender_sub_agents_included() {
+    let s = settings(&[]);
+    let spawn = r#"{"role":"researcher","instructions":"find the weather","tools":["weather"]}"#;
+    let big = json!({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 6000, "completion_tokens": 40}});
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
+            Answer::Chunks(vec![text("sunny"), big]),
+            Answer::Chunks(vec![text("the researcher says sunny"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "delegate"), [End::Completed]);
+    let alice = |i, o| ("alice".to_owned(), i, o, false);
+    assert_eq!(charged(&f), [alice(3, 2), alice(6000, 40), alice(3, 2)]);
+    let ids: std::collections::BTreeSet<_> = f.charges.borrow().iter().map(|c| c.id.clone()).collect();
+    assert_eq!(ids.len(), 3, "each call its own charge");
+    assert!(f.charges.borrow().iter().all(|c| !c.held && c.run_id == f.charges.borrow()[0].run_id));
+}
+
+#[test]
+fn a_background_sub_agent_is_charged_to_the_turn_that_spawned_it_after_its_run_ended() {
+    let s = settings(&[]);
+    let spawn = r#"{"role":"watcher","instructions":"watch","tools":[],"background":true}"#;
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
+            Answer::Chunks(vec![text("started a watcher"), finish("stop")]),
+            Answer::Chunks(vec![text("watched"), finish("stop")]),
+        ],
+    );
+    assert_eq!(send(&f, &s, "watch"), [End::Completed]);
+    assert_eq!(charged(&f).len(), 3);
+    assert!(charged(&f).iter().all(|(actor, ..)| actor == "alice"));
+}
+
+#[test]
+fn a_step_cut_by_length_is_charged() {
+    let s = settings(&[]);
+    let f = fake(&s, vec![Answer::Chunks(vec![text("and so on and"), finish("length")])]);
+    assert!(matches!(&send(&f, &s, "ramble")[..], [End::Failed(_)]));
+    assert_eq!(charged(&f), [("alice".to_owned(), 3, 2, false)]);
+}
+
+#[test]
+fn a_call_cut_before_its_provider_reported_is_charged_its_request_and_what_it_streamed() {
+    let s = settings(&[("MAX_MODEL_BYTES", "20000")]);
+    let f = fake(&s, vec![Answer::Chunks((0..100).map(|_| text(&"w".repeat(500))).collect())]);
+    assert_eq!(send(&f, &s, "ramble"), [End::Failed(agent::PROVIDER_UNAVAILABLE.into())]);
+    let [(actor, input, output, estimated)] = &charged(&f)[..] else { panic!("{:?}", charged(&f)) };
+    assert_eq!(actor, "alice");
+    assert!(*estimated);
+    let request = f.requests.borrow()[0].to_string().len() as u64;
+    assert!(*input >= request / 4, "the request counted: {input} tokens for {request} bytes");
+    assert!(*output >= 20_000 / 3 && *output < 30_000 / 3, "what streamed counted: {output}");
+}
+
+#[test]
+fn a_cancelled_run_is_charged_for_the_call_it_made() {
+    let s = settings(&[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), finish("tool_calls")]),
+            Answer::Chunks(vec![text("never"), finish("stop")]),
+        ],
+    );
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "x"})),
+        1_000,
+    );
+    let Some(Effect::Drive(d)) = outcome.effects.into_iter().find(|e| matches!(e, Effect::Drive(_))) else {
+        panic!("no drive")
+    };
+    let token = CancelToken::default();
+    f.cancel_after.set(Some((2, token.clone())));
+    assert_eq!(drive(&f, d, token), End::Stopped);
+    // The first call answered; the second was made, then cancelled.
+    let got = charged(&f);
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0], ("alice".to_owned(), 3, 2, false));
+    assert!(got[1].3 && got[1].1 > 0 && got[1].2 == 0, "{:?}", got[1]);
+}
+
+#[test]
+fn a_sub_agent_gets_at_most_its_agents_tools() {
+    let agents = r#"{"support":{"label":"Support","tools":["weather"]}}"#;
+    let s = settings(&[("AGENTS", agents)]);
+    let spawn = r#"{"role":"r","instructions":"go","tools":["time"]}"#;
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "spawn-agent", spawn), finish("tool_calls")]),
+            Answer::Chunks(vec![text("I may not"), finish("stop")]),
+        ],
+    );
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[]))
+            .body(&json!({"message": "x", "agent": "support"})),
+        1_000,
+    );
+    assert_eq!(support::status(&outcome), 200, "{:?}", outcome.answer);
+    assert_eq!(drive_all(&f, &s, outcome.effects), [End::Completed]);
+    let err = events(&f).into_iter().find(|e| e.kind == Kind::ToolError).expect("the spawn is refused");
+    assert!(err.payload["error"].as_str().unwrap().contains("`time` is not one of this agent's tools"), "{err:?}");
+    assert!(!events(&f).iter().any(|e| e.kind == Kind::AgentSpawned), "no sub-agent ran");
+    assert!(f.calls.borrow().is_empty());
 }

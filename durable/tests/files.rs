@@ -387,7 +387,7 @@ fn deleting_a_thread_removes_its_files() {
     w.request("POST", "/v1/threads/t1/files", &[("content-type", "text/plain")], b"bytes");
     let t = w.threads.get_mut("t1").unwrap();
     let mut effects = Vec::new();
-    t.delete(&mut effects).unwrap();
+    t.delete(0, &mut effects).unwrap();
     let prefix = effects.iter().find_map(|e| match e {
         Effect::Wipe { files } => files.clone(),
         _ => None,

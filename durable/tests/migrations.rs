@@ -157,3 +157,30 @@ fn versions_are_numbered_one_by_one() {
         assert!(!s.migrations[0].steps.is_empty(), "{}: version 1 creates the layout", s.class);
     }
 }
+
+/// A directory written before charges (storage 3: one usage row per turn,
+/// with no charge or run id) keeps counting those rows beside the charges
+/// that follow, each row a turn.
+#[test]
+fn a_directory_of_before_charges_keeps_its_usage() {
+    use threadline_durable::{Directory, DirectoryOp};
+    let db = lite();
+    let v3 = Schema { class: "directory", migrations: &schema::DIRECTORY.migrations[..3] };
+    schema::migrate(&db, &v3).unwrap();
+    db.0.execute_batch(
+        "INSERT INTO usage (at, tokens, cost_usd, model, input_tokens, output_tokens) VALUES (10, 100, 0.0, 'm1', 60, 40);
+         INSERT INTO usage (at, tokens, cost_usd, model, input_tokens, output_tokens) VALUES (20, 50, 0.0, 'm1', 30, 20);",
+    )
+    .unwrap();
+    let d = Directory::open(db).unwrap();
+    let charge: threadline_durable::charge::Charge = serde_json::from_value(serde_json::json!({
+        "id": "t/c1", "actor": "alice", "runId": "r9", "at": 30, "model": "m1", "inputTokens": 7, "outputTokens": 3
+    }))
+    .unwrap();
+    assert_eq!(d.handle(&DirectoryOp::Charge { charges: vec![charge.clone(), charge] }).status, 204);
+    let totals: serde_json::Value = serde_json::from_slice(&d.handle(&DirectoryOp::Totals { since: 0 }).body).unwrap();
+    assert_eq!(
+        totals["total"],
+        serde_json::json!({"runs": 3, "inputTokens": 97, "outputTokens": 63, "totalTokens": 160})
+    );
+}

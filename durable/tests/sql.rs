@@ -181,6 +181,68 @@ fn a_directory_lists_threads_and_keeps_the_send_window() {
     assert_eq!(view["resetsAt"], "1970-01-01T02:00:00.000Z");
 }
 
+/// A model call's charge, as a thread delivers it.
+fn charge(id: &str, run: &str, at: i64, input: u64, output: u64) -> threadline_durable::charge::Charge {
+    threadline_durable::charge::Charge {
+        id: id.into(),
+        actor: "alice".into(),
+        run_id: run.into(),
+        at,
+        model: Some("m1".into()),
+        spend: threadline_durable::charge::Spend { input_tokens: input, output_tokens: output, cost_usd: 0.0 },
+        held: false,
+        estimated: false,
+        price: None,
+    }
+}
+
+#[test]
+fn a_directory_counts_each_charge_once_and_holds_calls_against_the_limit() {
+    use threadline_durable::charge::Spend;
+    use threadline_durable::Limit;
+    let d = Directory::open(lite()).unwrap();
+    let used = |d: &Directory<_>| -> serde_json::Value {
+        let r = d.handle(&DirectoryOp::Admit { limit: 0, now: 10, since: Some(0) });
+        serde_json::from_slice::<serde_json::Value>(&r.body).unwrap()["used"]["tokens"].clone()
+    };
+    // A charge sent twice (a retried delivery) counts once.
+    let first = DirectoryOp::Charge { charges: vec![charge("t/c1", "r1", 1, 60, 40), charge("t/c2", "r1", 2, 5, 5)] };
+    assert_eq!(d.handle(&first).status, 204);
+    assert_eq!(d.handle(&first).status, 204);
+    assert_eq!(used(&d), 110);
+    // Turns are runs, however many calls each made.
+    let totals: serde_json::Value = serde_json::from_slice(&d.handle(&DirectoryOp::Totals { since: 0 }).body).unwrap();
+    assert_eq!(totals["total"]["runs"], 1);
+    // Holds: granted while what is used and held is under the limit; the
+    // same hold twice holds once; a charge takes its hold's place.
+    let limit = Limit { tokens: Some(200), cost_usd: None };
+    let hold = |id: &str, tokens: u64| DirectoryOp::Hold {
+        id: id.into(),
+        at: 5,
+        spend: Spend { input_tokens: tokens, output_tokens: 0, cost_usd: 0.0 },
+        limit,
+        since: 0,
+    };
+    assert_eq!(d.handle(&hold("t/h1", 4_000)).status, 200, "110 used, nothing held: under 200");
+    assert_eq!(d.handle(&hold("t/h1", 4_000)).status, 200, "the same hold again");
+    // However many calls start at once, none more is held.
+    for i in 2..7 {
+        let refused = d.handle(&hold(&format!("t/h{i}"), 1));
+        assert_eq!(refused.status, 429, "hold {i}");
+    }
+    assert_eq!(used(&d), 110, "a hold is not usage");
+    let settle = DirectoryOp::Charge { charges: vec![charge("t/h1", "r2", 6, 30, 20)] };
+    assert_eq!(d.handle(&settle).status, 204);
+    assert_eq!(used(&d), 160);
+    assert_eq!(d.handle(&hold("t/h7", 4_000)).status, 200, "the hold settled for less: room again");
+    assert_eq!(d.handle(&hold("t/h8", 1)).status, 429);
+    // A held charge (still in flight) counts as nothing until settled.
+    let mut held = charge("t/h9", "r3", 7, 1_000, 0);
+    held.held = true;
+    assert_eq!(d.handle(&DirectoryOp::Charge { charges: vec![held] }).status, 204);
+    assert_eq!(used(&d), 160);
+}
+
 #[test]
 fn a_stream_log_pages_its_messages_by_size() {
     let mut log = SqlLog::open(lite()).unwrap();

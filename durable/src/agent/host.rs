@@ -4,7 +4,9 @@
 //! implements it over `fetch`; the tests implement it with fakes.
 
 use super::{builtin, tools};
+use crate::charge::Spend;
 use crate::event::Event;
+use crate::models::Price;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
@@ -78,6 +80,15 @@ pub trait Host: Clone + 'static {
     /// A finished span of the run (a model or tool call), for export; only
     /// called with traces on.
     fn span(&self, span: crate::trace::Span);
+    /// Holds what a model call may use (`spend`, at `price`, on `model`)
+    /// for the actor whose turn the run is, before the call is made
+    /// ([`crate::charge`]): the hold's id to settle it with (`None`: nobody
+    /// to charge), or why the call must not be made (their budget has
+    /// nothing left, or could not be asked).
+    async fn hold(&self, model: Option<&str>, spend: Spend, price: Option<Price>) -> Result<Option<String>, String>;
+    /// A held call ended: what its provider reported, or `None` for a call
+    /// cut before it did (`streamed` bytes came back).
+    fn settle(&self, hold: &str, used: Option<Spend>, streamed: usize);
 }
 
 /// An HTTP `POST` the agent makes.
@@ -164,6 +175,9 @@ pub struct AgentConfig {
     /// The model takes images (its catalog `input`): images a tool returns
     /// are shown to it.
     pub input_images: bool,
+    /// The picked model's output cap (`maxOutputTokens`), sent as
+    /// `max_tokens`; none sent without one.
+    pub max_output_tokens: Option<u64>,
 }
 
 impl Default for AgentConfig {
@@ -181,6 +195,7 @@ impl Default for AgentConfig {
             max_tool_result_bytes: 256 * 1024,
             max_model_bytes: 8 * 1024 * 1024,
             input_images: true,
+            max_output_tokens: None,
         }
     }
 }

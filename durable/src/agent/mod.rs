@@ -92,6 +92,29 @@ impl<H: Host> Drop for Inflight<H> {
     }
 }
 
+/// A model call's hold, settled once, however the call ends: with what the
+/// provider reported, or (dropped first: cancelled, failed, stalled, cut)
+/// as a call cut after `streamed` bytes.
+struct Meter<H: Host> {
+    host: H,
+    hold: Option<String>,
+    streamed: usize,
+}
+
+impl<H: Host> Meter<H> {
+    fn settle(&mut self, used: Option<crate::charge::Spend>) {
+        if let Some(hold) = self.hold.take() {
+            self.host.settle(&hold, used, self.streamed);
+        }
+    }
+}
+
+impl<H: Host> Drop for Meter<H> {
+    fn drop(&mut self) {
+        self.settle(None);
+    }
+}
+
 /// Files read from the bucket, by key (or why one could not be).
 type FileCache = std::collections::HashMap<String, files::Read>;
 
@@ -308,6 +331,10 @@ pub const EXPIRED: &str = "The approval request expired";
 /// The reason a run ends with when the provider cannot be used.
 pub const PROVIDER_UNAVAILABLE: &str = "LLM provider unavailable";
 
+/// Why a run stopped before a model call: its sender's budget has nothing
+/// left (or could not be asked).
+pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
+
 /// Why a structured run failed: its answer did not match the schema asked
 /// for, or the deployment's output check refused it.
 pub const STRUCTURED_OUTPUT_INVALID: &str = "structured_output_invalid";
@@ -503,6 +530,17 @@ impl<H: Host> Agent<H> {
         defs.extend(self.client.iter().map(|t| {
             json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
         }));
+        // What the call may use is held before it is made: its request as
+        // sent (files counted apart from their bytes) and its output cap.
+        let request_bytes = serde_json::to_string(messages).map_or(0, |m| m.len())
+            + serde_json::to_string(&defs).map_or(0, |d| d.len());
+        let cap = self.cfg.max_output_tokens.unwrap_or(crate::charge::DEFAULT_OUTPUT_CAP);
+        let estimate = crate::charge::estimate(request_bytes, files::keys(messages).len(), cap, self.cfg.price);
+        let held = self.cancel.run(self.host.hold(self.model_name(), estimate, self.cfg.price)).await;
+        let mut meter = match held.ok_or(Halt::Stopped)? {
+            Ok(hold) => Meter { host: self.host.clone(), hold, streamed: 0 },
+            Err(why) => return Err(self.over_budget(why)),
+        };
         let messages = self.with_files(messages).await;
         let mut body = json!({
             "model": self.cfg.model,
@@ -510,6 +548,9 @@ impl<H: Host> Agent<H> {
             "stream": true,
             "stream_options": { "include_usage": true },
         });
+        if let Some(cap) = self.cfg.max_output_tokens {
+            body["max_tokens"] = cap.into();
+        }
         if !defs.is_empty() {
             body["tools"] = Value::Array(defs);
         }
@@ -568,6 +609,7 @@ impl<H: Host> Agent<H> {
                 Some(Some(Ok(bytes))) => bytes,
             };
             read += chunk.len();
+            meter.streamed = read;
             if read > self.cfg.max_model_bytes {
                 let limit = self.cfg.max_model_bytes;
                 return Err(self.provider_failed(json!({
@@ -598,7 +640,9 @@ impl<H: Host> Agent<H> {
         if let Some(r) = &step.finish {
             finish["finishReason"] = r.clone().into();
         }
+        // Its charge settles with its step-finish, in the same block.
         self.publish(vec![self.event(Kind::StepFinish, finish)])?;
+        meter.settle(step.usage.as_ref().map(crate::charge::Spend::reported));
         step.calls = parser.tool_calls();
         for call in &mut step.calls {
             if let Some((_, id)) = step.ids.iter().find(|(i, _)| *i == call.index) {
@@ -606,6 +650,22 @@ impl<H: Host> Agent<H> {
             }
         }
         Ok(step)
+    }
+
+    /// The model a call's charge names: the catalog id, else the
+    /// provider's name.
+    fn model_name(&self) -> Option<&str> {
+        Some(self.cfg.model_id.as_deref().unwrap_or(&self.cfg.model))
+    }
+
+    /// The sender's budget refused a model call: the agent stops, saying
+    /// why ([`QUOTA_EXCEEDED`]).
+    fn over_budget(&self, why: String) -> Halt {
+        let payload = json!({ "content": why, "code": QUOTA_EXCEEDED });
+        match self.publish(vec![self.event(Kind::Error, payload)]) {
+            Ok(()) => Halt::Failed(QUOTA_EXCEEDED.into()),
+            Err(h) => h,
+        }
     }
 
     /// Applies one `data:` payload; `true` at `[DONE]`.
@@ -1041,9 +1101,15 @@ impl<H: Host> Agent<H> {
             .as_array()
             .map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
+        // A sub-agent gets at most its parent's tools: the HTTP tools the
+        // turn's agent may call (all of them when its agent names none).
         let known = self.tools.http_names();
+        let mine = |t: &String| self.allowed.as_ref().is_none_or(|a| a.contains(t));
         if let Some(bad) = requested.iter().find(|t| !known.contains(t)) {
             return Ok(Err(format!("spawn-agent: there is no HTTP tool named `{bad}`")));
+        }
+        if let Some(bad) = requested.iter().find(|t| !mine(t)) {
+            return Ok(Err(format!("spawn-agent: `{bad}` is not one of this agent's tools, so it cannot give it")));
         }
         let background = args["background"].as_bool() == Some(true);
         let child_id = self.host.new_id("agent");

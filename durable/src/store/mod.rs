@@ -7,6 +7,7 @@
 //! synchronous store lets the thread persist and fan out in one block that no
 //! other request can interleave with.
 
+use crate::charge::Charge;
 use crate::event::{FinishStatus, Kind};
 use serde::{Deserialize, Serialize};
 
@@ -196,6 +197,15 @@ pub trait Store {
 
     /// How many files the thread holds.
     fn file_count(&self) -> StoreResult<u64>;
+
+    /// Inserts or replaces a model call's charge ([`crate::charge`]).
+    fn put_charge(&mut self, charge: &Charge) -> StoreResult<()>;
+
+    /// The charges the thread holds: calls in flight, and those its actors'
+    /// directories have not taken yet. An unreadable row is skipped.
+    fn charges(&self) -> StoreResult<Vec<Charge>>;
+
+    fn delete_charge(&mut self, id: &str) -> StoreResult<()>;
 }
 
 /// An in-memory store for native tests, with fault injection.
@@ -210,6 +220,7 @@ pub struct MemoryStore {
     pub session_tools: Vec<String>,
     pub meta: Vec<(String, String)>,
     pub files: Vec<FileRow>,
+    pub charges: Vec<Charge>,
     rows: u64,
 }
 
@@ -355,5 +366,23 @@ impl Store for MemoryStore {
 
     fn file_count(&self) -> StoreResult<u64> {
         Ok(self.files.len() as u64)
+    }
+
+    fn put_charge(&mut self, charge: &Charge) -> StoreResult<()> {
+        match self.charges.iter_mut().find(|c| c.id == charge.id) {
+            Some(slot) => *slot = charge.clone(),
+            None => self.charges.push(charge.clone()),
+        }
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn charges(&self) -> StoreResult<Vec<Charge>> {
+        Ok(self.charges.clone())
+    }
+
+    fn delete_charge(&mut self, id: &str) -> StoreResult<()> {
+        self.charges.retain(|c| c.id != id);
+        Ok(())
     }
 }

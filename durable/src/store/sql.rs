@@ -6,6 +6,7 @@
 //! plus a run update is all-or-nothing without an explicit transaction.
 
 use super::{Driver, Record, RunRecord, RunState, Store, StoreResult};
+use crate::charge::Charge;
 use crate::db::{Db, Value};
 use crate::event::Kind;
 use crate::schema::{self, OpenError};
@@ -322,6 +323,23 @@ impl<D: Db> Store for SqlStore<D> {
 
     fn file_count(&self) -> StoreResult<u64> {
         Ok(self.count("SELECT COUNT(*) FROM files", &[])? as u64)
+    }
+
+    fn put_charge(&mut self, charge: &Charge) -> StoreResult<()> {
+        let data = serde_json::to_string(charge).expect("charges serialise");
+        self.write(
+            "INSERT INTO charges (id, actor, data) VALUES (?, ?, ?) ON CONFLICT (id) DO UPDATE SET data = excluded.data",
+            &[charge.id.as_str().into(), charge.actor.as_str().into(), data.into()],
+        )
+    }
+
+    fn charges(&self) -> StoreResult<Vec<Charge>> {
+        let rows = self.db.run("SELECT data FROM charges ORDER BY rowid", &[])?;
+        Ok(rows.rows.into_iter().filter_map(|r| serde_json::from_str(&r.into_iter().next()?.text()?).ok()).collect())
+    }
+
+    fn delete_charge(&mut self, id: &str) -> StoreResult<()> {
+        self.write("DELETE FROM charges WHERE id = ?", &[id.into()])
     }
 
     fn approve_for_session(&mut self, tool: &str) -> StoreResult<()> {

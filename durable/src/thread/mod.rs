@@ -34,6 +34,7 @@
 //! synchronous, so each is one block no other request can interleave with.
 
 mod agent;
+mod charges;
 mod confirmations;
 mod files;
 mod queue;
@@ -46,7 +47,6 @@ mod transcript;
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
 use crate::coalesce::Coalescer;
-use crate::directory::Op;
 use crate::effect::Effect;
 use crate::error::ApiError;
 use crate::event::{self, Class, Event, FinishStatus, Kind};
@@ -156,9 +156,11 @@ pub struct Thread<S: Store, K: Sink> {
     /// checked against its sender's as it starts.
     budgets: BTreeMap<String, Budget>,
     /// Effects decided inside the publish path, for the next launch
-    /// (`Thread::launch_started`): a finished turn's usage, to its sender's
-    /// directory.
+    /// (`Thread::launch_started`): a run's end, told to its agent.
     outbox: Vec<Effect>,
+    /// When undelivered charges are next tried, and the wait before that
+    /// (doubled after each failure): `thread/charges.rs`.
+    charge_retry: Option<(i64, i64)>,
 }
 
 /// What follows a finished run ([`Thread::handoff`]).
@@ -235,6 +237,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             send_origin: None,
             budgets: BTreeMap::new(),
             outbox: Vec::new(),
+            charge_retry: None,
         };
         if let Some(last) =
             thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first()
@@ -247,6 +250,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             thread.queue = serde_json::from_str(&q).unwrap_or_default();
         }
         thread.refold_live_tree()?;
+        thread.charges_on_load(now)?;
         Ok(thread)
     }
 
@@ -458,12 +462,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             _ => None,
         };
-        // The finishing turn's usage counts before what follows is decided:
-        // the next message's sender may be the same, and now over budget.
-        let spent = run_update.as_ref().and_then(|rec| self.turn_usage(rec));
-        if let Some((actor, used, _)) = &spent {
-            self.add_usage(actor, *used, now, true);
-        }
         let handoff = match (&run_update, &finished) {
             (Some(_), Some(f)) => self.handoff(&f.run_id, now),
             _ => None,
@@ -480,9 +478,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
             if handoff.as_ref().is_some_and(|h| h.queue != before) {
                 let _ = self.store_queue(&before);
             }
-            if let Some((actor, used, _)) = &spent {
-                self.add_usage(actor, *used, now, false);
-            }
             return Err(e);
         }
         if let Some(rec) = &run_update {
@@ -490,17 +485,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.outbox.push(told);
             self.active = None;
             self.live_tree = None;
-        }
-        if let Some((actor, used, t)) = spent {
-            let op = Op::Usage {
-                at: now,
-                tokens: used.tokens,
-                cost_usd: used.cost_usd,
-                model: t.model,
-                input_tokens: t.input as u64,
-                output_tokens: t.output as u64,
-            };
-            self.outbox.push(Effect::Directory { actor, op });
         }
         if let Some(h) = handoff {
             self.queue = h.queue;
@@ -572,29 +556,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.budgets.get(actor).is_some_and(|b| b.since == period.window(now).0 && b.limit.exhausted(b.used))
     }
 
-    /// What a finished turn used, and whose it is: counted in their
-    /// directory (their usage totals, and their budget with `QUOTA`) and,
-    /// with `QUOTA`, here.
-    fn turn_usage(&self, run: &RunRecord) -> Option<(String, Used, crate::usage::Totals)> {
-        let (actor, usage) = (run.turn.actor.as_ref()?, run.usage.as_ref()?);
-        let used = Used::of_usage(&serde_json::from_str(usage).unwrap_or_default());
-        let totals = crate::usage::of_run(usage, run.model.as_deref())?;
-        (used != Used::default()).then(|| (actor.clone(), used, totals))
-    }
-
-    /// Adds (or takes back) `used` to what the thread knows `actor` spent
-    /// in the period holding `now`.
-    fn add_usage(&mut self, actor: &str, used: Used, now: i64, add: bool) {
+    /// Adds `used` to what the thread knows `actor` spent in the period
+    /// holding `now` (their model calls' charges).
+    fn add_usage(&mut self, actor: &str, used: Used, now: i64) {
         let Some(period) = self.config.quota_period else { return };
         if let Some(b) = self.budgets.get_mut(actor).filter(|b| b.since == period.window(now).0) {
-            b.used = if add {
-                b.used + used
-            } else {
-                Used {
-                    tokens: b.used.tokens.saturating_sub(used.tokens),
-                    cost_usd: (b.used.cost_usd - used.cost_usd).max(0.0),
-                }
-            };
+            b.used = b.used + used;
         }
     }
 
@@ -846,14 +813,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// restart deadline, a heartbeat every `heartbeat_ms` while the built-in
     /// agent runs (an outbound fetch alone does not keep the object
     /// resident; a suspended run needs none, it waits in storage), the next
-    /// confirmation to lapse, the next unsent upload to remove, and the
-    /// thread's TTL.
+    /// confirmation to lapse, the next unsent upload to remove, the next
+    /// try of undelivered charges, and the thread's TTL.
     pub fn next_alarm(&self, now: i64, settings: &crate::settings::Settings) -> Option<i64> {
         let running_builtin = self.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.is_suspended();
         let run = self.run_deadline().map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
         let expiry = self.next_expiry().ok().flatten();
         let sweep = self.next_sweep(settings.files.grace_ms);
-        [run, expiry, sweep, self.expiry(settings.thread_ttl_ms)].into_iter().flatten().min()
+        [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline()].into_iter().flatten().min()
     }
 
     /// A new queued message (its id is also its run's, known up front);

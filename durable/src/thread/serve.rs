@@ -149,8 +149,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Deletes the thread: its agents stop, its storage is wiped (its
     /// streams end), and its owner's directory forgets it.
-    pub fn delete(&mut self, effects: &mut Vec<Effect>) -> Result<(), ApiError> {
+    pub fn delete(&mut self, now: i64, effects: &mut Vec<Effect>) -> Result<(), ApiError> {
         effects.push(Effect::StopAgents);
+        // What the thread's calls cost goes to their senders first: the
+        // calls in flight are charged as cut, and a charge the directory
+        // does not take survives the wipe (`Thread::owes_charges`).
+        effects.extend(self.deliveries(true, now)?);
         effects.push(Effect::Wipe { files: self.files_prefix()? });
         if let Some(owner) = self.owner()? {
             let op = crate::directory::Op::Unregister { thread_id: self.thread_id.clone() };
@@ -209,10 +213,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.expiry(settings.thread_ttl_ms).is_some_and(|t| t <= now) {
             // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
             let mut effects = Vec::new();
-            self.delete(&mut effects)?;
+            self.delete(now, &mut effects)?;
             return Ok(effects);
         }
         let mut effects = self.settle_lapsed(settings, now)?;
+        effects.extend(self.charge_alarm(now)?);
         effects.extend(self.sweep_files(settings.files.grace_ms, now)?);
         self.flush_idle(now)?;
         if let Some((run_id, reason)) = self.check_run_deadlines(now)? {

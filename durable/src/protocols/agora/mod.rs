@@ -349,7 +349,7 @@ impl super::Protocol for Route {
                 admit(t)?;
                 match method {
                     ThreadMethod::Delete => {
-                        t.delete(effects)?;
+                        t.delete(now, effects)?;
                         return Ok(Answer::json(200, &json!({ "ok": true, "deleted": thread })));
                     }
                     ThreadMethod::Patch => {

@@ -335,7 +335,7 @@ impl super::Protocol for Route {
             }
             R::Delete { thread } => {
                 admit(t)?;
-                t.delete(effects)?;
+                t.delete(now, effects)?;
                 ok(json!({ "ok": true, "deleted": thread }))
             }
             R::QueueList { .. } => {
