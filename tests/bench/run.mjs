@@ -19,6 +19,11 @@
 //   8. MCP (today's build): the time from a send to its run's first model
 //      call with two MCP servers configured (their tool lists cached) and
 //      with none, side by side
+//   9. JSON Schema (in Node, the engine the Worker runs): a typical tool
+//      call's arguments checked as the previous engine did (@cfworker's
+//      Validator alone, the platform's RegExp) and as today's does (its
+//      declaration checks done once, patterns on RE2, the work counted), and
+//      a backtracking pattern under both
 //   7. files (today's build; the release has none): upload throughput of a
 //      10 MB file, a send carrying a 5 MB image as a data: URL (as useChat
 //      sends one) against a text-only send, time to the run's start; and
@@ -522,6 +527,57 @@ for (const b of builds) b.api = { ...client(b.worker.url), base: b.worker.url };
 const results = { machine: `${(await import("node:os")).cpus().length} cores`, at: new Date().toISOString(), release: path.basename(path.dirname(release)) };
 const ratio = (cur, rel) => `${(cur / rel).toFixed(2)}×`;
 /** Runs `fn` on the release, then on today's build; returns both. */
+/** Microseconds per call of `f`: the median of 7 batches of `n`. */
+function perCallUs(f, n) {
+  for (let i = 0; i < n; i++) f();
+  const batches = [];
+  for (let b = 0; b < 7; b++) {
+    const t0 = performance.now();
+    for (let i = 0; i < n; i++) f();
+    batches.push(((performance.now() - t0) * 1000) / n);
+  }
+  return batches.sort((a, b) => a - b)[3];
+}
+
+/** Checking a typical tool call's arguments, before and after. */
+async function schemaBench() {
+  const { Validator } = await import("@cfworker/json-schema");
+  const engine = await import("../../src/json_schema.js");
+  const meta = (f) => fs.readFileSync(path.join("src/metaschemas", f), "utf8");
+  const docs = ["draft2020-12/schema.json", ...["applicator", "content", "core", "format-annotation", "meta-data", "unevaluated", "validation"].map((v) => `draft2020-12/meta/${v}.json`)];
+  engine.install("[" + docs.map(meta).join(",") + "]");
+  const schema = {
+    type: "object",
+    properties: {
+      city: { type: "string", minLength: 1, maxLength: 80, pattern: "^[\\p{L} .'-]+$" },
+      days: { type: "integer", minimum: 1, maximum: 14 },
+      units: { enum: ["metric", "imperial"] },
+      at: { type: "string", format: "date-time" },
+      stops: { type: "array", maxItems: 10, items: { type: "object", properties: { name: { type: "string" }, lat: { type: "number" }, lon: { type: "number" } }, required: ["name"] } },
+    },
+    required: ["city"],
+    additionalProperties: false,
+  };
+  const args = JSON.stringify({ city: "São Paulo", days: 3, units: "metric", at: "2026-12-04T10:00:00Z", stops: [{ name: "Sé", lat: -23.55, lon: -46.63 }, { name: "Luz", lat: -23.53, lon: -46.63 }] });
+  // The previous engine: compile once, validate with the platform's RegExp.
+  const before = new Validator(JSON.parse(JSON.stringify(schema)), "2020-12", false);
+  const beforeCheck = (text) => JSON.stringify(before.validate(JSON.parse(text)).valid ? [] : ["x"]);
+  const after = engine.compile(JSON.stringify(schema));
+  const afterCheck = (text) => engine.check(after, text, 5);
+  if (beforeCheck(args) !== "[]" || afterCheck(args) !== "[]") throw new Error("the bench's arguments must be valid");
+  const typical = { beforeUs: perCallUs(() => beforeCheck(args), 5_000), afterUs: perCallUs(() => afterCheck(args), 5_000) };
+  const evil = { type: "object", properties: { s: { type: "string", pattern: "^(a|a)*$" } } };
+  const evilArgs = JSON.stringify({ s: "a".repeat(22) + "!" });
+  const evilBefore = new Validator(evil, "2020-12", false);
+  const evilAfter = engine.compile(JSON.stringify(evil));
+  const backtracking = {
+    aCount: 22,
+    beforeMs: perCallUs(() => evilBefore.validate(JSON.parse(evilArgs)), 1) / 1000,
+    afterMs: perCallUs(() => engine.check(evilAfter, evilArgs, 5), 100) / 1000,
+  };
+  return { typical, backtracking };
+}
+
 async function both(fn) {
   const out = {};
   for (const b of builds) out[b.name] = await fn(b.api);
@@ -641,6 +697,15 @@ try {
     const m = (results.mcp = await mcpBench());
     console.log(
       `MCP (current): send → first model call, median of ${m.trials}: no MCP server ${ms(m.noneMs)} | two MCP servers, discovery cached ${ms(m.twoMs)} (+${ms(m.twoMs - m.noneMs)})`,
+    );
+  }
+  if (want("schema")) {
+    const j = (results.schema = await schemaBench());
+    console.log(
+      `JSON Schema, a typical tool call's arguments (Node, median of 7 × 5,000): previous engine ${j.typical.beforeUs.toFixed(1)} µs | current ${j.typical.afterUs.toFixed(1)} µs (${ratio(j.typical.afterUs, j.typical.beforeUs)})`,
+    );
+    console.log(
+      `  ^(a|a)*$ against ${j.backtracking.aCount} a's and a !: previous engine ${ms(j.backtracking.beforeMs)} (doubling with each a) | current ${ms(j.backtracking.afterMs)}`,
     );
   }
   fs.mkdirSync("test-artifacts", { recursive: true });
