@@ -450,7 +450,10 @@ main() {
 
   if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
     say "installing npm packages (exact versions from package-lock.json)"
-    npm ci --no-audit --no-fund --loglevel=error
+    # No package's install script runs: none is needed (workerd comes as a
+    # platform package), and @n8n/api-types' dependencies name native
+    # builds (isolated-vm) that the tests never load.
+    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
   fi
 
   # Chromium for the browser tests (tests/browser/), on Debian from its

@@ -43,9 +43,11 @@ function refusal(status: number, statusText: string, text: string): ThreadlineEr
 
 export interface Message {
   id: string;
-  runId: string;
+  /** The run an assistant message is the answer of (a user message names none). */
+  runId?: string;
   role: "user" | "assistant";
-  createdAt: number;
+  /** ISO 8601. */
+  createdAt: string;
   content: string;
   reasoning: string;
   isStreaming: boolean;

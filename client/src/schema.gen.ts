@@ -103,10 +103,12 @@ export type TimelineEntry =
   | {
       type: "tool-call";
       toolCallId: string;
+      responseId?: string | null;
     }
   | {
       type: "child";
       agentId: string;
+      responseId?: string | null;
     };
 
 /**
@@ -888,6 +890,19 @@ export interface AgentNode {
   agentId: string;
   role: string;
   tools?: string[] | null;
+  /**
+   * A background agent's task (`agent-spawned`'s `taskId`).
+   */
+  taskId?: string | null;
+  /**
+   * What `agent-spawned` said of the agent for its card: `kind`,
+   * `title`, `subtitle`, `goal`, `targetResource`.
+   */
+  kind?: string | null;
+  title?: string | null;
+  subtitle?: string | null;
+  goal?: string | null;
+  targetResource?: unknown;
   status: NodeStatus;
   textContent: string;
   reasoning: string;
@@ -895,8 +910,21 @@ export interface AgentNode {
   children: AgentNode[];
   timeline: TimelineEntry[];
   tasks?: unknown;
+  planItems?: unknown;
   result?: unknown;
   error?: string | null;
+  /**
+   * An `error` event's details: `statusCode`, `code`, `provider`,
+   * `technicalDetails`, where it gave them.
+   */
+  errorDetails?: {
+    [k: string]: unknown | undefined;
+  };
+  /**
+   * Why a cancelled run stopped: `user`, `timeout`, `shutdown`,
+   * `interrupted`.
+   */
+  cancellationReason?: string | null;
   statusMessage?: string | null;
 }
 /**
@@ -910,11 +938,27 @@ export interface AgentToolCall {
   result?: unknown;
   error?: string | null;
   isLoading: boolean;
-  confirmation?: unknown;
-  startedAt?: number | null;
-  completedAt?: number | null;
   /**
-   * The MCP server whose tool it is.
+   * How n8n's editor draws the call (`planner` for `create-tasks`, ...).
+   */
+  renderHint: string;
+  /**
+   * The request, without the call's own fields (`toolCallId`,
+   * `toolName`, `args`) and the server's (`approver`, `expiresAt`).
+   */
+  confirmation?: {
+    [k: string]: unknown | undefined;
+  };
+  /**
+   * ISO 8601.
+   */
+  startedAt?: string | null;
+  /**
+   * ISO 8601.
+   */
+  completedAt?: string | null;
+  /**
+   * The MCP server whose tool it is (threadline's).
    */
   server?: string | null;
 }

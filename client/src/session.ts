@@ -65,7 +65,6 @@ export class ThreadSession {
   private decided = new Set<string>();
   private stream: ResumableStream | undefined;
   private listeners = new Set<Listener>();
-  private exists = false;
 
   constructor(client: ThreadlineClient, threadId: string, opts: SessionOptions = {}) {
     this.client = client;
@@ -85,24 +84,40 @@ export class ThreadSession {
 
   /**
    * Restores the thread (messages, then status, then the stream from
-   * `nextEventId - 1`). A thread that does not exist yet is not an error: the
-   * stream connects after the first send.
+   * `nextEventId - 1`). A thread that does not exist yet is an empty one:
+   * its stream is served, and the first send's events arrive on it.
    */
   async open(): Promise<void> {
     let cursor = 0;
     try {
       const page = await this.client.messages(this.threadId, 100, 0);
-      this.exists = true;
+      // Each user message, then the assistant message of the run answering
+      // it (a user message names no run, as n8n's history does).
+      // (A server of before named the run on the user message too.)
+      let asked: { content: string; id: string; attachments: Attachment[] } | undefined;
       for (const m of page.messages) {
         if (m.role === "user") {
-          this.turns.push({ runId: m.runId, message: m.content, messageId: m.id, attachments: attachmentsOf(m.attachments), tree: null, running: false });
-        } else {
-          const b = TreeBuilder.fromTree(m.agentTree ?? null);
-          this.builders.set(m.runId, b);
-          const turn = this.turn(m.runId);
-          turn.tree = b.tree();
-          turn.running = m.isStreaming;
+          asked = { content: m.content, id: m.id, attachments: attachmentsOf(m.attachments) };
+          if (m.runId) {
+            const t = this.turn(m.runId);
+            Object.assign(t, { message: asked.content, messageId: asked.id, attachments: asked.attachments, running: false });
+            asked = undefined;
+          }
+          continue;
         }
+        if (!m.runId) continue;
+        const runId = m.runId;
+        const b = TreeBuilder.fromTree(m.agentTree ?? null);
+        this.builders.set(runId, b);
+        const turn = this.turn(runId);
+        if (asked) {
+          turn.message = asked.content;
+          turn.messageId = asked.id;
+          turn.attachments = asked.attachments;
+          asked = undefined;
+        }
+        turn.tree = b.tree();
+        turn.running = m.isStreaming;
       }
       cursor = Math.max(0, page.nextEventId - 1);
       this.queue = page.queue;
@@ -119,7 +134,7 @@ export class ThreadSession {
     this.stream = this.client.events(this.threadId, {
       cursor,
       useStreamToken: this.opts.useStreamToken,
-      backoff: this.opts.backoff ?? (this.exists ? undefined : { initialMs: 1000, maxMs: 5000 }),
+      backoff: this.opts.backoff,
       onEvent: (ev) => this.apply(ev),
       onState: (s) => {
         this.connection = s;
@@ -225,7 +240,6 @@ export class ThreadSession {
   async send(message: string, opts: SendOptions = {}): Promise<SendResult> {
     const r = await this.act(() => this.client.send(this.threadId, message, { mode: "queue", ...opts }));
     if (r.queued) this.queue = r.queue;
-    this.exists = true;
     this.stream?.kick();
     this.changed();
     return r;

@@ -1,14 +1,20 @@
 /**
  * The agent-tree reducer: folds a run's events into the activity tree a page
  * renders (docs/protocols/n8n-instance-ai-streaming-protocol.md, "Frontend Rendering"). A port of the Rust core's
- * `durable/src/reducer.rs`; both fold the same fixture logs
- * (`durable/tests/fixtures/reducer/`) to the same trees, in both test suites.
+ * `durable/src/reducer.rs`, which is n8n's own reducer (`@n8n/api-types`'
+ * `reduceEvent`, with the editor's handling of `error`); both fold the same
+ * fixture logs (`durable/tests/fixtures/reducer/`) to the same trees, in
+ * both test suites, and so does n8n's (`client/test/reducer.test.mjs`).
  *
- * Rules the server's coalescing relies on (docs/architecture.md, "How the log works"):
+ * Rules (docs/architecture.md, "How the log works"):
+ * - text and reasoning join the agent's last timeline entry when it is of
+ *   the same kind and `responseId`, else start one;
  * - a `text-block` / `reasoning-block`, or a delta with `snapshot: true`,
- *   REPLACES the timeline entry of the same `responseId` it extends, so text
- *   seen live as deltas and then replayed as a block is shown once;
- * - any other delta appends.
+ *   REPLACES that last entry when it has the same `responseId` and starts
+ *   or ends with what the entry holds, so text seen live as deltas and then
+ *   replayed as a block is shown once; otherwise it joins as a delta would;
+ * - an `error` adds `\n\n*Error: <content>*` to its agent's text;
+ * - `run-finish` sets the root's status only; times are ISO 8601.
  */
 import type { AgentNode, AgentToolCall, NodeStatus, TimelineEntry } from "./schema.gen.js";
 import type { StreamEvent } from "./events.js";
@@ -33,8 +39,58 @@ function node(agentId: string, role: string): MutableNode {
   };
 }
 
+/** How n8n's editor draws a tool, by its name (`getRenderHint`). */
+export function renderHint(tool: string): string {
+  if (tool === "task-control") return "tasks";
+  if (tool === "build-workflow" || tool === "build-workflow-with-agent") return "builder";
+  if (tool === "research-with-agent") return "researcher";
+  if (tool === "create-tasks") return "planner";
+  if (tool === "eval-setup-with-agent") return "eval-setup";
+  if (["create_skills", "list_skills", "read_skill", "update_skill", "load_skill"].includes(tool)) return "skill";
+  return "default";
+}
+
+const iso = (ts: number) => new Date(ts).toISOString();
+
 function pending(toolCallId: string, toolName: string, args: unknown, ts: number): AgentToolCall {
-  return { toolCallId, toolName, args, isLoading: true, startedAt: ts };
+  return { toolCallId, toolName, args, isLoading: true, renderHint: renderHint(toolName), startedAt: iso(ts) };
+}
+
+/** Error codes n8n writes no error line for. */
+const QUIET_ERROR_CODES = new Set(["quota_exhausted"]);
+
+function cancellation(reason: unknown): string | undefined {
+  switch (reason) {
+    case "timeout":
+      return "timeout";
+    case "service_shutdown":
+      return "shutdown";
+    case "user_cancelled":
+      return "user";
+    case "crash_interrupted":
+      return "interrupted";
+    default:
+      return undefined;
+  }
+}
+
+/** What `agent-spawned` says of its agent. */
+function describe(n: MutableNode, p: Payload): void {
+  const text = (k: string) => (typeof p[k] === "string" ? (p[k] as string) : undefined);
+  n.role = text("role") ?? "";
+  const fields: [keyof AgentNode, unknown][] = [
+    ["tools", Array.isArray(p.tools) ? p.tools : undefined],
+    ["taskId", text("taskId")],
+    ["kind", text("kind")],
+    ["title", text("title")],
+    ["subtitle", text("subtitle")],
+    ["goal", text("goal")],
+    ["targetResource", p.targetResource && typeof p.targetResource === "object" ? p.targetResource : undefined],
+  ];
+  for (const [k, v] of fields) {
+    if (v === undefined) delete (n as unknown as Record<string, unknown>)[k];
+    else (n as unknown as Record<string, unknown>)[k] = v;
+  }
 }
 
 /** Folds events into a flat arena; {@link TreeBuilder.tree} nests it. */
@@ -100,6 +156,19 @@ export class TreeBuilder {
     return undefined;
   }
 
+  private addCall(n: MutableNode, call: AgentToolCall, ev: StreamEvent): void {
+    n.toolCalls.push(call);
+    const entry: TimelineEntry = { type: "tool-call", toolCallId: call.toolCallId };
+    if (ev.responseId) entry.responseId = ev.responseId;
+    n.timeline.push(entry);
+  }
+
+  /** A child's entry: the event's `responseId`, else the parent's last entry's. */
+  private childEntry(parent: MutableNode, agentId: string, ev: StreamEvent): TimelineEntry {
+    const inherited = ev.responseId ?? parent.timeline.at(-1)?.responseId ?? undefined;
+    return inherited ? { type: "child", agentId, responseId: inherited } : { type: "child", agentId };
+  }
+
   apply(ev: StreamEvent): void {
     const p = (ev.payload ?? {}) as Payload;
     const str = (k: string) => (typeof p[k] === "string" ? (p[k] as string) : "");
@@ -113,27 +182,22 @@ export class TreeBuilder {
       case "text-block":
       case "reasoning-block": {
         const slot = ev.type.startsWith("text") ? "text" : "reasoning";
-        const replace = ev.type.endsWith("block") || p.snapshot === true;
-        applyText(this.nodeFor(ev.agentId), slot, ev.responseId ?? undefined, str("text"), replace);
+        const block = ev.type.endsWith("block") || p.snapshot === true;
+        applyText(this.nodeFor(ev.agentId), slot, ev.responseId ?? undefined, str("text"), block);
         break;
       }
       case "tool-input-start":
       case "tool-call": {
-        const n = this.nodeFor(ev.agentId);
         const id = str("toolCallId");
-        const tc = n.toolCalls.find((t) => t.toolCallId === id);
-        if (tc) {
-          if (ev.type === "tool-call") {
-            tc.args = p.args ?? null;
-            tc.toolName = str("toolName");
-          }
+        const known = this.callOf(ev.agentId, id);
+        if (known) {
+          if (ev.type === "tool-call") known.args = p.args ?? null;
         } else {
-          n.toolCalls.push(pending(id, str("toolName"), ev.type === "tool-call" ? (p.args ?? null) : {}, ev.ts));
-          n.timeline.push({ type: "tool-call", toolCallId: id });
+          this.addCall(this.nodeFor(ev.agentId), pending(id, str("toolName"), ev.type === "tool-call" ? (p.args ?? null) : {}, ev.ts), ev);
         }
         // An MCP tool's server, as the Rust reducer keeps it.
         if (typeof p.server === "string") {
-          const call = n.toolCalls.find((t) => t.toolCallId === id);
+          const call = this.callOf(ev.agentId, id);
           if (call) call.server = p.server;
         }
         break;
@@ -146,20 +210,20 @@ export class TreeBuilder {
           if (ev.type === "tool-result") tc.result = p.result;
           else tc.error = str("error");
           tc.isLoading = false;
-          tc.completedAt = ev.ts;
+          tc.completedAt = iso(ev.ts);
         }
         break;
       }
       case "confirmation-request": {
-        const n = this.nodeFor(ev.agentId);
         const id = str("toolCallId");
-        let tc = n.toolCalls.find((t) => t.toolCallId === id);
+        let tc = this.callOf(ev.agentId, id);
         if (!tc) {
           tc = pending(id, str("toolName"), p.args ?? null, ev.ts);
-          n.toolCalls.push(tc);
-          n.timeline.push({ type: "tool-call", toolCallId: id });
+          this.addCall(this.nodeFor(ev.agentId), tc, ev);
         }
-        tc.confirmation = p;
+        // Without the call's own fields, and the server's (who decides, until when).
+        const { toolCallId: _id, toolName: _name, args: _args, approver: _approver, expiresAt: _expires, ...request } = p;
+        tc.confirmation = request;
         break;
       }
       case "agent-spawned": {
@@ -168,23 +232,22 @@ export class TreeBuilder {
           if (this.implicit.has(existing) && this.root !== undefined) {
             // Announced late: it becomes a spawned child, in announce order.
             this.implicit.delete(existing);
-            const n = this.nodes[existing]!;
-            n.role = str("role");
-            if (Array.isArray(p.tools)) n.tools = p.tools as string[];
-            else delete n.tools;
+            describe(this.nodes[existing]!, p);
             const r = this.root;
             this.kids[r] = this.kids[r]!.filter((k) => k !== existing);
             this.kids[r]!.push(existing);
-            this.nodes[r]!.timeline.push({ type: "child", agentId: ev.agentId });
+            const root = this.nodes[r]!;
+            root.timeline.push(this.childEntry(root, ev.agentId, ev));
           }
           break;
         }
         const parent = this.find(str("parentId"));
         if (parent === undefined) break;
-        const n = node(ev.agentId, str("role"));
-        if (Array.isArray(p.tools)) n.tools = p.tools as string[];
+        const n = node(ev.agentId, "");
+        describe(n, p);
+        const entry = this.childEntry(this.nodes[parent]!, ev.agentId, ev);
         this.push(n, parent);
-        this.nodes[parent]!.timeline.push({ type: "child", agentId: ev.agentId });
+        this.nodes[parent]!.timeline.push(entry);
         break;
       }
       case "agent-completed": {
@@ -197,11 +260,15 @@ export class TreeBuilder {
         else n.result = p.result;
         if (err === undefined) delete n.error;
         else n.error = err;
+        for (const tc of n.toolCalls) tc.isLoading = false;
         break;
       }
-      case "tasks-update":
-        this.nodeFor(ev.agentId).tasks = p.tasks;
+      case "tasks-update": {
+        const n = this.nodeFor(ev.agentId);
+        n.tasks = p.tasks;
+        if (p.planItems !== undefined && p.planItems !== null) n.planItems = p.planItems;
         break;
+      }
       case "status": {
         const n = this.nodeFor(ev.agentId);
         const m = str("message");
@@ -209,22 +276,36 @@ export class TreeBuilder {
         else n.statusMessage = m;
         break;
       }
-      case "error":
-        this.nodeFor(ev.agentId).error = str("content");
+      case "error": {
+        const i = this.find(ev.agentId) ?? this.root;
+        if (i === undefined) break;
+        const n = this.nodes[i]!;
+        const content = str("content");
+        if (!(typeof p.code === "string" && QUIET_ERROR_CODES.has(p.code))) {
+          applyText(n, "text", ev.responseId ?? undefined, `\n\n*Error: ${content}*`, false);
+        }
+        // As n8n's editor keeps them: a status code when there is one, the rest when not empty.
+        const details: Record<string, unknown> = {};
+        if (p.statusCode !== undefined && p.statusCode !== null) details.statusCode = p.statusCode;
+        for (const k of ["code", "provider", "technicalDetails"]) if (typeof p[k] === "string" && p[k] !== "") details[k] = p[k];
+        n.status = "error";
+        n.error = content;
+        n.errorDetails = details;
         break;
+      }
       case "run-finish": {
         if (this.root === undefined) break;
         const r = this.nodes[this.root]!;
         const status = str("status");
-        r.status = status === "completed" ? "completed" : status === "cancelled" ? "cancelled" : "error";
-        if (status !== "completed") {
-          for (const n of this.nodes) {
-            for (const tc of n.toolCalls) tc.isLoading = false;
-            if (n.status === "active") n.status = "cancelled";
-          }
+        const next: NodeStatus = status === "completed" ? "completed" : status === "cancelled" || status === "interrupted" ? "cancelled" : "error";
+        if (next === "cancelled") {
+          const why = cancellation(p.reason);
+          if (why === undefined) delete r.cancellationReason;
+          else r.cancellationReason = why;
         }
-        if (typeof p.reason === "string" && status === "error" && r.error === undefined) r.error = p.reason;
-        delete r.statusMessage;
+        if (next !== "completed") for (const n of this.nodes) for (const tc of n.toolCalls) tc.isLoading = false;
+        if (typeof p.reason === "string" && next === "error" && r.error === undefined) r.error = p.reason;
+        r.status = next;
         break;
       }
       default:
@@ -260,22 +341,19 @@ function applyText(
   slot: "text" | "reasoning",
   rid: string | undefined,
   text: string,
-  replace: boolean,
+  block: boolean,
 ): void {
   const key = slot === "text" ? "textContent" : "reasoning";
   const last = n.timeline.at(-1);
   if (last && last.type === slot && (last.responseId ?? undefined) === rid) {
-    if (!replace) {
-      last.content += text;
-      n[key] += text;
+    if (block && rid !== undefined && (text.startsWith(last.content) || text.endsWith(last.content)) && n[key].endsWith(last.content)) {
+      n[key] = n[key].slice(0, n[key].length - last.content.length) + text;
+      last.content = text;
       return;
     }
-    if (rid !== undefined && text.startsWith(last.content)) {
-      const more = text.slice(last.content.length);
-      last.content += more;
-      n[key] += more;
-      return;
-    }
+    last.content += text;
+    n[key] += text;
+    return;
   }
   n[key] += text;
   const entry: TimelineEntry = rid === undefined ? { type: slot, content: text } : { type: slot, content: text, responseId: rid };

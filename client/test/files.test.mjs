@@ -56,10 +56,12 @@ test("the history's attachments are the restored turns', with their urls; a late
         threadId: "t",
         nextEventId: 3,
         queue: { items: [], paused: false },
+        // Each user message, then the answer naming its run.
         messages: [
-          { id: "m1", runId: "r1", role: "user", createdAt: 1, content: "see", reasoning: "", isStreaming: false, attachments: [{ ...png, url }] },
-          { id: "r1:assistant", runId: "r1", role: "assistant", createdAt: 1, content: "ok", reasoning: "", isStreaming: false, agentTree: null },
-          { id: "m2", runId: "r2", role: "user", createdAt: 2, content: "plain", reasoning: "", isStreaming: false },
+          { id: "m1", role: "user", createdAt: "2026-01-01T00:00:00.001Z", content: "see", reasoning: "", isStreaming: false, attachments: [{ ...png, url }] },
+          { id: "r1:assistant", runId: "r1", role: "assistant", createdAt: "2026-01-01T00:00:00.001Z", content: "ok", reasoning: "", isStreaming: false, agentTree: null },
+          { id: "m2", role: "user", createdAt: "2026-01-01T00:00:00.002Z", content: "plain", reasoning: "", isStreaming: false },
+          { id: "r2:assistant", runId: "r2", role: "assistant", createdAt: "2026-01-01T00:00:00.002Z", content: "", reasoning: "", isStreaming: false, agentTree: null },
         ],
       });
     }

@@ -37,6 +37,26 @@ for (const f of fixtures) {
   });
 }
 
+// n8n's own reducer (@n8n/api-types, as n8n's editor runs it) folds the same
+// logs to the same trees, but where a fixture exercises what threadline adds
+// to it (each said here).
+const EXTENSIONS = {
+  "confirmation-and-tasks.json": "a confirmation for a call not yet announced announces it (n8n drops it)",
+  "mcp-server-tools.json": "an MCP tool call names its server",
+  "snapshot-after-reconnect.json": "a snapshot delta replaces like a block (n8n's editor takes run-sync instead)",
+  "sub-agents-late-announce.json": "an agent that publishes before its agent-spawned gets a node (n8n drops its events)",
+};
+const { EditorThread } = await import("../../tests/n8n-editor/index.mjs");
+for (const f of fixtures) {
+  test(`${f.name}: n8n's editor folds it to the same tree${EXTENSIONS[f.name] ? ` (not: ${EXTENSIONS[f.name]})` : ""}`, () => {
+    const editor = new EditorThread();
+    editor.connect();
+    for (const { id, ...event } of f.events) editor.receive({ id: id === undefined ? undefined : String(id), data: JSON.stringify(event) });
+    if (EXTENSIONS[f.name]) assert.notDeepStrictEqual(editor.treeOf(f.events[0].runId), f.tree, "the extension shows");
+    else assert.deepEqual(editor.treeOf(f.events[0].runId), f.tree);
+  });
+}
+
 test("fromTree of nothing is an empty builder", () => {
   assert.equal(TreeBuilder.fromTree(null).tree(), null);
 });

@@ -1,11 +1,35 @@
 //! The agent-tree reducer: folds a run's events into the activity tree the
-//! frontend renders (`docs/protocols/n8n-instance-ai-streaming-protocol.md` "Frontend Rendering", `docs/protocols/notes-from-source-and-trackers.md` §1
-//! "Reducer rules"). The server uses it for `GET .../messages` and to find a
-//! dead run's open tool calls; clients fold the same events the same way.
+//! frontend renders (`docs/protocols/n8n-instance-ai-streaming-protocol.md`
+//! "Frontend Rendering"). The server uses it for `GET .../messages`, the
+//! `run-sync` frame and to find a dead run's open tool calls; clients fold
+//! the same events the same way.
+//!
+//! It is n8n's own reducer (`@n8n/api-types`' `reduceEvent`, with the
+//! editor's handling of `error`), so n8n's editor, folding a thread's stream,
+//! holds the very tree the messages view shows (`tests/instance-ai-n8n.test.mjs`
+//! proves it on every path). Its rules, as n8n's:
+//! - text and reasoning join the agent's **last** timeline entry when it is
+//!   of the same kind and `responseId` (none equals none), else start one;
+//! - a block (`text-block`, `reasoning-block`) REPLACES that last entry when
+//!   it has the same `responseId` and starts or ends with what the entry
+//!   holds; otherwise it joins as a delta would;
+//! - an `error` adds the line `\n\n*Error: <content>*` to its agent's text
+//!   and marks the agent `error` (with `errorDetails`);
+//! - `run-finish` sets the root's status only (`interrupted` reads as
+//!   `cancelled`, with a `cancellationReason`), and stops every loading call
+//!   unless the run completed;
+//! - times are ISO 8601 strings of the events' `ts`.
+//!
+//! threadline's extensions, where n8n's reducer drops an event: a delta with
+//! `snapshot: true` replaces like a block (a client that reconnects mid-answer
+//! gets the open segment whole: its `run-sync` tree never holds it), an agent
+//! that publishes before its `agent-spawned` gets a node of its own, a
+//! confirmation for a call not yet announced announces it, and a tool call
+//! of an MCP server names it (`server`).
 
 use crate::event::{Event, Kind};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]
@@ -35,11 +59,26 @@ pub enum TimelineEntry {
     ToolCall {
         #[serde(rename = "toolCallId")]
         tool_call_id: String,
+        #[serde(rename = "responseId", skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
     },
     Child {
         #[serde(rename = "agentId")]
         agent_id: String,
+        #[serde(rename = "responseId", skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
     },
+}
+
+impl TimelineEntry {
+    fn response_id(&self) -> Option<&str> {
+        match self {
+            TimelineEntry::Text { response_id, .. }
+            | TimelineEntry::Reasoning { response_id, .. }
+            | TimelineEntry::ToolCall { response_id, .. }
+            | TimelineEntry::Child { response_id, .. } => response_id.as_deref(),
+        }
+    }
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema), schemars(rename = "AgentToolCall"))]
@@ -54,30 +93,55 @@ pub struct ToolCall {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub is_loading: bool,
+    /// How n8n's editor draws the call (`planner` for `create-tasks`, ...).
+    pub render_hint: String,
+    /// The request, without the call's own fields (`toolCallId`,
+    /// `toolName`, `args`) and the server's (`approver`, `expiresAt`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub confirmation: Option<Value>,
+    /// ISO 8601.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<i64>,
+    pub started_at: Option<String>,
+    /// ISO 8601.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<i64>,
-    /// The MCP server whose tool it is.
+    pub completed_at: Option<String>,
+    /// The MCP server whose tool it is (threadline's).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server: Option<String>,
+}
+
+/// How n8n's editor draws a tool by its name (`getRenderHint`).
+pub fn render_hint(tool: &str) -> &'static str {
+    match tool {
+        "task-control" => "tasks",
+        "build-workflow" | "build-workflow-with-agent" => "builder",
+        "research-with-agent" => "researcher",
+        "create-tasks" => "planner",
+        "eval-setup-with-agent" => "eval-setup",
+        "create_skills" | "list_skills" | "read_skill" | "update_skill" | "load_skill" => "skill",
+        _ => "default",
+    }
+}
+
+/// An event's time as the tree shows it.
+fn iso(ts: i64) -> String {
+    crate::quota::rfc3339(ts)
 }
 
 impl ToolCall {
     fn pending(tool_call_id: String, tool_name: String, args: Value, ts: i64) -> ToolCall {
         ToolCall {
             tool_call_id,
+            render_hint: render_hint(&tool_name).to_owned(),
             tool_name,
             args,
             result: None,
             error: None,
             is_loading: true,
             confirmation: None,
-            started_at: Some(ts),
-            server: None,
+            started_at: Some(iso(ts)),
             completed_at: None,
+            server: None,
         }
     }
 }
@@ -91,6 +155,21 @@ pub struct AgentNode {
     pub role: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tools: Option<Vec<String>>,
+    /// A background agent's task (`agent-spawned`'s `taskId`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// What `agent-spawned` said of the agent for its card: `kind`,
+    /// `title`, `subtitle`, `goal`, `targetResource`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subtitle: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target_resource: Option<Value>,
     pub status: NodeStatus,
     pub text_content: String,
     pub reasoning: String,
@@ -100,9 +179,19 @@ pub struct AgentNode {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tasks: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub plan_items: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// An `error` event's details: `statusCode`, `code`, `provider`,
+    /// `technicalDetails`, where it gave them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_details: Option<Value>,
+    /// Why a cancelled run stopped: `user`, `timeout`, `shutdown`,
+    /// `interrupted`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancellation_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_message: Option<String>,
 }
@@ -113,6 +202,12 @@ impl AgentNode {
             agent_id: agent_id.to_owned(),
             role: role.to_owned(),
             tools: None,
+            task_id: None,
+            kind: None,
+            title: None,
+            subtitle: None,
+            goal: None,
+            target_resource: None,
             status: NodeStatus::Active,
             text_content: String::new(),
             reasoning: String::new(),
@@ -120,10 +215,35 @@ impl AgentNode {
             children: Vec::new(),
             timeline: Vec::new(),
             tasks: None,
+            plan_items: None,
             result: None,
             error: None,
+            error_details: None,
+            cancellation_reason: None,
             status_message: None,
         }
+    }
+}
+
+/// A request's fields that are its call's, not the request's.
+const CALL_FIELDS: &[&str] = &["toolCallId", "toolName", "args"];
+
+/// What the server adds to a request on the wire (who decides it, until
+/// when): n8n's schema does not have them, so its editor's tree does not,
+/// and neither does this one (the request event keeps them).
+const SERVER_FIELDS: &[&str] = &["approver", "expiresAt"];
+
+/// Error codes n8n's reducer writes no error line for.
+const QUIET_ERROR_CODES: &[&str] = &["quota_exhausted"];
+
+/// Why a cancelled run stopped, from its `run-finish` reason.
+fn cancellation(reason: Option<&str>) -> Option<&'static str> {
+    match reason? {
+        "timeout" => Some("timeout"),
+        "service_shutdown" => Some("shutdown"),
+        "user_cancelled" => Some("user"),
+        "crash_interrupted" => Some("interrupted"),
+        _ => None,
     }
 }
 
@@ -182,9 +302,20 @@ impl TreeBuilder {
         i
     }
 
+    /// A child's entry in its parent's timeline: the event's `responseId`,
+    /// else the one of the parent's last entry (n8n's).
+    fn child_entry(&self, parent: usize, agent_id: &str, ev: &Event) -> TimelineEntry {
+        let inherited = ev
+            .response_id
+            .clone()
+            .or_else(|| self.nodes[parent].timeline.last().and_then(|e| e.response_id().map(str::to_owned)));
+        TimelineEntry::Child { agent_id: agent_id.to_owned(), response_id: inherited }
+    }
+
     pub fn apply(&mut self, ev: &Event) {
         let p = &ev.payload;
         let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let opt = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
         match ev.kind {
             Kind::RunStart => {
                 // A follow-up run reuses the existing root.
@@ -200,32 +331,33 @@ impl TreeBuilder {
                     Kind::TextDelta | Kind::TextBlock => TextSlot::Text,
                     _ => TextSlot::Reasoning,
                 };
-                let replace = matches!(ev.kind, Kind::TextBlock | Kind::ReasoningBlock)
+                let block = matches!(ev.kind, Kind::TextBlock | Kind::ReasoningBlock)
                     || p.get("snapshot").and_then(Value::as_bool) == Some(true);
                 let i = self.node_for(&ev.agent_id);
-                apply_text(&mut self.nodes[i], slot, ev.response_id.as_deref(), &s("text"), replace);
+                apply_text(&mut self.nodes[i], slot, ev.response_id.as_deref(), &s("text"), block);
             }
             Kind::ToolInputStart | Kind::ToolCall => {
-                let i = self.node_for(&ev.agent_id);
                 let id = s("toolCallId");
-                match self.call_pos(i, &id) {
-                    Some(pos) => {
+                match self.calls.get(&id).and_then(|owners| owners.first().copied()) {
+                    Some((node, pos)) => {
+                        // Announced: `tool-call` fills its arguments.
                         if ev.kind == Kind::ToolCall {
-                            let tc = &mut self.nodes[i].tool_calls[pos];
-                            tc.args = p.get("args").cloned().unwrap_or(Value::Null);
-                            tc.tool_name = s("toolName");
+                            self.nodes[node].tool_calls[pos].args = p.get("args").cloned().unwrap_or(Value::Null);
                         }
                     }
                     None => {
+                        let i = self.node_for(&ev.agent_id);
                         let args = match ev.kind {
                             Kind::ToolCall => p.get("args").cloned().unwrap_or(Value::Null),
                             _ => Value::Object(Default::default()),
                         };
-                        self.add_call(i, ToolCall::pending(id.clone(), s("toolName"), args, ev.ts));
+                        self.add_call(i, ToolCall::pending(id.clone(), s("toolName"), args, ev.ts), ev);
                     }
                 }
-                if let (Some(server), Some(pos)) = (p.get("server").and_then(Value::as_str), self.call_pos(i, &id)) {
-                    self.nodes[i].tool_calls[pos].server = Some(server.to_owned());
+                if let Some(server) = opt("server") {
+                    if let Some(tc) = self.tool_call_mut(&ev.agent_id, &id) {
+                        tc.server = Some(server);
+                    }
                 }
             }
             Kind::ToolResult | Kind::ToolError | Kind::ToolInterrupted => {
@@ -236,33 +368,36 @@ impl TreeBuilder {
                         _ => tc.error = Some(s("error")),
                     }
                     tc.is_loading = false;
-                    tc.completed_at = Some(ev.ts);
+                    tc.completed_at = Some(iso(ev.ts));
                 }
             }
             Kind::ConfirmationRequest => {
                 let id = s("toolCallId");
-                let i = self.node_for(&ev.agent_id);
-                let pos = match self.call_pos(i, &id) {
-                    Some(pos) => pos,
-                    None => {
-                        let args = p.get("args").cloned().unwrap_or(Value::Null);
-                        self.add_call(i, ToolCall::pending(id, s("toolName"), args, ev.ts))
-                    }
-                };
-                self.nodes[i].tool_calls[pos].confirmation = Some(p.clone());
+                if self.tool_call_mut(&ev.agent_id, &id).is_none() {
+                    let i = self.node_for(&ev.agent_id);
+                    let args = p.get("args").cloned().unwrap_or(Value::Null);
+                    self.add_call(i, ToolCall::pending(id.clone(), s("toolName"), args, ev.ts), ev);
+                }
+                let mut request = p.as_object().cloned().unwrap_or_default();
+                for own in CALL_FIELDS.iter().chain(SERVER_FIELDS) {
+                    request.remove(*own);
+                }
+                if let Some(tc) = self.tool_call_mut(&ev.agent_id, &id) {
+                    tc.confirmation = Some(Value::Object(request));
+                }
             }
             Kind::AgentSpawned => {
                 if let Some(i) = self.find(&ev.agent_id) {
                     // Idempotent; but an implicit node learns its role now.
                     if let Some(pos) = self.implicit.iter().position(|&n| n == i) {
                         self.implicit.remove(pos);
-                        self.nodes[i].role = s("role");
-                        self.nodes[i].tools = p.get("tools").and_then(|t| serde_json::from_value(t.clone()).ok());
+                        describe(&mut self.nodes[i], p);
                         if let Some(r) = self.root {
                             // It takes its place among the spawned children now.
                             self.kids[r].retain(|&k| k != i);
                             self.kids[r].push(i);
-                            self.nodes[r].timeline.push(TimelineEntry::Child { agent_id: ev.agent_id.clone() });
+                            let entry = self.child_entry(r, &ev.agent_id, ev);
+                            self.nodes[r].timeline.push(entry);
                         }
                     }
                     return;
@@ -270,15 +405,16 @@ impl TreeBuilder {
                 let Some(parent) = self.find(&s("parentId")) else {
                     return; // unknown parent: dropped
                 };
-                let mut node = AgentNode::new(&ev.agent_id, &s("role"));
-                node.tools = p.get("tools").and_then(|t| serde_json::from_value(t.clone()).ok());
+                let mut node = AgentNode::new(&ev.agent_id, "");
+                describe(&mut node, p);
+                let entry = self.child_entry(parent, &ev.agent_id, ev);
                 self.push(node, Some(parent));
-                self.nodes[parent].timeline.push(TimelineEntry::Child { agent_id: ev.agent_id.clone() });
+                self.nodes[parent].timeline.push(entry);
             }
             Kind::AgentCompleted => {
                 if let Some(i) = self.find(&ev.agent_id) {
                     let node = &mut self.nodes[i];
-                    let err = p.get("error").and_then(Value::as_str).map(str::to_owned);
+                    let err = opt("error");
                     node.status = match p.get("status").and_then(Value::as_str) {
                         Some("cancelled") => NodeStatus::Cancelled,
                         Some("error") => NodeStatus::Error,
@@ -288,11 +424,17 @@ impl TreeBuilder {
                     };
                     node.result = p.get("result").cloned().filter(|v| !v.is_null());
                     node.error = err;
+                    for tc in &mut node.tool_calls {
+                        tc.is_loading = false;
+                    }
                 }
             }
             Kind::TasksUpdate => {
                 let i = self.node_for(&ev.agent_id);
                 self.nodes[i].tasks = p.get("tasks").cloned();
+                if let Some(items) = p.get("planItems").filter(|v| !v.is_null()) {
+                    self.nodes[i].plan_items = Some(items.clone());
+                }
             }
             Kind::Status => {
                 let i = self.node_for(&ev.agent_id);
@@ -300,34 +442,53 @@ impl TreeBuilder {
                 self.nodes[i].status_message = (!m.is_empty()).then_some(m);
             }
             Kind::Error => {
-                let i = self.node_for(&ev.agent_id);
-                self.nodes[i].error = Some(s("content"));
+                let Some(i) = self.find(&ev.agent_id).or(self.root) else { return };
+                let content = s("content");
+                if !opt("code").is_some_and(|c| QUIET_ERROR_CODES.contains(&c.as_str())) {
+                    let line = format!("\n\n*Error: {content}*");
+                    apply_text(&mut self.nodes[i], TextSlot::Text, ev.response_id.as_deref(), &line, false);
+                }
+                // As n8n's editor keeps them: a status code when there is
+                // one, the rest when not empty.
+                let mut details = Map::new();
+                if let Some(v) = p.get("statusCode").filter(|v| !v.is_null()) {
+                    details.insert("statusCode".to_owned(), v.clone());
+                }
+                for k in ["code", "provider", "technicalDetails"] {
+                    if let Some(v) = p.get(k).filter(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+                        details.insert(k.to_owned(), v.clone());
+                    }
+                }
+                let node = &mut self.nodes[i];
+                node.status = NodeStatus::Error;
+                node.error = Some(content);
+                node.error_details = Some(Value::Object(details));
             }
             Kind::RunFinish => {
                 let Some(r) = self.root else { return };
-                let status = p.get("status").and_then(Value::as_str).unwrap_or_default();
-                self.nodes[r].status = match status {
+                let status = match p.get("status").and_then(Value::as_str).unwrap_or_default() {
                     "completed" => NodeStatus::Completed,
-                    "cancelled" => NodeStatus::Cancelled,
+                    "cancelled" | "interrupted" => NodeStatus::Cancelled,
                     _ => NodeStatus::Error,
                 };
-                if status != "completed" {
+                let reason = p.get("reason").and_then(Value::as_str);
+                if status == NodeStatus::Cancelled {
+                    self.nodes[r].cancellation_reason = cancellation(reason).map(str::to_owned);
+                }
+                if status != NodeStatus::Completed {
                     // Cancelled, failed or interrupted: nothing is loading any more.
                     for n in &mut self.nodes {
                         for tc in &mut n.tool_calls {
                             tc.is_loading = false;
                         }
-                        if n.status == NodeStatus::Active {
-                            n.status = NodeStatus::Cancelled;
-                        }
                     }
                 }
-                if let Some(reason) = p.get("reason").and_then(Value::as_str) {
-                    if status == "error" && self.nodes[r].error.is_none() {
+                if let Some(reason) = reason {
+                    if status == NodeStatus::Error && self.nodes[r].error.is_none() {
                         self.nodes[r].error = Some(reason.to_owned());
                     }
                 }
-                self.nodes[r].status_message = None;
+                self.nodes[r].status = status;
             }
             Kind::ThreadTitleUpdated
             | Kind::ConfirmationSettled
@@ -338,15 +499,12 @@ impl TreeBuilder {
         }
     }
 
-    /// Where `node` holds tool call `id`, through the index (a run may make
-    /// thousands of calls; a scan per event would be quadratic).
-    fn call_pos(&self, node: usize, id: &str) -> Option<usize> {
-        self.calls.get(id)?.iter().find(|(n, _)| *n == node).map(|(_, pos)| *pos)
-    }
-
-    fn add_call(&mut self, node: usize, call: ToolCall) -> usize {
+    fn add_call(&mut self, node: usize, call: ToolCall, ev: &Event) -> usize {
         let n = &mut self.nodes[node];
-        n.timeline.push(TimelineEntry::ToolCall { tool_call_id: call.tool_call_id.clone() });
+        n.timeline.push(TimelineEntry::ToolCall {
+            tool_call_id: call.tool_call_id.clone(),
+            response_id: ev.response_id.clone(),
+        });
         self.calls.entry(call.tool_call_id.clone()).or_default().push((node, n.tool_calls.len()));
         n.tool_calls.push(call);
         n.tool_calls.len() - 1
@@ -365,6 +523,11 @@ impl TreeBuilder {
     /// exactly when the agent's last timeline entry changes.
     pub fn timeline_len(&self, agent_id: &str) -> Option<usize> {
         self.find(agent_id).map(|i| self.nodes[i].timeline.len())
+    }
+
+    /// The agents showing a transient status line.
+    pub fn with_status_message(&self) -> Vec<String> {
+        self.nodes.iter().filter(|n| n.status_message.is_some()).map(|n| n.agent_id.clone()).collect()
     }
 
     /// Tool calls started and never settled, as `(agentId, toolCallId)`.
@@ -395,43 +558,99 @@ impl TreeBuilder {
         }
         self.root.map(|r| build(self, r))
     }
+
+    /// The tree without the text of open segments (`(agentId, kind,
+    /// responseId, text)` as the coalescer holds them): what the durable
+    /// log alone folds to, the tree a `run-sync` carries. A client gets
+    /// each open segment whole, after it, as a delta of its own: n8n's
+    /// editor adds that delta to the tree it took, so a tree that held the
+    /// text already would show it twice.
+    pub fn tree_without(&self, open: &[(String, Kind, Option<String>, String)]) -> Option<AgentNode> {
+        let mut b = self.clone();
+        for (agent, kind, rid, text) in open {
+            let Some(i) = b.find(agent) else { continue };
+            let node = &mut b.nodes[i];
+            let (slot, all) = match kind {
+                Kind::ReasoningDelta => (TextSlot::Reasoning, &mut node.reasoning),
+                _ => (TextSlot::Text, &mut node.text_content),
+            };
+            let last = node.timeline.last_mut();
+            let held = match (last, slot) {
+                (Some(TimelineEntry::Text { content, response_id }), TextSlot::Text)
+                | (Some(TimelineEntry::Reasoning { content, response_id }), TextSlot::Reasoning)
+                    if response_id == rid && content.ends_with(text.as_str()) && all.ends_with(text.as_str()) =>
+                {
+                    content.truncate(content.len() - text.len());
+                    all.truncate(all.len() - text.len());
+                    content.is_empty()
+                }
+                _ => false,
+            };
+            if held {
+                node.timeline.pop();
+            }
+        }
+        b.tree()
+    }
 }
 
-fn apply_text(node: &mut AgentNode, slot: TextSlot, rid: Option<&str>, text: &str, replace: bool) {
+/// What `agent-spawned` says of its agent.
+fn describe(node: &mut AgentNode, p: &Value) {
+    let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
+    node.role = text("role").unwrap_or_default();
+    node.tools = p.get("tools").and_then(|t| serde_json::from_value(t.clone()).ok());
+    node.task_id = text("taskId");
+    node.kind = text("kind");
+    node.title = text("title");
+    node.subtitle = text("subtitle");
+    node.goal = text("goal");
+    node.target_resource = p.get("targetResource").filter(|v| v.is_object()).cloned();
+}
+
+/// Text or reasoning into `node`: it joins the last timeline entry when that
+/// is of its kind and `responseId`, else starts one. A `block` (or a
+/// snapshot) replaces that entry instead when it starts or ends with what
+/// the entry holds (n8n's `text-block`).
+fn apply_text(node: &mut AgentNode, slot: TextSlot, rid: Option<&str>, text: &str, block: bool) {
     let (all, timeline) = match slot {
         TextSlot::Text => (&mut node.text_content, &mut node.timeline),
         TextSlot::Reasoning => (&mut node.reasoning, &mut node.timeline),
     };
-    // The last timeline entry of this kind, if it is the last entry overall.
+    // The last timeline entry, when it is of this kind and response.
     let last = timeline.last_mut().and_then(|e| match (e, slot) {
         (TimelineEntry::Text { content, response_id }, TextSlot::Text)
-        | (TimelineEntry::Reasoning { content, response_id }, TextSlot::Reasoning) => Some((content, response_id)),
+        | (TimelineEntry::Reasoning { content, response_id }, TextSlot::Reasoning)
+            if response_id.as_deref() == rid =>
+        {
+            Some(content)
+        }
         _ => None,
     });
     match last {
-        Some((content, response_id)) if response_id.as_deref() == rid => {
-            if replace {
-                if rid.is_some() && text.starts_with(content.as_str()) {
-                    // REPLACE: the block extends what this entry shows.
-                    all.push_str(&text[content.len()..]);
-                    content.push_str(&text[content.len()..]);
-                    return;
-                }
-            } else {
-                content.push_str(text);
-                all.push_str(text);
-                return;
-            }
+        Some(content)
+            if block
+                && rid.is_some()
+                && (text.starts_with(content.as_str()) || text.ends_with(content.as_str()))
+                && all.ends_with(content.as_str()) =>
+        {
+            all.truncate(all.len() - content.len());
+            all.push_str(text);
+            text.clone_into(content);
         }
-        _ => {}
+        Some(content) => {
+            content.push_str(text);
+            all.push_str(text);
+        }
+        None => {
+            all.push_str(text);
+            let content = text.to_owned();
+            let response_id = rid.map(str::to_owned);
+            timeline.push(match slot {
+                TextSlot::Text => TimelineEntry::Text { content, response_id },
+                TextSlot::Reasoning => TimelineEntry::Reasoning { content, response_id },
+            });
+        }
     }
-    all.push_str(text);
-    let content = text.to_owned();
-    let response_id = rid.map(str::to_owned);
-    timeline.push(match slot {
-        TextSlot::Text => TimelineEntry::Text { content, response_id },
-        TextSlot::Reasoning => TimelineEntry::Reasoning { content, response_id },
-    });
 }
 
 /// Folds a whole event sequence.
@@ -474,19 +693,73 @@ mod tests {
         assert_eq!(live.tree().unwrap().text_content, "Hello");
     }
 
+    /// n8n's reducer's text rules, case by case: what `@n8n/api-types`
+    /// 1.41.0's `reduceEvent` gives for each (its text, its timeline).
     #[test]
-    fn block_of_another_segment_appends() {
+    fn text_folds_as_n8ns_reducer_folds_it() {
+        use Kind::{TextBlock as B, TextDelta as D};
+        /// The events of a case, and the text and timeline they fold to.
+        type Case<'a> = (&'a [(Kind, &'a str, Option<&'a str>)], &'a str, &'a [(&'a str, Option<&'a str>)]);
+        let cases: &[Case] = &[
+            (&[(D, "Hel", Some("x")), (D, "lo", Some("x")), (B, "Hello", Some("x"))], "Hello", &[("Hello", Some("x"))]),
+            (&[(D, "Hel", Some("x")), (B, "Hello", Some("x"))], "Hello", &[("Hello", Some("x"))]),
+            (&[(D, "lo", Some("x")), (B, "Hello", Some("x"))], "Hello", &[("Hello", Some("x"))]),
+            (&[(D, "Hel", Some("x")), (B, "World", Some("x"))], "HelWorld", &[("HelWorld", Some("x"))]),
+            (&[(B, "A", Some("x")), (B, "A", Some("x"))], "A", &[("A", Some("x"))]),
+            (&[(B, "A", Some("x")), (B, "B", Some("x"))], "AB", &[("AB", Some("x"))]),
+            (&[(B, "A", Some("x")), (B, "A", Some("y"))], "AA", &[("A", Some("x")), ("A", Some("y"))]),
+            (&[(B, "A", None), (B, "A", None)], "AA", &[("AA", None)]),
+            (&[(D, "A", Some("x")), (D, "B", Some("y"))], "AB", &[("A", Some("x")), ("B", Some("y"))]),
+            (&[(D, "A", None), (D, "B", None)], "AB", &[("AB", None)]),
+            (&[(B, "A", Some("x")), (D, "B", Some("x"))], "AB", &[("AB", Some("x"))]),
+        ];
+        for (events, text, timeline) in cases {
+            let mut all = vec![ev(Kind::RunStart, "a", None, json!({"messageId":"m"}))];
+            all.extend(events.iter().map(|(k, t, rid)| ev(*k, "a", *rid, json!({ "text": t }))));
+            let tree = fold(&all).tree().unwrap();
+            let got: Vec<(String, Option<String>)> = tree
+                .timeline
+                .iter()
+                .map(|e| match e {
+                    TimelineEntry::Text { content, response_id } => (content.clone(), response_id.clone()),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            let want: Vec<(String, Option<String>)> =
+                timeline.iter().map(|(c, r)| (c.to_string(), r.map(str::to_owned))).collect();
+            assert_eq!((tree.text_content.as_str(), got), (*text, want), "{events:?}");
+        }
+    }
+
+    #[test]
+    fn an_error_is_a_line_of_its_agents_text_and_a_cancel_says_why() {
         let t = fold(&[
             ev(Kind::RunStart, "a1", None, json!({"messageId":"m"})),
-            ev(Kind::TextBlock, "a1", Some("s1"), json!({"text":"A"})),
-            ev(Kind::TextBlock, "a1", Some("s2"), json!({"text":"B"})),
-            ev(Kind::TextBlock, "a1", None, json!({"text":"C"})),
-            ev(Kind::TextBlock, "a1", None, json!({"text":"CD"})),
+            ev(Kind::TextBlock, "a1", Some("s1"), json!({"text":"Working"})),
+            ev(Kind::Error, "a1", None, json!({"content":"boom","statusCode":500,"provider":"p","code":""})),
+            ev(Kind::RunFinish, "a1", None, json!({"status":"error","reason":"LLM provider unavailable"})),
         ])
         .tree()
         .unwrap();
-        assert_eq!(t.timeline.len(), 4, "id-less blocks never replace");
-        assert_eq!(t.text_content, "ABCCD");
+        assert_eq!(t.text_content, "Working\n\n*Error: boom*");
+        assert_eq!(t.status, NodeStatus::Error);
+        assert_eq!(t.error.as_deref(), Some("boom"), "the error's content, not the finish's reason");
+        assert_eq!(t.error_details, Some(json!({"statusCode": 500, "provider": "p"})));
+        let quiet = fold(&[
+            ev(Kind::RunStart, "a1", None, json!({"messageId":"m"})),
+            ev(Kind::Error, "a1", None, json!({"content":"spent","code":"quota_exhausted"})),
+        ])
+        .tree()
+        .unwrap();
+        assert_eq!(quiet.text_content, "", "n8n writes no line for its quota code");
+        let cancelled = fold(&[
+            ev(Kind::RunStart, "a1", None, json!({"messageId":"m"})),
+            ev(Kind::RunFinish, "a1", None, json!({"status":"interrupted","reason":"crash_interrupted"})),
+        ])
+        .tree()
+        .unwrap();
+        assert_eq!(cancelled.status, NodeStatus::Cancelled);
+        assert_eq!(cancelled.cancellation_reason.as_deref(), Some("interrupted"));
     }
 
     #[test]
@@ -509,10 +782,17 @@ mod tests {
         assert_eq!(t.children.len(), 1);
         assert_eq!(t.children[0].role, "builder");
         assert!(t.children[0].tool_calls[0].is_loading);
+        assert_eq!(t.tool_calls[0].render_hint, "default");
+        assert_eq!(
+            t.children[0].timeline,
+            vec![TimelineEntry::ToolCall { tool_call_id: "t2".into(), response_id: None }]
+        );
         let mut b = b;
         b.apply(&ev(Kind::RunFinish, "a1", None, json!({"status":"cancelled","reason":"user_cancelled"})));
         let t = b.tree().unwrap();
         assert_eq!(t.status, NodeStatus::Cancelled);
+        assert_eq!(t.cancellation_reason.as_deref(), Some("user"));
         assert!(!t.children[0].tool_calls[0].is_loading);
+        assert_eq!(t.children[0].status, NodeStatus::Active, "a run's end sets its root's status only");
     }
 }
