@@ -17,7 +17,8 @@
 //! - before any structural fact of the same agent,
 //! - after [`IDLE_FLUSH_MS`] without deltas.
 //!
-//! Every segment of a run ends on its `run-finish`.
+//! Every segment of a run ends on its `run-finish`, but a background
+//! sub-agent's, which ends with the agent (`agent-completed`).
 //!
 //! Invariant (no row over SQLite's 2 MB): a block's stored size stays under
 //! [`MAX_BLOCK_BYTES`]. A segment whose next delta would take its block past
@@ -240,9 +241,11 @@ impl Coalescer {
         agents
     }
 
-    /// Closes every segment of `run_id` (on `run-finish`).
-    pub fn close_run(&mut self, run_id: &str) -> Vec<Event> {
-        self.close_where(|s| s.run_id == run_id)
+    /// Closes every segment of `run_id` (on `run-finish`) but those of
+    /// `going_on`, agents that outlive the run (background sub-agents): a
+    /// segment is one block, so theirs stay open until they end.
+    pub fn close_run(&mut self, run_id: &str, going_on: &[&str]) -> Vec<Event> {
+        self.close_where(|s| s.run_id == run_id && !going_on.contains(&s.agent_id.as_str()))
     }
 
     fn close_where(&mut self, pred: impl Fn(&Segment) -> bool) -> Vec<Event> {
@@ -331,7 +334,7 @@ mod tests {
         assert_eq!(closed[0].payload["text"], "say");
         // Another agent's segment is untouched.
         push(&mut c, delta(Kind::TextDelta, "b", Some("s9"), "x", 3));
-        assert_eq!(c.close_run("r1").len(), 2);
+        assert_eq!(c.close_run("r1", &[]).len(), 2);
     }
 
     #[test]
@@ -386,7 +389,7 @@ mod tests {
             stored.extend(c.push_delta(&mut ev, || unreachable!()));
             live_ids.push(ev.response_id.clone().unwrap());
         }
-        stored.extend(c.close_run("r1"));
+        stored.extend(c.close_run("r1", &[]));
         assert!(stored.len() > 1, "cut at least once");
         for b in &stored {
             assert!(b.to_json().len() < MAX_BLOCK_BYTES + 1_000, "{} bytes", b.to_json().len());

@@ -599,7 +599,29 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     staged.push(Staged::Live(ev));
                 }
                 Class::Coalesced | Class::Structural if ev.kind == Kind::RunFinish => {
-                    staged.extend(self.coalescer.close_run(&ev.run_id).into_iter().map(Staged::Durable));
+                    // A run's end clears its transient status lines, for
+                    // every reader: a live one (n8n's editor keeps the last
+                    // `status` it saw) and a replay (which has none) agree.
+                    if let Some(tree) = live {
+                        for agent in tree.with_status_message() {
+                            let clear = Event::new(Kind::Status, &ev.run_id, &agent, ev.ts, json!({ "message": "" }));
+                            tree.apply(&clear);
+                            staged.push(Staged::Live(clear));
+                        }
+                    }
+                    let going_on: Vec<&str> =
+                        self.background.iter().filter(|t| t.run_id == ev.run_id).map(|t| t.agent_id.as_str()).collect();
+                    let closed = self.coalescer.close_run(&ev.run_id, &going_on);
+                    staged.extend(closed.into_iter().map(Staged::Durable));
+                    staged.push(Staged::Durable(ev));
+                }
+                Class::Coalesced | Class::Structural if ev.kind == Kind::AgentCompleted => {
+                    // An agent that ended has nothing more to say.
+                    let closed = self.coalescer.close_agent(&ev.run_id, &ev.agent_id);
+                    staged.extend(closed.into_iter().map(Staged::Durable));
+                    if let Some(tree) = live {
+                        tree.apply(&ev);
+                    }
                     staged.push(Staged::Durable(ev));
                 }
                 Class::Coalesced | Class::Structural => {

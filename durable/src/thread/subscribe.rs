@@ -30,15 +30,20 @@ pub struct Follow {
     /// Durable records only (readers of stored positions): no live events.
     #[serde(default)]
     pub durable: bool,
+    /// The actor following a thread that did not exist yet
+    /// ([`crate::access::Grant::Prospect`]): the follow ends if another
+    /// actor creates the thread ([`Thread::claimed_by`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prospect: Option<String>,
 }
 
 impl Follow {
     pub fn log() -> Follow {
-        Follow { run: None, durable: false }
+        Follow { run: None, durable: false, prospect: None }
     }
 
     pub fn run(run: &str) -> Follow {
-        Follow { run: Some(run.to_owned()), durable: false }
+        Follow { run: Some(run.to_owned()), durable: false, prospect: None }
     }
 }
 
@@ -126,9 +131,28 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// tree so far, whether it waits on a person, and the background tasks.
     /// A client rebuilds its run state from it instead of from a replay it
     /// may have skipped; it is live-only and carries no id.
+    ///
+    /// Invariant: the tree holds what the log holds, never the text of a
+    /// segment still open: that follows it as the segment's snapshot delta,
+    /// which n8n's editor adds to the tree it took (so each piece of text is
+    /// shown once, whether a client joins mid-answer or reconnects).
     pub fn run_sync(&self) -> Option<serde_json::Value> {
         let a = self.active.as_ref()?;
-        let tree = self.live_tree.as_ref().filter(|(run, _)| *run == a.record.run_id).and_then(|(_, t)| t.tree())?;
+        let open: Vec<_> = self
+            .coalescer
+            .snapshots()
+            .into_iter()
+            .filter(|e| e.run_id == a.record.run_id)
+            .map(|e| {
+                let text = e.str_field("text").unwrap_or_default().to_owned();
+                (e.agent_id, e.kind, e.response_id, text)
+            })
+            .collect();
+        let tree = self
+            .live_tree
+            .as_ref()
+            .filter(|(run, _)| *run == a.record.run_id)
+            .and_then(|(_, t)| t.tree_without(&open))?;
         let run = &a.record.run_id;
         Some(serde_json::json!({
             "runId": run,
@@ -184,6 +208,25 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         socket::page_end(last, out);
         Ok(())
+    }
+
+    /// The thread became `actor`'s: every follow of it from before it
+    /// existed that another actor made ends (their ids: the shell ends their
+    /// streams), and `actor`'s own are now the owner's.
+    pub(super) fn claimed_by(&mut self, actor: &str) -> Vec<u64> {
+        let mut ended = Vec::new();
+        self.subscribers.retain_mut(|sub| match sub.follow.prospect.as_deref() {
+            Some(a) if a == actor => {
+                sub.follow.prospect = None;
+                true
+            }
+            Some(_) => {
+                ended.push(sub.id);
+                false
+            }
+            None => true,
+        });
+        ended
     }
 
     pub fn unsubscribe(&mut self, id: u64) {

@@ -39,8 +39,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// `GET .../messages`: a page of runs, newest page first (`page` 0),
-    /// messages oldest first within it, each assistant message with its agent
-    /// tree folded from the log. `nextEventId` is read in the same block, so a
+    /// messages oldest first within it (each user message, then the
+    /// assistant message answering it), each assistant message with its agent
+    /// tree folded from the log, times in ISO 8601. `nextEventId` is read in the same block, so a
     /// client that connects from `nextEventId - 1` sees nothing twice.
     /// A user message's attachments carry their URL on `origin`.
     pub fn messages(&self, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
@@ -61,11 +62,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
         for run in runs.iter().rev().filter(|r| !r.replaced) {
+            // A user message names no run, as n8n's own history does: n8n's
+            // editor routes a run's live events to the message that names
+            // it, whatever its role. Its answer follows it.
+            let created_at = crate::quota::rfc3339(run.created_at);
             let mut user = json!({
                 "id": run.message_id,
-                "runId": run.run_id,
                 "role": "user",
-                "createdAt": run.created_at,
+                "createdAt": created_at,
                 "content": run.message,
                 "reasoning": "",
                 "isStreaming": false,
@@ -81,7 +85,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 "id": format!("{}:assistant", run.run_id),
                 "runId": run.run_id,
                 "role": "assistant",
-                "createdAt": run.created_at,
+                "createdAt": created_at,
                 "content": root.as_ref().map(|r| r.text_content.clone()).unwrap_or_default(),
                 "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
                 "isStreaming": run.state == RunState::Running,

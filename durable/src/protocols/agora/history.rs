@@ -39,9 +39,9 @@ pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value
     Ok(view)
 }
 
-/// What a user message asked of its turn.
+/// What a user message asked of its turn, and the run answering it.
 fn user_message(run: &RunRecord) -> Value {
-    let mut m = json!({ "sentAt": rfc3339(run.turn.sent_at.unwrap_or(run.created_at)) });
+    let mut m = json!({ "runId": run.run_id, "sentAt": rfc3339(run.turn.sent_at.unwrap_or(run.created_at)) });
     if let Some(a) = &run.turn.agent {
         m["agent"] = a.clone().into();
     }

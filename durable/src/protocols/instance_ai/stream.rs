@@ -2,11 +2,27 @@
 //! event with its seq as the SSE `id:`, live events without one, a `: ping`
 //! comment when quiet (`docs/protocols/n8n-instance-ai-streaming-protocol.md`).
 
+use crate::event::Kind;
 use crate::feed::Framer;
 use crate::sse::{Frame, PING};
 
 #[derive(Debug, Default)]
 pub struct Events;
+
+/// threadline's own kinds that n8n's event union (`@n8n/api-types`) does
+/// not have: its editor refuses each with a console warning, and nothing on
+/// this route needs them (a step's usage is on the run's message; a
+/// decision shows as the call's result). They stay in the log and on the
+/// other protocols' routes. (`queue-updated` stays: the queue is this
+/// route's too, and the page follows it here.)
+const NOT_N8N: [Kind; 3] = [Kind::StepStart, Kind::StepFinish, Kind::ConfirmationSettled];
+
+/// Whether a stored event (canonical JSON, `type` first) is one of n8n's.
+fn n8n_kind(data: &str) -> bool {
+    !NOT_N8N.iter().any(|k| {
+        data.strip_prefix("{\"type\":\"").and_then(|rest| rest.strip_prefix(k.as_str())).is_some_and(|r| r.starts_with('"'))
+    })
+}
 
 impl Framer for Events {
     /// A frame is its record and seq, nothing else: live, every subscriber
@@ -14,11 +30,15 @@ impl Framer for Events {
     const PURE: bool = true;
 
     fn durable(&mut self, seq: u64, data: &str, out: &mut Vec<u8>) {
-        Frame::data(data).id(seq).encode(out);
+        if n8n_kind(data) {
+            Frame::data(data).id(seq).encode(out);
+        }
     }
 
     fn live(&mut self, data: &str, out: &mut Vec<u8>) {
-        Frame::data(data).encode(out);
+        if n8n_kind(data) {
+            Frame::data(data).encode(out);
+        }
     }
 
     /// `event: run-sync`, without an id: the browser's replay cursor never
@@ -36,6 +56,18 @@ impl Framer for Events {
 mod tests {
     use super::*;
     use crate::feed::{socket, Feed, Relay};
+
+    #[test]
+    fn threadlines_own_kinds_stay_off_the_route() {
+        for kind in NOT_N8N {
+            let ev = crate::event::Event::new(kind, "r", "a", 1, serde_json::json!({}));
+            assert!(!n8n_kind(&ev.to_json()), "{}", kind.as_str());
+        }
+        for kind in [Kind::RunStart, Kind::TextDelta, Kind::QueueUpdated, Kind::ToolCall] {
+            let ev = crate::event::Event::new(kind, "r", "a", 1, serde_json::json!({"note": "step-start"}));
+            assert!(n8n_kind(&ev.to_json()), "{}", kind.as_str());
+        }
+    }
 
     fn message(f: impl FnOnce(&mut Vec<u8>)) -> String {
         let mut out = Vec::new();
