@@ -51,6 +51,13 @@ impl Inner {
                     }
                 }
                 Effect::Charge { actor, charges } => deliver_charges(&self.env, &self.core, &actor, charges).await,
+                Effect::EndFollows { ids } => {
+                    for ws in self.state.get_websockets_with_tag(live::TAG) {
+                        if live::attachment(&ws).is_some_and(|a| ids.contains(&a.id)) {
+                            let _ = ws.close(Some(live::GONE), Some("another actor created the thread"));
+                        }
+                    }
+                }
                 Effect::Wipe { files } => {
                     // Charges their directories did not take outlive the
                     // thread: they are stored again after the wipe, and the

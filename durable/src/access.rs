@@ -19,6 +19,11 @@
 //!   not decide a request gets the answer an unknown id gets, so a stranger
 //!   learns nothing of it. The same rule for every protocol's route: each
 //!   admits a decision through [`decide`] with the request's [`Decider`].
+//! - A thread that does not exist yet is nobody's: any actor may follow its
+//!   stream, read its (empty) status and messages and cancel nothing on the
+//!   routes that say so ([`Access::ReaderOrNew`], [`Access::OwnerOrNew`]),
+//!   which store nothing; the send that creates it makes it the sender's,
+//!   and ends every other actor's follow of it (`Thread::claim`).
 //! - A stream token reads one thread's streams and nothing else.
 //! - Publishing needs no caller: the run's publish token is checked by the
 //!   thread (`Thread::authorize_publish`), and nothing else publishes.
@@ -66,6 +71,9 @@ impl Caller {
 pub struct Facts<'a> {
     /// The actor who created the thread (`None`: nobody yet).
     pub owner: Option<&'a str>,
+    /// Whether the thread exists: a thread of nobody's that holds anything
+    /// (one from before threads had owners) is not a new one.
+    pub exists: bool,
     /// For a decision route, the request it decides.
     pub request: Option<Request<'a>>,
 }
@@ -99,10 +107,26 @@ pub enum Access {
     Owner,
     /// Reads the thread's streams: the owner's, and a stream token's.
     Reader,
+    /// [`Access::Reader`], and any actor's on a thread that does not exist
+    /// yet (n8n's events route: a page opens its stream before its first
+    /// message).
+    ReaderOrNew,
+    /// [`Access::Owner`], and any actor's on a thread that does not exist
+    /// yet, which answers as an empty thread (n8n's status, messages and
+    /// cancel).
+    OwnerOrNew,
     /// Decides a request: who may, the request says ([`Decider`]).
     Decide,
     /// Publishes into a run: the run's token decides, checked by the thread.
     Publish,
+}
+
+impl Access {
+    /// Whether the route reads a thread's streams (where a stream token
+    /// is taken).
+    pub fn reads_streams(self) -> bool {
+        matches!(self, Access::Reader | Access::ReaderOrNew)
+    }
 }
 
 /// What the caller may do on the route.
@@ -119,6 +143,10 @@ pub enum Grant {
     Reader,
     /// A publisher: the thread checks its bearer against the run's token.
     Publisher,
+    /// An actor on a thread that does not exist yet, on a route that
+    /// answers as an empty thread: it stores nothing, and a follow ends if
+    /// another actor creates the thread.
+    Prospect,
 }
 
 /// The one access decision. `Err` is the route's refusal: `not_found`, the
@@ -132,7 +160,7 @@ pub fn decide(access: Access, not_found: ApiError, caller: &Caller, facts: &Fact
     match caller {
         Caller::Nobody => hidden(),
         Caller::StreamToken { id, .. } => {
-            if access == Access::Reader && facts.owner == Some(id.as_str()) {
+            if access.reads_streams() && facts.owner == Some(id.as_str()) {
                 Ok(Grant::Reader)
             } else {
                 hidden()
@@ -156,6 +184,9 @@ pub fn decide(access: Access, not_found: ApiError, caller: &Caller, facts: &Fact
             match facts.owner {
                 Some(_) if owner => Ok(Grant::Owner),
                 None if access == Access::Send => Ok(Grant::Claim),
+                None if !facts.exists && matches!(access, Access::ReaderOrNew | Access::OwnerOrNew) => {
+                    Ok(Grant::Prospect)
+                }
                 _ => hidden(),
             }
         }

@@ -28,6 +28,9 @@ pub enum Effect {
     /// (`Op::Charge`), then report the outcome: `Thread::charged` with
     /// their ids, or `Thread::charge_failed` (the alarm tries again).
     Charge { actor: String, charges: Vec<crate::charge::Charge> },
+    /// End these subscribers' streams (their follows of a thread that did
+    /// not exist yet, which another actor has now created).
+    EndFollows { ids: Vec<u64> },
     /// Delete every row, document and alarm of the thread, and drop it from
     /// memory (its streams end); with `files`, every object of the bucket
     /// whose key starts with it. Deletion and the idle TTL.
@@ -60,6 +63,7 @@ impl std::fmt::Debug for Effect {
             Effect::Directory { actor, op } => write!(f, "Directory({actor}, {op:?})"),
             Effect::Charge { actor, charges } => write!(f, "Charge({actor}, {} charges)", charges.len()),
             Effect::Wipe { files } => write!(f, "Wipe(files: {files:?})"),
+            Effect::EndFollows { ids } => write!(f, "EndFollows({ids:?})"),
             Effect::Telemetry { spans, log } => write!(f, "Telemetry({} spans, log: {log:?})", spans.len()),
             Effect::DeleteFiles { keys, .. } => write!(f, "DeleteFiles({keys:?})"),
         }

@@ -379,7 +379,7 @@ impl<'s> Exchange<'s> {
                 return Err(ApiError::token_in_url());
             }
             let route =
-                route.filter(|r| r.access() == Access::Reader && r.target() == Target::Thread).ok_or_else(|| {
+                route.filter(|r| r.access().reads_streams() && r.target() == Target::Thread).ok_or_else(|| {
                     ApiError::unauthorized("stream tokens are accepted on the events and run-stream routes only")
                 })?;
             let key = self.settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;

@@ -299,8 +299,11 @@ fn a_refusal_is_the_answer_an_unknown_id_gets() {
     let s = settings();
     let (mut t, run, _, _) = fixture(&s);
     let mut unknown = support::thread(&s);
+    // (n8n's status, messages, events and cancel serve a thread that does
+    // not exist yet as an empty one, so on those an id someone owns answers
+    // otherwise than a free one: `a_thread_nobody_owns_yet_is_served_empty`.)
     for (method, path) in [
-        ("GET", "/instance-ai/threads/t1/status".to_owned()),
+        ("GET", "/agent/threads/t1".to_owned()),
         ("GET", format!("/agent/chat/{run}/stream")),
         ("POST", "/instance-ai/confirm/t1.r-wipe".to_owned()),
     ] {
@@ -364,7 +367,8 @@ fn only_an_accepted_send_claims_a_thread() {
         assert_eq!(t.owner().unwrap(), None, "{body}: a refused send claims nothing");
     }
     let status = serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/status", actor("mallory", &[])), 1);
-    assert_eq!(got(&status), no(404, "thread_not_found"));
+    assert_eq!(support::json(&status)["hasActiveRun"], false, "a thread nobody owns is an empty one");
+    assert_eq!(t.owner().unwrap(), None, "and a read claims nothing");
     let ok = serve(
         &mut t,
         &s,
@@ -413,4 +417,28 @@ fn a_batch_of_answers_is_admitted_whole_or_not_at_all() {
         .filter(|e| matches!(e, Effect::Webhook { body, .. } if body["type"] == "confirmation"))
         .count();
     assert_eq!(told, 2);
+}
+
+#[test]
+fn a_thread_nobody_owns_yet_is_served_empty_and_stays_nobodys() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    for (method, path) in [
+        ("GET", "/instance-ai/threads/t1/status"),
+        ("GET", "/instance-ai/threads/t1/messages"),
+        ("POST", "/instance-ai/chat/t1/cancel"),
+    ] {
+        let r = serve(&mut t, &s, Req::new(method, path, actor("mallory", &[])), 1);
+        assert_eq!(support::status(&r), 200, "{method} {path}");
+        assert!(r.effects.is_empty(), "{method} {path}: nothing is done");
+    }
+    let events = serve(&mut t, &s, Req::new("GET", "/instance-ai/events/t1", actor("mallory", &[])), 1);
+    assert!(
+        matches!(events.answer, Answer::Follow { ref follow, .. } if follow.prospect.as_deref() == Some("mallory"))
+    );
+    assert_eq!(t.owner().unwrap(), None);
+    assert!(t.store().records.is_empty(), "nothing is stored");
+    // Routes that are their owner's alone still refuse.
+    let delete = serve(&mut t, &s, Req::new("DELETE", "/instance-ai/threads/t1", actor("mallory", &[])), 1);
+    assert_eq!(got(&delete), no(404, "thread_not_found"));
 }

@@ -127,6 +127,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.replace_dead_holder(now)?;
         self.attach_files(&turn.attachments)?;
+        // The thread becomes the sender's: other actors' follows of it from
+        // before it existed end before any of its events is sent.
+        self.end_others_follows(&who);
         let thread = self.thread_id.clone();
         let sent = match send {
             Send::Regenerate { .. } => {
@@ -270,8 +273,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub(super) fn claim(&mut self, who: Sender) -> Result<(), ApiError> {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
             self.store.set_meta(OWNER_KEY, Some(id)).map_err(ApiError::storage)?;
+            self.end_others_follows(&who);
         }
         self.record_send_origin(who.origin)
+    }
+
+    /// A claiming sender's: every follow another actor made of the thread
+    /// before it existed ends (`Thread::claimed_by`).
+    fn end_others_follows(&mut self, who: &Sender) {
+        if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
+            let ended = self.claimed_by(id);
+            if !ended.is_empty() {
+                self.outbox.push(Effect::EndFollows { ids: ended });
+            }
+        }
     }
 
     /// The 202 body of a queued send: `{queued, threadId, messageId,

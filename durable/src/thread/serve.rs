@@ -105,7 +105,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<Grant, ApiError> {
         // Publishing depends on the run's token only: no read on the hot path.
         let owner = if access == Access::Publish { None } else { self.owner()? };
-        access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), request })
+        let exists = owner.is_some() || self.last_seq > 0;
+        access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })
     }
 
     /// Follows `follow` from seq `after`: the stream the Worker relays, once

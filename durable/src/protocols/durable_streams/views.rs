@@ -285,7 +285,7 @@ pub fn read_versioned<S: Store, K: Sink>(
         t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
     }
     if live {
-        let follow = Follow { run: run.map(str::to_owned), durable: true };
+        let follow = Follow { run: run.map(str::to_owned), durable: true, prospect: None };
         return t.follow(follow, after, settings);
     }
     let (mut records, pos) = batch(t, &scope, gen, after, tail)?;

@@ -244,7 +244,7 @@ pub fn read<S: Store, K: Sink>(
                 None => history::updates(t, conversation, gen, from, resume, if_none_match.as_deref()).map(Answer::Reply),
                 // The projection is rebuilt from the log's start: the
                 // relay drops what lies up to the reader's offset.
-                Some("sse" | "long-poll") => t.follow(Follow { run: None, durable: false }, 0, settings),
+                Some("sse" | "long-poll") => t.follow(Follow::log(), 0, settings),
                 Some(_) => Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
             }
         }

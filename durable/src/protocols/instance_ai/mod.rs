@@ -173,10 +173,14 @@ impl super::Protocol for Route {
         }
     }
 
+    /// n8n's events, status, messages and cancel serve a thread that does
+    /// not exist yet as an empty one (its editor opens the stream before
+    /// the first message); every other route is its owner's.
     fn access(&self) -> Access {
         match self {
             R::Chat { .. } => Access::Send,
-            R::Events { .. } => Access::Reader,
+            R::Events { .. } => Access::ReaderOrNew,
+            R::Status { .. } | R::Messages { .. } | R::Cancel { .. } => Access::OwnerOrNew,
             R::Publish { .. } => Access::Publish,
             R::Confirm { .. } => Access::Decide,
             _ => Access::Owner,
@@ -291,10 +295,14 @@ impl super::Protocol for Route {
                 ok(body)
             }
             R::Events { .. } => {
-                admit(t)?;
+                let grant = admit(t)?;
                 let query = input::query_first(call.query, "lastEventId");
                 let after = input::cursor((call.header)("last-event-id").as_deref(), query.as_deref())?;
-                t.follow(Follow::log(), after, settings)
+                let mut follow = Follow::log();
+                if grant == crate::access::Grant::Prospect {
+                    follow.prospect = call.caller.id().map(str::to_owned);
+                }
+                t.follow(follow, after, settings)
             }
             R::Publish { run, .. } => {
                 admit(t)?;
