@@ -202,7 +202,10 @@ describe("approve and reject by tool call", () => {
     assert.equal(detail.status.isSuspended, true);
     const tc = detail.messages[1].agentTree.toolCalls[0];
     assert.equal(tc.toolCallId, p.toolCallId);
-    assert.equal(tc.confirmation.toolName, "guarded");
+    // The request, as n8n's reducer keeps it, without its call's own fields.
+    assert.equal(tc.toolName, "guarded");
+    assert.match(tc.confirmation.requestId, /\.cr_/);
+    assert.equal(tc.confirmation.toolName, undefined);
     assert.deepEqual(detail.queue, { items: [], paused: false });
     await api.cancel(p.threadId);
     await p.resp.body.cancel();

@@ -301,7 +301,9 @@ for (const [major, ai] of [["ai 7", ai7], ["ai 6, the previous major", ai6]]) {
       }
       const notJson = await api.call("POST", "/api/chat", "{nope");
       assert.equal(notJson.status, 400);
-      assert.equal((await api.status(thread)).status, 404, "no refused send claimed the thread");
+      // A thread nobody created is an empty one: nothing stored, no run.
+      assert.equal((await api.messages(thread)).json.nextEventId, 1, "no refused send stored anything");
+      assert.equal((await api.status(thread)).json.hasActiveRun, false);
     });
 
     test("reload mid-answer: the run goes on, a new chat resumes it, every character once", async () => {

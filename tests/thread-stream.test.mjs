@@ -74,10 +74,11 @@ describe("chat and the run lock", () => {
       assert.equal(r.json.error.code, code);
       assert.equal(typeof r.json.error.message, "string");
     }
-    // A refused send starts nothing and claims nothing: the thread does not exist.
+    // A refused send starts nothing and claims nothing: the thread does not
+    // exist, so it is an empty one.
     const status = await api.status(thread);
-    assert.equal(status.status, 404, "nothing started");
-    assert.equal(status.json.error.code, "thread_not_found");
+    assert.equal(status.json.hasActiveRun, false, "nothing started");
+    assert.equal((await api.messages(thread)).json.nextEventId, 1, "nothing stored");
   });
 
   test("unknown routes 404, wrong methods 405, malformed ids 400, all JSON with nosniff", async () => {
@@ -211,10 +212,12 @@ describe("cancel", () => {
     sse.close();
   });
 
-  test("cancel on a thread that never existed is the 404 of any unknown thread", async () => {
-    const r = await api.cancel(newThread());
-    assert.equal(r.status, 404);
-    assert.equal(r.json.error.code, "thread_not_found");
+  test("cancel on a thread that never existed is the no-op of an idle thread (\"cancels the active run if any\")", async () => {
+    const thread = newThread();
+    const r = await api.cancel(thread);
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.json, { ok: true, cancelled: false });
+    assert.equal((await api.messages(thread)).json.nextEventId, 1, "nothing stored");
   });
 });
 

@@ -89,8 +89,9 @@ describe("traces", () => {
     const decided = await api.call("POST", `/instance-ai/confirm/${request.payload.requestId}`, { approved: true });
     assert.equal(decided.status, 200, decided.text);
     await sse.waitFor((e) => e.type === "run-finish");
-    const steps = sse.events().filter((e) => e.type === "step-finish");
     sse.close();
+    // The log's steps (the Instance AI route keeps step-finish off).
+    const steps = (await (await fetch(`${worker.url}/v1/threads/${thread}?offset=-1`)).json()).filter((e) => e.type === "step-finish");
 
     const inTrace = () => receiver.spans.filter((s) => s.traceId === CALLER.trace);
     await until(() => inTrace().some((s) => s.name === "invoke_agent threadline"), { what: "the run's span at the receiver" });

@@ -105,7 +105,7 @@ describe("a client tool's result is the owner's alone", () => {
       assert.equal(r.json.error.code, "invalid_client_tools", name);
     }
     // A refused declaration stores nothing: neither thread exists.
-    for (const thread of [aguiThread, uiThread]) assert.equal((await alice.status(thread)).status, 404);
+    for (const thread of [aguiThread, uiThread]) assert.equal((await alice.call("GET", `/instance-ai/threads/${thread}/messages`)).json.nextEventId, 1);
     assert.equal(llm.requests.filter((r) => JSON.stringify(r.messages).includes("pay it")).length, 0, "the model was never asked");
   });
 

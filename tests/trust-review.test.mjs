@@ -594,8 +594,9 @@ describe("finding 5: a refused send claims nothing", () => {
       const r = await a.call("POST", `/instance-ai/chat/${thread}`, body);
       assert.equal(r.status, status, `${JSON.stringify(body)}: ${r.text}`);
       assert.equal(r.json.error.code, code, JSON.stringify(body));
-      const s = await a.status(thread);
-      if (s.status !== 404 || s.json?.error?.code !== "thread_not_found") left.push(`${code}: status ${s.status}`);
+      // Nonexistent: an empty thread, nothing stored, nobody's.
+      const m = await a.messages(thread);
+      if (m.status !== 200 || m.json.nextEventId !== 1) left.push(`${code}: messages ${m.status} ${m.text}`);
     }
     assert.deepEqual(left, [], "refused sends that left a thread behind");
   });
@@ -824,8 +825,10 @@ describe("finding 7: publishUrl follows the send that started the run", () => {
     // Publishing needs no caller at the Worker: this one reaches the thread.
     const anonPublish = await evil(`/instance-ai/threads/${thread}/runs/${thread}.run_x/events`, undefined, "POST", [title("x")]);
     assert.ok(anonPublish.status >= 400 && anonPublish.status < 500, String(anonPublish.status));
+    // Mallory reads the thread before it exists: an empty one.
     const other = await evil(path(thread), token("mallory"));
-    assert.equal(other.status, 404);
+    assert.equal(other.status, 200);
+    assert.equal(other.json.hasActiveRun, false);
     const otherSend = await evil(`/instance-ai/chat/${newThread("pu-other")}`, token("mallory"), "POST", { message: "mine" });
     assert.equal(otherSend.status, 200, otherSend.text);
     const r = await as(w.url, token("alice")).chat(thread, "hello");
@@ -935,7 +938,7 @@ describe("finding 8: smaller ones", () => {
 
   test("finding 8d: `exp: 1e20` is a token that does not expire, not an overflow into expired", async () => {
     const far = as(w.url, hs256Jwt(SECRET, { sub: "alice", exp: 1e20 }));
-    const r = await far.status(newThread("exp"));
+    const r = await far.call("GET", `/instance-ai/threads/${newThread("exp")}/queue`);
     assert.equal(r.status, 404, `${r.status} ${r.text}`);
     assert.equal(r.json.error.code, "thread_not_found");
     assert.equal((await far.chat(newThread("exp"), "hi")).status, 200);

@@ -53,8 +53,22 @@ async function replay(api, base, thread) {
     .join("\n\n");
 }
 
+/**
+ * What changed on purpose since the release, so n8n's editor folds the
+ * Instance AI views as n8n's own reducer does (docs/protocols/instance-ai.md,
+ * "The tree"; docs/upgrades.md): a user message names no run, times are ISO
+ * 8601, and a tool call's request leaves out the call's own fields.
+ */
+function changedOnPurpose(now, then, where) {
+  if (/messages\[\d+\]\.runId$/.test(where) && now === undefined && !where.startsWith("detail")) return true;
+  if (/\.(createdAt|startedAt|completedAt)$/.test(where) && typeof then === "number" && now === new Date(then).toISOString()) return true;
+  if (/\.confirmation\.(toolCallId|toolName|args)$/.test(where) && now === undefined) return true;
+  return false;
+}
+
 /** Every field the release answered is answered the same (newer code may add fields). */
 function assertKept(now, then, where) {
+  if (changedOnPurpose(now, then, where)) return;
   if (then === null || typeof then !== "object") return assert.deepEqual(now, then, where);
   assert.equal(typeof now, "object", where);
   if (Array.isArray(then)) {
@@ -160,7 +174,10 @@ test("state written by the previous release reads the same, and everything goes 
       assertKept((await api.status(thread)).json, was.status, `${k} status`);
       assertKept((await api.call("GET", `/instance-ai/threads/${thread}/queue`)).json, was.queue, `${k} queue`);
       assertKept((await api.call("GET", `/agent/threads/${thread}`)).json, was.detail, `${k} detail`);
-      assert.equal(await replay(api, w.url, thread), was.replay, `${k}: the replay, byte for byte`);
+      // threadline's own kinds are kept off this route now.
+      const ownKinds = /"type":"(step-start|step-finish|confirmation-settled)"/;
+      const wasReplay = was.replay.split("\n\n").filter((f) => !ownKinds.test(f)).join("\n\n");
+      assert.equal(await replay(api, w.url, thread), wasReplay, `${k}: the replay, byte for byte`);
       assertKept((await api.call("GET", `/v1/threads/${thread}?offset=-1`)).json, was.log, `${k} log as a stream`);
     }
     assertKept((await api.call("GET", "/agent/threads")).json, threadsBefore, "the directory");

@@ -42,19 +42,20 @@ async function turn(who, thread, message, extra = {}) {
   });
 }
 
-/** What the model reported, summed from the thread's step-finish events, per model. */
+/** What the model reported, summed from the thread's step-finish events
+ *  (the log's: the Instance AI route keeps them off), per model. */
 async function reported(who, thread, runs) {
-  const sse = api.events(thread, { headers: as(who) });
-  await sse.ready;
-  await until(() => sse.events().filter((e) => e.type === "run-finish").length === runs, { what: `${runs} runs replayed` });
+  const log = await until(async () => {
+    const events = await (await fetch(`${worker.url}/v1/threads/${thread}?offset=-1`, { headers: as(who) })).json();
+    return events.filter((e) => e.type === "run-finish").length === runs && events;
+  }, { what: `${runs} runs in the log` });
   const out = {};
-  for (const e of sse.events().filter((e) => e.type === "step-finish")) {
+  for (const e of log.filter((e) => e.type === "step-finish")) {
     const m = (out[e.payload.model] ??= { inputTokens: 0, outputTokens: 0, costUsd: 0 });
     m.inputTokens += e.payload.usage.prompt_tokens;
     m.outputTokens += e.payload.usage.completion_tokens;
     m.costUsd += e.payload.costUsd ?? 0;
   }
-  sse.close();
   return out;
 }
 

@@ -105,7 +105,7 @@ describe("the page", () => {
     assert.equal(js.status, 200);
     assert.match(js.headers.get("content-type"), /javascript/);
     // The API is still the Worker's.
-    assert.equal((await fetch(`${worker.url}/instance-ai/threads/none/status`)).status, 404);
+    assert.equal((await fetch(`${worker.url}/instance-ai/threads/none/usage`)).status, 404);
   });
 
   test("send a message: the answer streams in and a tool call completes", async () => {
@@ -251,6 +251,37 @@ describe("the page", () => {
     assert.equal((await text.allTextContents()).join(""), answer);
     assert.equal(await page.getByTestId("user-message").count(), 1, "the user's message once");
     await shot(page, "06-reloaded-answer-complete");
+    await ctx.close();
+  });
+
+  test("join in the middle of a streamed answer (a second tab): every character once", async () => {
+    const { page, ctx, threadId } = await openPage();
+    await send(page, "Tell me slowly, for a second tab [[slow:150]]");
+    await page.waitForFunction(() => (document.querySelector('[data-testid="assistant-text"]')?.textContent ?? "").length > 12);
+    const other = await openPage(threadId);
+    await other.page.getByTestId("assistant-text").first().waitFor();
+    await shot(other.page, "05b-joined-mid-answer");
+    await idle(page);
+    await idle(other.page);
+    const [answer] = await serverAnswers(threadId);
+    for (const p of [page, other.page]) {
+      assert.equal((await p.getByTestId("assistant-text").allTextContents()).join(""), answer);
+    }
+    await other.ctx.close();
+    await ctx.close();
+  });
+
+  test("the connection drops in the middle of a streamed answer and comes back: every character once", async () => {
+    const { page, ctx, threadId } = await openPage();
+    await send(page, "Tell me slowly, through a drop [[slow:150]]");
+    await page.waitForFunction(() => (document.querySelector('[data-testid="assistant-text"]')?.textContent ?? "").length > 12);
+    await ctx.setOffline(true);
+    await new Promise((r) => setTimeout(r, 700));
+    await ctx.setOffline(false);
+    await idle(page);
+    await shot(page, "05c-reconnected-mid-answer");
+    const [answer] = await serverAnswers(threadId);
+    assert.equal((await page.getByTestId("assistant-text").allTextContents()).join(""), answer);
     await ctx.close();
   });
 
