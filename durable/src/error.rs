@@ -1,5 +1,6 @@
 //! Errors that reach a client: an HTTP status, a stable machine-readable code
-//! and a sentence for people. Serialised as `{"error":{"code","message",...}}`.
+//! and a sentence for people. Serialised as `{"error":{"code","message",...},
+//! "code","message"}`.
 //!
 //! Every code is built here, by a named constructor, so a code is spelled
 //! once and its status never drifts between the routes that answer it. The
@@ -26,6 +27,9 @@ impl ApiError {
         self
     }
 
+    /// `{error: {code, message, ...details}, code, message}`: the code and
+    /// message also at the top, where agora's client reads them; `error`
+    /// for every other reader.
     pub fn body(&self) -> Value {
         let mut obj = Map::new();
         obj.insert("code".into(), self.code.into());
@@ -33,7 +37,7 @@ impl ApiError {
         for (k, v) in &self.details {
             obj.insert(k.clone(), v.clone());
         }
-        json!({ "error": obj })
+        json!({ "error": obj, "code": self.code, "message": self.message })
     }
 
     /// `Retry-After` seconds, when the refusal carries one.
@@ -90,7 +94,7 @@ impl ApiError {
     }
 
     pub fn invalid_mode() -> ApiError {
-        ApiError::new(400, "invalid_mode", "`mode` is one of reject, queue, interrupt")
+        ApiError::new(400, "invalid_mode", "`mode` is one of reject, queue, auto, interrupt")
     }
 
     pub fn thread_required(message: impl Into<String>) -> ApiError {
@@ -443,6 +447,31 @@ impl ApiError {
             "stale_offset",
             "this offset belongs to an earlier incarnation of this log (it was deleted and re-created); read from offset=-1",
         )
+    }
+
+    /// Flue's answer to an offset its stream no longer serves (another
+    /// incarnation's, or past the head): its client reads again from `-1`.
+    pub fn offset_gone() -> ApiError {
+        ApiError::new(
+            416,
+            "stream_offset_gone",
+            "this offset is not in this conversation's stream; read history again, or from offset=-1",
+        )
+    }
+
+    /// Flue's `uid: null` (create only) on a conversation that exists.
+    pub fn agent_instance_exists(uid: &str) -> ApiError {
+        ApiError::new(
+            409,
+            "agent_instance_exists",
+            "this conversation exists already; send without `uid: null` to continue it",
+        )
+        .with("meta", serde_json::json!({ "uid": uid }))
+    }
+
+    /// Flue's `uid` naming an incarnation this conversation is not.
+    pub fn agent_instance_not_found() -> ApiError {
+        ApiError::new(404, "agent_instance_not_found", "this conversation is not the incarnation `uid` names")
     }
 
     pub fn offset_required(message: impl Into<String>) -> ApiError {

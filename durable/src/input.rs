@@ -60,6 +60,9 @@ pub enum Mode {
     Reject,
     /// Wait in the thread's queue (202).
     Queue,
+    /// Run now when no run holds the thread (as `reject`), else wait in
+    /// the queue (202): agora's default.
+    Auto,
     /// Cancel the active run and run this message next.
     Interrupt,
 }
@@ -183,10 +186,28 @@ impl Send {
             None | Some(Value::Null) => Mode::Reject,
             Some(Value::String(m)) if m == "reject" => Mode::Reject,
             Some(Value::String(m)) if m == "queue" => Mode::Queue,
+            Some(Value::String(m)) if m == "auto" => Mode::Auto,
             Some(Value::String(m)) if m == "interrupt" => Mode::Interrupt,
             Some(_) => return Err(ApiError::invalid_mode()),
         };
         Ok(Send::Message { message, mode, asked })
+    }
+}
+
+/// The most bytes a route that reads no body takes: room for `{}` and
+/// whitespace, as a `fetch` with a JSON body sends on a body-less route.
+pub const NO_BODY_BYTES: usize = 64;
+
+/// A route that reads no body takes none, or an empty JSON object (or
+/// `null`); anything else is 400 `invalid_body`, never silently dropped.
+pub fn no_body(body: &[u8]) -> Result<(), ApiError> {
+    let text = std::str::from_utf8(body).unwrap_or("-").trim();
+    match text {
+        "" | "null" => Ok(()),
+        _ => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(o)) if o.is_empty() => Ok(()),
+            _ => Err(ApiError::invalid_body("this route reads no body: send none, or `{}`")),
+        },
     }
 }
 

@@ -77,7 +77,10 @@ impl BodyKind {
     /// bounds are the files').
     pub fn limit(self, limits: &Limits) -> usize {
         match self {
-            BodyKind::None | BodyKind::Upload => 0,
+            // Room for `{}` (what a `fetch` with a JSON body sends), checked
+            // by [`crate::input::no_body`].
+            BodyKind::None => crate::input::NO_BODY_BYTES,
+            BodyKind::Upload => 0,
             BodyKind::Json | BodyKind::Send(_) => limits.max_body_bytes,
             BodyKind::Batch => limits.max_batch_bytes,
         }
@@ -278,7 +281,12 @@ pub fn handle<S: Store, K: Sink>(
 ) -> Outcome {
     t.set_thread_id(route.thread());
     let mut effects = Vec::new();
-    let answer = route.serve(t, call, settings, now, &mut effects).unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
+    let answer = match route.body() {
+        BodyKind::None => crate::input::no_body(call.body),
+        _ => Ok(()),
+    }
+    .and_then(|()| route.serve(t, call, settings, now, &mut effects))
+    .unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
     effects.extend(t.launch_started(settings, now));
     Outcome { answer, effects }
 }
