@@ -244,9 +244,23 @@ export class ThreadlineClient {
     return this.queueCall("POST", `/instance-ai/threads/${enc(threadId)}/queue/${paused ? "pause" : "resume"}`, {});
   }
 
+  /**
+   * The caller's threads, newest first. The route answers agora's bare
+   * array (`id`, ISO times); a server of before answered `{threads}` with
+   * `threadId` and epoch times: both read the same.
+   */
   async threads(): Promise<ThreadSummary[]> {
-    const r = await this.request<{ threads: ThreadSummary[] }>("GET", "/agent/threads");
-    return r.threads ?? [];
+    type Row = { id?: string; threadId?: string; title?: string | null; createdAt: number | string; updatedAt: number | string; runs?: number };
+    const r = await this.request<Row[] | { threads?: Row[] }>("GET", "/agent/threads");
+    const rows = Array.isArray(r) ? r : (r.threads ?? []);
+    const ms = (t: number | string) => (typeof t === "number" ? t : Date.parse(t));
+    return rows.map((row) => ({
+      threadId: row.threadId ?? row.id ?? "",
+      title: row.title ?? null,
+      createdAt: ms(row.createdAt),
+      updatedAt: ms(row.updatedAt),
+      runs: row.runs ?? 0,
+    }));
   }
 
   deleteThread(threadId: string): Promise<unknown> {

@@ -782,6 +782,10 @@ export interface Queue {
    * person paused it.
    */
   pausedReason?: string | null;
+  /**
+   * When it paused (storage 9; none on older documents, and while running).
+   */
+  pausedAt?: number | null;
 }
 /**
  * What a user message asked of the turn that answers it, stored with the
@@ -800,6 +804,10 @@ export interface QueueItem {
   runId: string;
   message: string;
   queuedAt: number;
+  /**
+   * When its text was last edited (storage 9; none: never).
+   */
+  updatedAt?: number | null;
   model?: string | null;
   agent?: string | null;
   pageContext?: unknown;

@@ -9,7 +9,6 @@
 use crate::error::ApiError;
 use crate::models::{Catalog, Picker};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
 /// The agent a turn runs as when its send names none.
@@ -103,34 +102,12 @@ impl Agents {
             ApiError::agent_not_found(format!("there is no agent `{id}` (GET /agent/agents lists them)"))
         })
     }
-
-    /// `GET /agent/agents`: `{agents: [{id, label, model?, lockedModel?,
-    /// lockedReason?}], default}`.
-    pub fn view(&self) -> Value {
-        let agents: Vec<Value> = self
-            .0
-            .iter()
-            .map(|(id, a)| {
-                let mut v = json!({ "id": id, "label": a.label });
-                if let Some(m) = a.locked.as_ref().map(|l| &l.model).or(a.model.as_ref()) {
-                    v["model"] = m.clone().into();
-                }
-                if let Some(l) = &a.locked {
-                    v["lockedModel"] = l.model.clone().into();
-                    if let Some(r) = &l.reason {
-                        v["lockedReason"] = r.clone().into();
-                    }
-                }
-                v
-            })
-            .collect();
-        json!({ "agents": agents, "default": DEFAULT })
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn catalog() -> Catalog {
         Catalog::parse(Some(r#"{"default":"m1","models":{"m1":{"model":"x"},"m2":{"model":"y"}}}"#), "z", None).unwrap()
@@ -140,7 +117,11 @@ mod tests {
     fn a_default_is_always_there() {
         let a = Agents::parse(None, &catalog(), &[]).unwrap();
         assert_eq!(a.get(None).unwrap().0, "default");
-        assert_eq!(a.view(), json!({"agents": [{"id": "default", "label": "Default"}], "default": "default"}));
+        let view = crate::protocols::agora::catalog::agents(&a);
+        assert_eq!(
+            view,
+            json!([{"name": "default", "description": "Default", "isDefault": true, "id": "default", "label": "Default"}])
+        );
         assert_eq!(a.get(Some("nope")).unwrap_err().code, "agent_not_found");
     }
 
@@ -153,10 +134,10 @@ mod tests {
             &tools,
         )
         .unwrap();
-        let view = a.view();
+        let view = crate::protocols::agora::catalog::agents(&a);
         assert_eq!(
-            view["agents"][1],
-            json!({"id": "support", "label": "Support", "model": "m2", "lockedModel": "m2", "lockedReason": "policy"})
+            view[1],
+            json!({"name": "support", "description": "Support", "id": "support", "label": "Support", "model": "m2", "lockedModel": "m2", "lockedReason": "policy"})
         );
         let (_, support) = a.get(Some("support")).unwrap();
         assert_eq!(catalog().pick(Some("m2"), Some("m1"), &support.picker(&[])).unwrap(), "m2");

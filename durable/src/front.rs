@@ -151,11 +151,14 @@ impl<'s> Exchange<'s> {
     fn begin(&mut self, head: &Head) -> Result<Step, ApiError> {
         let parsed = match head.path {
             ROUTES_PATH if self.settings.debug_routes => Err(ApiError::not_found_route("answered below")),
-            _ => {
-                let (parsed, pattern) = protocols::parse(head.method, head.path);
-                self.finish.route = pattern;
-                parsed
-            }
+            _ => match protocols::agora::mounted(head.path, &self.settings.agora_path) {
+                Some(path) => {
+                    let (parsed, pattern) = protocols::parse(head.method, &path);
+                    self.finish.route = pattern;
+                    parsed
+                }
+                None => Err(ApiError::not_found_route(format!("no route for {}", head.path))),
+            },
         };
         if let Some(own) = parsed.as_ref().ok().and_then(Route::own_headers) {
             self.finish.headers.extend(own.iter().map(|(k, v)| (*k, (*v).to_owned())));

@@ -20,6 +20,9 @@ pub struct QueueItem {
     pub run_id: String,
     pub message: String,
     pub queued_at: i64,
+    /// When its text was last edited (storage 9; none: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// What the message asks of its turn.
@@ -36,6 +39,9 @@ pub struct Queue {
     /// person paused it.
     #[serde(default, rename = "pausedReason", skip_serializing_if = "Option::is_none")]
     pub paused_reason: Option<String>,
+    /// When it paused (storage 9; none on older documents, and while running).
+    #[serde(default, rename = "pausedAt", skip_serializing_if = "Option::is_none")]
+    pub paused_at: Option<i64>,
 }
 
 impl Queue {
@@ -57,9 +63,19 @@ impl Queue {
         self.items.insert(0, item);
     }
 
-    pub fn edit(&mut self, message_id: &str, message: String) -> Result<(), ApiError> {
+    pub fn edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
         let i = self.index(message_id)?;
         self.items[i].message = message;
+        self.items[i].updated_at = Some(now);
+        Ok(())
+    }
+
+    /// Drops every file a waiting message carries (agora's `attachments:
+    /// null`); the files themselves stay where they are stored.
+    pub fn drop_attachments(&mut self, message_id: &str, now: i64) -> Result<(), ApiError> {
+        let i = self.index(message_id)?;
+        self.items[i].turn.attachments.clear();
+        self.items[i].updated_at = Some(now);
         Ok(())
     }
 
@@ -96,6 +112,7 @@ mod tests {
             run_id: id.into(),
             message: id.into(),
             queued_at: 0,
+            updated_at: None,
             model: None,
             turn: Default::default(),
         }
@@ -108,7 +125,8 @@ mod tests {
         assert_eq!(q.push(item("b")).unwrap(), 1);
         q.push(item("c")).unwrap();
         q.move_to("c", 0).unwrap();
-        q.edit("b", "B!".into()).unwrap();
+        q.edit("b", "B!".into(), 5).unwrap();
+        assert_eq!(q.items[2].updated_at, Some(5));
         assert_eq!(q.items.iter().map(|i| i.message_id.as_str()).collect::<Vec<_>>(), ["c", "a", "b"]);
         assert_eq!(q.remove("a").unwrap().message_id, "a");
         assert_eq!(q.remove("a").unwrap_err().status, 404);

@@ -256,6 +256,13 @@ pub const THREAD: Schema = Schema {
                 "CREATE TABLE IF NOT EXISTS charges (id TEXT PRIMARY KEY, actor TEXT NOT NULL, data TEXT NOT NULL)",
             )],
         },
+        Migration {
+            version: 9,
+            note: "the queue document's items may carry `updatedAt` (when the message was last edited) and a \
+               paused queue `pausedAt` (additive: older documents have neither, read as never edited and paused \
+               at an unknown time)",
+            steps: &[],
+        },
     ],
 };
 

@@ -527,6 +527,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if head.turn.actor.as_deref().is_some_and(|a| self.over_quota(a, now)) {
             queue.paused = true;
             queue.paused_reason = Some(QUOTA_EXCEEDED.to_owned());
+            queue.paused_at = Some(now);
             return (queue, None);
         }
         let item = queue.pop_next();
@@ -860,7 +861,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let id = ids::scoped(&self.thread_id, &self.ids.id("msg"));
             (id.clone(), id)
         });
-        QueueItem { message_id, run_id, message, queued_at: now, model, turn }
+        QueueItem { message_id, run_id, message, queued_at: now, updated_at: None, model, turn }
     }
 
     /// Takes the run lock for `item`; the run waits in `started` for the
@@ -912,6 +913,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Invariant: the stored queue, one row and one event, stays under
     /// `max_queue_bytes` (413 `queue_too_large`, nothing changed).
     fn save_queue(&mut self, queue: Queue, now: i64) -> Result<(), ApiError> {
+        self.save_queue_dropping(queue, Vec::new(), now)
+    }
+
+    /// [`Thread::save_queue`] for a change that drops messages which will
+    /// never run (removed, cleared): their run ids ride on the event as
+    /// `dropped`, so a view that shows submissions settles each (Flue's
+    /// `submission-settled {outcome: "aborted"}`).
+    pub(super) fn save_queue_dropping(&mut self, queue: Queue, dropped: Vec<String>, now: i64) -> Result<(), ApiError> {
         let doc = serde_json::to_string(&queue).expect("the queue serialises");
         if doc.len() > self.config.max_queue_bytes
             && doc.len() > serde_json::to_string(&self.queue).map_or(0, |d| d.len())
@@ -921,13 +930,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.store_queue(&queue)?;
         self.queue = queue;
         let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
-        let ev = Event::new(
-            Kind::QueueUpdated,
-            &run_id,
-            ROOT_AGENT,
-            now,
-            serde_json::to_value(&self.queue).expect("serialises"),
-        );
+        let mut payload = serde_json::to_value(&self.queue).expect("serialises");
+        if !dropped.is_empty() {
+            payload["dropped"] = dropped.into();
+        }
+        let ev = Event::new(Kind::QueueUpdated, &run_id, ROOT_AGENT, now, payload);
         self.commit(vec![ev], None)
     }
 }

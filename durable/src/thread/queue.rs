@@ -60,11 +60,58 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok((item, Some(active)))
     }
 
+    /// Runs waiting message `message_id` now (agora's "send this one now"):
+    /// it leaves the queue, and the run holding the thread is cancelled for
+    /// it exactly as an interrupting send's (it starts in the block that
+    /// ends that run, paused queue or not); on an idle thread it starts at
+    /// once. Returns the run it interrupted.
+    pub fn queue_interrupt(
+        &mut self,
+        message_id: &str,
+        settings: &crate::settings::Settings,
+        now: i64,
+        effects: &mut Vec<crate::effect::Effect>,
+    ) -> Result<Option<String>, ApiError> {
+        let mut queue = self.queue.clone();
+        let item = queue.remove(message_id)?;
+        self.save_queue(queue, now)?;
+        let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+            self.start_item(item, now)?;
+            return Ok(None);
+        };
+        self.interrupting = Some(item);
+        if let Err(e) = self.end_run(&active, FinishStatus::Cancelled, "interrupted", now) {
+            self.interrupting = None;
+            return Err(e);
+        }
+        effects.push(crate::effect::Effect::StopAgents);
+        effects.extend(super::send::tell_agent(settings, crate::webhook::cancel(&active, "interrupted")));
+        Ok(Some(active))
+    }
+
+    /// Removes every waiting message (the queue's pause stays as it is).
+    /// Returns whether any waited.
+    pub fn queue_clear(&mut self, now: i64) -> Result<bool, ApiError> {
+        if self.queue.items.is_empty() {
+            return Ok(false);
+        }
+        let dropped = self.queue.items.iter().map(|i| i.run_id.clone()).collect();
+        let queue = Queue { items: Vec::new(), ..self.queue.clone() };
+        self.save_queue_dropping(queue, dropped, now)?;
+        Ok(true)
+    }
+
     /// Queue routes: edit, move, remove, pause, resume. Each stores and
     /// announces the new queue.
     pub fn queue_edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
         let mut queue = self.queue.clone();
-        queue.edit(message_id, message)?;
+        queue.edit(message_id, message, now)?;
+        self.save_queue(queue, now)
+    }
+
+    pub fn queue_drop_attachments(&mut self, message_id: &str, now: i64) -> Result<(), ApiError> {
+        let mut queue = self.queue.clone();
+        queue.drop_attachments(message_id, now)?;
         self.save_queue(queue, now)
     }
 
@@ -76,8 +123,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     pub fn queue_remove(&mut self, message_id: &str, now: i64) -> Result<(), ApiError> {
         let mut queue = self.queue.clone();
-        queue.remove(message_id)?;
-        self.save_queue(queue, now)
+        let item = queue.remove(message_id)?;
+        self.save_queue_dropping(queue, vec![item.run_id], now)
     }
 
     /// Pausing keeps every message; resuming clears why the queue paused,
@@ -87,7 +134,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if !paused {
             self.replace_dead_holder(now)?;
         }
-        let queue = Queue { paused, paused_reason: None, ..self.queue.clone() };
+        let queue = Queue { paused, paused_reason: None, paused_at: paused.then_some(now), ..self.queue.clone() };
         self.save_queue(queue, now)?;
         self.start_next(now)
     }

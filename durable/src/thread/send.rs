@@ -96,8 +96,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ///
     /// `mode`: `reject` (default: 409 `run_active` while a run holds the
     /// thread), `queue` (202; starts at once when the thread is free, else
-    /// waits in the thread's queue) or `interrupt` (cancels the active run and
-    /// runs this message next). A send that is refused stores nothing; the
+    /// waits in the thread's queue), `auto` (`reject`'s start when no run
+    /// holds the thread, else `queue`'s 202) or `interrupt` (cancels the
+    /// active run and runs this message next). A send that is refused stores nothing; the
     /// first accepted send of a thread makes its caller the owner.
     pub fn send(
         &mut self,
@@ -109,7 +110,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects: &mut Vec<Effect>,
     ) -> Result<Sent, ApiError> {
         let catalog = self.ready_to_send(settings)?;
-        let send = Send::parse(body, settings.limits.max_message_bytes, &self.thread_id, settings.files.max_files)?;
+        let mut send = Send::parse(body, settings.limits.max_message_bytes, &self.thread_id, settings.files.max_files)?;
+        if let Send::Message { mode: mode @ Mode::Auto, .. } = &mut send {
+            *mode = if self.active_run().is_some() { Mode::Queue } else { Mode::Reject };
+        }
         let (Send::Regenerate { asked } | Send::Message { asked, .. }) = &send;
         let (model, mut turn) = self.resolve_turn(asked, &who, catalog, settings)?;
         turn.attachments = match &send {
@@ -140,7 +144,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 }
                 Sent::Run { run_id: run.run_id, regenerated: true }
             }
-            Send::Message { message, mode: Mode::Reject, .. } => {
+            // (`auto` was resolved above.)
+            Send::Message { message, mode: Mode::Reject | Mode::Auto, .. } => {
                 let token = self.ids.token();
                 let (message_id, run_id) =
                     given.ids.unwrap_or_else(|| (self.ids.id("msg"), ids::scoped(&thread, &self.ids.id("run"))));
@@ -192,7 +197,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn reserve_send(&mut self, send: &Send, spent: bool, who: Sender, now: i64) -> Result<Sent, ApiError> {
         let busy = self.active_run().map(|r| r.run_id.clone());
         match send {
-            Send::Regenerate { .. } | Send::Message { mode: Mode::Reject, .. } if busy.is_some() => {
+            Send::Regenerate { .. } | Send::Message { mode: Mode::Reject | Mode::Auto, .. } if busy.is_some() => {
                 let run = busy.unwrap_or_default();
                 return Err(ApiError::run_active(&run, "a run is already active on this thread"));
             }

@@ -126,6 +126,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(Bytes::from(out))
     }
 
+    /// The text of every segment still open and not yet stored: one id-less
+    /// delta each, holding the segment's whole text so far and
+    /// `snapshot: true`. A snapshot view taken mid-answer folds these after
+    /// the log, so it shows what was already streamed.
+    pub fn open_segments(&self) -> Vec<crate::event::Event> {
+        self.coalescer.snapshots()
+    }
+
     /// The active run's state, for a client joining the thread's log
     /// (Instance AI's `run-sync` frame, seed line 350): its run ids, agent
     /// tree so far, whether it waits on a person, and the background tasks.

@@ -106,6 +106,69 @@ pub fn agora_chat_thread(body: &Value, new_thread: impl FnOnce() -> String) -> R
     Ok(named.unwrap_or_else(new_thread))
 }
 
+/// agora's `POST /agent/chat` body as the thread's send takes it: agora's
+/// `mode` is `auto` unless named (run now, or queue behind the run holding
+/// the thread: 202), `interrupt: true` without a mode is `interrupt`, and an
+/// interrupt on an idle thread is an `auto` send (it streams, as agora's
+/// does). `reject` (409 while a run holds the thread) stays ours to ask for.
+pub fn agora_send(mut body: Value, busy: bool) -> Result<Value, ApiError> {
+    let mode = match body.get("mode") {
+        None | Some(Value::Null) if body.get("interrupt") == Some(&Value::Bool(true)) => "interrupt",
+        None | Some(Value::Null) => "auto",
+        Some(Value::String(m)) if ["auto", "queue", "interrupt", "reject"].contains(&m.as_str()) => m.as_str(),
+        Some(_) => return Err(ApiError::invalid_mode()),
+    };
+    let mode = if mode == "interrupt" && !busy { "auto" } else { mode };
+    body["mode"] = mode.into();
+    Ok(body)
+}
+
+/// `PATCH /agent/queue/:messageId` (agora's `QueuedMessagePatch`) and
+/// `PATCH /agent/threads/:id/queue/:messageId`: new text (`content`, or our
+/// `message`), `attachments: null` to drop every file, a new place
+/// (`position`, 0 runs next), or several. New attachments cannot be put on a
+/// waiting message (400): remove it and send again. `interrupt` is the
+/// interrupt route's (`POST /agent/queue/:messageId/interrupt`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueEdit {
+    pub message: Option<String>,
+    pub drop_attachments: bool,
+    pub position: Option<usize>,
+}
+
+impl QueueEdit {
+    pub fn parse(body: &Value, max_message_bytes: usize) -> Result<QueueEdit, ApiError> {
+        let drop_attachments = match body.get("attachments") {
+            None => false,
+            Some(Value::Null) => true,
+            Some(_) => return Err(ApiError::invalid_body("a waiting message's attachments can only be dropped (`null`); remove it and send again")),
+        };
+        if body.get("interrupt").is_some_and(|v| v != &Value::Bool(false)) {
+            return Err(ApiError::invalid_body("interrupt a waiting message with POST /agent/queue/:messageId/interrupt"));
+        }
+        let text = match (body.get("content"), body.get("message")) {
+            (Some(c), Some(m)) if !c.is_null() && !m.is_null() => {
+                return Err(ApiError::invalid_body("name the new text once: `content` or `message`"))
+            }
+            (Some(c), _) if !c.is_null() => Some(c),
+            (_, Some(m)) if !m.is_null() => Some(m),
+            _ => None,
+        };
+        let message = match text {
+            None => None,
+            Some(t) => Some(crate::input::queue_edit(&serde_json::json!({ "message": t }), max_message_bytes)?),
+        };
+        let position = match body.get("position") {
+            None | Some(Value::Null) => None,
+            Some(_) => Some(crate::input::queue_move(body)?),
+        };
+        if message.is_none() && position.is_none() && !drop_attachments {
+            return Err(ApiError::invalid_body("a queued message's edit names `content`, `attachments: null`, `position` or several"));
+        }
+        Ok(QueueEdit { message, drop_attachments, position })
+    }
+}
+
 /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId}`: the
 /// thread is in the run id, or in the call id the built-in agent made.
 pub fn agora_decision_thread(body: &Value) -> Result<String, ApiError> {
@@ -144,5 +207,31 @@ mod tests {
         assert_eq!(agora_chat_thread(&json!({"threadId": 5}), || "n".into()).unwrap_err().code, "invalid_id");
         assert_eq!(agora_decision_thread(&json!({"toolCallId": "t1.tc_1"})).unwrap(), "t1");
         assert_eq!(agora_decision_thread(&json!({"runId": "x"})).unwrap_err().code, "tool_call_not_found");
+    }
+
+    #[test]
+    fn agora_sends_and_queue_edits() {
+        let mode = |body: Value, busy| agora_send(body, busy).map(|b| b["mode"].clone());
+        assert_eq!(mode(json!({"message": "m"}), true).unwrap(), "auto");
+        assert_eq!(mode(json!({"interrupt": true}), true).unwrap(), "interrupt");
+        assert_eq!(mode(json!({"interrupt": true}), false).unwrap(), "auto");
+        assert_eq!(mode(json!({"mode": "interrupt"}), false).unwrap(), "auto");
+        assert_eq!(mode(json!({"mode": "queue", "interrupt": true}), true).unwrap(), "queue");
+        assert_eq!(mode(json!({"mode": "reject"}), true).unwrap(), "reject");
+        assert_eq!(mode(json!({"mode": "later"}), true).unwrap_err().code, "invalid_mode");
+        assert_eq!(mode(json!({"mode": 1}), true).unwrap_err().code, "invalid_mode");
+        let e = QueueEdit::parse(&json!({"message": "new", "position": 0}), 100).unwrap();
+        assert_eq!(e, QueueEdit { message: Some("new".into()), drop_attachments: false, position: Some(0) });
+        let e = QueueEdit::parse(&json!({"content": "agora's", "attachments": null}), 100).unwrap();
+        assert_eq!(e, QueueEdit { message: Some("agora's".into()), drop_attachments: true, position: None });
+        assert_eq!(QueueEdit::parse(&json!({"content": "a", "message": "b"}), 100).unwrap_err().code, "invalid_body");
+        assert_eq!(QueueEdit::parse(&json!({"content": 5}), 100).unwrap_err().code, "message_required");
+        assert_eq!(QueueEdit::parse(&json!({"interrupt": true}), 100).unwrap_err().code, "invalid_body");
+        assert!(QueueEdit::parse(&json!({"interrupt": false, "position": 0}), 100).is_ok());
+        assert_eq!(QueueEdit::parse(&json!({}), 100).unwrap_err().code, "invalid_body");
+        assert_eq!(QueueEdit::parse(&json!({"attachments": []}), 100).unwrap_err().code, "invalid_body");
+        assert_eq!(QueueEdit::parse(&json!({"attachments": null, "position": 1}), 100).unwrap().position, Some(1));
+        assert_eq!(QueueEdit::parse(&json!({"position": -1}), 100).unwrap_err().code, "invalid_position");
+        assert_eq!(QueueEdit::parse(&json!({"message": ""}), 100).unwrap_err().code, "message_required");
     }
 }

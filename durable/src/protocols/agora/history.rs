@@ -1,11 +1,24 @@
 //! agora's thread detail (`GET /agent/threads/:id`, agora's "Persisted
-//! history"): the messages a reload rebuilds its transcript from. A user
-//! message carries what it asked of its turn (agent, page context, when it
-//! was sent); an assistant message what its turn streamed: text, reasoning
-//! and how long it took (`reasoningMs`), its tool calls with their status
-//! (`pending_approval` while a person must decide, so a client learns the
-//! pending call from here), their results, its approvals, its structured
-//! output and usage. The thread's `activeRunId`, `queue`, pinned `model` and
+//! history"): the messages a reload rebuilds its transcript from, as
+//! agora's `storedThreadToUiMessages` reads them.
+//!
+//! A turn is a user row, then one assistant row per model step, as agora's
+//! loop stores them (agora's client merges consecutive rows of one `runId`
+//! back into one message, so a reloaded turn shows text and tools in the
+//! order the live stream did). A step's row holds what that step streamed:
+//! its text (`content`), its reasoning and how long it took
+//! (`reasoningMs`), the tool calls it made (`{id, name, input, kind?}`,
+//! with their `status`: `pending_approval` while a person must decide),
+//! their results (`{id, name, output}`, `{..., error}`, or `{..., denied:
+//! true, expired?}` for a call a person refused or let lapse), their
+//! approvals (`approved`, `rejected`, `expired`, `pending`), and its usage
+//! (`{inputTokens, outputTokens, costUsd?}`; absent, never `null`, when the
+//! step reported none). The turn's last row is `<runId>:assistant` (the id
+//! agora's client gives the merged message, and the messages view's) and
+//! carries the turn's own fields: status, agent tree, structured output,
+//! model; earlier steps' rows are `<runId>:assistant:step-<n>`.
+//!
+//! The thread's `activeRunId`, `queue` (agora's shape), pinned `model` and
 //! status come with them.
 
 use crate::error::ApiError;
@@ -14,25 +27,60 @@ use crate::ids::ROOT_AGENT;
 use crate::quota::rfc3339;
 use crate::store::{ConfirmState, RunRecord, RunState, Store};
 use crate::thread::{Sink, Thread, REQUESTER};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
 /// Most runs the detail holds (the newest).
 pub const MAX_RUNS: usize = 200;
 
-/// The thread's messages view (`Thread::messages`, every field of which
-/// it keeps: an older client reads it as before), with agora's fields; a
-/// message's `attachments` carry their URL on `origin`.
+/// The thread's messages view (`Thread::messages`, whose fields a turn's
+/// last row keeps) with agora's rows; a message's `attachments` carry their
+/// URL on `origin`.
 pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value, ApiError> {
     let merge = |into: &mut Value, extra: Value| {
         if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
             into.extend(extra);
         }
     };
+    // Each run's earlier steps, by run, put before its last row below.
+    let mut earlier: Vec<(String, Vec<Value>)> = Vec::new();
     let mut view = t.messages_with(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
         merge(user, user_message(run));
-        merge(assistant, assistant_message(t, run, events)?);
+        let mut rows = steps(t, run, events)?;
+        let last = rows.pop().unwrap_or_default();
+        if let Some(o) = assistant.as_object_mut() {
+            // Agora's fields, not the n8n tree's: the step's text and usage.
+            o.remove("usage");
+        }
+        merge(assistant, last);
+        merge(assistant, run_fields(run));
+        let at = rfc3339(run.created_at);
+        for (n, row) in rows.iter_mut().enumerate() {
+            let head = json!({
+                "id": format!("{}:assistant:step-{}", run.run_id, n + 1),
+                "runId": run.run_id,
+                "role": "assistant",
+                "createdAt": at,
+            });
+            let fields = std::mem::take(row);
+            *row = head;
+            merge(row, fields);
+        }
+        earlier.push((run.run_id.clone(), rows));
         Ok(())
     })?;
+    if let Some(messages) = view["messages"].as_array_mut() {
+        let mut out = Vec::with_capacity(messages.len());
+        for m in messages.drain(..) {
+            if m["role"] == "assistant" {
+                if let Some((_, rows)) = earlier.iter_mut().find(|(r, _)| m["runId"] == r.as_str()) {
+                    out.append(rows);
+                }
+            }
+            out.push(m);
+        }
+        *messages = out;
+    }
+    view["queue"] = super::queue::of(t.queue());
     view["activeRunId"] = t.active_run().map(|r| r.run_id.clone()).into();
     view["model"] = t.pin()?.into();
     view["status"] = t.status();
@@ -51,33 +99,83 @@ fn user_message(run: &RunRecord) -> Value {
     m
 }
 
-/// What an assistant message's turn streamed, beyond its text.
-fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event]) -> Result<Value, ApiError> {
-    let mut calls = Vec::new();
-    let mut results = Vec::new();
-    let mut approvals = Vec::new();
-    let mut reasoning_ms = 0i64;
+/// The turn's own fields, on its last row.
+fn run_fields(run: &RunRecord) -> Value {
+    let mut m = json!({ "model": run.model });
+    if let Some(a) = &run.turn.agent {
+        m["agent"] = a.clone().into();
+        m["agentName"] = a.clone().into();
+    }
+    m
+}
+
+/// One model step of the root agent, as its row says it.
+#[derive(Default)]
+struct Step {
+    /// Text segments by response id: a later block of a segment replaces
+    /// the one it extends.
+    text: Vec<(Option<String>, String)>,
+    reasoning: Vec<(Option<String>, String)>,
+    reasoning_ms: i64,
+    calls: Vec<Value>,
+    usage: Option<Value>,
+}
+
+fn put(segments: &mut Vec<(Option<String>, String)>, rid: &Option<String>, text: &str) {
+    match segments.iter_mut().rev().find(|(r, _)| r == rid && rid.is_some()) {
+        Some((_, held)) if text.starts_with(held.as_str()) => *held = text.to_owned(),
+        _ => segments.push((rid.clone(), text.to_owned())),
+    }
+}
+
+/// The turn's rows, one per model step of its root agent (at least one).
+fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event]) -> Result<Vec<Value>, ApiError> {
+    let mut steps: Vec<Step> = vec![Step::default()];
+    let mut started = false;
+    let mut results: Vec<(String, Value)> = Vec::new();
     let mut output = Value::Null;
     let mut before = run.created_at;
     for ev in events {
         let p = &ev.payload;
         let id = p["toolCallId"].as_str().unwrap_or_default();
+        let root = ev.agent_id == ROOT_AGENT;
+        let step = steps.last_mut().expect("one step at least");
         match ev.kind {
+            Kind::StepStart if root => {
+                if started {
+                    steps.push(Step::default());
+                }
+                started = true;
+            }
+            Kind::TextBlock if root => put(&mut step.text, &ev.response_id, p["text"].as_str().unwrap_or_default()),
             // A reasoning segment is stored as it closes: it took from the
             // event before it until then.
-            Kind::ReasoningBlock if ev.agent_id == ROOT_AGENT => reasoning_ms += (ev.ts - before).max(0),
-            Kind::ToolCall if ev.agent_id == ROOT_AGENT => {
+            Kind::ReasoningBlock if root => {
+                put(&mut step.reasoning, &ev.response_id, p["text"].as_str().unwrap_or_default());
+                step.reasoning_ms += (ev.ts - before).max(0);
+            }
+            Kind::ToolCall if root => {
                 let mut c = json!({ "id": id, "name": p["toolName"], "input": p["args"] });
                 if let Some(k) = p.get("toolKind") {
+                    c["kind"] = k.clone();
                     c["toolKind"] = k.clone();
                 }
-                calls.push(c);
+                step.calls.push(c);
             }
-            Kind::ToolResult if ev.agent_id == ROOT_AGENT => {
-                results.push(json!({ "toolCallId": id, "output": p["result"] }));
+            Kind::ToolResult if root => results.push((id.to_owned(), json!({ "output": p["result"] }))),
+            Kind::ToolError | Kind::ToolInterrupted if root => {
+                results.push((id.to_owned(), json!({ "error": p["error"], "isError": true })))
             }
-            Kind::ToolError | Kind::ToolInterrupted if ev.agent_id == ROOT_AGENT => {
-                results.push(json!({ "toolCallId": id, "error": p["error"], "isError": true }));
+            Kind::StepFinish if root => {
+                let u = &p["usage"];
+                if u.is_object() {
+                    let mut usage = json!({ "inputTokens": u["prompt_tokens"].as_u64().unwrap_or(0),
+                                            "outputTokens": u["completion_tokens"].as_u64().unwrap_or(0) });
+                    if let Some(c) = p.get("costUsd").filter(|c| c.is_number()) {
+                        usage["costUsd"] = c.clone();
+                    }
+                    step.usage = Some(usage);
+                }
             }
             Kind::RunFinish => output = p.get("output").cloned().unwrap_or(Value::Null),
             _ => {}
@@ -86,10 +184,35 @@ fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, event
             before = ev.ts;
         }
     }
+    let last = steps.len() - 1;
+    let mut rows = Vec::with_capacity(steps.len());
+    for (i, step) in steps.into_iter().enumerate() {
+        let mut row = row(t, run, step, &results)?;
+        if i == last && !output.is_null() {
+            row["output"] = output.clone();
+        }
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+/// A step's row: its text, reasoning, calls with their results and
+/// approvals, and usage.
+fn row<S: Store, K: Sink>(
+    t: &Thread<S, K>,
+    run: &RunRecord,
+    step: Step,
+    results: &[(String, Value)],
+) -> Result<Value, ApiError> {
+    let join = |segments: &[(Option<String>, String)]| segments.iter().map(|(_, s)| s.as_str()).collect::<String>();
+    let mut calls = step.calls;
+    let mut out_results = Vec::new();
+    let mut approvals = Vec::new();
     for c in &mut calls {
         let id = c["id"].as_str().unwrap_or_default().to_owned();
-        let result = results.iter().find(|r| r["toolCallId"] == id.as_str());
+        let result = results.iter().find(|(r, _)| *r == id).map(|(_, v)| v);
         let request = t.store().confirmation_by_call(&id).map_err(ApiError::storage)?;
+        let state = request.as_ref().map(|r| r.state);
         let status = match (&request, result) {
             (Some(r), _) if r.state == ConfirmState::Pending => {
                 if r.input_type == "approval" { "pending_approval" } else { "pending_input" }
@@ -102,11 +225,40 @@ fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, event
             _ => "cancelled",
         };
         c["status"] = status.into();
+        // agora's result: keyed `id`, with the call's name; a refused or
+        // lapsed call is `denied` (`expired` too), an error carries its text.
+        let mut r = Map::new();
+        r.insert("id".into(), id.clone().into());
+        r.insert("toolCallId".into(), id.clone().into());
+        r.insert("name".into(), c["name"].clone());
+        match (state, result) {
+            (Some(ConfirmState::Denied | ConfirmState::Expired), _) => {
+                r.insert("denied".into(), true.into());
+                if state == Some(ConfirmState::Expired) {
+                    r.insert("expired".into(), true.into());
+                }
+            }
+            (_, Some(v)) if v["isError"] == true => {
+                r.insert("error".into(), v["error"].clone());
+                r.insert("isError".into(), true.into());
+            }
+            (_, Some(v)) => {
+                r.insert("output".into(), v["output"].clone());
+            }
+            _ => r.clear(),
+        }
+        if !r.is_empty() {
+            out_results.push(Value::Object(r));
+        }
         if let Some(r) = request.filter(|r| r.input_type == "approval") {
+            let status = match r.state {
+                ConfirmState::Denied => "rejected",
+                s => s.as_str(),
+            };
             let mut a = json!({
                 "toolCallId": id,
                 "approver": r.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()),
-                "status": r.state.as_str(),
+                "status": status,
             });
             if let Some(at) = r.expires_at {
                 a["expiresAt"] = rfc3339(at).into();
@@ -118,17 +270,15 @@ fn assistant_message<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, event
         }
     }
     let mut m = json!({
-        "reasoningMs": reasoning_ms,
+        "content": join(&step.text),
+        "reasoning": join(&step.reasoning),
+        "reasoningMs": step.reasoning_ms,
         "toolCalls": calls,
-        "toolResults": results,
+        "toolResults": out_results,
         "approvals": approvals,
-        "model": run.model,
     });
-    if !output.is_null() {
-        m["output"] = output;
-    }
-    if let Some(a) = &run.turn.agent {
-        m["agent"] = a.clone().into();
+    if let Some(u) = step.usage {
+        m["usage"] = u;
     }
     Ok(m)
 }

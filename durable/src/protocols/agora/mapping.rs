@@ -15,19 +15,27 @@
 //!
 //! | log event | frame |
 //! | --- | --- |
-//! | `step-start` / `step-finish {usage}` | `step-start` / `step-finish {usage: {inputTokens, outputTokens}}` |
+//! | `step-start` | `step-start` (after the previous step's `step-finish`) |
 //! | `text-delta` / `text-block` | `text {text}` per delta |
 //! | `reasoning-delta` / `reasoning-block` | `reasoning {text}` per delta |
-//! | `step-finish {usage, costUsd?}` | `step-finish {usage, costUsd?}` |
+//! | `step-finish {usage, costUsd?}` | `step-finish {usage: {inputTokens, outputTokens}, costUsd?}`, held until the step's tools ran |
 //! | `tool-call {toolKind?}` | `tool-input-available {id, name, input, toolKind?}` |
 //! | `tool-result` | `tool-output {id, output}` |
-//! | `tool-error`, `tool-interrupted` | `tool-output-error {id, errorText}` (none for a call a person denied or let lapse) |
+//! | `tool-error`, `tool-interrupted` | `tool-output-error {id, error, errorText}` (none for a call a person denied or let lapse) |
 //! | `confirmation-request` | `approval-requested {id, requestId, toolName, input, approver, expiresAt?}` |
-//! | `confirmation-settled` | `approval-settled {id, status, decidedBy?, decidedVia?, remember?, reason?}`, then for a denied or lapsed call `tool-output-denied {id, reason}` |
+//! | `confirmation-settled` | `approval-settled {id, status (approved, rejected, expired), decidedBy?, decidedVia?, remember?, reason?}`, then for a rejected or lapsed call `tool-output-denied {id, reason}` |
 //! | `tasks-update` | `tasks {tasks}` |
-//! | `thread-title-updated` | `title {title}` |
-//! | `queue-updated` | `queue {queue: {items, paused: false \| {reason}}, started?: {messageId, runId}}` |
-//! | `run-finish` | `event: done` (completed) or `event: error {code, message}` |
+//! | `thread-title-updated` | `title {title}`, held until the run's last step finished |
+//! | `queue-updated` | `queue {queue: {items, paused}, started?: {messageId, runId}}` ([`super::queue`]) |
+//! | `run-finish` | `cancelled` (a cancelled run), then `event: done`; or `event: error {code, message}` |
+//!
+//! The order is agora's (its streaming page's example, and its server's
+//! tests): a step brackets its model call and the tools it called, so a
+//! step's `step-finish` is held until the next `step-start` or the run's
+//! end; the thread's `title` comes after the last `step-finish`; the
+//! queue's handoff is the last event (held frames go before it); a
+//! cancelled run's last frame is `cancelled`. Holding depends only on the
+//! events, so a frame keeps its number on every connection.
 
 use crate::event::{Event, Kind};
 use crate::sse::Frame;
@@ -53,18 +61,44 @@ pub struct FrameMapper {
     /// Calls a person denied, or let lapse: their `tool-error` is the
     /// `tool-output-denied` already sent.
     denied: HashSet<String>,
+    /// The last step's `step-finish`, held until its tools ran.
+    step_finish: Option<Value>,
+    /// `title` frames, held until the last step finished.
+    titles: Vec<Value>,
     /// Frames produced so far (the last frame's id).
     pub count: u64,
 }
 
 impl FrameMapper {
     pub fn new(root_agent: &str) -> FrameMapper {
-        FrameMapper { root: root_agent.to_owned(), tail: None, calls: HashSet::new(), denied: HashSet::new(), count: 0 }
+        FrameMapper {
+            root: root_agent.to_owned(),
+            tail: None,
+            calls: HashSet::new(),
+            denied: HashSet::new(),
+            step_finish: None,
+            titles: Vec::new(),
+            count: 0,
+        }
     }
 
     /// The frames of one event, numbered.
     pub fn map(&mut self, ev: &Event) -> Vec<(u64, Value)> {
         let frames = self.frames(ev);
+        self.number(frames)
+    }
+
+    /// The frames a run's end releases, numbered: the held `step-finish`
+    /// and `title`s, then `cancelled` for a cancelled run.
+    pub fn finish(&mut self, run_finish: &Value) -> Vec<(u64, Value)> {
+        let mut frames = self.release(true);
+        if run_finish["status"] == "cancelled" {
+            frames.push(json!({ "kind": "cancelled" }));
+        }
+        self.number(frames)
+    }
+
+    fn number(&mut self, frames: Vec<Value>) -> Vec<(u64, Value)> {
         frames
             .into_iter()
             .map(|f| {
@@ -72,6 +106,15 @@ impl FrameMapper {
                 (self.count, f)
             })
             .collect()
+    }
+
+    /// The held `step-finish`, and at the run's end the held `title`s.
+    fn release(&mut self, end: bool) -> Vec<Value> {
+        let mut frames: Vec<Value> = self.step_finish.take().into_iter().collect();
+        if end {
+            frames.append(&mut self.titles);
+        }
+        frames
     }
 
     fn frames(&mut self, ev: &Event) -> Vec<Value> {
@@ -153,13 +196,17 @@ impl FrameMapper {
             }
             Kind::ToolResult => vec![json!({ "kind": "tool-output", "id": text("toolCallId"), "output": p["result"] })],
             Kind::ToolError | Kind::ToolInterrupted if self.denied.contains(text("toolCallId")) => Vec::new(),
+            // agora's `error`; `errorText` for readers of the AI SDK's word.
             Kind::ToolError | Kind::ToolInterrupted => {
-                vec![json!({ "kind": "tool-output-error", "id": text("toolCallId"), "errorText": text("error") })]
+                let error = text("error");
+                vec![json!({ "kind": "tool-output-error", "id": text("toolCallId"), "error": error, "errorText": error })]
             }
             Kind::ConfirmationSettled => {
                 let id = text("toolCallId");
                 let status = text("status");
-                let mut settled = json!({ "kind": "approval-settled", "id": id, "status": status });
+                // agora's words: a person's no is `rejected`.
+                let word = if status == "denied" { "rejected" } else { status };
+                let mut settled = json!({ "kind": "approval-settled", "id": id, "status": word });
                 for k in ["requestId", "decidedBy", "decidedVia", "remember", "reason"] {
                     if let Some(v) = p.get(k) {
                         settled[k] = v.clone();
@@ -195,7 +242,11 @@ impl FrameMapper {
                 }
                 vec![f]
             }
-            Kind::StepStart => vec![json!({ "kind": "step-start" })],
+            Kind::StepStart => {
+                let mut frames = self.release(false);
+                frames.push(json!({ "kind": "step-start" }));
+                frames
+            }
             Kind::StepFinish => {
                 let u = &p["usage"];
                 let mut f = json!({ "kind": "step-finish" });
@@ -205,21 +256,26 @@ impl FrameMapper {
                 if let Some(c) = p.get("costUsd").filter(|c| c.is_number()) {
                     f["costUsd"] = c.clone();
                 }
-                vec![f]
+                let frames = self.release(false);
+                self.step_finish = Some(f);
+                frames
             }
             Kind::TasksUpdate => vec![json!({ "kind": "tasks", "tasks": crate::event::task_list(p) })],
-            Kind::ThreadTitleUpdated => vec![json!({ "kind": "title", "title": text("title") })],
+            Kind::ThreadTitleUpdated => {
+                self.titles.push(json!({ "kind": "title", "title": text("title") }));
+                Vec::new()
+            }
             Kind::QueueUpdated => {
-                // `paused` says why nothing starts: false, or `{reason}`.
-                let paused = match (p["paused"].as_bool(), p.get("pausedReason").and_then(Value::as_str)) {
-                    (Some(true), reason) => json!({ "reason": reason.unwrap_or("paused") }),
-                    _ => false.into(),
-                };
-                let mut f = json!({ "kind": "queue", "queue": { "items": p["items"], "paused": paused } });
+                // The handoff (a message `started`, or the queue paused) is
+                // the run's last event: what is held goes before it.
+                let handoff = p.get("started").is_some() || p["paused"] == true;
+                let mut frames = if handoff { self.release(true) } else { Vec::new() };
+                let mut f = json!({ "kind": "queue", "queue": super::queue::view(p) });
                 if let Some(s) = p.get("started") {
                     f["started"] = s.clone();
                 }
-                vec![f]
+                frames.push(f);
+                frames
             }
             _ => Vec::new(),
         }
@@ -243,20 +299,19 @@ pub fn meta(run_id: &str, thread_id: &str, out: &mut Vec<u8>) {
     Frame::data(&data).event("meta").expect("a fixed name").encode(out);
 }
 
-/// The stream's last frame for a `run-finish`: `done`, or `error {code, message}`.
+/// The stream's last frame for a `run-finish`: `done` (a completed run, or
+/// a cancelled one: agora's Stop is not a failure, and a client that
+/// retries a failed stream must not retry it), or `error {code, message}`.
 pub fn terminal(run_finish: &Value, out: &mut Vec<u8>) {
     let status = run_finish["status"].as_str().unwrap_or_default();
     let reason = run_finish["reason"].as_str().unwrap_or_default();
     let (name, data) = match (status, reason) {
-        ("completed", _) => ("done", json!({})),
+        ("completed" | "cancelled", _) => ("done", json!({})),
         (_, "quota_exceeded") => ("error", json!({ "code": reason, "message": "your budget for this period is spent" })),
         (_, "structured_output_invalid") => {
             ("error", json!({ "code": reason, "message": "the answer did not match the schema asked for" }))
         }
         (_, "output_rejected") => ("error", json!({ "code": reason, "message": "the output check refused the answer" })),
-        ("cancelled", _) => {
-            ("error", json!({ "code": "run_cancelled", "message": format!("the run was cancelled ({reason})") }))
-        }
         _ => (
             "error",
             json!({ "code": "run_failed", "message": if reason.is_empty() { status.to_owned() } else { reason.to_owned() } }),

@@ -5,8 +5,10 @@
 //! threads and the model catalog.
 
 pub mod bodies;
+pub mod catalog;
 pub mod history;
 pub mod mapping;
+pub mod queue;
 pub mod stream;
 
 use super::{AtWorker, BodyKind, Target};
@@ -55,14 +57,19 @@ pub enum Route {
     Question { thread: String, skip: bool },
     /// `GET` (the detail), `PATCH` (`{model}` pin) or `DELETE` `/agent/threads/:id`.
     Thread { thread: String, method: ThreadMethod },
-    /// `GET /agent/threads/:id/queue`.
-    Queue { thread: String },
+    /// `GET` (the queue) or `DELETE` (every waiting message) `/agent/threads/:id/queue`.
+    Queue { thread: String, clear: bool },
     /// `POST /agent/threads/:id/queue/pause|resume`.
     QueuePause { thread: String, paused: bool },
-    /// `PATCH {message}` or `DELETE /agent/threads/:id/queue/:messageId`.
+    /// `PATCH {message?, position?}` or `DELETE` `/agent/queue/:messageId`
+    /// (agora's), or the same under `/agent/threads/:id/queue/:messageId`
+    /// (the thread named twice; kept for clients of the first form).
     QueueItem { thread: String, message: String, delete: bool },
     /// `POST /agent/threads/:id/queue/:messageId/move {position}`.
     QueueMove { thread: String, message: String },
+    /// `POST /agent/queue/:messageId/interrupt`: run a waiting message now
+    /// (the run holding the thread is cancelled for it).
+    QueueInterrupt { thread: String, message: String },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,7 +137,11 @@ impl super::Protocol for Route {
                 Ok(R::Thread { thread: p.thread("id")?, method })
             },
         },
-        Spec { path: "/agent/threads/:id/queue", methods: &["GET"], build: |p, _| Ok(R::Queue { thread: p.thread("id")? }) },
+        Spec {
+            path: "/agent/threads/:id/queue",
+            methods: &["GET", "DELETE"],
+            build: |p, method| Ok(R::Queue { thread: p.thread("id")?, clear: method == "DELETE" }),
+        },
         Spec {
             path: "/agent/threads/:id/queue/pause",
             methods: &["POST"],
@@ -154,6 +165,23 @@ impl super::Protocol for Route {
             methods: &["POST"],
             build: |p, _| Ok(R::QueueMove { thread: p.thread("id")?, message: crate::ids::run_id(p.raw("messageId"))? }),
         },
+        // A queued message's id names its thread (`<threadId>.<id>`).
+        Spec {
+            path: "/agent/queue/:messageId",
+            methods: &["PATCH", "DELETE"],
+            build: |p, method| {
+                let (thread, message) = p.scoped("messageId", ApiError::queued_message_not_found)?;
+                Ok(R::QueueItem { thread, message, delete: method == "DELETE" })
+            },
+        },
+        Spec {
+            path: "/agent/queue/:messageId/interrupt",
+            methods: &["POST"],
+            build: |p, _| {
+                let (thread, message) = p.scoped("messageId", ApiError::queued_message_not_found)?;
+                Ok(R::QueueInterrupt { thread, message })
+            },
+        },
     ];
 
     fn target(&self) -> Target {
@@ -173,10 +201,11 @@ impl super::Protocol for Route {
             | R::Decision { thread, .. }
             | R::Question { thread, .. }
             | R::Thread { thread, .. }
-            | R::Queue { thread }
+            | R::Queue { thread, .. }
             | R::QueuePause { thread, .. }
             | R::QueueItem { thread, .. }
-            | R::QueueMove { thread, .. } => thread,
+            | R::QueueMove { thread, .. }
+            | R::QueueInterrupt { thread, .. } => thread,
         }
     }
 
@@ -253,11 +282,13 @@ impl super::Protocol for Route {
                 let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
                 let asked = input::query_first(&input::query_pairs(head.query), "agent");
                 let (_, agent) = agents.get(asked.as_deref())?;
-                Ok(AtWorker::Reply(Reply::json(200, &catalog.view(&agent.picker(roles)))))
+                let locked = agent.locked.as_ref().map(|l| (l.model.as_str(), l.reason.as_deref()));
+                let view = catalog::models(catalog.view(&agent.picker(roles)), locked);
+                Ok(AtWorker::Reply(Reply::json(200, &view)))
             }
             R::Agents => {
                 let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
-                Ok(AtWorker::Reply(Reply::json(200, &agents.view())))
+                Ok(AtWorker::Reply(Reply::json(200, &catalog::agents(agents))))
             }
             R::Quota if caller.id().is_some() => {
                 match settings.quota.as_ref().map_err(|e| ApiError::invalid_quota(e.clone()))? {
@@ -265,7 +296,9 @@ impl super::Protocol for Route {
                     // No `QUOTA`: no limit, and nothing counted.
                     None => Ok(AtWorker::Reply(Reply::json(
                         200,
-                        &json!({ "period": null, "used": null, "limit": {}, "resetsAt": null, "unlimited": true }),
+                        &catalog::quota(
+                            json!({ "period": null, "used": null, "limit": {}, "resetsAt": null, "unlimited": true }),
+                        ),
                     ))),
                 }
             }
@@ -274,14 +307,13 @@ impl super::Protocol for Route {
         }
     }
 
-    /// `GET /agent/threads`: `{threads: [{threadId, title, createdAt,
-    /// updatedAt, runs}]}`, newest first; `GET /agent/quota`: the
-    /// directory's view as it is.
+    /// `GET /agent/threads` and `GET /agent/quota` in agora's shapes
+    /// ([`catalog`]).
     fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
         let listed: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
         match self {
-            R::Quota => Ok(Reply::json(200, &listed)),
-            _ => Ok(Reply::json(200, &json!({ "threads": listed["rows"] }))),
+            R::Quota => Ok(Reply::json(200, &catalog::quota(listed))),
+            _ => Ok(Reply::json(200, &catalog::threads(&listed["rows"]))),
         }
     }
 
@@ -296,15 +328,17 @@ impl super::Protocol for Route {
         let limit = settings.limits.max_body_bytes;
         let json_body = || input::json(call.body, limit);
         let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
-        let queue = |t: &Thread<S, K>| Answer::json(200, &json!({ "ok": true, "queue": t.queue() }));
+        // Every queue route answers agora's bare `{items, paused}`.
+        let queue = |t: &Thread<S, K>| Answer::json(200, &queue::of(t.queue()));
         match self {
             R::Chat { thread } => {
                 let who = Sender::of(admit(t)?, call);
-                match t.send(&json_body()?, Given::default(), who, settings, now, effects)? {
+                let body = bodies::agora_send(json_body()?, t.active_run().is_some())?;
+                match t.send(&body, Given::default(), who, settings, now, effects)? {
                     // The Worker follows this answer with the run's stream
                     // (`after_send`).
                     Sent::Run { run_id, .. } => Ok(Answer::json(200, &json!({ "runId": run_id, "threadId": thread }))),
-                    Sent::Queued(body) => Ok(Answer::json(202, &body)),
+                    Sent::Queued(body) => Ok(Answer::json(202, &queued(body))),
                     Sent::Reserved(body) => Ok(Answer::json(200, &body)),
                 }
             }
@@ -319,7 +353,9 @@ impl super::Protocol for Route {
                 t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
                 let active = t.active_run().is_some_and(|r| r.run_id == *run);
                 let cancelled = if active { t.cancel_run(settings, now, false, effects)? } else { None };
-                Ok(Answer::json(200, &json!({ "ok": true, "runId": run, "cancelled": cancelled.is_some() })))
+                // agora's `{aborted}`; `cancelled` for readers of the first form.
+                let aborted = cancelled.is_some();
+                Ok(Answer::json(200, &json!({ "aborted": aborted, "ok": true, "runId": run, "cancelled": aborted })))
             }
             R::Decision { approve, .. } => {
                 let d = ToolDecision::parse(&json_body()?, *approve)?;
@@ -361,14 +397,23 @@ impl super::Protocol for Route {
                 }
                 Ok(Answer::json(200, &history::detail(t, call.origin)?))
             }
-            R::Queue { .. } => {
+            R::Queue { clear, .. } => {
                 admit(t)?;
-                Ok(Answer::json(200, &json!({ "queue": t.queue() })))
+                if *clear {
+                    t.queue_clear(now)?;
+                }
+                Ok(queue(t))
             }
             R::QueuePause { paused, .. } => {
                 admit(t)?;
+                let before = t.active_run().map(|r| r.run_id.clone());
                 t.queue_pause(*paused, now)?;
-                Ok(queue(t))
+                // `runId`: the head started on resume.
+                let mut body = queue::of(t.queue());
+                if let Some(run) = t.active_run().map(|r| r.run_id.clone()).filter(|r| Some(r) != before.as_ref()) {
+                    body["runId"] = run.into();
+                }
+                Ok(Answer::json(200, &body))
             }
             R::QueueItem { message, delete: true, .. } => {
                 admit(t)?;
@@ -377,9 +422,27 @@ impl super::Protocol for Route {
             }
             R::QueueItem { message, delete: false, .. } => {
                 admit(t)?;
-                let text = input::queue_edit(&json_body()?, settings.limits.max_message_bytes)?;
-                t.queue_edit(message, text, now)?;
+                let edit = bodies::QueueEdit::parse(&json_body()?, settings.limits.max_message_bytes)?;
+                if let Some(text) = edit.message {
+                    t.queue_edit(message, text, now)?;
+                }
+                if edit.drop_attachments {
+                    t.queue_drop_attachments(message, now)?;
+                }
+                if let Some(position) = edit.position {
+                    t.queue_move(message, position, now)?;
+                }
                 Ok(queue(t))
+            }
+            R::QueueInterrupt { message, .. } => {
+                admit(t)?;
+                let interrupted = t.queue_interrupt(message, settings, now, effects)?;
+                let mut body = queue::of(t.queue());
+                match interrupted {
+                    Some(old) => body["interrupting"] = old.into(),
+                    None => body["runId"] = message.clone().into(),
+                }
+                Ok(Answer::json(200, &body))
             }
             R::QueueMove { message, .. } => {
                 admit(t)?;
@@ -417,7 +480,97 @@ impl Route {
     }
 }
 
+/// Where agora mounts its routes unless told otherwise (agora's
+/// `config.path`); the route table is written under it.
+pub const MOUNT: &str = "agent";
+
+/// `AGORA_PATH` read: its segments (`api/agent` for `/api/agent/...`),
+/// each of letters, digits, `-`, `_` or `.`; refused when a path under it
+/// could be another protocol's route (the two would answer each other's
+/// paths).
+pub fn mount_path(var: Option<&str>) -> Result<String, String> {
+    let Some(raw) = var else { return Ok(MOUNT.to_owned()) };
+    let path = raw.trim().trim_matches('/');
+    let segment_ok = |s: &str| {
+        !s.is_empty() && s != "." && s != ".." && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    };
+    if path.len() > 100 || !path.split('/').all(segment_ok) {
+        return Err(format!("AGORA_PATH `{raw}` is not a path of letters, digits, `-`, `_` and `.` segments"));
+    }
+    // A pattern holds paths under the mount when its first segments
+    // match the mount's (a `*` matches the rest).
+    let holds = |pattern: &str| {
+        let mut want = pattern.trim_start_matches('/').split('/');
+        for seg in path.split('/') {
+            match want.next() {
+                Some("*") => return true,
+                Some(w) if w == seg || w.starts_with(':') => {}
+                _ => return false,
+            }
+        }
+        true
+    };
+    let taken = super::table().into_iter().find(|(_, pattern)| !pattern.starts_with("/agent/") && holds(pattern));
+    if let Some((_, pattern)) = taken {
+        return Err(format!("AGORA_PATH `{raw}` holds paths of another protocol's route ({pattern})"));
+    }
+    Ok(path.to_owned())
+}
+
+/// The path a request names as agora's table knows it: under `mount`
+/// rewritten to `/agent/...`; `None` for `/agent/...` itself when agora is
+/// mounted elsewhere (no route there); any other path as it is.
+pub fn mounted<'p>(path: &'p str, mount: &str) -> Option<std::borrow::Cow<'p, str>> {
+    use std::borrow::Cow;
+    if mount == MOUNT {
+        return Some(Cow::Borrowed(path));
+    }
+    let under = |m: &str| path.strip_prefix('/').and_then(|p| p.strip_prefix(m)).filter(|r| r.is_empty() || r.starts_with('/'));
+    if let Some(rest) = under(mount) {
+        return Some(Cow::Owned(format!("/{MOUNT}{rest}")));
+    }
+    if under(MOUNT).is_some() {
+        return None;
+    }
+    Some(Cow::Borrowed(path))
+}
+
+/// A queued send's 202 in agora's words: its queue as agora reads it, and
+/// `runId` only when the message started at once (an interrupting send's
+/// message starts once the run it cancels has ended: `interrupting`).
+fn queued(mut body: Value) -> Value {
+    body["queue"] = queue::view(&body["queue"]);
+    if body.get("interrupting").is_some() {
+        if let Some(o) = body.as_object_mut() {
+            o.remove("runId");
+        }
+    }
+    body
+}
+
 /// How the Worker relays a run's stream: agora's envelope after frame `after`.
 fn run_plan(thread: &str, run: &str, after: u64) -> Plan {
     Plan::new(Box::new(Relay::new(stream::RunFrames::new(thread, run, after))), stream::headers(thread, run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mount_path_is_checked_and_paths_under_it_are_agoras() {
+        assert_eq!(mount_path(None).unwrap(), "agent");
+        assert_eq!(mount_path(Some("/api/agent/")).unwrap(), "api/agent");
+        assert_eq!(mount_path(Some("v1/agora")).unwrap(), "v1/agora");
+        for bad in ["a b", "x/../y", "", "/", "v1", "instance-ai/chat", "agents", "agents/default", "api", "v1/stream/x/y"] {
+            assert!(mount_path(Some(bad)).is_err(), "{bad}");
+        }
+        assert_eq!(mounted("/agent/chat", "agent").unwrap(), "/agent/chat");
+        assert_eq!(mounted("/api/agent/chat", "api/agent").unwrap(), "/agent/chat");
+        assert_eq!(mounted("/api/agent", "api/agent").unwrap(), "/agent");
+        assert!(mounted("/agent/chat", "api/agent").is_none());
+        assert_eq!(mounted("/api/agentx/chat", "api/agent").unwrap(), "/api/agentx/chat");
+        assert_eq!(mounted("/instance-ai/chat/t", "api/agent").unwrap(), "/instance-ai/chat/t");
+        assert_eq!(mounted("/agents/default/t", "api/agent").unwrap(), "/agents/default/t");
+    }
 }

@@ -1,6 +1,6 @@
 //! A run's stream in agora's envelope (`GET /agent/chat/:runId/stream`, and
-//! the answer of `POST /agent/chat`): `event: meta`, one frame per event of
-//! the run numbered by its position in the run, then `done` or `error`
+//! the answer of `POST /agent/chat`): `event: meta`, the run's frames
+//! numbered by their position in the run, then `done` or `error`
 //! (`docs/protocols/agora-streaming-and-http.md`, "The SSE envelope"). The frames are the
 //! core's `runstream` mapping, the same live and replayed.
 
@@ -53,6 +53,7 @@ impl RunFrames {
             return;
         }
         if ev.kind == Kind::RunFinish {
+            runstream::encode(&self.mapper.finish(&ev.payload), self.after, out);
             runstream::terminal(&ev.payload, out);
             self.finished = true;
         } else {
