@@ -59,12 +59,12 @@ pub fn resume(raw: &str, gen: u64, last: u64) -> Result<Resume, ApiError> {
 
 /// A quoted entity tag for a catch-up answer: what was asked and where the
 /// answer ends determine its bytes.
-fn etag(view: &str, from: &str, next: &str) -> String {
+pub fn etag(view: &str, from: &str, next: &str) -> String {
     format!("\"{view}:{from}:{next}\"")
 }
 
 /// 304 when the client holds this answer already.
-fn not_modified(tag: &str, if_none_match: Option<&str>, next: &str) -> Option<Reply> {
+pub fn not_modified(tag: &str, if_none_match: Option<&str>, next: &str) -> Option<Reply> {
     let held = if_none_match?.split(',').any(|t| t.trim() == tag || t.trim() == "*");
     held.then(|| {
         Reply::new(304)
@@ -77,6 +77,12 @@ fn not_modified(tag: &str, if_none_match: Option<&str>, next: &str) -> Option<Re
 
 /// `view=history`: the snapshot at the log's tail, whose offset includes
 /// every record, those the projection omits too.
+///
+/// Invariant (the snapshot reduces the whole physical prefix): mid-answer,
+/// the text already streamed but not yet stored (the open segments) is
+/// folded after the log, and the offset says how many characters of the
+/// open segment the snapshot holds (`<offset>.<chars>`), so updates from it
+/// carry on from the next character, neither repeating nor skipping one.
 pub fn history<S: Store, K: Sink>(
     t: &Thread<S, K>,
     conversation: &str,
@@ -84,20 +90,32 @@ pub fn history<S: Store, K: Sink>(
     if_none_match: Option<&str>,
 ) -> Result<Reply, ApiError> {
     let last = t.last_seq();
-    let at = offset(gen, last);
+    let mut projector = Projector::new();
+    let mut conv = Conversation::default();
+    let mut fold = |data: &str| {
+        for chunk in projector.item(data) {
+            conv.apply(&chunk);
+        }
+    };
+    records(t, last, |_, data| {
+        fold(data);
+        true
+    })?;
+    for open in t.open_segments() {
+        fold(&open.to_json());
+    }
+    let chars = projector.live_chars();
+    let at = match chars {
+        0 => offset(gen, last),
+        n => format!("{}.{n}", offset(gen, last)),
+    };
     let tag = etag("history", "", &at);
     if let Some(r) = not_modified(&tag, if_none_match, &at) {
         return Ok(r);
     }
-    let mut projector = Projector::new();
-    let mut conv = Conversation::default();
-    records(t, last, |_, data| {
-        for chunk in projector.item(data) {
-            conv.apply(&chunk);
-        }
-        true
-    })?;
-    Ok(Reply::json(200, &conv.snapshot(conversation, &at))
+    // The incarnation as offsets write their generation.
+    let incarnation = format!("{gen:016}");
+    Ok(Reply::json(200, &conv.snapshot(conversation, &at, &incarnation))
         .header("cache-control", "no-store")
         .header("etag", tag)
         .header(wire::NEXT_OFFSET, at)

@@ -1,13 +1,16 @@
 //! Flue's contract over Durable Streams offsets
 //! (`docs/protocols/flue-streaming-protocol.md`): agent instances by name
 //! and id (`GET`/`HEAD /agents/:name/:id`, the thread `id` as the agent
-//! `name` serves it), workflow runs by id (`GET`/`HEAD /runs/:runId`,
+//! `name` serves it; `POST` sends to it and `POST .../abort` stops it, as
+//! `@flue/sdk` 2's `send()` and `abort()` call them ([`bodies`])),
+//! workflow runs by id (`GET`/`HEAD /runs/:runId`,
 //! each event stamped with its version `v`), and the two conversation
 //! views, also served on `/v1/threads/:id?view=`: `history`, one
 //! `FlueConversationSnapshot`, and `updates`, Flue's UI projection
 //! ([`projection`]) after an offset, caught up here ([`history`]) or live
 //! ([`stream`]).
 
+pub mod bodies;
 pub mod history;
 pub mod projection;
 pub mod stream;
@@ -38,6 +41,12 @@ pub enum Route {
     /// `GET /agents/:name/:id/attachments/:fileId`: a file of the
     /// conversation, where Flue's client looks for a `file` part's bytes.
     Attachment { thread: String, name: String, file: String },
+    /// `POST /agents/:name/:id`: a message to the conversation (2.x's
+    /// `{kind: "user", body}`, 1.x's `{message}`); queued while it is busy.
+    Send { thread: String, name: String },
+    /// `POST /agents/:name/:id/abort`: stops the running answer and drops
+    /// every queued message.
+    Abort { thread: String, name: String },
 }
 
 use Route as R;
@@ -46,8 +55,19 @@ impl super::Protocol for Route {
     const ROUTES: &'static [Spec<Route>] = &[
         Spec {
             path: "/agents/:name/:id",
-            methods: &["GET"],
-            build: |p, _| Ok(R::Agent { thread: p.thread("id")?, name: crate::ids::id(p.raw("name"))? }),
+            methods: &["GET", "POST"],
+            build: |p, method| {
+                let (thread, name) = (p.thread("id")?, crate::ids::id(p.raw("name"))?);
+                Ok(match method {
+                    "POST" => R::Send { thread, name },
+                    _ => R::Agent { thread, name },
+                })
+            },
+        },
+        Spec {
+            path: "/agents/:name/:id/abort",
+            methods: &["POST"],
+            build: |p, _| Ok(R::Abort { thread: p.thread("id")?, name: crate::ids::id(p.raw("name"))? }),
         },
         Spec {
             path: "/agents/:name/:id/attachments/:fileId",
@@ -74,16 +94,27 @@ impl super::Protocol for Route {
 
     fn thread(&self) -> &str {
         match self {
-            R::Agent { thread, .. } | R::Run { thread, .. } | R::Attachment { thread, .. } => thread,
+            R::Agent { thread, .. }
+            | R::Run { thread, .. }
+            | R::Attachment { thread, .. }
+            | R::Send { thread, .. }
+            | R::Abort { thread, .. } => thread,
         }
     }
 
     fn access(&self) -> Access {
-        Access::Reader
+        match self {
+            R::Send { .. } => Access::Send,
+            R::Abort { .. } => Access::Owner,
+            _ => Access::Reader,
+        }
     }
 
     fn body(&self) -> BodyKind {
-        BodyKind::None
+        match self {
+            R::Send { .. } => BodyKind::Send(crate::files::spec::SLOTS),
+            _ => BodyKind::None,
+        }
     }
 
     fn not_found(&self) -> ApiError {
@@ -100,7 +131,7 @@ impl super::Protocol for Route {
     fn plan(&self, query: &[(String, String)], _: Option<&str>, now: i64) -> Result<Option<Plan>, ApiError> {
         match self {
             R::Agent { thread, .. } => plan_view(thread, query, now, true),
-            R::Attachment { .. } => Ok(None),
+            R::Attachment { .. } | R::Send { .. } | R::Abort { .. } => Ok(None),
             R::Run { run, .. } => {
                 use crate::protocols::durable_streams::stream::{LongPoll, SseView};
                 let cursor = input::query_first(query, "cursor");
@@ -125,11 +156,28 @@ impl super::Protocol for Route {
         t: &mut Thread<S, K>,
         call: &Call,
         settings: &Settings,
-        _now: i64,
-        _: &mut Vec<Effect>,
+        now: i64,
+        effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        t.admit(self.access(), self.not_found(), call.caller, None)?;
+        let grant = t.admit(self.access(), self.not_found(), call.caller, None)?;
         match self {
+            R::Send { thread, name } => {
+                if input::query_first(call.query, "wait").is_some() {
+                    return Err(ApiError::invalid_body("`?wait` is not served: wait for the answer with view=updates from the receipt's offset"));
+                }
+                let body = input::json(call.body, settings.limits.max_body_bytes)?;
+                let send = bodies::FlueSend::parse(&body)?;
+                send_message(t, thread, name, send, crate::thread::Sender::of(grant, call), settings, now, effects)
+            }
+            R::Abort { name, .. } => {
+                if !t.served_by(name)? {
+                    return Err(ApiError::thread_not_found());
+                }
+                // The queue first: a cancelled run must not hand the thread on.
+                let dropped = t.queue_clear(now)?;
+                let cancelled = t.cancel_run(settings, now, false, effects)?;
+                Ok(Answer::json(200, &serde_json::json!({ "aborted": dropped || cancelled.is_some() })))
+            }
             R::Agent { thread, name } => {
                 // A name that does not serve the thread is no such stream.
                 if !t.served_by(name)? {
@@ -138,7 +186,8 @@ impl super::Protocol for Route {
                 read(t, thread, call, settings, true)
             }
             R::Run { run, .. } => {
-                views::read_versioned(t, Some(run), call.query, call.random, settings, Some(views::RUN_EVENT_VERSION))
+                let answer = views::read_versioned(t, Some(run), call.query, call.random, settings, Some(views::RUN_EVENT_VERSION))?;
+                Ok(run_etag(answer, call))
             }
             R::Attachment { name, file, .. } => {
                 if !t.served_by(name)? {
@@ -148,6 +197,28 @@ impl super::Protocol for Route {
             }
         }
     }
+}
+
+/// A catch-up read of a run carries an `ETag`, as the conversation's do:
+/// the offset asked for and the one the answer ends at determine its bytes,
+/// so a read repeated with `If-None-Match` while nothing was stored gets 304
+/// without a body. A live read is left as it is.
+fn run_etag(answer: Answer, call: &Call) -> Answer {
+    use crate::streams::wire;
+    let Answer::Reply(reply) = answer else { return answer };
+    let next = reply.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(wire::NEXT_OFFSET)).map(|(_, v)| v.clone());
+    let (Some(next), 200) = (next, reply.status) else { return Answer::Reply(reply) };
+    let from = input::query_all(call.query, "offset").join(",");
+    let tail = input::query_first(call.query, "tail").unwrap_or_default();
+    let tag = history::etag("run", &format!("{from}:{tail}"), &next);
+    if let Some(mut r) = history::not_modified(&tag, (call.header)("if-none-match").as_deref(), &next) {
+        // Up to date only if the answer it stands for was.
+        if !reply.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case(wire::UP_TO_DATE)) {
+            r.headers.retain(|(k, _)| !k.eq_ignore_ascii_case(wire::UP_TO_DATE));
+        }
+        return Answer::Reply(r);
+    }
+    Answer::Reply(reply.header("etag", tag))
 }
 
 /// Which conversation view a query asks for.
@@ -239,7 +310,18 @@ pub fn read<S: Store, K: Sink>(
                     _ => ApiError::invalid_offset("one `offset`"),
                 });
             };
-            let resume = history::resume(from, gen, t.last_seq())?;
+            let resume = history::resume(from, gen, t.last_seq()).map_err(|e| {
+                // Flue's route answers an offset it no longer serves with
+                // 416, which its client recovers from (400 would end it).
+                let well_formed = stream::split_offset(from)
+                    .is_some_and(|(b, _)| b == "-1" || crate::streams::offset::Offset::parse(b).is_some());
+                let gone = e.code == "stale_offset" || (e.code == "invalid_offset" && well_formed);
+                if history_by_default && gone {
+                    ApiError::offset_gone()
+                } else {
+                    e
+                }
+            })?;
             match live.as_deref() {
                 None => history::updates(t, conversation, gen, from, resume, if_none_match.as_deref()).map(Answer::Reply),
                 // The projection is rebuilt from the log's start: the
@@ -249,4 +331,72 @@ pub fn read<S: Store, K: Sink>(
             }
         }
     }
+}
+
+/// `POST /agents/:name/:id`: the message goes to the thread as any send
+/// does (the same access, limits, files and budget), in `queue` mode: Flue
+/// never refuses a busy conversation, it answers later. Answers Flue's
+/// admission receipt, 202 `{streamUrl, offset, submissionId, uid}`: the
+/// submission is the run, the offset the stream's head before it, so a
+/// reader from there sees the whole exchange.
+#[allow(clippy::too_many_arguments)]
+fn send_message<S: Store, K: Sink>(
+    t: &mut Thread<S, K>,
+    thread: &str,
+    name: &str,
+    send: bodies::FlueSend,
+    who: crate::thread::Sender,
+    settings: &Settings,
+    now: i64,
+    effects: &mut Vec<Effect>,
+) -> Result<Answer, ApiError> {
+    use crate::thread::{Given, Seen, Sent};
+    let gen = t.generation(|| who.random)?;
+    // The incarnation, as history's `incarnation` writes it.
+    let uid = format!("{gen:016}");
+    let exists = t.last_seq() > 0;
+    match &send.uid {
+        Some(None) if exists => return Err(ApiError::agent_instance_exists(&uid)),
+        Some(Some(u)) if *u != uid || !exists => return Err(ApiError::agent_instance_not_found()),
+        _ => {}
+    }
+    if exists && !t.served_by(name)? {
+        return Err(ApiError::thread_not_found());
+    }
+    let stream_url = format!("{}/agents/{name}/{thread}", who.origin);
+    let receipt = |submission: &str, offset: String, deduplicated: bool| {
+        let mut body = serde_json::json!({ "streamUrl": stream_url, "offset": offset, "submissionId": submission, "uid": uid });
+        if deduplicated {
+            body["deduplicated"] = true.into();
+        }
+        let reply = crate::reply::Reply::json(202, &body)
+            .header("location", stream_url.clone())
+            .header(crate::streams::wire::NEXT_OFFSET, offset);
+        Answer::Reply(reply)
+    };
+    let mut given = Given::default();
+    if let Some(id) = &send.message_id {
+        let run = match t.message_run(id) {
+            Ok(Seen::New(run)) => run,
+            Ok(Seen::Active(run)) => return Ok(receipt(&run, "-1".into(), true)),
+            // Sent before (answered, or waiting in the queue): the same receipt.
+            Err(e) if e.code == "message_already_sent" => {
+                return Ok(receipt(&crate::ids::scoped(thread, &format!("u_{id}")), "-1".into(), true))
+            }
+            Err(e) => return Err(e),
+        };
+        given.ids = Some((id.clone(), run));
+    }
+    let head = views::offset(gen, t.last_seq());
+    let mut body = serde_json::json!({ "message": send.text, "attachments": send.attachments, "mode": "queue" });
+    if name != crate::agents::DEFAULT {
+        body["agent"] = name.into();
+    }
+    let given_run = given.ids.as_ref().map(|(_, run)| run.clone());
+    let submission = match t.send(&body, given, who, settings, now, effects)? {
+        Sent::Run { run_id, .. } => run_id,
+        Sent::Queued(q) => q["runId"].as_str().map(str::to_owned).or(given_run).unwrap_or_else(|| q["messageId"].as_str().unwrap_or_default().to_owned()),
+        Sent::Reserved(body) => return Ok(Answer::json(200, &body)),
+    };
+    Ok(receipt(&submission, head, false))
 }

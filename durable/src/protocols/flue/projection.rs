@@ -1,17 +1,29 @@
 //! Flue's UI projection of a thread's log: the `ConversationStreamChunk`s
 //! of `view=updates`, and the `FlueConversationSnapshot` of `view=history`
 //! folded from the same chunks (`@flue/sdk`'s `conversation-stream.ts` is
-//! the reference for both, at 1.0.0-beta.9).
+//! the reference for both, at 1.0.0-beta.9 and at 2.0.3).
+//!
+//! One wire for both releases of Flue's client: every chunk here is one
+//! both reducers apply the same way. So the answer opens with a
+//! `message-appended` of its whole skeleton (`purpose`, `display`,
+//! `metadata.timestamp`), not `message-started` (1.x's reducer reads its
+//! `timestamp`, 2.x's its `metadata`: each would build another message);
+//! `stream-checkpoint`, `message-metadata` and `data-part` (1.x refuses
+//! them) are never sent; usage is not projected (1.x reads it from
+//! `message-completed`, 2.x only from `message-metadata`); and a
+//! settlement's `result` rides on its `submission-settled` chunk, where
+//! 1.x's `wait()` returns it, but not in `view=history`, as 2.x's reducer
+//! drops it.
 //!
 //! | log                                   | chunks                                              |
 //! |---------------------------------------|-----------------------------------------------------|
-//! | `run-start`                           | `message-appended` (the user's message), `message-started` (the answer) |
+//! | `run-start`                           | `message-appended` (the user's message), `message-appended` (the answer's skeleton) |
 //! | root `text-block`/`reasoning-block`, a delta, a join snapshot | `message-delta` with the text the reader has not had |
 //! | root `tool-call`                      | `tool-input`                                        |
 //! | root `tool-result`                    | `tool-output`                                       |
 //! | root `tool-error`, `tool-interrupted` | `tool-output-error`                                 |
-//! | root `step-finish`                    | none: its usage is summed into `message-completed`  |
 //! | `run-finish`                          | `message-completed`, `submission-settled`           |
+//! | `queue-updated` with `dropped`        | `submission-settled` (`aborted`) for each dropped message |
 //! | anything else (sub-agents, tasks, titles, the queue, status) | none: the record advances the offset only |
 //!
 //! A submission is a run (`submissionId` is the run id); the answer's
@@ -131,49 +143,12 @@ fn user_parts(text: &str, attachments: &Value) -> Vec<Part> {
     parts
 }
 
-/// Flue's `PromptUsage`, from the OpenAI usage of each model step.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Usage {
-    pub input: u64,
-    pub output: u64,
-    pub cache_read: u64,
-    pub cache_write: u64,
-    pub total_tokens: u64,
-    pub cost: Cost,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Cost {
-    pub input: f64,
-    pub output: f64,
-    pub cache_read: f64,
-    pub cache_write: f64,
-    pub total: f64,
-}
-
-impl Usage {
-    /// Adds one `step-finish` (`usage` in OpenAI's shape, `costUsd`).
-    fn add_step(&mut self, payload: &Value) {
-        let n = |k: &str| payload["usage"][k].as_u64().unwrap_or(0);
-        self.input += n("prompt_tokens");
-        self.output += n("completion_tokens");
-        self.cache_read += payload["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap_or(0);
-        self.total_tokens += n("total_tokens").max(n("prompt_tokens") + n("completion_tokens"));
-        if let Some(usd) = payload["costUsd"].as_f64() {
-            self.cost.total += usd;
-        }
-    }
-}
-
+/// A message's `metadata`: when it was written.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub usage: Option<Usage>,
 }
 
 /// `FlueConversationMessage`.
@@ -182,6 +157,11 @@ pub struct Metadata {
 pub struct Message {
     pub id: String,
     pub role: &'static str,
+    /// Flue 2's `purpose` (`user`, `assistant`): a person's message or the
+    /// agent's answer, never a dispatch or an advisory here.
+    pub purpose: &'static str,
+    /// Flue 2's `display`: every message here is `visible`.
+    pub display: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub submission_id: Option<String>,
     pub parts: Vec<Part>,
@@ -216,11 +196,6 @@ pub enum Chunk {
     MessageAppended {
         message: Message,
     },
-    MessageStarted {
-        message_id: String,
-        submission_id: String,
-        timestamp: String,
-    },
     MessageDelta {
         message_id: String,
         kind: TextKind,
@@ -242,8 +217,6 @@ pub enum Chunk {
     },
     MessageCompleted {
         message_id: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        usage: Option<Usage>,
     },
     SubmissionSettled {
         #[serde(flatten)]
@@ -283,17 +256,6 @@ impl Conversation {
                 Some(m) => *m = message.clone(),
                 None => self.messages.push(message.clone()),
             },
-            Chunk::MessageStarted { message_id, submission_id, timestamp } => {
-                if !self.messages.iter().any(|m| &m.id == message_id) {
-                    self.messages.push(Message {
-                        id: message_id.clone(),
-                        role: "assistant",
-                        submission_id: Some(submission_id.clone()),
-                        parts: Vec::new(),
-                        metadata: Some(Metadata { timestamp: Some(timestamp.clone()), usage: None }),
-                    });
-                }
-            }
             Chunk::MessageDelta { message_id, kind, delta } => {
                 let Some(m) = self.messages.iter_mut().find(|m| &m.id == message_id) else { return };
                 match m.parts.last_mut() {
@@ -336,21 +298,21 @@ impl Conversation {
             Chunk::ToolOutputError { tool_call_id, error_text } => {
                 self.settle_tool(tool_call_id, |input| ToolState::OutputError { input, error_text: error_text.clone() })
             }
-            Chunk::MessageCompleted { message_id, usage } => {
+            Chunk::MessageCompleted { message_id } => {
                 let Some(m) = self.messages.iter_mut().find(|m| &m.id == message_id) else { return };
                 for p in &mut m.parts {
                     if let Part::Text { state, .. } | Part::Reasoning { state, .. } = p {
                         *state = PartState::Done;
                     }
                 }
-                if let Some(u) = usage {
-                    m.metadata.get_or_insert_with(Metadata::default).usage = Some(u.clone());
-                }
             }
             Chunk::SubmissionSettled { settlement } => {
+                // As Flue 2's reducer: the settlement without its `result`
+                // (a 1.x reader's `wait()` has it from the chunk).
+                let settlement = Settlement { result: None, ..settlement.clone() };
                 match self.settlements.iter_mut().find(|s| s.submission_id == settlement.submission_id) {
-                    Some(s) => *s = settlement.clone(),
-                    None => self.settlements.push(settlement.clone()),
+                    Some(s) => *s = settlement,
+                    None => self.settlements.push(settlement),
                 }
             }
         }
@@ -375,12 +337,15 @@ impl Conversation {
         }
     }
 
-    /// `FlueConversationSnapshot` at `offset`.
-    pub fn snapshot(&self, conversation: &str, offset: &str) -> Value {
+    /// `FlueConversationSnapshot` at `offset`, of the stream's
+    /// `incarnation` (its generation: a thread deleted and made again is
+    /// another incarnation).
+    pub fn snapshot(&self, conversation: &str, offset: &str, incarnation: &str) -> Value {
         json!({
             "v": 1,
             "conversationId": conversation,
             "offset": offset,
+            "incarnation": incarnation,
             "messages": self.messages,
             "settlements": self.settlements,
         })
@@ -412,7 +377,6 @@ struct Segment {
 struct Run {
     root: String,
     answer: String,
-    usage: Option<Usage>,
     /// The text of the answer's ended segments (with the open one's, the
     /// settlement's `result`).
     text: String,
@@ -470,16 +434,45 @@ impl Projector {
                     message: Message {
                         id: id.to_owned(),
                         role: "user",
+                        purpose: "user",
+                        display: "visible",
                         submission_id: Some(run_id.to_owned()),
                         parts: user_parts(text, &e.payload["attachments"]),
-                        metadata: Some(Metadata { timestamp: Some(timestamp.clone()), usage: None }),
+                        metadata: Some(Metadata { timestamp: Some(timestamp.clone()) }),
                     },
                 });
             }
-            out.push(Chunk::MessageStarted { message_id: answer.clone(), submission_id: run_id.to_owned(), timestamp });
-            let run = Run { root: e.agent_id.clone(), answer, usage: None, text: String::new(), segment: None };
+            // The answer's skeleton, whole: what 2.x's `message-started`
+            // would make, and what 1.x upserts as it is.
+            out.push(Chunk::MessageAppended {
+                message: Message {
+                    id: answer.clone(),
+                    role: "assistant",
+                    purpose: "assistant",
+                    display: "visible",
+                    submission_id: Some(run_id.to_owned()),
+                    parts: Vec::new(),
+                    metadata: Some(Metadata { timestamp: Some(timestamp) }),
+                },
+            });
+            let run = Run { root: e.agent_id.clone(), answer, text: String::new(), segment: None };
             self.runs.insert(run_id.to_owned(), run);
             return out;
+        }
+        if e.kind == Kind::QueueUpdated {
+            // Messages dropped from the queue never run: each submission
+            // settles aborted, so a `wait()` on it ends.
+            let dropped = e.payload["dropped"].as_array().into_iter().flatten().filter_map(Value::as_str);
+            return dropped
+                .map(|id| Chunk::SubmissionSettled {
+                    settlement: Settlement {
+                        submission_id: id.to_owned(),
+                        outcome: Outcome::Aborted,
+                        result: None,
+                        error: Some(json!({ "message": "removed from the queue before it ran" })),
+                    },
+                })
+                .collect();
         }
         let Some(run) = self.runs.get_mut(run_id) else { return Vec::new() };
         if e.kind == Kind::RunFinish {
@@ -514,10 +507,6 @@ impl Projector {
             }],
             Kind::ToolError | Kind::ToolInterrupted => {
                 vec![Chunk::ToolOutputError { tool_call_id: text("toolCallId"), error_text: text("error") }]
-            }
-            Kind::StepFinish => {
-                run.usage.get_or_insert_with(Usage::default).add_step(&e.payload);
-                Vec::new()
             }
             _ => Vec::new(),
         }
@@ -579,7 +568,7 @@ fn finish(run_id: &str, mut run: Run, payload: &Value) -> Vec<Chunk> {
         _ => (Outcome::Failed, None, Some(json!({ "message": reason.unwrap_or_else(|| format!("the run ended {status}")) }))),
     };
     vec![
-        Chunk::MessageCompleted { message_id: run.answer, usage: run.usage },
+        Chunk::MessageCompleted { message_id: run.answer },
         Chunk::SubmissionSettled { settlement: Settlement { submission_id: run_id.to_owned(), outcome, result, error } },
     ]
 }
@@ -624,9 +613,9 @@ mod tests {
             ev("run-finish", "root", None, json!({ "status": "completed" })),
         ];
         let (c, chunks) = fold(&items);
-        let snap = c.snapshot("t", "o");
+        let snap = c.snapshot("t", "o", "1");
         assert_eq!(snap["messages"][0], json!({
-            "id": "m1", "role": "user", "submissionId": "t.run_1",
+            "id": "m1", "role": "user", "purpose": "user", "display": "visible", "submissionId": "t.run_1",
             "parts": [{ "type": "text", "text": "hi", "state": "done" }],
             "metadata": { "timestamp": "2026-12-02T04:30:00.000Z" },
         }));
@@ -636,8 +625,16 @@ mod tests {
             { "type": "dynamic-tool", "toolName": "weather", "toolCallId": "c1", "state": "output-available",
               "input": { "city": "Oslo" }, "output": { "sunny": true } },
         ]));
-        assert_eq!(snap["messages"][1]["metadata"]["usage"]["totalTokens"], 5);
-        assert_eq!(snap["settlements"], json!([{ "submissionId": "t.run_1", "outcome": "completed", "result": "Hello" }]));
+        assert_eq!(
+            (&snap["messages"][1]["purpose"], &snap["messages"][1]["display"], &snap["messages"][1]["metadata"]),
+            (&json!("assistant"), &json!("visible"), &json!({ "timestamp": "2026-12-02T04:30:00.000Z" })),
+            "the skeleton both releases upsert; no usage",
+        );
+        // The result rides on the chunk (1.x's wait), not in the history (2.x's fold).
+        assert_eq!(snap["settlements"], json!([{ "submissionId": "t.run_1", "outcome": "completed" }]));
+        let settled = chunks.iter().find_map(|c| if let Chunk::SubmissionSettled { settlement } = c { Some(settlement) } else { None });
+        assert_eq!(settled.unwrap().result, Some(json!("Hello")));
+        assert!(chunks.iter().all(|c| serde_json::to_value(c).unwrap()["type"] != "message-started"));
         let deltas: Vec<&str> =
             chunks.iter().filter_map(|c| if let Chunk::MessageDelta { delta, .. } = c { Some(delta.as_str()) } else { None }).collect();
         assert_eq!(deltas, ["think", "Hel", "lo"], "a block sends only what the reader lacks");
@@ -673,11 +670,25 @@ mod tests {
                 ev("run-finish", "root", None, json!({ "status": status, "reason": "why" })),
             ];
             let (c, _) = fold(&items);
-            let s = c.snapshot("t", "o");
+            let s = c.snapshot("t", "o", "1");
             assert_eq!(s["settlements"][0]["outcome"], outcome);
             assert_eq!(s["settlements"][0]["error"]["message"], "why");
             assert_eq!(s["messages"].as_array().unwrap().len(), 1, "a run without a message shows its answer only");
         }
+    }
+
+    #[test]
+    fn dropped_messages_settle_aborted() {
+        let e = json!({ "type": "queue-updated", "runId": "thread", "agentId": "root", "ts": 0,
+            "payload": { "items": [], "paused": false, "dropped": ["t.m2", "t.m3"] } });
+        let (c, _) = fold(&[e.to_string()]);
+        let s = c.snapshot("t", "o", "1");
+        assert_eq!(s["settlements"].as_array().unwrap().len(), 2);
+        assert_eq!(s["settlements"][1]["submissionId"], "t.m3");
+        assert_eq!(s["settlements"][1]["outcome"], "aborted");
+        // A queue change that drops nothing settles nothing.
+        let plain = json!({ "type": "queue-updated", "runId": "thread", "agentId": "root", "ts": 0, "payload": { "items": [], "paused": false } });
+        assert!(fold(&[plain.to_string()]).1.is_empty());
     }
 
     #[test]
