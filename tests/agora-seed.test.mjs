@@ -168,8 +168,13 @@ describe("agents and the catalog", () => {
   test("GET /agent/agents lists the declared agents, a default built from the settings, and a lock", async () => {
     const r = await call("GET", "/agent/agents");
     assert.equal(r.status, 200, r.text);
-    assert.equal(r.json.default, "default");
-    const byId = Object.fromEntries(r.json.agents.map((a) => [a.id, a]));
+    // agora's client reads a bare array of {name, description, isDefault?, lockedModel?}, the default first.
+    assert.ok(Array.isArray(r.json), r.text);
+    assert.equal(r.json[0].name, "default");
+    assert.equal(r.json[0].isDefault, true);
+    assert.equal(r.json.filter((a) => a.isDefault).length, 1);
+    for (const a of r.json) assert.equal(typeof a.description, "string", a.name);
+    const byId = Object.fromEntries(r.json.map((a) => [a.name, a]));
     assert.deepEqual(Object.keys(byId).sort(), ["default", "support", "writer"]);
     assert.equal(byId.support.lockedModel, "fake/big");
     assert.equal(byId.support.label, "Support");
@@ -370,7 +375,7 @@ describe("frames, decisions and the thread detail", () => {
     const { frames, terminal } = await s.end();
     assert.equal(terminal.event, "done");
     const settled = frames.find((f) => f.kind === "approval-settled");
-    assert.deepEqual([settled.status, settled.reason, settled.decidedBy], ["denied", "not this account", "alice"]);
+    assert.deepEqual([settled.status, settled.reason, settled.decidedBy], ["rejected", "not this account", "alice"]);
     const denied = frames.find((f) => f.kind === "tool-output-denied");
     assert.deepEqual([denied.id, denied.reason], [asked.id, "not this account"]);
     assert.equal(frames.some((f) => f.kind === "tool-output-error"), false, "the denial is not also an error");
@@ -429,45 +434,52 @@ describe("queue, cancel and delete under agora's routes", () => {
     assert.equal(q1.json.position, 0);
     const q2 = await call("POST", "/agent/chat", { threadId: thread, message: "third", mode: "queue" });
     const listed = await call("GET", `/agent/threads/${thread}/queue`);
-    assert.deepEqual(listed.json.queue.items.map((i) => i.message), ["second", "third"]);
-    assert.deepEqual(listed.json.queue.items[0].pageContext, { url: "/q" });
+    // agora's ChatQueueState, bare: {items: [{id, content, createdAt, updatedAt}], paused: null}.
+    assert.deepEqual(listed.json.items.map((i) => i.content), ["second", "third"]);
+    assert.deepEqual(listed.json.items.map((i) => i.id), [q1.json.messageId, q2.json.messageId]);
+    assert.equal(listed.json.paused, null);
+    assert.ok(Date.parse(listed.json.items[0].createdAt) > 0, listed.text);
     assert.equal((await call("PATCH", `/agent/threads/${thread}/queue/${q2.json.messageId}`, { message: "third, edited" })).status, 200);
     assert.equal((await call("POST", `/agent/threads/${thread}/queue/${q2.json.messageId}/move`, { position: 0 })).status, 200);
     const { frames, terminal } = await s.end();
     assert.equal(terminal.event, "done");
     const snapshots = frames.filter((f) => f.kind === "queue");
     assert.ok(snapshots.length >= 4, `${snapshots.length} queue frames`);
-    assert.deepEqual(snapshots[1].queue.items.map((i) => i.message), ["second", "third"], "a whole snapshot, not a delta");
+    assert.deepEqual(snapshots[1].queue.items.map((i) => i.content), ["second", "third"], "a whole snapshot, not a delta");
     const last = frames.at(-1);
     assert.equal(last.kind, "queue", "the handoff is the stream's last event");
     // A queued message's run id is its own message id.
     assert.deepEqual(last.started, { messageId: q2.json.messageId, runId: q2.json.messageId });
-    assert.deepEqual(last.queue.items.map((i) => i.message), ["second"]);
-    assert.equal(last.queue.paused, false);
+    assert.deepEqual(last.queue.items.map((i) => i.content), ["second"]);
+    assert.equal(last.queue.paused, null);
     // The started run streams under its own id.
     const next = await fetch(`${worker.url}/agent/chat/${encodeURIComponent(last.started.runId)}/stream`, { headers: { authorization: `Bearer ${ALICE}` } });
     const nextRun = await new RunStream(next).end();
     assert.equal(nextRun.terminal.event, "done");
     // Pause, resume, remove.
     await until(async () => (await detail(thread)).json.activeRunId === null, { what: "the thread settles" });
-    assert.equal((await call("POST", `/agent/threads/${thread}/queue/pause`)).json.queue.paused, true);
+    const paused = await call("POST", `/agent/threads/${thread}/queue/pause`);
+    assert.equal(paused.json.paused.reason, "paused", paused.text);
+    assert.ok(Date.parse(paused.json.paused.at) > 0, paused.text);
     const held = await call("POST", "/agent/chat", { threadId: thread, message: "held", mode: "queue" });
     await sleep(200);
-    assert.deepEqual((await call("GET", `/agent/threads/${thread}/queue`)).json.queue.items.map((i) => i.message), ["held"]);
+    assert.deepEqual((await call("GET", `/agent/threads/${thread}/queue`)).json.items.map((i) => i.content), ["held"]);
     assert.equal((await call("DELETE", `/agent/threads/${thread}/queue/${held.json.messageId}`)).status, 200);
     const resumed = await call("POST", `/agent/threads/${thread}/queue/resume`);
-    assert.deepEqual([resumed.json.queue.paused, resumed.json.queue.items.length], [false, 0]);
+    assert.deepEqual([resumed.json.paused, resumed.json.items.length], [null, 0]);
   });
 
-  test("POST /agent/chat/:runId/cancel ends the run with run_cancelled; DELETE /agent/threads/:id removes the thread", async () => {
+  test("POST /agent/chat/:runId/cancel ends the run with a cancelled frame and done, answers {aborted}; DELETE /agent/threads/:id removes the thread", async () => {
     const s = await chat({ message: "slow to cancel [[slow:200]]" });
     await s.waitFor((f) => f.kind === "text", "the first text");
     const r = await call("POST", `/agent/chat/${encodeURIComponent(s.runId)}/cancel`);
-    assert.deepEqual([r.status, r.json.cancelled], [200, true], r.text);
-    const { terminal } = await s.end();
-    assert.deepEqual([terminal.event, terminal.data.code], ["error", "run_cancelled"]);
+    assert.deepEqual([r.status, r.json.aborted, r.json.cancelled], [200, true, true], r.text);
+    const { frames, terminal } = await s.end();
+    // As agora's server ends it ("ends a cancelled run with a cancelled frame"): no fifth error code.
+    assert.equal(terminal.event, "done");
+    assert.deepEqual(frames.at(-1), { kind: "cancelled" });
     const again = await call("POST", `/agent/chat/${encodeURIComponent(s.runId)}/cancel`);
-    assert.deepEqual([again.status, again.json.cancelled], [200, false]);
+    assert.deepEqual([again.status, again.json.aborted, again.json.cancelled], [200, false, false]);
     assert.equal((await call("POST", `/agent/chat/${s.threadId}.run_nope/cancel`)).status, 404);
     assert.equal((await call("DELETE", `/agent/threads/${s.threadId}`)).status, 200);
     assert.equal((await detail(s.threadId)).status, 404);
@@ -493,7 +505,8 @@ describe("quota", () => {
     assert.equal(terminal.event, "done");
     const last = frames.at(-1);
     assert.equal(last.kind, "queue");
-    assert.deepEqual(last.queue.paused, { reason: "quota_exceeded" });
+    assert.equal(last.queue.paused.reason, "quota_exceeded");
+    assert.ok(Date.parse(last.queue.paused.at) > 0, JSON.stringify(last.queue.paused));
     assert.equal(last.started, undefined);
     assert.equal(last.queue.items.length, 1, "a paused queue keeps its messages");
     await until(async () => (await call("GET", "/agent/quota", undefined, q)).json.used.tokens > 1, { what: "usage reaches the directory" });
@@ -503,6 +516,6 @@ describe("quota", () => {
     assert.deepEqual([more.status, more.json.error.code], [429, "quota_exceeded"]);
     // Resuming checks again: still spent, still paused.
     const resumed = await call("POST", `/agent/threads/${first.threadId}/queue/resume`, undefined, q);
-    assert.equal(resumed.json.queue.paused, true);
+    assert.equal(resumed.json.paused?.reason, "quota_exceeded", resumed.text);
   });
 });

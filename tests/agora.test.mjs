@@ -71,8 +71,14 @@ describe("run streams", () => {
     const body = frames.slice(1, -1);
     assert.deepEqual(body.map((f) => Number(f.id)), body.map((_, i) => i + 1), "ids are 1-based positions");
     const kinds = body.map((f) => JSON.parse(f.data).kind);
-    assert.equal(kinds[0], "title");
-    assert.equal(kinds[1], "step-start");
+    // The order of agora's streaming page: a step closes after its tools, the title comes last.
+    assert.equal(kinds[0], "step-start");
+    assert.equal(kinds.at(-1), "title");
+    assert.equal(kinds.at(-2), "step-finish");
+    const firstFinish = kinds.indexOf("step-finish");
+    assert.ok(kinds.indexOf("tool-output") < firstFinish, kinds.join(" "));
+    assert.ok(kinds.indexOf("tool-input-available") < firstFinish, kinds.join(" "));
+    assert.equal(kinds[firstFinish + 1], "step-start", "the next step opens after the last one closes");
     const input = body.map((f) => JSON.parse(f.data)).find((f) => f.kind === "tool-input-available");
     assert.equal(input.name, "weather");
     assert.deepEqual(input.input, { city: "Lisbon" });
@@ -206,7 +212,7 @@ describe("approve and reject by tool call", () => {
     assert.equal(tc.toolName, "guarded");
     assert.match(tc.confirmation.requestId, /\.cr_/);
     assert.equal(tc.confirmation.toolName, undefined);
-    assert.deepEqual(detail.queue, { items: [], paused: false });
+    assert.deepEqual(detail.queue, { items: [], paused: null });
     await api.cancel(p.threadId);
     await p.resp.body.cancel();
     p.sse.close();
@@ -216,7 +222,7 @@ describe("approve and reject by tool call", () => {
     const a = await agentChat({ message: "first thread here" });
     await sleep(5);
     const b = await agentChat({ message: "second thread here" });
-    const list = (await api.call("GET", "/agent/threads")).json.threads;
+    const list = (await api.call("GET", "/agent/threads")).json;
     const ids = list.map((t) => t.threadId);
     const ta = a.resp.headers.get("x-agent-thread-id");
     const tb = b.resp.headers.get("x-agent-thread-id");

@@ -50,8 +50,17 @@ function observe(flue, id, opts) {
   return { obs, seen, settled };
 }
 
-/** A state as JSON holds it (Flue's reducer leaves `errorText: undefined` on a settled call). */
-const plain = (v) => JSON.parse(JSON.stringify(v));
+/**
+ * A state as JSON holds it (Flue's reducer leaves `errorText: undefined` on
+ * a settled call), without the settlements' `result`: 1.x's reducer keeps it
+ * from the `submission-settled` chunk (its wait() returns it), and history
+ * leaves it out as 2.x's reducer does (one wire serves both releases).
+ */
+const plain = (v) => {
+  const s = JSON.parse(JSON.stringify(v));
+  if (Array.isArray(s?.settlements)) s.settlements = s.settlements.map(({ result, ...rest }) => rest);
+  return s;
+};
 
 /** The conversation as history() reads it, in observe()'s state shape. */
 async function fresh(flue, id) {
@@ -198,16 +207,31 @@ describe("@flue/sdk, unmodified", () => {
     }
   });
 
-  test("a structured answer is its submission's result", async () => {
+  test("a structured answer is its submission's result: agents.wait() returns it", async () => {
     const flue = createFlueClient({ baseUrl: worker.url });
     const id = await thread("fout");
     const output = { name: "place", schema: { type: "object", required: ["city"], properties: { city: { type: "string" } } } };
     const r = await api.chat(id, '[[say:{"city":"Lisbon"}]]', { output });
     assert.equal(r.status, 200, r.text);
-    await until(async () => (await api.status(id)).json.hasActiveRun === false, { what: "the run ends" });
+    const admission = { streamUrl: `${worker.url}/agents/default/${id}`, offset: "-1", submissionId: r.json.runId };
+    assert.deepEqual(await flue.agents.wait(admission), { city: "Lisbon" });
+    // History is one document for both releases: 2.x's settlement has no `result`.
     const h = await flue.agents.history("default", id);
-    const settled = h.settlements.find((s) => s.submissionId === r.json.runId);
-    assert.deepEqual(settled, { submissionId: r.json.runId, outcome: "completed", result: { city: "Lisbon" } });
+    assert.deepEqual(h.settlements.find((s) => s.submissionId === r.json.runId), { submissionId: r.json.runId, outcome: "completed" });
+  });
+
+  test("agents.send() and agents.abort() (1.x's write routes): a message is admitted, and abort stops it", async () => {
+    const flue = createFlueClient({ baseUrl: worker.url });
+    const id = await thread("fsend1");
+    const a = await flue.agents.send("default", id, { message: "answer slowly [[slow:20]]" });
+    assert.equal(a.streamUrl, `${worker.url}/agents/default/${id}`);
+    assert.match(a.offset, /^\d+_\d+$/);
+    const result = await flue.agents.wait(a);
+    assert.match(String(result), /answer slowly/);
+    const stalled = await flue.agents.send("default", id, { message: "wait [[stall]]" });
+    await sleep(300);
+    assert.deepEqual(await flue.agents.abort("default", id), { aborted: true });
+    await assert.rejects(flue.agents.wait(stalled));
   });
 
   test("runs.stream() follows a run to its close and runs.events() reads it whole, every event versioned", async () => {

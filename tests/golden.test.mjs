@@ -54,6 +54,8 @@ function normalise(text) {
   return text
     .replace(/\b([a-z]+)_[0-9a-f]{24}\b/g, (m, prefix) => stable(prefix, m))
     .replace(/\b(\d{16})_(\d{16})\b/g, (_, gen, seq) => `${stable("gen", gen)}_${seq}`)
+    // Flue's incarnation is the generation, as offsets write it.
+    .replace(/("incarnation":")(\d{16})"/g, (_, k, gen) => `${k}${stable("gen", gen)}"`)
     .replace(/("streamCursor":"|stream-cursor: )(\d+)/g, (_, k) => `${k}<cursor>`)
     .replace(/\b1[7-9]\d{11}\b/g, "<ts>")
     // Wall-clock readings: when a message was sent, and how long reasoning took.

@@ -153,9 +153,17 @@ const ROWS = {
   "PATCH /agent/threads/:id/queue/:messageId": { call: (f) => ["PATCH", `/agent/threads/${f.thread}/queue/${f.queued}`, { message: "edited" }], expect: ownerOnly },
   "DELETE /agent/threads/:id/queue/:messageId": { call: (f) => ["DELETE", `/agent/threads/${f.thread}/queue/${f.queued}`], expect: ownerOnly },
   "POST /agent/threads/:id/queue/:messageId/move": { call: (f) => ["POST", `/agent/threads/${f.thread}/queue/${f.queued}/move`, { position: 0 }], expect: ownerOnly },
+  "DELETE /agent/threads/:id/queue": { call: (f) => ["DELETE", `/agent/threads/${f.thread}/queue`], expect: ownerOnly },
+  // agora's client names a waiting message by its id alone: the thread is in it.
+  "PATCH /agent/queue/:messageId": { call: (f) => ["PATCH", `/agent/queue/${f.queued}`, { content: "edited" }], expect: ownerOnly },
+  "DELETE /agent/queue/:messageId": { call: (f) => ["DELETE", `/agent/queue/${f.queued}`], expect: ownerOnly },
+  "POST /agent/queue/:messageId/interrupt": { call: (f) => ["POST", `/agent/queue/${f.queued}/interrupt`], expect: ownerOnly },
   "GET /v1/threads/:threadId": { call: (f) => ["GET", `/v1/threads/${f.thread}?offset=-1`], expect: reader() },
   "GET /v1/runs/:runId": { call: (f) => ["GET", `/v1/runs/${f.run}?offset=-1`], expect: reader() },
   "GET /agents/:name/:id": { call: (f) => ["GET", `/agents/default/${f.thread}`], expect: reader() },
+  // Flue's send and abort: the same callers as every protocol's send and cancel.
+  "POST /agents/:name/:id": { call: (f) => ["POST", `/agents/default/${f.thread}`, { kind: "user", body: "more" }], expect: ownerOnly },
+  "POST /agents/:name/:id/abort": { call: (f) => ["POST", `/agents/default/${f.thread}/abort`], expect: ownerOnly },
   "GET /runs/:runId": { call: (f) => ["GET", `/runs/${f.run}?offset=-1`], expect: reader() },
   // An upload is a send's first step: the same callers (its JSON body is a JSON file).
   "POST /v1/threads/:threadId/files": { call: (f) => ["POST", `/v1/threads/${f.thread}/files`, { note: "a JSON file" }], expect: ownerOnly },

@@ -379,7 +379,7 @@ describe("concurrency, delete, TTL", () => {
     await until(() => sse.closed, { timeoutMs: 3000, what: "the stream to end" });
     // Gone: its id is a thread that does not exist yet, an empty one.
     assert.deepEqual([(await a.messages(thread)).json.nextEventId, (await a.status(thread)).json.hasActiveRun], [1, false]);
-    const list = (await a.call("GET", "/agent/threads")).json.threads.map((t) => t.threadId);
+    const list = (await a.call("GET", "/agent/threads")).json.map((t) => t.id);
     assert.ok(!list.includes(thread));
     // The id can start over, as a new thread.
     assert.equal((await a.chat(thread, "again")).status, 200);
