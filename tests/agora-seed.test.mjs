@@ -186,6 +186,11 @@ describe("agents and the catalog", () => {
     const mine = await call("GET", "/agent/models");
     assert.equal(mine.status, 200, mine.text);
     assert.deepEqual(mine.json.providerLabels, { fake: "Fake Labs" });
+    // agora's ModelCatalogView: models grouped by provider, and the agent's lock.
+    assert.deepEqual(mine.json.providers.map((p) => [p.id, p.label]), [["fake", "Fake Labs"]]);
+    assert.deepEqual(mine.json.providers[0].models.map((m) => m.id), mine.json.models.map((m) => m.id), "the catalog's order");
+    assert.deepEqual(mine.json.providers[0].models.map((m) => m.id).sort(), ["fake/big", "fake/fast", "fake/pro"]);
+    assert.equal(mine.json.locked, undefined);
     const m = Object.fromEntries(mine.json.models.map((x) => [x.id, x]));
     assert.deepEqual(m["fake/fast"].badges, ["fast"]);
     assert.equal(m["fake/fast"].provider, "fake");
@@ -195,6 +200,7 @@ describe("agents and the catalog", () => {
     assert.equal(pro.json.models.find((x) => x.id === "fake/pro").available, true);
     const support = await call("GET", "/agent/models?agent=support");
     assert.equal(support.json.default, "fake/big");
+    assert.deepEqual(support.json.locked, { model: "fake/big", reason: "support runs on Big" });
     for (const x of support.json.models) {
       assert.equal(x.available, x.id === "fake/big", x.id);
       if (x.id !== "fake/big") assert.equal(x.unavailableReason, "support runs on Big");
@@ -494,6 +500,12 @@ describe("quota", () => {
     const fresh = await call("GET", "/agent/quota", undefined, q);
     assert.equal(fresh.status, 200, fresh.text);
     assert.deepEqual([fresh.json.period, fresh.json.limit, fresh.json.used.tokens], ["day", { tokens: 1 }, 0]);
+    // agora's QuotaReport: one window per period.
+    assert.deepEqual(
+      fresh.json.windows.map((w) => [w.period, w.usedTokens, w.limitTokens, w.resetsAt]),
+      [["day", 0, 1, fresh.json.resetsAt]],
+    );
+    assert.equal(fresh.json.blocked, undefined);
     assert.ok(Date.parse(fresh.json.resetsAt) > Date.now());
     // The first turn starts with nothing used; a message queued behind it is
     // checked as it starts, against the budget the first one spent.

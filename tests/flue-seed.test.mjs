@@ -82,8 +82,22 @@ describe("Flue's routes", () => {
     assert.equal(frames.filter((f) => f.event === "control").length, 1, "the first position only, then heartbeats");
   });
 
-  test("catch-up reads carry an ETag: If-None-Match while nothing was stored is 304 without a body", async () => {
+  test("the Flue view's SSE (view=updates&live=sse) is no-cache and idles on `: heartbeat` comments", async () => {
     const { thread } = await finishedRun();
+    const h = await fetch(`${worker.url}/agents/default/${thread}?view=history`);
+    const at = (await h.json()).offset;
+    const sse = openSse(`${worker.url}/agents/default/${thread}?view=updates&offset=${at}&live=sse`);
+    await sse.ready;
+    assert.equal(sse.headers.get("cache-control"), "no-cache");
+    await sleep(1200);
+    const frames = sse.frames();
+    sse.close();
+    assert.ok(frames.filter((f) => f.comments.includes("heartbeat")).length >= 2, JSON.stringify(frames));
+    assert.equal(frames.filter((f) => f.event === "data").length, 0, "nothing happened, nothing sent");
+  });
+
+  test("catch-up reads carry an ETag: If-None-Match while nothing was stored is 304 without a body", async () => {
+    const { thread, run: runId } = await finishedRun();
     for (const q of ["", "?view=updates&offset=-1"]) {
       const first = await fetch(`${worker.url}/agents/default/${thread}${q}`);
       const tag = first.headers.get("etag");
@@ -101,5 +115,14 @@ describe("Flue's routes", () => {
     const changed = await fetch(`${worker.url}/agents/default/${thread}`, { headers: { "if-none-match": tag } });
     assert.equal(changed.status, 200, "a log that grew answers anew");
     assert.notEqual(changed.headers.get("etag"), tag);
+    // A run's catch-up read, the same rule.
+    const run = await fetch(`${worker.url}/runs/${encodeURIComponent(runId)}?offset=-1`);
+    const runTag = run.headers.get("etag");
+    assert.ok(runTag, "an ETag on a run read");
+    await run.text();
+    const same = await fetch(`${worker.url}/runs/${encodeURIComponent(runId)}?offset=-1`, { headers: { "if-none-match": runTag } });
+    assert.equal(same.status, 304);
+    assert.equal(same.headers.get("stream-next-offset"), run.headers.get("stream-next-offset"));
+    assert.equal((await same.text()).length, 0);
   });
 });
