@@ -244,6 +244,10 @@ describe("@flue/sdk, unmodified", () => {
     assert.ok(streamed.every((e) => e.v === 3 && e.runId === r.json.runId));
     const events = await flue.runs.events(r.json.runId);
     assert.deepEqual(events, streamed);
+    // The run's text, as a workflow reader folds it: its `text_delta` events.
+    const fold = (list) => list.filter((e) => e.type === "text_delta").map((e) => e.text).join("");
+    const answer = events.filter((e) => e.type === "text-block" && e.agentId === "orchestrator").at(-1).payload.text;
+    assert.equal(fold(streamed), answer);
     const tail = await flue.runs.events(r.json.runId, { tail: 1 });
     assert.deepEqual(tail, [streamed.at(-1)]);
     // SSE, on a run still going (on a run already closed, this client's
@@ -255,5 +259,6 @@ describe("@flue/sdk, unmodified", () => {
     for await (const event of flue.runs.stream(next.json.runId, { live: "sse" })) sse.push(event);
     assert.equal(sse.at(-1).type, "run-finish");
     assert.deepEqual(sse, await flue.runs.events(next.json.runId));
+    assert.match(fold(sse), /^You said: "and again/);
   });
 });

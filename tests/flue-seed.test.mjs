@@ -57,15 +57,32 @@ describe("Flue's routes", () => {
     assert.equal((await api.call("GET", `/agents/default/${helped.thread}`)).status, 404);
   });
 
-  test("GET /runs/:runId reads the run's events as /v1/runs/:runId does, each versioned", async () => {
-    const { run } = await finishedRun();
+  test("GET /runs/:runId reads the run's events as /v1/runs/:runId does, each versioned, with Flue's text events", async () => {
+    const { thread, run } = await finishedRun();
     const flue = await api.call("GET", `/runs/${encodeURIComponent(run)}?offset=-1`);
     const v1 = await api.call("GET", `/v1/runs/${encodeURIComponent(run)}?offset=-1`);
     assert.equal(flue.status, 200, flue.text);
     assert.ok(flue.json.every((e) => e.v === 3), "each workflow-run event carries its version");
-    assert.deepEqual(flue.json.map(({ v, ...e }) => e), v1.json, "the same events as /v1/runs/:runId");
+    const flueText = (events) => events.filter((e) => e.type === "text_delta").map((e) => e.text).join("");
+    const own = flue.json.filter((e) => e.type !== "text_delta" && e.type !== "thinking_delta");
+    assert.deepEqual(own.map(({ v, ...e }) => e), v1.json, "the same events as /v1/runs/:runId, and Flue's text events");
+    // Each block is followed by Flue's `text_delta` of what it adds: the run's text folds from them.
+    const answer = v1.json.filter((e) => e.type === "text-block" && e.agentId === "orchestrator").at(-1).payload.text;
+    assert.equal(flueText(flue.json), answer);
     assert.equal(flue.headers.get("stream-closed"), "true");
     assert.equal(flue.headers.get("cache-control"), "no-store");
+    // From any offset, what follows adds only the text the reader did not have:
+    // a suffix of the answer, shorter the later the offset, empty at the end.
+    const gen = flue.headers.get("stream-next-offset").split("_")[0];
+    const records = (await api.call("GET", `/v1/threads/${thread}?offset=-1`)).json.length;
+    let last = answer.length;
+    for (let seq = 1; seq <= records; seq++) {
+      const from = `${gen}_${String(seq).padStart(16, "0")}`;
+      const after = flueText((await api.call("GET", `/runs/${encodeURIComponent(run)}?offset=${from}`)).json);
+      assert.ok(answer.endsWith(after) && after.length <= last, `from ${seq}: ${JSON.stringify(after)}`);
+      last = after.length;
+    }
+    assert.equal(last, 0);
   });
 
   test("an idle SSE view sends `: heartbeat` comments, not control frames", async () => {

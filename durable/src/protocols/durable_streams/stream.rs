@@ -33,15 +33,32 @@ struct Cursor {
     batch: Vec<String>,
     /// Each event is stamped with this `v` (Flue's run reads).
     version: Option<u32>,
+    /// Flue's run reads: the text events the run's blocks add.
+    text: Option<view::RunText>,
+    /// Records up to this seq only prime [`Cursor::text`]: the reader had
+    /// them (a Flue run read is followed from the run's start).
+    skip_to: Option<u64>,
 }
 
 impl Cursor {
     fn new(run: Option<String>, client_cursor: Option<String>) -> Cursor {
         let pos = Position { gen: 0, seq: 0, up_to_date: false, closed: false };
-        Cursor { run, pos, high: 0, live: false, ended: false, client_cursor, batch: Vec::new(), version: None }
+        Cursor {
+            run,
+            pos,
+            high: 0,
+            live: false,
+            ended: false,
+            client_cursor,
+            batch: Vec::new(),
+            version: None,
+            text: None,
+            skip_to: None,
+        }
     }
 
     fn begin(&mut self, gen: u64, after: u64, high: u64) {
+        let after = after.max(self.skip_to.unwrap_or(0));
         self.pos = Position { gen, seq: after, up_to_date: after >= high, closed: false };
         self.high = high;
     }
@@ -53,10 +70,17 @@ impl Cursor {
         match &self.run {
             Some(run) if head.run_id != run => {}
             Some(_) => {
+                let extra = self.text.as_mut().and_then(|t| t.delta(data));
+                if self.skip_to.is_some_and(|s| seq <= s) {
+                    return;
+                }
                 if head.kind == "run-finish" {
                     self.pos.closed = true;
                 }
                 self.batch.push(self.version.map_or_else(|| data.to_owned(), |v| view::stamp(data, v)));
+                if let (Some(e), Some(v)) = (extra, self.version) {
+                    self.batch.push(view::stamp(&e, v));
+                }
             }
             None => self.batch.push(data.to_owned()),
         }
@@ -69,6 +93,12 @@ impl Cursor {
         self.pos.up_to_date = true;
         self.pos.seq = self.pos.seq.max(self.high);
         self.pos.closed |= self.ended;
+    }
+
+    /// Still reading what the reader had (a Flue run read fed from the
+    /// run's start): an empty batch now says nothing.
+    fn priming(&self) -> bool {
+        self.skip_to.is_some() && !self.live
     }
 
     fn cursor(&self, now: i64, random: u64) -> String {
@@ -116,6 +146,16 @@ impl<A> View<A> {
     /// Each event is stamped with `"v": version` (a run read).
     pub fn versioned(mut self, version: u32) -> View<A> {
         self.cursor.version = Some(version);
+        self
+    }
+
+    /// A Flue run read: the run's blocks are followed by Flue's text events
+    /// ([`view::RunText`]), and the view, fed from the run's start, answers
+    /// only what lies after `seq`, the reader's offset (`None`: the reader
+    /// asked from `now`, and the view is fed from there).
+    pub fn flue_text(mut self, seq: Option<u64>) -> View<A> {
+        self.cursor.text = Some(view::RunText::default());
+        self.cursor.skip_to = seq;
         self
     }
 }
@@ -239,7 +279,7 @@ impl LongPoll {
 impl Answers for Poll {
     fn end_of_message(&mut self, cursor: &mut Cursor, now: i64, random: u64, _out: &mut Vec<u8>) {
         let pos = cursor.pos;
-        if self.reply.is_none() && (!cursor.batch.is_empty() || pos.closed || !pos.up_to_date) {
+        if self.reply.is_none() && (!cursor.batch.is_empty() || pos.closed || (!pos.up_to_date && !cursor.priming())) {
             let c = cursor.cursor(now, random);
             self.reply = Some(view::batch_reply(&cursor.take(), pos, Some(c)));
         }
@@ -257,6 +297,50 @@ impl Answers for Poll {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ev(seq: u64, kind: &str, text: &str) -> (u64, String) {
+        let e = serde_json::json!({ "type": kind, "runId": "t.r", "agentId": "a", "responseId": "x", "ts": seq, "payload": { "text": text } });
+        (seq, e.to_string())
+    }
+
+    /// What a long-poll of a Flue run read answers from `skip`.
+    fn poll_from(skip: u64, records: &[(u64, String)]) -> Vec<serde_json::Value> {
+        let mut v = LongPoll::new(Some("t.r".into()), None).versioned(3).flue_text(Some(skip));
+        let mut out = Vec::new();
+        v.begin(1, 0, records.last().unwrap().0, &mut out);
+        for (seq, data) in records {
+            v.durable(*seq, data, &mut out);
+        }
+        v.ended();
+        v.caught_up(&mut out);
+        v.end_of_message(0, 1, &mut out);
+        let reply = v.reply().expect("a closed run answers");
+        serde_json::from_slice(&reply.body).unwrap()
+    }
+
+    #[test]
+    fn a_flue_run_read_says_each_character_of_its_text_once_from_any_offset() {
+        let records = vec![
+            ev(1, "run-start", ""),
+            ev(2, "text-block", "Hel"),
+            ev(3, "text-block", "Hello wor"),
+            ev(4, "tool-call", ""),
+            ev(5, "text-block", "Hello world"),
+            ev(6, "run-finish", ""),
+        ];
+        let text = |events: &[serde_json::Value]| -> String {
+            events.iter().filter(|e| e["type"] == "text_delta").map(|e| e["text"].as_str().unwrap().to_owned()).collect()
+        };
+        let whole = poll_from(0, &records);
+        assert!(whole.iter().all(|e| e["v"] == 3));
+        assert_eq!(text(&whole), "Hello worHello world", "a tool call ends a segment: the next one is new text");
+        for cut in 1..6 {
+            let later = poll_from(cut, &records);
+            let before: Vec<_> = whole.iter().filter(|e| e["ts"].as_u64().unwrap() <= cut).cloned().collect();
+            assert_eq!(text(&before) + &text(&later), text(&whole), "cut at {cut}");
+            assert!(later.iter().all(|e| e["ts"].as_u64().unwrap() > cut), "nothing up to the offset");
+        }
+    }
 
     #[test]
     fn an_idle_sse_view_writes_heartbeats_and_a_control_frame_every_30_seconds() {

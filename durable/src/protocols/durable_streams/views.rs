@@ -60,6 +60,56 @@ pub fn stamp(data: &str, version: u32) -> String {
     }
 }
 
+/// Flue's workflow readers fold a run's text from `text_delta {text}`
+/// events and its thought from `thinking_delta {delta}`; the log keeps a
+/// text segment as blocks that each hold the segment's whole text so far.
+/// So a Flue run read (`GET /runs/:runId`, [`RUN_EVENT_VERSION`]) follows
+/// each block with the Flue event of what it adds to the block before it.
+///
+/// Invariant (every character once): the transform is primed with the
+/// run's records up to the reader's offset, catch-up and live alike, so a
+/// page, a reconnect or a resumed read never sends text the reader had, nor
+/// skips any.
+#[derive(Debug, Default)]
+pub struct RunText {
+    /// Characters already said per open segment: (agent, response, kind).
+    said: std::collections::HashMap<(String, String, String), usize>,
+}
+
+impl RunText {
+    /// The Flue event a stored record adds, unstamped, if any.
+    pub fn delta(&mut self, data: &str) -> Option<String> {
+        let e: serde_json::Value = serde_json::from_str(data).ok()?;
+        let kind = e["type"].as_str()?;
+        let agent = e["agentId"].as_str().unwrap_or_default();
+        if kind == "tool-call" {
+            // A tool call ends its agent's segments: text after it is new.
+            self.said.retain(|(a, _, _), _| a != agent);
+            return None;
+        }
+        let (flue, field) = match kind {
+            "text-block" => ("text_delta", "text"),
+            "reasoning-block" => ("thinking_delta", "delta"),
+            _ => return None,
+        };
+        let text = e["payload"]["text"].as_str()?;
+        let key = (agent.to_owned(), e["responseId"].as_str().unwrap_or_default().to_owned(), kind.to_owned());
+        let said = self.said.entry(key).or_insert(0);
+        let fresh: String = text.chars().skip(*said).collect();
+        *said = (*said).max(text.chars().count());
+        if fresh.is_empty() {
+            return None;
+        }
+        let mut out = serde_json::json!({ "type": flue, field: fresh });
+        for k in ["runId", "agentId", "responseId", "ts"] {
+            if let Some(v) = e.get(k) {
+                out[k] = v.clone();
+            }
+        }
+        Some(out.to_string())
+    }
+}
+
 /// A batch of records as a JSON array of their events.
 pub fn json_body(records: &[Record]) -> Vec<u8> {
     wire::json_array(records.iter().map(|r| r.data.as_bytes()))
@@ -286,13 +336,29 @@ pub fn read_versioned<S: Store, K: Sink>(
     }
     if live {
         let follow = Follow { run: run.map(str::to_owned), durable: true, prospect: None };
-        return t.follow(follow, after, settings);
+        // A Flue run read's framer primes its text from the run's start
+        // (it skips to the reader's offset itself: `View::skip_to`), unless
+        // the reader asked from `now`.
+        let from = if version.is_some() && offsets != ["now"] { 0 } else { after };
+        return t.follow(follow, from, settings);
     }
     let (mut records, pos) = batch(t, &scope, gen, after, tail)?;
-    if let Some(v) = version {
-        for r in &mut records {
-            r.data = stamp(&r.data, v);
+    if let (Some(v), Scope::Run(run)) = (version, &scope) {
+        let first = records.first().map_or(u64::MAX, |r| r.seq);
+        let mut text = RunText::default();
+        for r in t.store().run_records(run).map_err(ApiError::storage)?.iter().filter(|r| r.seq < first) {
+            text.delta(&r.data);
         }
+        let mut out = Vec::with_capacity(records.len());
+        for mut r in records {
+            let extra = text.delta(&r.data);
+            r.data = stamp(&r.data, v);
+            out.push(r.clone());
+            if let Some(e) = extra {
+                out.push(Record { data: stamp(&e, v), ..r });
+            }
+        }
+        records = out;
     }
     Ok(Answer::Reply(batch_reply(&records, pos, None)))
 }

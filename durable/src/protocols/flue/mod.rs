@@ -136,13 +136,20 @@ impl super::Protocol for Route {
                 use crate::protocols::durable_streams::stream::{LongPoll, SseView};
                 let cursor = input::query_first(query, "cursor");
                 let v = views::RUN_EVENT_VERSION;
+                // Where the reader stands (the object checks the offset):
+                // `-1` is the start, `now` is followed from the tail.
+                let skip = match input::query_first(query, "offset").as_deref() {
+                    Some("now") => None,
+                    Some(o) => Some(crate::streams::offset::Offset::parse(o).map_or(0, |o| o.lo)),
+                    None => Some(0),
+                };
                 Ok(match input::query_first(query, "live").as_deref() {
                     Some("sse") => {
-                        let view = SseView::new(Some(run.clone()), cursor, now).versioned(v);
+                        let view = SseView::new(Some(run.clone()), cursor, now).versioned(v).flue_text(skip);
                         Some(Plan::new(Box::new(Relay::new(view)), crate::sse::headers()))
                     }
                     Some("long-poll") => {
-                        let view = LongPoll::new(Some(run.clone()), cursor).versioned(v);
+                        let view = LongPoll::new(Some(run.clone()), cursor).versioned(v).flue_text(skip);
                         Some(Plan::new(Box::new(Relay::new(view)), Vec::new()).one_shot())
                     }
                     _ => None,
