@@ -85,6 +85,22 @@ describe("Flue's routes", () => {
     assert.equal(last, 0);
   });
 
+  test("an offset the conversation no longer serves is 416 on Flue's route (its clients read again), 400/410 on /v1", async () => {
+    const { thread } = await finishedRun();
+    const head = (await api.call("GET", `/agents/default/${thread}`)).json.offset;
+    const [gen] = head.split("_");
+    const past = `${gen}_${String(999999).padStart(16, "0")}`;
+    const other = `${String((Number(gen) + 1) % 1e16).padStart(16, "0")}_0000000000000001`;
+    for (const [offset, v1] of [[past, [400, "invalid_offset"]], [other, [410, "stale_offset"]]]) {
+      const flue = await api.call("GET", `/agents/default/${thread}?view=updates&offset=${offset}`);
+      assert.deepEqual([flue.status, flue.json.error.code], [416, "stream_offset_gone"], offset);
+      const own = await api.call("GET", `/v1/threads/${thread}?view=updates&offset=${offset}`);
+      assert.deepEqual([own.status, own.json.error.code], v1, offset);
+    }
+    const bad = await api.call("GET", `/agents/default/${thread}?view=updates&offset=nonsense`);
+    assert.deepEqual([bad.status, bad.json.error.code], [400, "invalid_offset"], "a malformed offset is still bad input");
+  });
+
   test("an idle SSE view sends `: heartbeat` comments, not control frames", async () => {
     const { thread } = await finishedRun();
     const head = await api.call("GET", `/v1/threads/${thread}?offset=-1`);
