@@ -44,12 +44,20 @@ export async function startWorker({ vars = {}, persist, port = 0, script = proce
   const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";
   child.stderr.on("data", (d) => (stderr += d));
+  // Everything the process writes after its first line (the Worker's console output).
+  let stdout = "";
   const { url, control } = await new Promise((resolve, reject) => {
     let out = "";
+    let ready = false;
     child.stdout.on("data", (d) => {
+      if (ready) return void (stdout += d);
       out += d;
       const nl = out.indexOf("\n");
-      if (nl >= 0) resolve(JSON.parse(out.slice(0, nl)));
+      if (nl >= 0) {
+        ready = true;
+        stdout += out.slice(nl + 1);
+        resolve(JSON.parse(out.slice(0, nl)));
+      }
     });
     child.on("exit", (code) => reject(new Error(`worker exited (${code}): ${stderr}`)));
   });
@@ -70,6 +78,10 @@ export async function startWorker({ vars = {}, persist, port = 0, script = proce
     pid: child.pid,
     get stderr() {
       return stderr;
+    },
+    /** What the Worker printed (its console), after the serving process's first line. */
+    get stdout() {
+      return stdout;
     },
     /** Graceful stop. */
     async stop() {

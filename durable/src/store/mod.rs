@@ -189,9 +189,9 @@ pub trait Store {
     /// Inserts or replaces a file's row.
     fn put_file(&mut self, row: &FileRow) -> StoreResult<()>;
 
-    /// Files in `state` reserved before `before`, oldest first, at most
-    /// `limit`.
-    fn files_in(&self, state: FileState, before: i64, limit: usize) -> StoreResult<Vec<FileRow>>;
+    /// Files in `state` reserved before `before` (any time: `None`), oldest
+    /// first, at most `limit`.
+    fn files_in(&self, state: FileState, before: Option<i64>, limit: usize) -> StoreResult<Vec<FileRow>>;
 
     fn delete_file(&mut self, file_id: &str) -> StoreResult<()>;
 
@@ -350,9 +350,13 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    fn files_in(&self, state: FileState, before: i64, limit: usize) -> StoreResult<Vec<FileRow>> {
-        let mut rows: Vec<FileRow> =
-            self.files.iter().filter(|f| f.state == state && f.reserved_at < before).cloned().collect();
+    fn files_in(&self, state: FileState, before: Option<i64>, limit: usize) -> StoreResult<Vec<FileRow>> {
+        let mut rows: Vec<FileRow> = self
+            .files
+            .iter()
+            .filter(|f| f.state == state && before.is_none_or(|b| f.reserved_at < b))
+            .cloned()
+            .collect();
         rows.sort_by_key(|f| f.reserved_at);
         rows.truncate(limit);
         Ok(rows)

@@ -307,13 +307,21 @@ impl<D: Db> Store for SqlStore<D> {
         )
     }
 
-    fn files_in(&self, state: FileState, before: i64, limit: usize) -> StoreResult<Vec<FileRow>> {
-        let rows = self.db.run(
-            &format!(
-                "SELECT {FILE_COLUMNS} FROM files WHERE state = ? AND reserved_at < ? ORDER BY reserved_at LIMIT ?"
-            ),
-            &[state.as_str().into(), before.into(), (limit as i64).into()],
-        )?;
+    /// No bound is no bound: a sentinel such as `i64::MAX` would cross
+    /// into JavaScript outside its safe-integer range (and say so in the log).
+    fn files_in(&self, state: FileState, before: Option<i64>, limit: usize) -> StoreResult<Vec<FileRow>> {
+        let rows = match before {
+            Some(before) => self.db.run(
+                &format!(
+                    "SELECT {FILE_COLUMNS} FROM files WHERE state = ? AND reserved_at < ? ORDER BY reserved_at LIMIT ?"
+                ),
+                &[state.as_str().into(), before.into(), (limit as i64).into()],
+            )?,
+            None => self.db.run(
+                &format!("SELECT {FILE_COLUMNS} FROM files WHERE state = ? ORDER BY reserved_at LIMIT ?"),
+                &[state.as_str().into(), (limit as i64).into()],
+            )?,
+        };
         Ok(rows.rows.into_iter().map(file_of).collect())
     }
 

@@ -222,8 +222,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // Removals decided long enough ago and not reported done are asked
         // for again (removing absent bytes is harmless).
         let mut rows =
-            self.store.files_in(FileState::Deleting, now - RETRY_REMOVAL_MS + 1, SWEEP_BATCH).map_err(store)?;
-        rows.extend(self.store.files_in(FileState::Reserved, now - grace_ms + 1, SWEEP_BATCH).map_err(store)?);
+            self.store.files_in(FileState::Deleting, Some(now - RETRY_REMOVAL_MS + 1), SWEEP_BATCH).map_err(store)?;
+        rows.extend(self.store.files_in(FileState::Reserved, Some(now - grace_ms + 1), SWEEP_BATCH).map_err(store)?);
         for row in &rows {
             // `reserved_at` of a row being removed: when its removal was asked.
             self.store
@@ -252,7 +252,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// When the next file is due for removal.
     pub(super) fn next_sweep(&self, grace_ms: i64) -> Option<i64> {
-        let oldest = |state| self.store.files_in(state, i64::MAX, 1).ok()?.into_iter().next();
+        let oldest = |state| self.store.files_in(state, None, 1).ok()?.into_iter().next();
         let reserved = oldest(FileState::Reserved).map(|r| r.reserved_at + grace_ms);
         let deleting = oldest(FileState::Deleting).map(|r| r.reserved_at + RETRY_REMOVAL_MS);
         reserved.into_iter().chain(deleting).min()
