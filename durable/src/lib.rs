@@ -12,7 +12,9 @@
 //! - [`front`]: the Worker's exchange for one request: route, caller, body,
 //!   send limit, the object to call and how to answer.
 //! - [`protocols`]: the wire protocols, one folder each (`instance_ai`,
-//!   `agora`, `durable_streams`, `ai_sdk`, `ag_ui`), registered on one line.
+//!   `agora`, `durable_streams`, `flue`, `ai_sdk`, `ag_ui`), and `files`
+//!   (the upload and file routes every protocol shares), registered on one
+//!   line.
 //! - `route`: route tables as data (paths, methods, builders).
 //! - [`forward`]: what travels with a request to an object (its route and
 //!   caller, one header), and the calls objects make.
@@ -43,8 +45,9 @@
 //!   object class's layout as versioned, re-runnable migrations.
 //! - `queued`: the message queue's shape (stored, and every `queue-updated`).
 //! - `models`: the model catalog; `agents`: the agents (personas) a turn
-//!   runs as; `quota`: per-actor budgets; `settings`: the deployment's
-//!   configuration.
+//!   runs as; `quota`: per-actor budgets; [`charge`]: what a model call
+//!   costs the actor whose turn caused it, held then charged; `settings`:
+//!   the deployment's configuration.
 //! - [`trace`]: spans of requests, runs, model and tool calls and decisions
 //!   (OpenTelemetry's GenAI conventions), as OTLP/HTTP JSON; log lines.
 //! - [`json_schema`]: JSON Schema checks (tool arguments, structured

@@ -58,11 +58,6 @@ impl Queue {
         Ok(self.items.len() - 1)
     }
 
-    /// Puts `item` first (an interrupting send runs next).
-    pub fn push_front(&mut self, item: QueueItem) {
-        self.items.insert(0, item);
-    }
-
     pub fn edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
         let i = self.index(message_id)?;
         self.items[i].message = message;

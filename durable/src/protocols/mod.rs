@@ -5,7 +5,10 @@
 //! frames (`mapping.rs`), its live framer (`stream.rs`) and its history view
 //! (`history.rs`), over the thread's protocol-agnostic operations
 //! (`thread`) and the relay (`feed`). Removing a folder and its name in
-//! that line leaves everything else as it was.
+//! that line leaves everything else as it was, with two exceptions still
+//! to undo: `flue` serves its conversation views on `durable_streams`'
+//! offsets and run reads, and `durable_streams` serves Flue's views on
+//! `/v1/threads` (each imports the other).
 //!
 //! A protocol is a route type implementing [`Protocol`]: its table of
 //! paths ([`route::Spec`](crate::route::Spec)), where each route's requests

@@ -187,11 +187,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(Bytes::from(out))
     }
 
-    /// A subscriber's follow, by id.
-    pub fn follow_of(&self, id: u64) -> Option<&Follow> {
-        self.subscribers.iter().find(|s| s.id == id).map(|s| &s.follow)
-    }
-
     fn page_into(
         &self,
         follow: &Follow,
