@@ -12,7 +12,23 @@ use serde_json::{json, Value};
 /// ([`Thread::messages_with`]), given the run and its events.
 pub type ExtendMessages<'a> = dyn FnMut(&RunRecord, &[Event], &mut Value, &mut Value) -> Result<(), ApiError> + 'a;
 
+/// Whether a conversation shows `run`: every run but an answer a
+/// regenerate replaced. The one rule every history view applies, through
+/// [`Thread::conversation_page`].
+fn shown(run: &RunRecord) -> bool {
+    !run.replaced
+}
+
 impl<S: Store, K: Sink> Thread<S, K> {
+    /// The runs the conversation shows on page `page` of `limit` runs
+    /// (newest page first), oldest first within it, and how many runs the
+    /// thread has. Every protocol's history reads the conversation here,
+    /// never through the store.
+    pub fn conversation_page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), ApiError> {
+        let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+        Ok((runs.into_iter().rev().filter(shown).collect(), total))
+    }
+
     /// `GET .../status`.
     pub fn status(&self) -> Value {
         let mut v = json!({
@@ -59,9 +75,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         extend: &mut ExtendMessages,
     ) -> Result<Value, ApiError> {
         let thread_id = &self.thread_id;
-        let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+        let (runs, total) = self.conversation_page(limit, page)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
-        for run in runs.iter().rev().filter(|r| !r.replaced) {
+        for run in &runs {
             // A user message names no run, as n8n's own history does: n8n's
             // editor routes a run's live events to the message that names
             // it, whatever its role. Its answer follows it.
@@ -149,7 +165,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 break;
             }
             offset += runs.len();
-            for run in runs.iter().filter(|r| r.run_id != exclude_run && !r.replaced) {
+            for run in runs.iter().filter(|r| r.run_id != exclude_run && shown(r)) {
                 let tree = reducer::fold(&self.run_events(&run.run_id)?);
                 let mut answer = String::new();
                 if let Some(root) = tree.tree() {

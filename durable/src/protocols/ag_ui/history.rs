@@ -15,9 +15,9 @@ use serde_json::{json, Value};
 /// oldest first). A running run's answer is left out: its stream brings it.
 /// Files are media parts with their URL on `origin`.
 pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
-    let (runs, _) = t.store().runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+    let (runs, _) = t.conversation_page(limit, page)?;
     let mut fold = AguiMessages::default();
-    for run in runs.iter().rev().filter(|r| !r.replaced) {
+    for run in &runs {
         let running = run.state == RunState::Running;
         let waiting = t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended();
         if running && !waiting {

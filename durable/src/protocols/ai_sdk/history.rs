@@ -15,9 +15,9 @@ use serde_json::Value;
 /// person is in, with its request to answer. Files are `file` parts with
 /// their URL on `origin`.
 pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
-    let (runs, _) = t.store().runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+    let (runs, _) = t.conversation_page(limit, page)?;
     let mut out = Vec::with_capacity(runs.len() * 2);
-    for run in runs.iter().rev().filter(|r| !r.replaced) {
+    for run in &runs {
         out.push(mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, t.thread_id()));
         let running = run.state == RunState::Running;
         if running && !(t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended()) {
