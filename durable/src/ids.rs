@@ -49,6 +49,12 @@ pub fn thread_of(scoped: &str) -> Option<&str> {
     (is_id(thread) && is_id(local)).then_some(thread)
 }
 
+/// The run of a client's user message `id` on `thread` (`<thread>.u_<id>`):
+/// known from the id alone, so a message sent again finds its run.
+pub fn client_message_run(thread: &str, id: &str) -> String {
+    scoped(thread, &format!("u_{id}"))
+}
+
 /// `<threadId>.<local>` (just `local` when the thread is not known yet).
 pub fn scoped(thread: &str, local: &str) -> String {
     if thread.is_empty() {

@@ -201,19 +201,26 @@ pub const NO_BODY_BYTES: usize = 64;
 /// A route that reads no body takes none, or an empty JSON object (or
 /// `null`); anything else is 400 `invalid_body`, never silently dropped.
 pub fn no_body(body: &[u8]) -> Result<(), ApiError> {
-    let text = std::str::from_utf8(body).unwrap_or("-").trim();
-    match text {
-        "" | "null" => Ok(()),
-        _ => match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(o)) if o.is_empty() => Ok(()),
-            _ => Err(ApiError::invalid_body("this route reads no body: send none, or `{}`")),
-        },
+    let empty = match std::str::from_utf8(body).map(str::trim) {
+        Ok("" | "null") => true,
+        Ok(text) => matches!(serde_json::from_str::<Value>(text), Ok(Value::Object(o)) if o.is_empty()),
+        Err(_) => false,
+    };
+    if empty {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_body("this route reads no body: send none, or `{}`"))
     }
 }
 
 /// `PATCH .../queue/:messageId {message}`: the new text.
 pub fn queue_edit(body: &Value, max_message_bytes: usize) -> Result<String, ApiError> {
-    match body.get("message") {
+    queue_text(body.get("message"), max_message_bytes)
+}
+
+/// A waiting message's new text: a non-empty string within the limit.
+pub fn queue_text(text: Option<&Value>, max_message_bytes: usize) -> Result<String, ApiError> {
+    match text {
         Some(Value::String(m)) if !m.trim().is_empty() && m.len() <= max_message_bytes => Ok(m.clone()),
         _ => Err(ApiError::message_required("`message` must be a non-empty string")),
     }

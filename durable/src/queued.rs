@@ -30,6 +30,15 @@ pub struct QueueItem {
     pub turn: crate::store::Turn,
 }
 
+/// One change to a waiting message: new text, its files dropped, a new
+/// place (0 runs next), or several.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueuePatch {
+    pub message: Option<String>,
+    pub drop_attachments: bool,
+    pub position: Option<usize>,
+}
+
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Queue {
@@ -56,6 +65,22 @@ impl Queue {
         }
         self.items.push(item);
         Ok(self.items.len() - 1)
+    }
+
+    /// Applies one change to a waiting message, all of it or (an unknown
+    /// message) none: callers save the queue once.
+    pub fn patch(&mut self, message_id: &str, patch: QueuePatch, now: i64) -> Result<(), ApiError> {
+        self.index(message_id)?;
+        if let Some(message) = patch.message {
+            self.edit(message_id, message, now)?;
+        }
+        if patch.drop_attachments {
+            self.drop_attachments(message_id, now)?;
+        }
+        if let Some(position) = patch.position {
+            self.move_to(message_id, position)?;
+        }
+        Ok(())
     }
 
     pub fn edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {

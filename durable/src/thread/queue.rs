@@ -5,7 +5,7 @@
 use super::{Sink, Thread};
 use crate::error::ApiError;
 use crate::event::FinishStatus;
-use crate::queued::{Queue, QueueItem};
+use crate::queued::{Queue, QueueItem, QueuePatch};
 use crate::store::{RunRecord, Store, Turn};
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -104,20 +104,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Queue routes: edit, move, remove, pause, resume. Each stores and
     /// announces the new queue.
     pub fn queue_edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
-        let mut queue = self.queue.clone();
-        queue.edit(message_id, message, now)?;
-        self.save_queue(queue, now)
-    }
-
-    pub fn queue_drop_attachments(&mut self, message_id: &str, now: i64) -> Result<(), ApiError> {
-        let mut queue = self.queue.clone();
-        queue.drop_attachments(message_id, now)?;
-        self.save_queue(queue, now)
+        self.queue_patch(message_id, QueuePatch { message: Some(message), ..QueuePatch::default() }, now)
     }
 
     pub fn queue_move(&mut self, message_id: &str, position: usize, now: i64) -> Result<(), ApiError> {
+        self.queue_patch(message_id, QueuePatch { position: Some(position), ..QueuePatch::default() }, now)
+    }
+
+    /// Several changes to one waiting message, stored and announced as one.
+    pub fn queue_patch(&mut self, message_id: &str, patch: QueuePatch, now: i64) -> Result<(), ApiError> {
         let mut queue = self.queue.clone();
-        queue.move_to(message_id, position)?;
+        queue.patch(message_id, patch, now)?;
         self.save_queue(queue, now)
     }
 

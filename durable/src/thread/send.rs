@@ -310,7 +310,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// while it waits in the queue). One message is one run, whichever
     /// protocol sent it.
     pub fn message_run(&self, id: &str) -> Result<Seen, ApiError> {
-        let run_id = ids::scoped(&self.thread_id, &format!("u_{id}"));
+        let run_id = ids::client_message_run(&self.thread_id, id);
         if let Some(run) = self.store.run(&run_id).map_err(ApiError::storage)? {
             if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
                 return Ok(Seen::Active(run.run_id));

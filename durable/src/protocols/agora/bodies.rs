@@ -3,6 +3,7 @@
 
 use crate::error::ApiError;
 use crate::ids;
+use crate::queued::QueuePatch;
 use serde_json::Value;
 
 /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId,
@@ -129,44 +130,32 @@ pub fn agora_send(mut body: Value, busy: bool) -> Result<Value, ApiError> {
 /// (`position`, 0 runs next), or several. New attachments cannot be put on a
 /// waiting message (400): remove it and send again. `interrupt` is the
 /// interrupt route's (`POST /agent/queue/:messageId/interrupt`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct QueueEdit {
-    pub message: Option<String>,
-    pub drop_attachments: bool,
-    pub position: Option<usize>,
-}
-
-impl QueueEdit {
-    pub fn parse(body: &Value, max_message_bytes: usize) -> Result<QueueEdit, ApiError> {
-        let drop_attachments = match body.get("attachments") {
-            None => false,
-            Some(Value::Null) => true,
-            Some(_) => return Err(ApiError::invalid_body("a waiting message's attachments can only be dropped (`null`); remove it and send again")),
-        };
-        if body.get("interrupt").is_some_and(|v| v != &Value::Bool(false)) {
-            return Err(ApiError::invalid_body("interrupt a waiting message with POST /agent/queue/:messageId/interrupt"));
-        }
-        let text = match (body.get("content"), body.get("message")) {
-            (Some(c), Some(m)) if !c.is_null() && !m.is_null() => {
-                return Err(ApiError::invalid_body("name the new text once: `content` or `message`"))
-            }
-            (Some(c), _) if !c.is_null() => Some(c),
-            (_, Some(m)) if !m.is_null() => Some(m),
-            _ => None,
-        };
-        let message = match text {
-            None => None,
-            Some(t) => Some(crate::input::queue_edit(&serde_json::json!({ "message": t }), max_message_bytes)?),
-        };
-        let position = match body.get("position") {
-            None | Some(Value::Null) => None,
-            Some(_) => Some(crate::input::queue_move(body)?),
-        };
-        if message.is_none() && position.is_none() && !drop_attachments {
-            return Err(ApiError::invalid_body("a queued message's edit names `content`, `attachments: null`, `position` or several"));
-        }
-        Ok(QueueEdit { message, drop_attachments, position })
+pub fn queue_patch(body: &Value, max_message_bytes: usize) -> Result<QueuePatch, ApiError> {
+    let drop_attachments = match body.get("attachments") {
+        None => false,
+        Some(Value::Null) => true,
+        Some(_) => return Err(ApiError::invalid_body("a waiting message's attachments can only be dropped (`null`); remove it and send again")),
+    };
+    if body.get("interrupt").is_some_and(|v| v != &Value::Bool(false)) {
+        return Err(ApiError::invalid_body("interrupt a waiting message with POST /agent/queue/:messageId/interrupt"));
     }
+    let text = match (body.get("content"), body.get("message")) {
+        (Some(c), Some(m)) if !c.is_null() && !m.is_null() => {
+            return Err(ApiError::invalid_body("name the new text once: `content` or `message`"))
+        }
+        (Some(c), _) if !c.is_null() => Some(c),
+        (_, Some(m)) if !m.is_null() => Some(m),
+        _ => None,
+    };
+    let message = text.map(|t| crate::input::queue_text(Some(t), max_message_bytes)).transpose()?;
+    let position = match body.get("position") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(crate::input::queue_move(body)?),
+    };
+    if message.is_none() && position.is_none() && !drop_attachments {
+        return Err(ApiError::invalid_body("a queued message's edit names `content`, `attachments: null`, `position` or several"));
+    }
+    Ok(QueuePatch { message, drop_attachments, position })
 }
 
 /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId}`: the
@@ -220,18 +209,18 @@ mod tests {
         assert_eq!(mode(json!({"mode": "reject"}), true).unwrap(), "reject");
         assert_eq!(mode(json!({"mode": "later"}), true).unwrap_err().code, "invalid_mode");
         assert_eq!(mode(json!({"mode": 1}), true).unwrap_err().code, "invalid_mode");
-        let e = QueueEdit::parse(&json!({"message": "new", "position": 0}), 100).unwrap();
-        assert_eq!(e, QueueEdit { message: Some("new".into()), drop_attachments: false, position: Some(0) });
-        let e = QueueEdit::parse(&json!({"content": "agora's", "attachments": null}), 100).unwrap();
-        assert_eq!(e, QueueEdit { message: Some("agora's".into()), drop_attachments: true, position: None });
-        assert_eq!(QueueEdit::parse(&json!({"content": "a", "message": "b"}), 100).unwrap_err().code, "invalid_body");
-        assert_eq!(QueueEdit::parse(&json!({"content": 5}), 100).unwrap_err().code, "message_required");
-        assert_eq!(QueueEdit::parse(&json!({"interrupt": true}), 100).unwrap_err().code, "invalid_body");
-        assert!(QueueEdit::parse(&json!({"interrupt": false, "position": 0}), 100).is_ok());
-        assert_eq!(QueueEdit::parse(&json!({}), 100).unwrap_err().code, "invalid_body");
-        assert_eq!(QueueEdit::parse(&json!({"attachments": []}), 100).unwrap_err().code, "invalid_body");
-        assert_eq!(QueueEdit::parse(&json!({"attachments": null, "position": 1}), 100).unwrap().position, Some(1));
-        assert_eq!(QueueEdit::parse(&json!({"position": -1}), 100).unwrap_err().code, "invalid_position");
-        assert_eq!(QueueEdit::parse(&json!({"message": ""}), 100).unwrap_err().code, "message_required");
+        let e = queue_patch(&json!({"message": "new", "position": 0}), 100).unwrap();
+        assert_eq!(e, QueuePatch { message: Some("new".into()), drop_attachments: false, position: Some(0) });
+        let e = queue_patch(&json!({"content": "agora's", "attachments": null}), 100).unwrap();
+        assert_eq!(e, QueuePatch { message: Some("agora's".into()), drop_attachments: true, position: None });
+        assert_eq!(queue_patch(&json!({"content": "a", "message": "b"}), 100).unwrap_err().code, "invalid_body");
+        assert_eq!(queue_patch(&json!({"content": 5}), 100).unwrap_err().code, "message_required");
+        assert_eq!(queue_patch(&json!({"interrupt": true}), 100).unwrap_err().code, "invalid_body");
+        assert!(queue_patch(&json!({"interrupt": false, "position": 0}), 100).is_ok());
+        assert_eq!(queue_patch(&json!({}), 100).unwrap_err().code, "invalid_body");
+        assert_eq!(queue_patch(&json!({"attachments": []}), 100).unwrap_err().code, "invalid_body");
+        assert_eq!(queue_patch(&json!({"attachments": null, "position": 1}), 100).unwrap().position, Some(1));
+        assert_eq!(queue_patch(&json!({"position": -1}), 100).unwrap_err().code, "invalid_position");
+        assert_eq!(queue_patch(&json!({"message": ""}), 100).unwrap_err().code, "message_required");
     }
 }

@@ -422,16 +422,9 @@ impl super::Protocol for Route {
             }
             R::QueueItem { message, delete: false, .. } => {
                 admit(t)?;
-                let edit = bodies::QueueEdit::parse(&json_body()?, settings.limits.max_message_bytes)?;
-                if let Some(text) = edit.message {
-                    t.queue_edit(message, text, now)?;
-                }
-                if edit.drop_attachments {
-                    t.queue_drop_attachments(message, now)?;
-                }
-                if let Some(position) = edit.position {
-                    t.queue_move(message, position, now)?;
-                }
+                // One change, stored and announced once.
+                let patch = bodies::queue_patch(&json_body()?, settings.limits.max_message_bytes)?;
+                t.queue_patch(message, patch, now)?;
                 Ok(queue(t))
             }
             R::QueueInterrupt { message, .. } => {

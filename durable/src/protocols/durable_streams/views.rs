@@ -76,24 +76,33 @@ pub struct RunText {
     said: std::collections::HashMap<(String, String, String), usize>,
 }
 
+/// What [`RunText`] reads of every record: its kind and agent. Only a
+/// block is read whole, so a large tool output is skimmed, never built.
+#[derive(serde::Deserialize)]
+struct Head<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(rename = "agentId", borrow, default)]
+    agent: std::borrow::Cow<'a, str>,
+}
+
 impl RunText {
     /// The Flue event a stored record adds, unstamped, if any.
     pub fn delta(&mut self, data: &str) -> Option<String> {
-        let e: serde_json::Value = serde_json::from_str(data).ok()?;
-        let kind = e["type"].as_str()?;
-        let agent = e["agentId"].as_str().unwrap_or_default();
-        if kind == "tool-call" {
+        let head: Head = serde_json::from_str(data).ok()?;
+        if head.kind == "tool-call" {
             // A tool call ends its agent's segments: text after it is new.
-            self.said.retain(|(a, _, _), _| a != agent);
+            self.said.retain(|(a, _, _), _| *a != head.agent);
             return None;
         }
-        let (flue, field) = match kind {
+        let (flue, field) = match head.kind.as_ref() {
             "text-block" => ("text_delta", "text"),
             "reasoning-block" => ("thinking_delta", "delta"),
             _ => return None,
         };
+        let e: serde_json::Value = serde_json::from_str(data).ok()?;
         let text = e["payload"]["text"].as_str()?;
-        let key = (agent.to_owned(), e["responseId"].as_str().unwrap_or_default().to_owned(), kind.to_owned());
+        let key = (head.agent.into_owned(), e["responseId"].as_str().unwrap_or_default().to_owned(), head.kind.into_owned());
         let said = self.said.entry(key).or_insert(0);
         let fresh: String = text.chars().skip(*said).collect();
         *said = (*said).max(text.chars().count());
@@ -344,10 +353,13 @@ pub fn read_versioned<S: Store, K: Sink>(
     }
     let (mut records, pos) = batch(t, &scope, gen, after, tail)?;
     if let (Some(v), Scope::Run(run)) = (version, &scope) {
-        let first = records.first().map_or(u64::MAX, |r| r.seq);
         let mut text = RunText::default();
-        for r in t.store().run_records(run).map_err(ApiError::storage)?.iter().filter(|r| r.seq < first) {
-            text.delta(&r.data);
+        // Primed with the run's records before this page; a read from the
+        // run's start has none to read.
+        if let Some(first) = records.first().map(|r| r.seq).filter(|_| after > 0 || tail.is_some()) {
+            for r in t.store().run_records(run).map_err(ApiError::storage)?.iter().take_while(|r| r.seq < first) {
+                text.delta(&r.data);
+            }
         }
         let mut out = Vec::with_capacity(records.len());
         for mut r in records {

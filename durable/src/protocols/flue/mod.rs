@@ -388,7 +388,7 @@ fn send_message<S: Store, K: Sink>(
             Ok(Seen::Active(run)) => return Ok(receipt(&run, "-1".into(), true)),
             // Sent before (answered, or waiting in the queue): the same receipt.
             Err(e) if e.code == "message_already_sent" => {
-                return Ok(receipt(&crate::ids::scoped(thread, &format!("u_{id}")), "-1".into(), true))
+                return Ok(receipt(&crate::ids::client_message_run(thread, id), "-1".into(), true))
             }
             Err(e) => return Err(e),
         };
