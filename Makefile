@@ -22,9 +22,12 @@ test: lint build test-core test-client test-workerd test-conformance
 
 # rustfmt, clippy with warnings as errors (the core natively, the Worker for
 # wasm), the TypeScript of the client and the page type-checked, and every
-# JavaScript import of the Worker declared `catch` (local/lint-imports.mjs).
+# JavaScript import of the Worker declared `catch` (local/lint-imports.mjs),
+# and no catch-all arm in a protocol's match over the log's events nor more
+# string-keyed indexing there (local/lint-mappings.mjs).
 lint: setup
 	node local/lint-imports.mjs src
+	node local/lint-mappings.mjs
 	cargo fmt --check
 	cargo clippy -p threadline-durable --all-targets --quiet -- -D warnings
 	cargo clippy -p threadline --target wasm32-unknown-unknown --quiet -- -D warnings

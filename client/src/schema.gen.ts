@@ -456,7 +456,11 @@ export interface AgentSpawnedEvent {
 export interface AgentSpawned {
   parentId: string;
   role: string;
-  tools?: string[];
+  /**
+   * Always present in what the server stores (a publisher that
+   * leaves it out gets `[]`); a log written otherwise may lack it.
+   */
+  tools?: string[] | null;
   taskId?: string | null;
   kind?: string | null;
   title?: string | null;
@@ -533,17 +537,18 @@ export interface ConfirmationRequest {
   projectId?: string | null;
   workflowId?: string | null;
   /**
+   * The MCP server whose tool asks.
+   */
+  server?: string | null;
+  /**
    * Who may decide it: a role, or `requester` (the thread's owner).
+   * Set by the server after the publisher's fields (so last on the wire).
    */
   approver?: string | null;
   /**
    * When it lapses (ms since the epoch), if it does.
    */
   expiresAt?: number | null;
-  /**
-   * The MCP server whose tool asks.
-   */
-  server?: string | null;
 }
 /**
  * This interface was referenced by `Threadline`'s JSON-Schema
@@ -768,13 +773,16 @@ export interface QueueUpdatedEvent {
    * Epoch milliseconds, stamped by the server.
    */
   ts: number;
-  payload: Queue;
+  payload: QueueUpdate;
 }
 /**
+ * What a `queue-updated` event carries: the whole queue, and what changed
+ * that a reader cannot see in it.
+ *
  * This interface was referenced by `Threadline`'s JSON-Schema
- * via the `definition` "Queue".
+ * via the `definition` "QueueUpdate".
  */
-export interface Queue {
+export interface QueueUpdate {
   items: QueueItem[];
   paused: boolean;
   /**
@@ -786,6 +794,16 @@ export interface Queue {
    * When it paused (storage 9; none on older documents, and while running).
    */
   pausedAt?: number | null;
+  /**
+   * The message the thread took from the queue and started, as a run's
+   * last event before its end.
+   */
+  started?: Started | null;
+  /**
+   * Runs of messages that left the queue without running (a cleared
+   * queue), so a view that shows submissions settles each.
+   */
+  dropped?: string[];
 }
 /**
  * What a user message asked of the turn that answers it, stored with the
@@ -831,6 +849,16 @@ export interface QueueItem {
   trace?: string | null;
 }
 /**
+ * The queued message a run's end started.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Started".
+ */
+export interface Started {
+  messageId: string;
+  runId: string;
+}
+/**
  * A `step-start` event (Structural).
  *
  * This interface was referenced by `Threadline`'s JSON-Schema
@@ -873,20 +901,23 @@ export interface StepFinishEvent {
   payload: StepFinish;
 }
 /**
+ * A model step's end. Field order is the built-in agent's, as its logs
+ * have always held it (the wire keeps the order a log was written in).
+ *
  * This interface was referenced by `Threadline`'s JSON-Schema
  * via the `definition` "StepFinish".
  */
 export interface StepFinish {
-  usage?: unknown;
-  finishReason?: string | null;
   /**
    * What the step cost, when the catalog has the model's prices.
    */
   costUsd?: number | null;
+  usage?: unknown;
   /**
    * The catalog id the step ran on.
    */
   model?: string | null;
+  finishReason?: string | null;
 }
 /**
  * One agent of the tree, with its children nested.
@@ -969,4 +1000,21 @@ export interface AgentToolCall {
    * The MCP server whose tool it is (threadline's).
    */
   server?: string | null;
+}
+/**
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "Queue".
+ */
+export interface Queue {
+  items: QueueItem[];
+  paused: boolean;
+  /**
+   * Why the thread paused it itself (`quota_exceeded`); none when a
+   * person paused it.
+   */
+  pausedReason?: string | null;
+  /**
+   * When it paused (storage 9; none on older documents, and while running).
+   */
+  pausedAt?: number | null;
 }

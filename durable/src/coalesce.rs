@@ -28,17 +28,12 @@
 //! replayed, folded) the long answer is consecutive text entries holding
 //! every character once.
 
-use crate::event::{Event, Kind};
-use serde_json::Value;
+use crate::event::schema::TextOut;
+use crate::event::{Event, Kind, Payload};
 
-/// A block's or a snapshot's payload, in the schema's wire form.
-fn text_payload(text: &str, parts: &[usize], snapshot: bool) -> Value {
-    let out = crate::event::schema::TextOut {
-        text: text.to_owned(),
-        parts: Some(parts.to_vec()),
-        snapshot: snapshot.then_some(true),
-    };
-    serde_json::to_value(out).expect("schema types serialise")
+/// A block's or a snapshot's payload.
+fn text_payload(text: &str, parts: &[usize], snapshot: bool) -> TextOut {
+    TextOut { text: text.to_owned(), parts: Some(parts.to_vec()), snapshot: snapshot.then_some(true) }
 }
 
 /// Trailing deltas are persisted after this much quiet.
@@ -74,17 +69,17 @@ impl TextKind {
         }
     }
 
-    fn block(self) -> Kind {
+    fn block(self, text: TextOut) -> Payload {
         match self {
-            TextKind::Text => Kind::TextBlock,
-            TextKind::Reasoning => Kind::ReasoningBlock,
+            TextKind::Text => Payload::TextBlock(text),
+            TextKind::Reasoning => Payload::ReasoningBlock(text),
         }
     }
 
-    fn delta(self) -> Kind {
+    fn delta(self, text: TextOut) -> Payload {
         match self {
-            TextKind::Text => Kind::TextDelta,
-            TextKind::Reasoning => Kind::ReasoningDelta,
+            TextKind::Text => Payload::TextDelta(text),
+            TextKind::Reasoning => Payload::ReasoningDelta(text),
         }
     }
 }
@@ -119,9 +114,8 @@ impl Segment {
         self.text.len() > self.stored_len
     }
 
-    fn to_event(&self, kind: Kind, payload: serde_json::Value) -> Event {
+    fn to_event(&self, payload: Payload) -> Event {
         Event {
-            kind,
             run_id: self.run_id.clone(),
             agent_id: self.agent_id.clone(),
             response_id: self.response_id.clone(),
@@ -136,7 +130,7 @@ impl Segment {
             return None;
         }
         self.stored_len = self.text.len();
-        Some(self.to_event(self.kind.block(), text_payload(&self.text, &self.parts, false)))
+        Some(self.to_event(self.kind.block(text_payload(&self.text, &self.parts, false))))
     }
 }
 
@@ -155,7 +149,7 @@ impl Coalescer {
     /// that agent and kind, or `fresh()` for a new segment. Blocks REPLACE by
     /// responseId, so without one a live client would render a segment twice.
     pub fn push_delta(&mut self, ev: &mut Event, fresh: impl FnOnce() -> String) -> Vec<Event> {
-        let Some(kind) = TextKind::of(ev.kind) else {
+        let Some(kind) = TextKind::of(ev.kind()) else {
             return Vec::new();
         };
         let mut auto = false;
@@ -172,7 +166,7 @@ impl Coalescer {
                 }
             });
         }
-        let text = ev.str_field("text").unwrap_or_default().to_owned();
+        let text = ev.payload.text().map(|(t, _, _)| t.text.clone()).unwrap_or_default();
         let same_segment = |s: &Segment| s.kind == kind && s.published_id == ev.response_id;
         // Another open segment of this agent ends where this delta begins.
         let closed = self.close_where(|s| s.run_id == ev.run_id && s.agent_id == ev.agent_id && !same_segment(s));
@@ -284,7 +278,7 @@ impl Coalescer {
         self.open
             .iter()
             .filter(|s| s.dirty())
-            .map(|s| s.to_event(s.kind.delta(), text_payload(&s.text, &s.parts, true)))
+            .map(|s| s.to_event(s.kind.delta(text_payload(&s.text, &s.parts, true))))
             .collect()
     }
 
@@ -304,7 +298,7 @@ mod tests {
     }
 
     fn delta(kind: Kind, agent: &str, rid: Option<&str>, text: &str, ts: i64) -> Event {
-        let mut e = Event::new(kind, "r1", agent, ts, json!({ "text": text }));
+        let mut e = Event::from_json(kind, "r1", agent, ts, json!({ "text": text })).unwrap();
         e.response_id = rid.map(str::to_owned);
         e
     }
@@ -317,8 +311,8 @@ mod tests {
         }
         let blocks = c.close_agent("r1", "a");
         assert_eq!(blocks.len(), 1);
-        assert_eq!(blocks[0].kind, Kind::TextBlock);
-        assert_eq!(blocks[0].payload["text"], "Hello world");
+        assert_eq!(blocks[0].kind(), Kind::TextBlock);
+        assert_eq!(blocks[0].payload_json()["text"], "Hello world");
         assert_eq!(blocks[0].response_id.as_deref(), Some("s1"));
         assert_eq!(c.buffered_bytes(), 0, "nothing is held once the segment is stored");
     }
@@ -329,9 +323,9 @@ mod tests {
         push(&mut c, delta(Kind::ReasoningDelta, "a", Some("s1"), "think", 0));
         let closed = push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), "say", 1));
         assert_eq!(closed.len(), 1);
-        assert_eq!(closed[0].kind, Kind::ReasoningBlock);
+        assert_eq!(closed[0].kind(), Kind::ReasoningBlock);
         let closed = push(&mut c, delta(Kind::TextDelta, "a", Some("s2"), "more", 2));
-        assert_eq!(closed[0].payload["text"], "say");
+        assert_eq!(closed[0].payload_json()["text"], "say");
         // Another agent's segment is untouched.
         push(&mut c, delta(Kind::TextDelta, "b", Some("s9"), "x", 3));
         assert_eq!(c.close_run("r1", &[]).len(), 2);
@@ -344,7 +338,7 @@ mod tests {
         assert!(c.flush_idle(IDLE_FLUSH_MS - 1).is_empty());
         assert_eq!(c.next_idle_deadline(), Some(IDLE_FLUSH_MS));
         let b = c.flush_idle(IDLE_FLUSH_MS);
-        assert_eq!(b[0].payload["text"], "Hello");
+        assert_eq!(b[0].payload_json()["text"], "Hello");
         assert_eq!(c.next_idle_deadline(), None);
         assert!(c.snapshots().is_empty(), "nothing unstored to hand over");
         assert!(c.close_agent("r1", "a").is_empty(), "no second identical block");
@@ -352,9 +346,9 @@ mod tests {
         c.flush_idle(20_000);
         push(&mut c, delta(Kind::TextDelta, "a", Some("s1"), " world", 20_001));
         let snap = c.snapshots();
-        assert_eq!(snap[0].kind, Kind::TextDelta);
-        assert_eq!(snap[0].payload, json!({"text":"Hello world","snapshot":true,"parts":[5,6]}));
-        assert_eq!(c.close_agent("r1", "a")[0].payload["text"], "Hello world");
+        assert_eq!(snap[0].kind(), Kind::TextDelta);
+        assert_eq!(snap[0].payload_json(), json!({"text":"Hello world","snapshot":true,"parts":[5,6]}));
+        assert_eq!(c.close_agent("r1", "a")[0].payload_json()["text"], "Hello world");
     }
 
     #[test]
@@ -372,7 +366,7 @@ mod tests {
         assert_eq!(a.response_id.as_deref(), Some("auto-1"));
         assert_eq!(b.response_id.as_deref(), Some("auto-1"), "same open segment");
         let blocks = c.close_agent("r1", "a");
-        assert_eq!(blocks[0].payload["text"], "xy");
+        assert_eq!(blocks[0].payload_json()["text"], "xy");
         let mut d = delta(Kind::TextDelta, "a", None, "z", 2);
         c.push_delta(&mut d, &mut fresh);
         assert_eq!(d.response_id.as_deref(), Some("auto-2"), "a new segment after close");
@@ -394,7 +388,7 @@ mod tests {
         for b in &stored {
             assert!(b.to_json().len() < MAX_BLOCK_BYTES + 1_000, "{} bytes", b.to_json().len());
         }
-        let text: String = stored.iter().map(|b| b.str_field("text").unwrap()).collect();
+        let text: String = stored.iter().map(|b| b.payload.text().unwrap().0.text.clone()).collect();
         assert_eq!(text, piece.repeat(30), "every character once");
         // Live deltas carry the id of the block that stores them.
         let ids: Vec<_> = stored.iter().map(|b| b.response_id.clone().unwrap()).collect();

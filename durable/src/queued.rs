@@ -53,6 +53,32 @@ pub struct Queue {
     pub paused_at: Option<i64>,
 }
 
+/// What a `queue-updated` event carries: the whole queue, and what changed
+/// that a reader cannot see in it.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueUpdate {
+    #[serde(flatten)]
+    pub queue: Queue,
+    /// The message the thread took from the queue and started, as a run's
+    /// last event before its end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<Started>,
+    /// Runs of messages that left the queue without running (a cleared
+    /// queue), so a view that shows submissions settles each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<String>,
+}
+
+/// The queued message a run's end started.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Started {
+    pub message_id: String,
+    pub run_id: String,
+}
+
 impl Queue {
     fn index(&self, message_id: &str) -> Result<usize, ApiError> {
         self.items.iter().position(|i| i.message_id == message_id).ok_or_else(ApiError::queued_message_not_found)

@@ -27,7 +27,8 @@
 //! confirmation for a call not yet announced announces it, and a tool call
 //! of an MCP server names it (`server`).
 
-use crate::event::{Event, Kind};
+use crate::event::schema::{AgentEnd, AgentSpawned};
+use crate::event::{Event, FinishStatus, Kind, Payload};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -313,11 +314,8 @@ impl TreeBuilder {
     }
 
     pub fn apply(&mut self, ev: &Event) {
-        let p = &ev.payload;
-        let s = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-        let opt = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
-        match ev.kind {
-            Kind::RunStart => {
+        match &ev.payload {
+            Payload::RunStart(_) => {
                 // A follow-up run reuses the existing root.
                 match self.root {
                     Some(r) => self.nodes[r].status = NodeStatus::Active,
@@ -326,72 +324,59 @@ impl TreeBuilder {
                     }
                 }
             }
-            Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => {
-                let slot = match ev.kind {
-                    Kind::TextDelta | Kind::TextBlock => TextSlot::Text,
-                    _ => TextSlot::Reasoning,
+            Payload::TextDelta(t) | Payload::ReasoningDelta(t) | Payload::TextBlock(t) | Payload::ReasoningBlock(t) => {
+                let slot = match ev.payload {
+                    Payload::ReasoningDelta(_) | Payload::ReasoningBlock(_) => TextSlot::Reasoning,
+                    _ => TextSlot::Text,
                 };
-                let block = matches!(ev.kind, Kind::TextBlock | Kind::ReasoningBlock)
-                    || p.get("snapshot").and_then(Value::as_bool) == Some(true);
+                let block = matches!(ev.payload, Payload::TextBlock(_) | Payload::ReasoningBlock(_))
+                    || t.snapshot == Some(true);
                 let i = self.node_for(&ev.agent_id);
-                apply_text(&mut self.nodes[i], slot, ev.response_id.as_deref(), &s("text"), block);
+                apply_text(&mut self.nodes[i], slot, ev.response_id.as_deref(), &t.text, block);
             }
-            Kind::ToolInputStart | Kind::ToolCall => {
-                let id = s("toolCallId");
-                match self.calls.get(&id).and_then(|owners| owners.first().copied()) {
-                    Some((node, pos)) => {
-                        // Announced: `tool-call` fills its arguments.
-                        if ev.kind == Kind::ToolCall {
-                            self.nodes[node].tool_calls[pos].args = p.get("args").cloned().unwrap_or(Value::Null);
-                        }
-                    }
-                    None => {
-                        let i = self.node_for(&ev.agent_id);
-                        let args = match ev.kind {
-                            Kind::ToolCall => p.get("args").cloned().unwrap_or(Value::Null),
-                            _ => Value::Object(Default::default()),
-                        };
-                        self.add_call(i, ToolCall::pending(id.clone(), s("toolName"), args, ev.ts), ev);
-                    }
-                }
-                if let Some(server) = opt("server") {
-                    if let Some(tc) = self.tool_call_mut(&ev.agent_id, &id) {
-                        tc.server = Some(server);
-                    }
-                }
+            Payload::ToolInputStart(start) => {
+                self.announce(ev, &start.tool_call_id, &start.tool_name, None, start.server.as_deref())
             }
-            Kind::ToolResult | Kind::ToolError | Kind::ToolInterrupted => {
-                let id = s("toolCallId");
-                if let Some(tc) = self.tool_call_mut(&ev.agent_id, &id) {
-                    match ev.kind {
-                        Kind::ToolResult => tc.result = p.get("result").cloned(),
-                        _ => tc.error = Some(s("error")),
-                    }
+            Payload::ToolCall(call) => {
+                self.announce(ev, &call.tool_call_id, &call.tool_name, Some(&call.args), call.server.as_deref())
+            }
+            Payload::ToolResult(r) => {
+                if let Some(tc) = self.tool_call_mut(&ev.agent_id, &r.tool_call_id) {
+                    tc.result = Some(r.result.clone());
                     tc.is_loading = false;
                     tc.completed_at = Some(iso(ev.ts));
                 }
             }
-            Kind::ConfirmationRequest => {
-                let id = s("toolCallId");
-                if self.tool_call_mut(&ev.agent_id, &id).is_none() {
-                    let i = self.node_for(&ev.agent_id);
-                    let args = p.get("args").cloned().unwrap_or(Value::Null);
-                    self.add_call(i, ToolCall::pending(id.clone(), s("toolName"), args, ev.ts), ev);
+            Payload::ToolError(e) | Payload::ToolInterrupted(e) => {
+                if let Some(tc) = self.tool_call_mut(&ev.agent_id, &e.tool_call_id) {
+                    tc.error = Some(e.error.clone());
+                    tc.is_loading = false;
+                    tc.completed_at = Some(iso(ev.ts));
                 }
-                let mut request = p.as_object().cloned().unwrap_or_default();
+            }
+            Payload::ConfirmationRequest(req) => {
+                let id = &req.tool_call_id;
+                if self.tool_call_mut(&ev.agent_id, id).is_none() {
+                    let i = self.node_for(&ev.agent_id);
+                    self.add_call(i, ToolCall::pending(id.clone(), req.tool_name.clone(), req.args.clone(), ev.ts), ev);
+                }
+                let mut request = match serde_json::to_value(req) {
+                    Ok(Value::Object(fields)) => fields,
+                    _ => Map::new(),
+                };
                 for own in CALL_FIELDS.iter().chain(SERVER_FIELDS) {
                     request.remove(*own);
                 }
-                if let Some(tc) = self.tool_call_mut(&ev.agent_id, &id) {
+                if let Some(tc) = self.tool_call_mut(&ev.agent_id, id) {
                     tc.confirmation = Some(Value::Object(request));
                 }
             }
-            Kind::AgentSpawned => {
+            Payload::AgentSpawned(spawned) => {
                 if let Some(i) = self.find(&ev.agent_id) {
                     // Idempotent; but an implicit node learns its role now.
                     if let Some(pos) = self.implicit.iter().position(|&n| n == i) {
                         self.implicit.remove(pos);
-                        describe(&mut self.nodes[i], p);
+                        describe(&mut self.nodes[i], spawned);
                         if let Some(r) = self.root {
                             // It takes its place among the spawned children now.
                             self.kids[r].retain(|&k| k != i);
@@ -402,61 +387,57 @@ impl TreeBuilder {
                     }
                     return;
                 }
-                let Some(parent) = self.find(&s("parentId")) else {
+                let Some(parent) = self.find(&spawned.parent_id) else {
                     return; // unknown parent: dropped
                 };
                 let mut node = AgentNode::new(&ev.agent_id, "");
-                describe(&mut node, p);
+                describe(&mut node, spawned);
                 let entry = self.child_entry(parent, &ev.agent_id, ev);
                 self.push(node, Some(parent));
                 self.nodes[parent].timeline.push(entry);
             }
-            Kind::AgentCompleted => {
+            Payload::AgentCompleted(done) => {
                 if let Some(i) = self.find(&ev.agent_id) {
                     let node = &mut self.nodes[i];
-                    let err = opt("error");
-                    node.status = match p.get("status").and_then(Value::as_str) {
-                        Some("cancelled") => NodeStatus::Cancelled,
-                        Some("error") => NodeStatus::Error,
-                        Some(_) => NodeStatus::Completed,
-                        None if err.is_some() => NodeStatus::Error,
+                    node.status = match done.status {
+                        Some(AgentEnd::Cancelled) => NodeStatus::Cancelled,
+                        Some(AgentEnd::Error) => NodeStatus::Error,
+                        Some(AgentEnd::Completed) => NodeStatus::Completed,
+                        None if done.error.is_some() => NodeStatus::Error,
                         None => NodeStatus::Completed,
                     };
-                    node.result = p.get("result").cloned().filter(|v| !v.is_null());
-                    node.error = err;
+                    node.result = Some(done.result.clone()).filter(|v| !v.is_null());
+                    node.error = done.error.clone();
                     for tc in &mut node.tool_calls {
                         tc.is_loading = false;
                     }
                 }
             }
-            Kind::TasksUpdate => {
+            Payload::TasksUpdate(tasks) => {
                 let i = self.node_for(&ev.agent_id);
-                self.nodes[i].tasks = p.get("tasks").cloned();
-                if let Some(items) = p.get("planItems").filter(|v| !v.is_null()) {
-                    self.nodes[i].plan_items = Some(items.clone());
-                }
+                self.nodes[i].tasks = serde_json::to_value(&tasks.tasks).ok();
             }
-            Kind::Status => {
+            Payload::Status(status) => {
                 let i = self.node_for(&ev.agent_id);
-                let m = s("message");
-                self.nodes[i].status_message = (!m.is_empty()).then_some(m);
+                let m = &status.message;
+                self.nodes[i].status_message = (!m.is_empty()).then(|| m.clone());
             }
-            Kind::Error => {
+            Payload::Error(error) => {
                 let Some(i) = self.find(&ev.agent_id).or(self.root) else { return };
-                let content = s("content");
-                if !opt("code").is_some_and(|c| QUIET_ERROR_CODES.contains(&c.as_str())) {
+                let content = error.content.clone();
+                if !error.code.as_deref().is_some_and(|c| QUIET_ERROR_CODES.contains(&c)) {
                     let line = format!("\n\n*Error: {content}*");
                     apply_text(&mut self.nodes[i], TextSlot::Text, ev.response_id.as_deref(), &line, false);
                 }
                 // As n8n's editor keeps them: a status code when there is
                 // one, the rest when not empty.
                 let mut details = Map::new();
-                if let Some(v) = p.get("statusCode").filter(|v| !v.is_null()) {
-                    details.insert("statusCode".to_owned(), v.clone());
+                if let Some(code) = error.status_code {
+                    details.insert("statusCode".to_owned(), code.into());
                 }
-                for k in ["code", "provider", "technicalDetails"] {
-                    if let Some(v) = p.get(k).filter(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
-                        details.insert(k.to_owned(), v.clone());
+                for (k, v) in [("code", &error.code), ("provider", &error.provider)] {
+                    if let Some(v) = v.as_deref().filter(|v| !v.is_empty()) {
+                        details.insert(k.to_owned(), v.into());
                     }
                 }
                 let node = &mut self.nodes[i];
@@ -464,14 +445,14 @@ impl TreeBuilder {
                 node.error = Some(content);
                 node.error_details = Some(Value::Object(details));
             }
-            Kind::RunFinish => {
+            Payload::RunFinish(fin) => {
                 let Some(r) = self.root else { return };
-                let status = match p.get("status").and_then(Value::as_str).unwrap_or_default() {
-                    "completed" => NodeStatus::Completed,
-                    "cancelled" | "interrupted" => NodeStatus::Cancelled,
-                    _ => NodeStatus::Error,
+                let status = match fin.status {
+                    FinishStatus::Completed => NodeStatus::Completed,
+                    FinishStatus::Cancelled | FinishStatus::Interrupted => NodeStatus::Cancelled,
+                    FinishStatus::Error => NodeStatus::Error,
                 };
-                let reason = p.get("reason").and_then(Value::as_str);
+                let reason = fin.reason.as_deref();
                 if status == NodeStatus::Cancelled {
                     self.nodes[r].cancellation_reason = cancellation(reason).map(str::to_owned);
                 }
@@ -490,12 +471,35 @@ impl TreeBuilder {
                 }
                 self.nodes[r].status = status;
             }
-            Kind::ThreadTitleUpdated
-            | Kind::ConfirmationSettled
-            | Kind::FilesystemRequest
-            | Kind::QueueUpdated
-            | Kind::StepStart
-            | Kind::StepFinish => {}
+            Payload::ThreadTitleUpdated(_)
+            | Payload::ConfirmationSettled(_)
+            | Payload::FilesystemRequest(_)
+            | Payload::QueueUpdated(_)
+            | Payload::StepStart(_)
+            | Payload::StepFinish(_) => {}
+        }
+    }
+
+    /// A tool call announced (`tool-input-start`) or called (`tool-call`,
+    /// which brings its arguments).
+    fn announce(&mut self, ev: &Event, id: &str, name: &str, args: Option<&Value>, server: Option<&str>) {
+        match self.calls.get(id).and_then(|owners| owners.first().copied()) {
+            Some((node, pos)) => {
+                // Announced: `tool-call` fills its arguments.
+                if let Some(args) = args {
+                    self.nodes[node].tool_calls[pos].args = args.clone();
+                }
+            }
+            None => {
+                let i = self.node_for(&ev.agent_id);
+                let args = args.cloned().unwrap_or_else(|| Value::Object(Default::default()));
+                self.add_call(i, ToolCall::pending(id.to_owned(), name.to_owned(), args, ev.ts), ev);
+            }
+        }
+        if let Some(server) = server {
+            if let Some(tc) = self.tool_call_mut(&ev.agent_id, id) {
+                tc.server = Some(server.to_owned());
+            }
         }
     }
 
@@ -595,16 +599,14 @@ impl TreeBuilder {
 }
 
 /// What `agent-spawned` says of its agent.
-fn describe(node: &mut AgentNode, p: &Value) {
-    let text = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_owned);
-    node.role = text("role").unwrap_or_default();
-    node.tools = p.get("tools").and_then(|t| serde_json::from_value(t.clone()).ok());
-    node.task_id = text("taskId");
-    node.kind = text("kind");
-    node.title = text("title");
-    node.subtitle = text("subtitle");
-    node.goal = text("goal");
-    node.target_resource = p.get("targetResource").filter(|v| v.is_object()).cloned();
+fn describe(node: &mut AgentNode, p: &AgentSpawned) {
+    node.role = p.role.clone();
+    node.tools = p.tools.clone();
+    node.task_id = p.task_id.clone();
+    node.kind = p.kind.clone();
+    node.title = p.title.clone();
+    node.subtitle = p.subtitle.clone();
+    node.goal = p.goal.clone();
 }
 
 /// Text or reasoning into `node`: it joins the last timeline entry when that
@@ -668,7 +670,7 @@ mod tests {
     use serde_json::json;
 
     fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
-        let mut e = Event::new(kind, "r1", agent, 0, payload);
+        let mut e = Event::from_json(kind, "r1", agent, 0, payload).unwrap();
         e.response_id = rid.map(str::to_owned);
         e
     }

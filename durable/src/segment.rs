@@ -9,8 +9,7 @@
 //! some deltas live and then gets the block sees every character once, and a
 //! replay that has only blocks sends the same pieces the live stream did.
 
-use crate::event::{Event, Kind};
-use serde_json::Value;
+use crate::event::Event;
 
 /// A text or reasoning event, read.
 #[derive(Debug)]
@@ -27,23 +26,12 @@ pub struct Piece<'a> {
 impl<'a> Piece<'a> {
     /// The piece of a text or reasoning event (`None` for other kinds).
     pub fn of(ev: &'a Event) -> Option<Piece<'a>> {
-        let reasoning = match ev.kind {
-            Kind::TextDelta | Kind::TextBlock => false,
-            Kind::ReasoningDelta | Kind::ReasoningBlock => true,
-            _ => return None,
-        };
-        let p = &ev.payload;
-        let text = p.get("text").and_then(Value::as_str).unwrap_or_default();
-        let delta = matches!(ev.kind, Kind::TextDelta | Kind::ReasoningDelta)
-            && p.get("snapshot").and_then(Value::as_bool) != Some(true);
-        let parts = if delta {
-            vec![text.len()]
-        } else {
-            p.get("parts")
-                .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_u64).map(|n| n as usize).collect())
-                .filter(|v: &Vec<usize>| v.iter().sum::<usize>() == text.len())
-                .unwrap_or_else(|| vec![text.len()])
+        let (t, reasoning, delta_kind) = ev.payload.text()?;
+        let text = t.text.as_str();
+        let delta = delta_kind && t.snapshot != Some(true);
+        let parts = match &t.parts {
+            Some(parts) if !delta && parts.iter().sum::<usize>() == text.len() => parts.clone(),
+            _ => vec![text.len()],
         };
         Some(Piece { reasoning, text, delta, parts })
     }
@@ -98,10 +86,11 @@ impl Sent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use crate::event::Kind;
+    use serde_json::{json, Value};
 
     fn ev(kind: Kind, payload: Value) -> Event {
-        Event::new(kind, "r", "o", 0, payload)
+        Event::from_json(kind, "r", "o", 0, payload).unwrap()
     }
 
     #[test]

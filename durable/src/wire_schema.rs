@@ -12,7 +12,7 @@ use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
-/// The payload type of each kind: the same mapping as `canonical_payload`,
+/// The payload type of each kind: the same mapping as `event::Payload`,
 /// exhaustive so a new kind cannot be left out.
 fn payload(kind: Kind, g: &mut SchemaGenerator) -> Schema {
     match kind {
@@ -34,7 +34,7 @@ fn payload(kind: Kind, g: &mut SchemaGenerator) -> Schema {
         Kind::Error => g.subschema_for::<p::ErrorMsg>(),
         Kind::ThreadTitleUpdated => g.subschema_for::<p::Title>(),
         Kind::FilesystemRequest => g.subschema_for::<p::FilesystemRequest>(),
-        Kind::QueueUpdated => g.subschema_for::<crate::queued::Queue>(),
+        Kind::QueueUpdated => g.subschema_for::<crate::queued::QueueUpdate>(),
         Kind::StepStart => g.subschema_for::<p::StepStart>(),
         Kind::StepFinish => g.subschema_for::<p::StepFinish>(),
     }
@@ -133,7 +133,8 @@ fn every_kind_has_a_variant_and_payload_schemas_accept_canonical_payloads() {
         (Kind::ConfirmationSettled, json!({"toolCallId": "c", "status": "approved", "decidedVia": "remembered"})),
     ];
     for (kind, raw) in samples {
-        let canonical = crate::event::canonical_payload(kind, raw).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let typed = crate::event::Payload::from_stored(kind, raw).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let canonical = serde_json::to_value(typed).expect("a payload serialises");
         let event = json!({"type": kind.as_str(), "runId": "r", "agentId": "a", "ts": 1, "payload": canonical});
         let mut schema = defs[&event_def_name(kind)].clone();
         schema["$defs"] = Value::Object(defs.clone());

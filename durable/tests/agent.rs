@@ -423,11 +423,11 @@ fn events(f: &Rc<Fake>) -> Vec<Event> {
 }
 
 fn kinds(f: &Rc<Fake>) -> Vec<&'static str> {
-    events(f).iter().map(|e| e.kind.as_str()).collect()
+    events(f).iter().map(|e| e.kind().as_str()).collect()
 }
 
 fn finish_of(f: &Rc<Fake>) -> Value {
-    events(f).iter().rev().find(|e| e.kind == Kind::RunFinish).expect("a run-finish").payload.clone()
+    events(f).iter().rev().find(|e| e.kind() == Kind::RunFinish).expect("a run-finish").payload_json()
 }
 
 #[test]
@@ -468,10 +468,13 @@ fn a_tool_call_runs_and_its_result_feeds_the_next_step() {
     );
     assert_eq!(send(&f, &s, "weather?"), [End::Completed]);
     let evs = events(&f);
-    let call = evs.iter().find(|e| e.kind == Kind::ToolCall).unwrap();
-    assert_eq!(call.payload["args"], json!({"city": "Oslo"}));
-    assert!(call.payload["toolCallId"].as_str().unwrap().starts_with("t1."), "call ids carry their thread");
-    assert_eq!(evs.iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload["result"], json!({"temp": 21}));
+    let call = evs.iter().find(|e| e.kind() == Kind::ToolCall).unwrap();
+    assert_eq!(call.payload_json()["args"], json!({"city": "Oslo"}));
+    assert!(call.payload_json()["toolCallId"].as_str().unwrap().starts_with("t1."), "call ids carry their thread");
+    assert_eq!(
+        evs.iter().find(|e| e.kind() == Kind::ToolResult).unwrap().payload_json()["result"],
+        json!({"temp": 21})
+    );
     assert_eq!(f.calls.borrow()[0].1["args"], json!({"city": "Oslo"}));
     let second = &f.requests.borrow()[1];
     let tool_msg = second["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap();
@@ -496,9 +499,9 @@ fn a_steps_calls_run_concurrently_and_bad_arguments_are_tool_errors() {
     );
     assert_eq!(send(&f, &s, "both"), [End::Completed]);
     assert_eq!(f.max_inflight.get(), 2, "both valid calls were in flight at once");
-    let errors: Vec<_> = events(&f).into_iter().filter(|e| e.kind == Kind::ToolError).collect();
+    let errors: Vec<_> = events(&f).into_iter().filter(|e| e.kind() == Kind::ToolError).collect();
     assert_eq!(errors.len(), 2, "schema violation and invalid JSON");
-    let results = events(&f).into_iter().filter(|e| e.kind == Kind::ToolResult).count();
+    let results = events(&f).into_iter().filter(|e| e.kind() == Kind::ToolResult).count();
     assert_eq!(results, 2);
 }
 
@@ -515,7 +518,7 @@ fn a_call_that_needs_approval_suspends_the_run_and_a_decision_resumes_it() {
     assert_eq!(send(&f, &s, "wipe it"), [End::Suspended]);
     assert!(f.thread.borrow().is_suspended());
     assert!(f.calls.borrow().is_empty(), "nothing ran before the decision");
-    let request = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload.clone();
+    let request = events(&f).iter().find(|e| e.kind() == Kind::ConfirmationRequest).unwrap().payload_json();
     assert_eq!(request["severity"], "destructive");
     let rid = request["requestId"].as_str().unwrap().to_owned();
     // The decision arrives (any instance, any time later): the run resumes.
@@ -544,7 +547,7 @@ fn a_denied_call_is_an_error_the_model_is_told() {
         ],
     );
     send(&f, &s, "wipe it");
-    let rid = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload["requestId"]
+    let rid = events(&f).iter().find(|e| e.kind() == Kind::ConfirmationRequest).unwrap().payload_json()["requestId"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -554,8 +557,8 @@ fn a_denied_call_is_an_error_the_model_is_told() {
         serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", &path, actor("alice", &[])).body(&body), 2_000);
     assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
     assert!(f.calls.borrow().is_empty());
-    let err = events(&f).into_iter().find(|e| e.kind == Kind::ToolError).unwrap();
-    assert!(err.payload["error"].as_str().unwrap().contains("not today"));
+    let err = events(&f).into_iter().find(|e| e.kind() == Kind::ToolError).unwrap();
+    assert!(err.payload_json()["error"].as_str().unwrap().contains("not today"));
     let told = &f.requests.borrow()[1]["messages"];
     assert!(told.to_string().contains("denied this tool call: not today"));
 }
@@ -574,11 +577,11 @@ fn a_sub_agent_runs_with_only_its_tools_and_answers_its_parent() {
     );
     assert_eq!(send(&f, &s, "delegate"), [End::Completed]);
     let evs = events(&f);
-    let spawned = evs.iter().find(|e| e.kind == Kind::AgentSpawned).unwrap();
-    assert_eq!(spawned.payload["role"], "researcher");
+    let spawned = evs.iter().find(|e| e.kind() == Kind::AgentSpawned).unwrap();
+    assert_eq!(spawned.payload_json()["role"], "researcher");
     let child = spawned.agent_id.clone();
-    let done = evs.iter().find(|e| e.kind == Kind::AgentCompleted).unwrap();
-    assert_eq!((done.agent_id.as_str(), done.payload["result"].as_str()), (child.as_str(), Some("sunny")));
+    let done = evs.iter().find(|e| e.kind() == Kind::AgentCompleted).unwrap();
+    assert_eq!((done.agent_id.as_str(), done.payload_json()["result"].as_str()), (child.as_str(), Some("sunny")));
     // The child saw only its own tool; the parent got the child's answer.
     let child_tools: Vec<_> =
         f.requests.borrow()[1]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].clone()).collect();
@@ -602,8 +605,8 @@ fn a_background_sub_agent_outlives_its_run() {
     );
     assert_eq!(send(&f, &s, "watch"), [End::Completed]);
     let evs = events(&f);
-    let fin = evs.iter().position(|e| e.kind == Kind::RunFinish).unwrap();
-    let done = evs.iter().position(|e| e.kind == Kind::AgentCompleted).unwrap();
+    let fin = evs.iter().position(|e| e.kind() == Kind::RunFinish).unwrap();
+    let done = evs.iter().position(|e| e.kind() == Kind::AgentCompleted).unwrap();
     assert!(done > fin, "the background agent completed after its run finished");
     assert!(f.thread.borrow().background_tasks().is_empty(), "and left the list");
 }
@@ -662,8 +665,8 @@ fn a_provider_error_ends_the_run_with_its_reason() {
     let s = settings(&[]);
     let f = fake(&s, vec![Answer::Status(503)]);
     assert_eq!(send(&f, &s, "hi"), [End::Failed(agent::PROVIDER_UNAVAILABLE.into())]);
-    let err = events(&f).into_iter().find(|e| e.kind == Kind::Error).unwrap();
-    assert_eq!(err.payload["statusCode"], 503);
+    let err = events(&f).into_iter().find(|e| e.kind() == Kind::Error).unwrap();
+    assert_eq!(err.payload_json()["statusCode"], 503);
     assert_eq!(finish_of(&f), json!({"status": "error", "reason": agent::PROVIDER_UNAVAILABLE}));
 }
 
@@ -679,9 +682,9 @@ fn a_huge_tool_answer_is_cut_with_a_marker_the_model_sees() {
     );
     f.tools.borrow_mut()[1].1 = Ok(json!({"data": "y".repeat(3_000_000)}));
     assert_eq!(send(&f, &s, "big"), [End::Completed]);
-    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap();
-    assert!(result.payload.to_string().len() <= 10_100, "{} bytes", result.payload.to_string().len());
-    assert!(result.payload["result"].as_str().unwrap().contains("[truncated by threadline"));
+    let result = events(&f).into_iter().find(|e| e.kind() == Kind::ToolResult).unwrap();
+    assert!(result.payload_json().to_string().len() <= 10_100, "{} bytes", result.payload_json().to_string().len());
+    assert!(result.payload_json()["result"].as_str().unwrap().contains("[truncated by threadline"));
     let told = f.requests.borrow()[1]["messages"].to_string();
     assert!(told.contains("truncated by threadline"), "the model sees the marker");
 }
@@ -691,8 +694,8 @@ fn a_model_answer_past_its_limit_ends_the_run() {
     let s = settings(&[("MAX_MODEL_BYTES", "20000")]);
     let f = fake(&s, vec![Answer::Chunks((0..100).map(|_| text(&"w".repeat(500))).collect())]);
     assert_eq!(send(&f, &s, "ramble"), [End::Failed(agent::PROVIDER_UNAVAILABLE.into())]);
-    let err = events(&f).into_iter().find(|e| e.kind == Kind::Error).unwrap();
-    assert!(err.payload["content"].as_str().unwrap().contains("MAX_MODEL_BYTES"));
+    let err = events(&f).into_iter().find(|e| e.kind() == Kind::Error).unwrap();
+    assert!(err.payload_json()["content"].as_str().unwrap().contains("MAX_MODEL_BYTES"));
 }
 
 #[test]
@@ -737,8 +740,11 @@ fn the_next_queued_message_runs_when_a_run_ends() {
     assert_eq!(support::status(&queued), 202);
     assert!(queued.effects.is_empty(), "it waits for the run ahead");
     assert_eq!(drive_all(&f, &s, first.effects), [End::Completed, End::Completed]);
-    let starts: Vec<_> =
-        events(&f).into_iter().filter(|e| e.kind == Kind::RunStart).map(|e| e.payload["message"].clone()).collect();
+    let starts: Vec<_> = events(&f)
+        .into_iter()
+        .filter(|e| e.kind() == Kind::RunStart)
+        .map(|e| e.payload_json()["message"].clone())
+        .collect();
     assert_eq!(starts, [json!("one"), json!("two")]);
     // The second run remembered the first.
     assert!(f.requests.borrow()[1]["messages"].to_string().contains("first"));
@@ -764,7 +770,7 @@ fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
     assert_eq!(drive_all(&f, &s, sent.effects), [End::Suspended]);
     assert!(f.requests.borrow()[0]["tools"].to_string().contains("\"locate\""), "offered to the model");
     assert!(f.calls.borrow().is_empty(), "the server does not run a client's tool");
-    let request = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload.clone();
+    let request = events(&f).iter().find(|e| e.kind() == Kind::ConfirmationRequest).unwrap().payload_json();
     assert_eq!(request["inputType"], "client-tool");
     let call = request["toolCallId"].as_str().unwrap().to_owned();
     // The checkpoint keeps the tools: a run resumed after a restart offers them.
@@ -778,8 +784,8 @@ fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
         serve(&mut f.thread.borrow_mut(), &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&answer), 2_000);
     assert_eq!(support::status(&resumed), 200, "{:?}", resumed.answer);
     assert_eq!(drive_all(&f, &s, resumed.effects), [End::Completed]);
-    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap();
-    assert_eq!(result.payload["result"], "Oslo");
+    let result = events(&f).into_iter().find(|e| e.kind() == Kind::ToolResult).unwrap();
+    assert_eq!(result.payload_json()["result"], "Oslo");
     assert!(f.requests.borrow()[1]["messages"].to_string().contains("Oslo"), "the model is told");
     // A tool name the server already uses is refused.
     let mut clash = body.clone();
@@ -844,11 +850,11 @@ fn mcp_tools_are_discovered_named_apart_and_called() {
     // The call: on mcp-b, in its session, with the server's name in its events.
     let (server, _, session) = f.mcp.borrow().requests.iter().find(|(_, m, _)| m == "tools/call").cloned().unwrap();
     assert_eq!((server.as_str(), session.as_deref()), ("mcp-b", Some("mcp-b-s2")));
-    let call = events(&f).into_iter().find(|e| e.kind == Kind::ToolCall).unwrap().payload;
+    let call = events(&f).into_iter().find(|e| e.kind() == Kind::ToolCall).unwrap().payload_json();
     assert_eq!((call["server"].as_str(), call["toolKind"].as_str()), (Some("mcp-b"), Some("read")));
-    let start = events(&f).into_iter().find(|e| e.kind == Kind::ToolInputStart).unwrap().payload;
+    let start = events(&f).into_iter().find(|e| e.kind() == Kind::ToolInputStart).unwrap().payload_json();
     assert_eq!(start["server"], "mcp-b");
-    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload;
+    let result = events(&f).into_iter().find(|e| e.kind() == Kind::ToolResult).unwrap().payload_json();
     assert_eq!(result["result"]["structuredContent"], json!({"hits": 2}));
     assert_eq!(result["result"]["content"][0]["text"], "found \"milk\"");
     let told = f.requests.borrow()[1]["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").unwrap()
@@ -897,7 +903,7 @@ fn a_destructive_mcp_tool_asks_first_unless_the_policy_says_otherwise() {
     );
     assert_eq!(send(&f, &s, "delete it"), [End::Suspended]);
     assert_eq!(methods(&f, "tools/call"), 0, "nothing ran before the decision");
-    let request = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload.clone();
+    let request = events(&f).iter().find(|e| e.kind() == Kind::ConfirmationRequest).unwrap().payload_json();
     assert_eq!((request["server"].as_str(), request["severity"].as_str()), (Some("mcp-a"), Some("destructive")));
     assert!(request["message"].as_str().unwrap().contains("MCP server `mcp-a`"));
     let rid = request["requestId"].as_str().unwrap().to_owned();
@@ -909,7 +915,7 @@ fn a_destructive_mcp_tool_asks_first_unless_the_policy_says_otherwise() {
     );
     assert_eq!(drive_all(&f, &s, decided.effects), [End::Completed]);
     assert_eq!(methods(&f, "tools/call"), 1, "it ran once, approved");
-    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload;
+    let result = events(&f).into_iter().find(|e| e.kind() == Kind::ToolResult).unwrap().payload_json();
     assert_eq!(result["result"], "deleted");
 
     let policy = json!({"mcp-a__delete": {"required": false}}).to_string();
@@ -935,7 +941,7 @@ fn an_mcp_image_is_a_file_of_the_thread_the_model_sees() {
         ],
     );
     assert_eq!(send(&f, &s, "draw"), [End::Completed]);
-    let result = events(&f).into_iter().find(|e| e.kind == Kind::ToolResult).unwrap().payload;
+    let result = events(&f).into_iter().find(|e| e.kind() == Kind::ToolResult).unwrap().payload_json();
     let image = &result["result"]["content"][0];
     assert_eq!(image["mediaType"], "image/png");
     let file_id = image["fileId"].as_str().unwrap();
@@ -975,7 +981,8 @@ fn mcp_failures_are_tool_errors_and_a_server_down_leaves_its_tools_out() {
     f.mcp.borrow_mut().up.retain(|s| s == "mcp-a");
     // mcp-b is down: its tools are left out, and the run says so.
     assert_eq!(send(&f, &s, "try"), [End::Completed]);
-    let errors: Vec<Value> = events(&f).into_iter().filter(|e| e.kind == Kind::ToolError).map(|e| e.payload).collect();
+    let errors: Vec<Value> =
+        events(&f).into_iter().filter(|e| e.kind() == Kind::ToolError).map(|e| e.payload_json()).collect();
     assert_eq!(errors[0]["error"], "the store is offline");
     assert!(!offered(&f, 0).iter().any(|t| t.starts_with("mcp-b")));
     // The status that said mcp-b is unavailable went out live (it is not
@@ -991,7 +998,7 @@ fn mcp_failures_are_tool_errors_and_a_server_down_leaves_its_tools_out() {
     );
     f2.mcp.borrow_mut().broken = true;
     assert_eq!(send(&f2, &s, "try"), [End::Completed]);
-    let error = events(&f2).into_iter().find(|e| e.kind == Kind::ToolError).unwrap().payload;
+    let error = events(&f2).into_iter().find(|e| e.kind() == Kind::ToolError).unwrap().payload_json();
     let msg = error["error"].as_str().unwrap();
     assert!(msg.contains("mcp-a") && msg.contains("not valid JSON-RPC"), "{msg}");
 }
@@ -1010,7 +1017,7 @@ fn a_session_the_server_forgot_is_initialized_again() {
     assert_eq!(send(&f, &s, "one"), [End::Completed]);
     f.mcp.borrow_mut().sessions.clear();
     assert_eq!(send(&f, &s, "two"), [End::Completed]);
-    assert!(events(&f).iter().any(|e| e.kind == Kind::ToolResult), "the call succeeded");
+    assert!(events(&f).iter().any(|e| e.kind() == Kind::ToolResult), "the call succeeded");
     assert_eq!(methods(&f, "initialize"), 3, "mcp-a initialized again after its 404");
 }
 
@@ -1035,7 +1042,7 @@ fn a_runs_spans_hang_under_the_request_that_sent_it_with_genai_attributes() {
         1_000,
     );
     assert_eq!(drive_all(&f, &s, outcome.effects), [End::Suspended]);
-    let rid = events(&f).iter().find(|e| e.kind == Kind::ConfirmationRequest).unwrap().payload["requestId"]
+    let rid = events(&f).iter().find(|e| e.kind() == Kind::ConfirmationRequest).unwrap().payload_json()["requestId"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -1075,7 +1082,7 @@ fn a_runs_spans_hang_under_the_request_that_sent_it_with_genai_attributes() {
     assert_eq!(attr(chat, "gen_ai.response.finish_reasons"), Some(Attr::Strs(vec!["tool_calls".into()])));
     let tool = named("execute_tool wipe");
     assert_eq!(attr(tool, "gen_ai.tool.name"), Some(Attr::Str("wipe".into())));
-    let call_id = events(&f).iter().find(|e| e.kind == Kind::ToolCall).unwrap().payload["toolCallId"].clone();
+    let call_id = events(&f).iter().find(|e| e.kind() == Kind::ToolCall).unwrap().payload_json()["toolCallId"].clone();
     assert_eq!(attr(tool, "gen_ai.tool.call.id"), Some(Attr::Str(call_id.as_str().unwrap().into())));
     assert_eq!(attr(named("await_decision wipe"), "threadline.confirmation.state"), Some(Attr::Str("approved".into())));
     assert_eq!(attr(run, "gen_ai.usage.input_tokens"), Some(Attr::Int(6)), "the run's usage sums its calls");
@@ -1222,8 +1229,11 @@ fn a_sub_agent_gets_at_most_its_agents_tools() {
     );
     assert_eq!(support::status(&outcome), 200, "{:?}", outcome.answer);
     assert_eq!(drive_all(&f, &s, outcome.effects), [End::Completed]);
-    let err = events(&f).into_iter().find(|e| e.kind == Kind::ToolError).expect("the spawn is refused");
-    assert!(err.payload["error"].as_str().unwrap().contains("`time` is not one of this agent's tools"), "{err:?}");
-    assert!(!events(&f).iter().any(|e| e.kind == Kind::AgentSpawned), "no sub-agent ran");
+    let err = events(&f).into_iter().find(|e| e.kind() == Kind::ToolError).expect("the spawn is refused");
+    assert!(
+        err.payload_json()["error"].as_str().unwrap().contains("`time` is not one of this agent's tools"),
+        "{err:?}"
+    );
+    assert!(!events(&f).iter().any(|e| e.kind() == Kind::AgentSpawned), "no sub-agent ran");
     assert!(f.calls.borrow().is_empty());
 }

@@ -88,7 +88,8 @@ fn busy_threads_reject_queue_or_interrupt() {
     ));
     assert_eq!(t.active_run().unwrap().message, "now!");
     assert_eq!(queue_ids(&t), ["three"], "the interrupting message did not join the queue");
-    let fins: Vec<_> = support::log(&t).into_iter().filter(|e| e.kind == Kind::RunFinish).map(|e| e.payload).collect();
+    let fins: Vec<_> =
+        support::log(&t).into_iter().filter(|e| e.kind() == Kind::RunFinish).map(|e| e.payload_json()).collect();
     assert_eq!(fins.last().unwrap(), &json!({"status": "cancelled", "reason": "interrupted"}));
 }
 
@@ -121,9 +122,9 @@ fn queue_edits_are_stored_and_announced_and_survive_a_reload() {
         true
     );
     // Every change is a durable queue-updated carrying the whole queue.
-    let last = support::log(&t).into_iter().rfind(|e| e.kind == Kind::QueueUpdated).unwrap();
-    assert_eq!(last.payload["paused"], true);
-    assert_eq!(last.payload["items"].as_array().unwrap().len(), 2);
+    let last = support::log(&t).into_iter().rfind(|e| e.kind() == Kind::QueueUpdated).unwrap();
+    assert_eq!(last.payload_json()["paused"], true);
+    assert_eq!(last.payload_json()["items"].as_array().unwrap().len(), 2);
     // A reload (a new instance over the same storage) has the same queue.
     let store = std::mem::take(t.store_mut());
     let reloaded: T = Thread::load(store, s.thread.clone(), 4).unwrap();
@@ -268,8 +269,8 @@ fn cancel_while_suspended_settles_every_request() {
         assert_eq!((status, body["error"]["state"].as_str()), (409, Some("cancelled")), "{id}");
     }
     assert!(!t.is_suspended());
-    let fin = support::log(&t).into_iter().rev().find(|e| e.kind == Kind::RunFinish).unwrap();
-    assert_eq!(fin.payload, json!({"status": "cancelled", "reason": "user_cancelled"}));
+    let fin = support::log(&t).into_iter().rev().find(|e| e.kind() == Kind::RunFinish).unwrap();
+    assert_eq!(fin.payload_json(), json!({"status": "cancelled", "reason": "user_cancelled"}));
 }
 
 #[test]

@@ -309,7 +309,7 @@ fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
     assert_eq!(dead.check_run_deadlines(10_999).unwrap(), None);
     assert_eq!(dead.check_run_deadlines(11_000).unwrap(), Some(("r1".into(), "crash_interrupted")));
     let log = durable_log(&dead);
-    let tail: Vec<_> = log[log.len() - 3..].iter().map(|e| (e.kind.as_str(), e.payload.clone())).collect();
+    let tail: Vec<_> = log[log.len() - 3..].iter().map(|e| (e.kind().as_str(), e.payload_json())).collect();
     assert_eq!(tail[0].0, "tool-interrupted");
     assert_eq!(tail[0].1["toolCallId"], "open");
     assert_eq!(tail[1].1["toolCallId"], "sub-open");
@@ -340,11 +340,11 @@ fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last
     let log = durable_log(&after);
     let r1: Vec<_> = log.iter().filter(|e| e.run_id == "r1").collect();
     let (handoff, finish) = (r1[r1.len() - 2], r1[r1.len() - 1]);
-    assert_eq!(finish.payload, json!({"status": "interrupted", "reason": "crash_interrupted"}));
+    assert_eq!(finish.payload_json(), json!({"status": "interrupted", "reason": "crash_interrupted"}));
     // What follows is announced in the finishing run, before its finish.
-    assert_eq!(handoff.kind.as_str(), "queue-updated");
-    assert_eq!(handoff.payload["started"], json!({"messageId": item.message_id, "runId": item.run_id}));
-    assert_eq!(handoff.payload["items"], json!([]));
+    assert_eq!(handoff.kind().as_str(), "queue-updated");
+    assert_eq!(handoff.payload_json()["started"], json!({"messageId": item.message_id, "runId": item.run_id}));
+    assert_eq!(handoff.payload_json()["items"], json!([]));
 }
 
 fn clone_store(s: &MemoryStore) -> MemoryStore {
@@ -363,7 +363,7 @@ fn idle_timeout_ends_a_silent_run() {
     assert_eq!(t.run_deadline(), Some(150));
     assert_eq!(t.check_run_deadlines(149).unwrap(), None);
     assert_eq!(t.check_run_deadlines(150).unwrap(), Some(("r1".into(), "timeout")));
-    assert_eq!(durable_log(&t).last().unwrap().payload, json!({"status":"error","reason":"timeout"}));
+    assert_eq!(durable_log(&t).last().unwrap().payload_json(), json!({"status":"error","reason":"timeout"}));
 }
 
 #[test]

@@ -247,7 +247,7 @@ pub async fn run_orchestrator<H: Host>(
             let message =
                 format!("The MCP server `{server}` is unavailable ({why}): its tools are left out of this run.");
             let status =
-                Event::new(Kind::Status, &job.run_id, &job.root_agent, host.now(), json!({ "message": message }));
+                Event::built(Kind::Status, &job.run_id, &job.root_agent, host.now(), json!({ "message": message }));
             if host.publish(&Scope::Run, vec![status]).is_err() {
                 return End::Stopped;
             }
@@ -294,7 +294,7 @@ pub async fn run_orchestrator<H: Host>(
     if let Some(v) = answer {
         payload["output"] = v;
     }
-    let fin = Event::new(Kind::RunFinish, &job.run_id, &job.root_agent, host.now(), payload);
+    let fin = Event::built(Kind::RunFinish, &job.run_id, &job.root_agent, host.now(), payload);
     match host.publish(&Scope::Run, vec![fin]) {
         Ok(()) => end,
         Err(Stopped) => End::Stopped,
@@ -387,7 +387,7 @@ impl<H: Host> Agent<H> {
     }
 
     fn event(&self, kind: Kind, payload: Value) -> Event {
-        Event::new(kind, &self.run_id, &self.agent_id, self.host.now(), payload)
+        Event::built(kind, &self.run_id, &self.agent_id, self.host.now(), payload)
     }
 
     fn publish(&self, events: Vec<Event>) -> Result<(), Halt> {

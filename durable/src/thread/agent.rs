@@ -33,7 +33,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if !self.background.iter().any(|t| t.task_id == task_id) {
             return Err(ApiError::task_finished());
         }
-        if events.iter().any(|e| e.kind == Kind::RunFinish) {
+        if events.iter().any(|e| e.kind() == Kind::RunFinish) {
             return Err(ApiError::invalid_event("a background task cannot finish its run"));
         }
         self.publish_events(events, now)
@@ -228,7 +228,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.save_checkpoint(&checkpoint)?;
         if first {
             let title = json!({ "title": agent::title_for(&run.message, &run.turn.attachments) });
-            let ev = Event::new(Kind::ThreadTitleUpdated, &run.run_id, &run.agent_id, now, title);
+            let ev = Event::built(Kind::ThreadTitleUpdated, &run.run_id, &run.agent_id, now, title);
             self.publish_run(&run.run_id, vec![ev], now)?;
         }
         Ok(self.drive(run, checkpoint, tools, settings))

@@ -9,7 +9,7 @@ use crate::access::{Access, Caller, Decider};
 use crate::agent::Asking;
 use crate::effect::Effect;
 use crate::error::ApiError;
-use crate::event::{self, Event, Kind};
+use crate::event::{self, Event, Kind, Payload};
 use crate::settings::Policy;
 use crate::settings::Settings;
 use crate::store::Store;
@@ -51,8 +51,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<(Event, Confirmation), ApiError> {
         let request_id = crate::ids::scoped(&self.thread_id, local_id);
         payload["requestId"] = request_id.clone().into();
-        let payload =
-            event::canonical_payload(Kind::ConfirmationRequest, payload).map_err(|e| ApiError::invalid_event(e.0))?;
+        let mut request: event::schema::ConfirmationRequest =
+            event::accept(payload).map_err(|e| ApiError::invalid_event(e.0))?;
         if self.store.confirmation(&request_id).map_err(ApiError::storage)?.is_some() {
             return Err(ApiError::duplicate_request());
         }
@@ -60,18 +60,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
             request_id,
             run_id,
             agent_id,
-            &payload,
+            &request,
             &self.config.approval_policy,
             agent_request_id,
             now,
         );
         // The request says who decides it and until when, as stored.
-        let mut payload = payload;
-        payload["approver"] = record.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()).into();
+        request.approver = Some(record.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()));
         if let Some(at) = record.expires_at {
-            payload["expiresAt"] = at.into();
+            request.expires_at = Some(at);
         }
-        Ok((Event::new(Kind::ConfirmationRequest, run_id, agent_id, now, payload), record))
+        Ok((Event::new(Payload::ConfirmationRequest(Box::new(request)), run_id, agent_id, now), record))
     }
 
     /// Stores new pending requests; each suspends its run until settled.
@@ -179,7 +178,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Value::Object(fields) = &mut p {
             fields.extend(c.settlement());
         }
-        let ev = Event::new(Kind::ConfirmationSettled, &c.run_id, &c.agent_id, now, p);
+        let ev = Event::built(Kind::ConfirmationSettled, &c.run_id, &c.agent_id, now, p);
         self.publish_run(&c.run_id, vec![ev], now)
     }
 
@@ -315,27 +314,26 @@ impl Confirmation {
         request_id: String,
         run_id: &str,
         agent_id: &str,
-        payload: &Value,
+        request: &event::schema::ConfirmationRequest,
         policy: &Policy,
         agent_request_id: Option<String>,
         now: i64,
     ) -> Confirmation {
-        let field = |k: &str| payload[k].as_str().unwrap_or_default().to_owned();
-        let rule = policy.get(payload["toolName"].as_str().unwrap_or_default());
-        let input_type = payload["inputType"].as_str().unwrap_or("approval").to_owned();
+        let rule = policy.get(&request.tool_name);
+        let input_type = request.input_type.as_ref().map_or("approval", |t| t.as_str()).to_owned();
         // Only approvals go to a role: what a client tool returned, and the
         // owner's answers, are the owner's to give.
         let approval = matches!(input_type.as_str(), "approval" | "plan-review");
         let approver = if approval { rule.and_then(|p| p.approver.clone()) } else { None };
         // The policy's global TTL is for approvals; a question or a client
         // tool lapses only when its own rule says.
-        let ttl = if approval { policy.ttl_for(&field("toolName")) } else { rule.and_then(|p| p.ttl_ms) };
+        let ttl = if approval { policy.ttl_for(&request.tool_name) } else { rule.and_then(|p| p.ttl_ms) };
         Confirmation {
             request_id,
             run_id: run_id.to_owned(),
             agent_id: agent_id.to_owned(),
-            tool_call_id: field("toolCallId"),
-            tool_name: field("toolName"),
+            tool_call_id: request.tool_call_id.clone(),
+            tool_name: request.tool_name.clone(),
             input_type,
             state: ConfirmState::Pending,
             created_at: now,

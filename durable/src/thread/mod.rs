@@ -49,7 +49,7 @@ use crate::auth::{constant_time_eq, hash_token};
 use crate::coalesce::Coalescer;
 use crate::effect::Effect;
 use crate::error::ApiError;
-use crate::event::{self, Class, Event, FinishStatus, Kind};
+use crate::event::{self, Class, Event, FinishStatus, Kind, Payload};
 use crate::feed;
 use crate::ids;
 use crate::queued::{Queue, QueueItem};
@@ -340,7 +340,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             // References: a client reads each at `/v1/threads/:id/files/:fileId`.
             payload["attachments"] = serde_json::to_value(&record.turn.attachments).unwrap_or_default();
         }
-        let run_start = Event::new(Kind::RunStart, &start.run_id, ROOT_AGENT, now, payload);
+        let run_start = Event::built(Kind::RunStart, &start.run_id, ROOT_AGENT, now, payload);
         self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
         self.commit(vec![run_start], Some(record.clone()))?;
         self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None, pending: 0 });
@@ -377,23 +377,23 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut events = Vec::with_capacity(n);
         for (index, value) in batch.into_iter().enumerate() {
             let ev = event::parse_published(value, run_id, now).map_err(|e| ApiError::invalid_event_at(index, e))?;
-            if ev.kind == Kind::RunStart {
+            if ev.kind() == Kind::RunStart {
                 return Err(ApiError::invalid_event_at(index, "`run-start` is emitted by the server"));
             }
-            if ev.kind.class() == Class::Coalesced {
+            if ev.kind().class() == Class::Coalesced {
                 return Err(ApiError::invalid_event_at(
                     index,
                     format!(
                         "`{}` is made by the server from deltas; publish `text-delta` / `reasoning-delta`",
-                        ev.kind.as_str()
+                        ev.kind().as_str()
                     ),
                 ));
             }
-            let size = event::encoded_len(&ev.payload);
+            let size = ev.payload.encoded_len();
             if size > self.config.max_event_bytes {
                 return Err(ApiError::event_too_large(index, size, self.config.max_event_bytes));
             }
-            if ev.kind == Kind::RunFinish && index + 1 != n {
+            if ev.kind() == Kind::RunFinish && index + 1 != n {
                 return Err(ApiError::invalid_event_at(index, "`run-finish` must be the last event of a batch"));
             }
             events.push(ev);
@@ -403,14 +403,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // comes back in its webhook callback.
         let mut confirmations = Vec::new();
         for (index, ev) in events.iter_mut().enumerate() {
-            if ev.kind != Kind::ConfirmationRequest {
-                continue;
-            }
-            let theirs = ev.str_field("requestId").unwrap_or_default().to_owned();
+            let Payload::ConfirmationRequest(request) = &ev.payload else { continue };
+            let theirs = request.request_id.clone();
             let local = ids::id(&theirs)
                 .map_err(|_| ApiError::invalid_event_at(index, "`requestId` must be 1 to 128 of A-Z a-z 0-9 _ -"))?;
             let (rewritten, record) =
-                self.confirmation_event(run_id, &ev.agent_id, ev.payload.clone(), &local, Some(theirs), now)?;
+                self.confirmation_event(run_id, &ev.agent_id, ev.payload_json(), &local, Some(theirs), now)?;
             ev.payload = rewritten.payload;
             confirmations.push(record);
         }
@@ -449,26 +447,27 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// carries the handoff; the next message takes the lock in the same
     /// block, exactly once.
     pub fn publish_events(&mut self, mut events: Vec<Event>, now: i64) -> Result<(), ApiError> {
-        let finished = events.iter().rev().find(|e| e.kind == Kind::RunFinish).cloned();
+        let finished = events.iter().rev().find_map(|e| match &e.payload {
+            Payload::RunFinish(fin) => Some((e.run_id.clone(), fin.clone())),
+            _ => None,
+        });
         let run_update = match (&finished, &self.active) {
-            (Some(f), Some(a)) if a.record.run_id == f.run_id => {
-                let status: FinishStatus = serde_json::from_value(f.payload["status"].clone())
-                    .map_err(|e| ApiError::invalid_event(e.to_string()))?;
+            (Some((run_id, fin)), Some(a)) if a.record.run_id == *run_id => {
                 let mut rec = a.record.clone();
-                rec.state = status.into();
-                rec.reason = f.str_field("reason").map(str::to_owned);
+                rec.state = fin.status.into();
+                rec.reason = fin.reason.clone();
                 rec.finished_at = Some(now);
                 Some(rec)
             }
             _ => None,
         };
         let handoff = match (&run_update, &finished) {
-            (Some(_), Some(f)) => self.handoff(&f.run_id, now),
+            (Some(_), Some((run_id, _))) => self.handoff(run_id, now),
             _ => None,
         };
         let before = self.queue.clone();
         if let Some(h) = &handoff {
-            let at = events.iter().rposition(|e| e.kind == Kind::RunFinish).unwrap_or(events.len());
+            let at = events.iter().rposition(|e| e.kind() == Kind::RunFinish).unwrap_or(events.len());
             events.insert(at, h.event.clone());
             if h.queue != self.queue {
                 self.store_queue(&h.queue)?;
@@ -510,11 +509,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 (queue, item, false)
             }
         };
-        let mut payload = serde_json::to_value(&queue).expect("the queue serialises");
-        if let Some(item) = &item {
-            payload["started"] = json!({ "messageId": item.message_id, "runId": item.run_id });
-        }
-        let event = Event::new(Kind::QueueUpdated, run_id, ROOT_AGENT, now, payload);
+        let started = item
+            .as_ref()
+            .map(|i| crate::queued::Started { message_id: i.message_id.clone(), run_id: i.run_id.clone() });
+        let update = crate::queued::QueueUpdate { queue: queue.clone(), started, dropped: Vec::new() };
+        let event = Event::new(Payload::QueueUpdated(update), run_id, ROOT_AGENT, now);
         Some(Handoff { queue, item, interrupting, event })
     }
 
@@ -587,7 +586,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut staged = Vec::with_capacity(events.len() + 2);
         for mut ev in events {
             let live = self.live_tree.as_mut().filter(|(run, _)| *run == ev.run_id).map(|(_, t)| t);
-            match ev.kind.class() {
+            match ev.kind().class() {
                 Class::Ephemeral => {
                     // Distinct from every other segment of this agent: no two of
                     // its segments open before the same durable seq.
@@ -599,13 +598,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     }
                     staged.push(Staged::Live(ev));
                 }
-                Class::Coalesced | Class::Structural if ev.kind == Kind::RunFinish => {
+                Class::Coalesced | Class::Structural if ev.kind() == Kind::RunFinish => {
                     // A run's end clears its transient status lines, for
                     // every reader: a live one (n8n's editor keeps the last
                     // `status` it saw) and a replay (which has none) agree.
                     if let Some(tree) = live {
                         for agent in tree.with_status_message() {
-                            let clear = Event::new(Kind::Status, &ev.run_id, &agent, ev.ts, json!({ "message": "" }));
+                            let clear = Event::new(
+                                Payload::Status(event::schema::StatusMsg { message: String::new() }),
+                                &ev.run_id,
+                                &agent,
+                                ev.ts,
+                            );
                             tree.apply(&clear);
                             staged.push(Staged::Live(clear));
                         }
@@ -616,7 +620,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     staged.extend(closed.into_iter().map(Staged::Durable));
                     staged.push(Staged::Durable(ev));
                 }
-                Class::Coalesced | Class::Structural if ev.kind == Kind::AgentCompleted => {
+                Class::Coalesced | Class::Structural if ev.kind() == Kind::AgentCompleted => {
                     // An agent that ended has nothing more to say.
                     let closed = self.coalescer.close_agent(&ev.run_id, &ev.agent_id);
                     staged.extend(closed.into_iter().map(Staged::Durable));
@@ -664,7 +668,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     let data = ev.to_json();
                     feed::socket::durable(seq, &data, &mut message);
                     feed::socket::durable(seq, &data, &mut durable);
-                    records.push(Record { seq, run_id: ev.run_id.clone(), kind: ev.kind, data });
+                    records.push(Record { seq, run_id: ev.run_id.clone(), kind: ev.kind(), data });
                 }
                 Staged::Live(ev) => feed::socket::live(&ev.to_json(), &mut message),
             }
@@ -741,30 +745,26 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // No dangling tool calls: what was in flight settles first, as
         // cancelled or as interrupted. (The live fold holds the whole run: it
         // is refolded from the log when the thread loads.)
+        use event::schema::{RunFinish, ToolError, ToolResult};
         let settle = |call: &str| match status {
             FinishStatus::Cancelled => {
-                Some((Kind::ToolResult, json!({ "toolCallId": call, "result": CANCELLED_RESULT })))
+                Some(Payload::ToolResult(ToolResult { tool_call_id: call.to_owned(), result: CANCELLED_RESULT.into() }))
             }
-            FinishStatus::Interrupted => Some((
-                Kind::ToolInterrupted,
-                json!({ "toolCallId": call, "error": "the run was interrupted before this tool call finished" }),
-            )),
-            _ => None,
+            FinishStatus::Interrupted => Some(Payload::ToolInterrupted(ToolError {
+                tool_call_id: call.to_owned(),
+                error: "the run was interrupted before this tool call finished".into(),
+            })),
+            FinishStatus::Completed | FinishStatus::Error => None,
         };
         let mut events = Vec::new();
         let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
         for (agent, call) in open {
-            if let Some((kind, payload)) = settle(&call) {
-                events.push(Event::new(kind, run_id, &agent, now, payload));
+            if let Some(payload) = settle(&call) {
+                events.push(Event::new(payload, run_id, &agent, now));
             }
         }
-        events.push(Event::new(
-            Kind::RunFinish,
-            run_id,
-            ROOT_AGENT,
-            now,
-            json!({ "status": status.as_str(), "reason": reason }),
-        ));
+        let fin = RunFinish { status, reason: Some(reason.to_owned()), output: None };
+        events.push(Event::new(Payload::RunFinish(fin), run_id, ROOT_AGENT, now));
         self.publish_events(events, now)?;
         // Its pending confirmations are settled: no decision applies any more.
         self.cancel_confirmations(run_id)?;
@@ -930,11 +930,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.store_queue(&queue)?;
         self.queue = queue;
         let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
-        let mut payload = serde_json::to_value(&self.queue).expect("serialises");
-        if !dropped.is_empty() {
-            payload["dropped"] = dropped.into();
-        }
-        let ev = Event::new(Kind::QueueUpdated, &run_id, ROOT_AGENT, now, payload);
+        let update = crate::queued::QueueUpdate { queue: self.queue.clone(), started: None, dropped };
+        let ev = Event::new(Payload::QueueUpdated(update), &run_id, ROOT_AGENT, now);
         self.commit(vec![ev], None)
     }
 }

@@ -253,7 +253,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn end_over_quota(&mut self, run_id: &str, now: i64) -> Result<(), ApiError> {
         self.started.retain(|s| s.run.run_id != run_id);
         let why = json!({ "content": "Your budget for this period is spent (GET /agent/quota says when it resets).", "code": QUOTA_EXCEEDED });
-        let err = Event::new(Kind::Error, run_id, ROOT_AGENT, now, why);
+        let err = Event::built(Kind::Error, run_id, ROOT_AGENT, now, why);
         self.publish_run(run_id, vec![err], now)?;
         self.end_run(run_id, FinishStatus::Error, QUOTA_EXCEEDED, now)?;
         Ok(())
@@ -397,7 +397,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub fn launch_failed(&mut self, run_id: &str, why: &str, now: i64) {
         let Some(run) = self.active_run().filter(|r| r.run_id == run_id).cloned() else { return };
         let reason = if run.driver == Driver::Webhook { "agent webhook failed" } else { "agent failed to start" };
-        let err = Event::new(Kind::Error, run_id, &run.agent_id, now, json!({ "content": why }));
+        let err = Event::built(Kind::Error, run_id, &run.agent_id, now, json!({ "content": why }));
         // A storage failure here leaves the run to its idle timeout.
         if self.publish_run(run_id, vec![err], now).is_ok() {
             let _ = self.end_run(run_id, FinishStatus::Error, reason, now);

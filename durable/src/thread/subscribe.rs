@@ -152,8 +152,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             .into_iter()
             .filter(|e| e.run_id == a.record.run_id)
             .map(|e| {
-                let text = e.str_field("text").unwrap_or_default().to_owned();
-                (e.agent_id, e.kind, e.response_id, text)
+                let text = e.payload.text().map(|(t, _, _)| t.text.clone()).unwrap_or_default();
+                let kind = e.kind();
+                (e.agent_id, kind, e.response_id, text)
             })
             .collect();
         let tree = self

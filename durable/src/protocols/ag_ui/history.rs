@@ -6,7 +6,7 @@
 
 use super::mapping::AguiMapper;
 use crate::error::ApiError;
-use crate::event::Kind;
+use crate::event::Payload;
 use crate::store::{RunState, Store};
 use crate::thread::{Sink, Thread};
 use serde_json::{json, Value};
@@ -21,8 +21,7 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
         let running = run.state == RunState::Running;
         let waiting = t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended();
         if running && !waiting {
-            let attachments = serde_json::to_value(&run.turn.attachments).unwrap_or_default();
-            let content = super::mapping::user_content(&run.message, &attachments, origin, t.thread_id());
+            let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, t.thread_id());
             fold.apply(&json!({ "type": "RUN_STARTED", "input": { "messages": [
                 { "id": run.message_id, "role": "user", "content": content }
             ] } }));
@@ -32,8 +31,16 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
         // The client tool results the client sent, by call: the history
         // shows them under the client's message ids.
         let mut client_results = std::collections::HashMap::new();
-        for ev in events.iter().filter(|e| matches!(e.kind, Kind::ToolResult | Kind::ToolError)) {
-            let call = ev.payload["toolCallId"].as_str().unwrap_or_default();
+        let outcomes = events.iter().filter_map(|e| {
+            if let Payload::ToolResult(r) = &e.payload {
+                Some(r.tool_call_id.as_str())
+            } else if let Payload::ToolError(e) = &e.payload {
+                Some(e.tool_call_id.as_str())
+            } else {
+                None
+            }
+        });
+        for call in outcomes {
             if let Some(c) = t.confirmation_for_call(call, Some(&run.run_id))? {
                 if let Some(m) = c.decision.as_ref().and_then(|d| d["messageId"].as_str()) {
                     client_results.insert(call.to_owned(), m.to_owned());

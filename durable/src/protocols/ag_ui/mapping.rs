@@ -32,7 +32,7 @@
 
 #[cfg(test)]
 use super::history::AguiMessages;
-use crate::event::{Event, Kind};
+use crate::event::{Event, FinishStatus, Kind, Payload};
 use crate::segment::{Piece, Sent};
 
 use serde_json::{json, Value};
@@ -238,27 +238,26 @@ impl AguiMapper {
     }
 
     fn events(&mut self, ev: &Event, out: &mut Vec<Value>) {
-        let p = &ev.payload;
         let agent = ev.agent_id.as_str();
-        let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         // A sub-agent's events count only while it is open (a background
         // one may outlive the run).
         let open = self.subagents.iter().any(|s| s == agent) || self.background.contains(agent);
-        if agent != self.root && ev.kind != Kind::AgentSpawned && !open {
+        if agent != self.root && ev.kind() != Kind::AgentSpawned && !open {
             return;
         }
-        match ev.kind {
-            Kind::RunStart => {
+        match &ev.payload {
+            Payload::RunStart(start) => {
                 let mut input = json!({ "threadId": self.thread_id, "runId": self.run_id, "messages": [], "tools": [], "context": [] });
-                if let (Some(id), Some(message)) = (p["messageId"].as_str(), p["message"].as_str()) {
-                    let content = user_content(message, &p["attachments"], &self.origin, &self.thread_id);
-                    input["messages"] = json!([{ "id": id, "role": "user", "content": content }]);
+                if let Some(message) = &start.message {
+                    let attachments = start.attachments.as_deref().unwrap_or_default();
+                    let content = user_content(message, attachments, &self.origin, &self.thread_id);
+                    input["messages"] = json!([{ "id": start.message_id, "role": "user", "content": content }]);
                 }
                 out.push(
                     json!({ "type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id, "input": input }),
                 );
             }
-            Kind::StepStart => {
+            Payload::StepStart(_) => {
                 self.close_text(agent, out);
                 let lane = self.lane(agent);
                 let mut events = Vec::new();
@@ -275,75 +274,56 @@ impl AguiMapper {
                     self.step_calls.clear();
                 }
             }
-            Kind::StepFinish => {
+            Payload::StepFinish(_) => {
                 self.close_text(agent, out);
                 if let Some(step) = self.lane(agent).step.take() {
                     out.push(self.tag(agent, json!({ "type": "STEP_FINISHED", "stepName": step })));
                 }
             }
-            Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => self.text(ev, out),
-            Kind::ToolInputStart => {
-                self.close_text(agent, out);
-                let call = text("toolCallId");
-                self.start_call(agent, &call, &text("toolName"), p.get("server").and_then(Value::as_str), out);
+            Payload::TextDelta(_) | Payload::ReasoningDelta(_) | Payload::TextBlock(_) | Payload::ReasoningBlock(_) => {
+                self.text(ev, out)
             }
-            Kind::ToolCall => {
+            Payload::ToolInputStart(start) => {
                 self.close_text(agent, out);
-                let call = text("toolCallId");
-                self.start_call(agent, &call, &text("toolName"), p.get("server").and_then(Value::as_str), out);
-                let args = p.get("args").cloned().unwrap_or_else(|| json!({})).to_string();
-                out.push(self.tag(agent, json!({ "type": "TOOL_CALL_ARGS", "toolCallId": call, "delta": args })));
-                self.end_call(agent, &call, out);
+                self.start_call(agent, &start.tool_call_id, &start.tool_name, start.server.as_deref(), out);
             }
-            Kind::ToolResult | Kind::ToolError | Kind::ToolInterrupted => {
+            Payload::ToolCall(call) => {
                 self.close_text(agent, out);
-                let call = text("toolCallId");
-                self.end_call(agent, &call, out);
-                if agent == self.root {
-                    self.settled.insert(call.clone());
-                    self.interrupts.retain(|(_, i)| i["toolCallId"] != call.as_str());
-                    self.client_calls.retain(|(_, c)| *c != call);
-                }
-                if self.client_tool_calls.contains(&call) {
-                    // The client ran it and holds its result: only the
-                    // history shows it, under the client's message id.
-                    let Some(id) = self.client_results.get(&call).cloned() else { return };
-                    let content = match &p["result"] {
-                        Value::String(s) => s.clone(),
-                        Value::Null => text("error"),
-                        other => other.to_string(),
-                    };
-                    out.push(json!({ "type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": call, "content": content, "role": "tool" }));
-                    return;
-                }
-                let content = match ev.kind {
-                    Kind::ToolResult => match &p["result"] {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    },
-                    _ => format!("Error: {}", text("error")),
+                let id = &call.tool_call_id;
+                self.start_call(agent, id, &call.tool_name, call.server.as_deref(), out);
+                let args = call.args.to_string();
+                out.push(self.tag(agent, json!({ "type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": args })));
+                self.end_call(agent, id, out);
+            }
+            Payload::ToolResult(r) => {
+                let content = match &r.result {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
                 };
-                let result = json!({ "type": "TOOL_CALL_RESULT", "messageId": format!("{call}.result"), "toolCallId": call, "content": content, "role": "tool" });
-                out.push(self.tag(agent, result));
+                let client_content = if r.result.is_null() { String::new() } else { content.clone() };
+                self.tool_end(agent, &r.tool_call_id, client_content, content, out);
             }
-            Kind::ConfirmationRequest => {
+            Payload::ToolError(e) | Payload::ToolInterrupted(e) => {
+                self.tool_end(agent, &e.tool_call_id, e.error.clone(), format!("Error: {}", e.error), out);
+            }
+            Payload::ConfirmationRequest(req) => {
                 self.close_text(agent, out);
-                let call = text("toolCallId");
-                let input_type = p.get("inputType").and_then(Value::as_str).unwrap_or("approval");
+                let call = req.tool_call_id.clone();
+                let input_type = req.input_type.as_ref().map_or("approval", |t| t.as_str());
                 if input_type == crate::store::CLIENT_TOOL {
                     if agent == self.root && !call.is_empty() && !self.step_calls.contains(&call) {
                         self.step_calls.push(call.clone());
                     }
                     self.client_tool_calls.insert(call.clone());
-                    self.client_calls.push((text("requestId"), call));
+                    self.client_calls.push((req.request_id.clone(), call));
                     return;
                 }
                 let mut interrupt = json!({
-                    "id": text("requestId"),
+                    "id": req.request_id,
                     "reason": if input_type == "approval" { "tool_approval" } else { "input_required" },
-                    "message": text("message"),
-                    "responseSchema": response_schema(input_type, p),
-                    "metadata": { "inputType": input_type, "toolName": text("toolName"), "args": p["args"] },
+                    "message": req.message,
+                    "responseSchema": response_schema(input_type, req.questions.as_deref()),
+                    "metadata": { "inputType": input_type, "toolName": req.tool_name, "args": req.args },
                 });
                 if !call.is_empty() {
                     interrupt["toolCallId"] = call.clone().into();
@@ -351,16 +331,16 @@ impl AguiMapper {
                         self.step_calls.push(call);
                     }
                 }
-                self.interrupts.push((text("requestId"), interrupt));
+                self.interrupts.push((req.request_id.clone(), interrupt));
             }
-            Kind::AgentSpawned => {
+            Payload::AgentSpawned(spawned) => {
                 if self.subagents.iter().any(|s| s == agent) {
                     return;
                 }
-                let parent = p["parentId"].as_str().unwrap_or_default();
+                let parent = spawned.parent_id.as_str();
                 self.close_text(parent, out);
-                let mut e = json!({ "type": "SUBAGENT_STARTED", "subagentRunId": agent, "name": p["role"].as_str().unwrap_or("sub-agent") });
-                if let Some(goal) = p.get("goal").and_then(Value::as_str).filter(|g| !g.is_empty()) {
+                let mut e = json!({ "type": "SUBAGENT_STARTED", "subagentRunId": agent, "name": spawned.role });
+                if let Some(goal) = spawned.goal.as_deref().filter(|g| !g.is_empty()) {
                     e["description"] = goal.into();
                 }
                 if parent != self.root && self.subagents.iter().any(|s| s == parent) {
@@ -369,53 +349,54 @@ impl AguiMapper {
                 self.subagents.push(agent.to_owned());
                 out.push(e);
             }
-            Kind::AgentCompleted => {
+            Payload::AgentCompleted(done) => {
                 self.close_lane(agent, out);
                 self.subagents.retain(|s| s != agent);
                 self.background.remove(agent);
-                match p.get("error").and_then(Value::as_str) {
+                match &done.error {
                     Some(error) => {
                         out.push(json!({ "type": "SUBAGENT_ERROR", "subagentRunId": agent, "message": error }))
                     }
                     None => {
                         let mut e = json!({ "type": "SUBAGENT_FINISHED", "subagentRunId": agent, "outcome": { "type": "success" } });
-                        if !p["result"].is_null() {
-                            e["result"] = p["result"].clone();
+                        if !done.result.is_null() {
+                            e["result"] = done.result.clone();
                         }
                         out.push(e);
                     }
                 }
             }
-            Kind::TasksUpdate => {
-                out.push(json!({ "type": "STATE_SNAPSHOT", "snapshot": { "tasks": crate::event::task_list(p) } }));
+            Payload::TasksUpdate(tasks) => {
+                out.push(json!({ "type": "STATE_SNAPSHOT", "snapshot": { "tasks": tasks.list_json() } }));
             }
-            Kind::Status if agent == self.root => {
-                out.push(json!({ "type": "CUSTOM", "name": "status", "value": { "message": text("message") } }));
-            }
-            Kind::ThreadTitleUpdated => {
-                out.push(json!({ "type": "CUSTOM", "name": "title", "value": { "title": text("title") } }));
-            }
-            Kind::Error => {
-                let content = text("content");
-                if !content.is_empty() {
-                    self.last_error = Some(content);
+            Payload::Status(status) => {
+                if agent == self.root {
+                    out.push(json!({ "type": "CUSTOM", "name": "status", "value": { "message": status.message } }));
                 }
             }
-            Kind::RunFinish => {
+            Payload::ThreadTitleUpdated(title) => {
+                out.push(json!({ "type": "CUSTOM", "name": "title", "value": { "title": title.title } }));
+            }
+            Payload::Error(error) => {
+                if !error.content.is_empty() {
+                    self.last_error = Some(error.content.clone());
+                }
+            }
+            Payload::RunFinish(fin) => {
                 self.finished = true;
-                let status = p["status"].as_str().unwrap_or_default().to_owned();
-                if status == "completed" || status == "cancelled" {
+                if matches!(fin.status, FinishStatus::Completed | FinishStatus::Cancelled) {
                     self.close_all(out);
                 }
                 let mut end = json!({ "type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id });
-                match status.as_str() {
-                    "completed" => out.push(end),
-                    "cancelled" => {
+                match fin.status {
+                    FinishStatus::Completed => out.push(end),
+                    FinishStatus::Cancelled => {
                         end["outcome"] = json!({ "type": "cancelled" });
                         out.push(end);
                     }
-                    status => {
-                        let reason = text("reason");
+                    FinishStatus::Error | FinishStatus::Interrupted => {
+                        let status = fin.status.as_str();
+                        let reason = fin.reason.clone().unwrap_or_default();
                         let message = match (self.last_error.take(), reason.is_empty()) {
                             (Some(e), _) => e,
                             (None, false) => reason,
@@ -425,8 +406,34 @@ impl AguiMapper {
                     }
                 }
             }
-            _ => {}
+            // Not part of an AG-UI run: a confirmation's settlement shows as
+            // its call's result, a queue as its own runs, a filesystem
+            // request is the n8n gateway's.
+            Payload::ConfirmationSettled(_) | Payload::QueueUpdated(_) | Payload::FilesystemRequest(_) => {}
         }
+    }
+
+    /// A call's end (`tool-result`, `tool-error`, `tool-interrupted`): its
+    /// `TOOL_CALL_END`, then its result. A client tool's result is the
+    /// client's own (`client_content`, shown only by the history under the
+    /// client's message id); any other's is `content`.
+    fn tool_end(&mut self, agent: &str, call: &str, client_content: String, content: String, out: &mut Vec<Value>) {
+        self.close_text(agent, out);
+        self.end_call(agent, call, out);
+        if agent == self.root {
+            self.settled.insert(call.to_owned());
+            self.interrupts.retain(|(_, i)| i["toolCallId"] != call);
+            self.client_calls.retain(|(_, c)| c != call);
+        }
+        if self.client_tool_calls.contains(call) {
+            // The client ran it and holds its result: only the
+            // history shows it, under the client's message id.
+            let Some(id) = self.client_results.get(call).cloned() else { return };
+            out.push(json!({ "type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": call, "content": client_content, "role": "tool" }));
+            return;
+        }
+        let result = json!({ "type": "TOOL_CALL_RESULT", "messageId": format!("{call}.result"), "toolCallId": call, "content": content, "role": "tool" });
+        out.push(self.tag(agent, result));
     }
 
     /// A call's `TOOL_CALL_START` (an MCP tool's names its server in
@@ -533,7 +540,7 @@ impl AguiMapper {
 }
 
 /// What an answer to a request looks like (`resume[].payload`).
-fn response_schema(input_type: &str, p: &Value) -> Value {
+fn response_schema(input_type: &str, questions: Option<&[crate::event::schema::Question]>) -> Value {
     match input_type {
         "approval" => json!({
             "type": "object",
@@ -550,8 +557,8 @@ fn response_schema(input_type: &str, p: &Value) -> Value {
                     "skipped": { "type": "boolean" },
                 }, "required": ["questionId"] } } },
             });
-            if let Some(q) = p.get("questions").filter(|q| q.is_array()) {
-                s["x-questions"] = q.clone();
+            if let Some(q) = questions {
+                s["x-questions"] = json!(q);
             }
             s
         }
@@ -561,8 +568,7 @@ fn response_schema(input_type: &str, p: &Value) -> Value {
 /// A user message's `content`: its text, or, with attachments (the
 /// `run-start`'s), its text part and a media part for each (AG-UI 1.0:
 /// `image` for images, `document` otherwise, by URL).
-pub fn user_content(text: &str, attachments: &Value, origin: &str, thread: &str) -> Value {
-    let list: Vec<crate::files::Attachment> = serde_json::from_value(attachments.clone()).unwrap_or_default();
+pub fn user_content(text: &str, list: &[crate::files::Attachment], origin: &str, thread: &str) -> Value {
     if list.is_empty() {
         return Value::String(text.to_owned());
     }
@@ -570,7 +576,7 @@ pub fn user_content(text: &str, attachments: &Value, origin: &str, thread: &str)
     if !text.is_empty() {
         parts.push(json!({ "type": "text", "text": text }));
     }
-    for a in &list {
+    for a in list {
         let kind = if crate::files::media::inline(a.media_type()) { "image" } else { "document" };
         let mut meta = json!({});
         if let crate::files::Attachment::File(f) = a {
@@ -593,7 +599,7 @@ mod tests {
     use super::*;
 
     fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
-        let mut e = Event::new(kind, "t.r", agent, 0, payload);
+        let mut e = Event::from_json(kind, "t.r", agent, 0, payload).unwrap();
         e.response_id = rid.map(str::to_owned);
         e
     }
@@ -619,7 +625,7 @@ mod tests {
             ev(Kind::RunFinish, "o", None, json!({"status":"completed"})),
         ];
         let replay: Vec<Event> =
-            live.iter().filter(|e| !matches!(e.kind, Kind::TextDelta | Kind::ReasoningDelta)).cloned().collect();
+            live.iter().filter(|e| !matches!(e.kind(), Kind::TextDelta | Kind::ReasoningDelta)).cloned().collect();
         let a: Vec<_> = {
             let mut m = AguiMapper::new("t", "t.r", "o");
             live.iter().flat_map(|e| m.map(e)).collect()
@@ -671,7 +677,7 @@ mod tests {
     fn an_approval_interrupts_once_the_step_is_settled_and_everything_is_closed() {
         let mut m = AguiMapper::new("t", "t.r", "o");
         for e in [
-            ev(Kind::RunStart, "o", None, json!({})),
+            ev(Kind::RunStart, "o", None, json!({"messageId":"m1"})),
             ev(Kind::StepStart, "o", None, json!({})),
             ev(Kind::ToolInputStart, "o", None, json!({"toolCallId":"a","toolName":"del"})),
             ev(Kind::StepFinish, "o", None, json!({})),
@@ -680,7 +686,7 @@ mod tests {
                 Kind::ConfirmationRequest,
                 "o",
                 None,
-                json!({"requestId":"q","toolCallId":"a","toolName":"del","inputType":"approval","message":"ok?"}),
+                json!({"requestId":"q","toolCallId":"a","toolName":"del","severity":"warning","inputType":"approval","message":"ok?"}),
             ),
         ] {
             m.map(&e);
@@ -697,7 +703,7 @@ mod tests {
     fn sub_agents_are_attributed_and_closed() {
         let mut m = AguiMapper::new("t", "t.r", "o");
         let out: Vec<_> = [
-            ev(Kind::RunStart, "o", None, json!({})),
+            ev(Kind::RunStart, "o", None, json!({"messageId":"m1"})),
             ev(Kind::AgentSpawned, "sub", None, json!({"parentId":"o","role":"researcher"})),
             ev(Kind::StepStart, "sub", None, json!({})),
             ev(Kind::TextDelta, "sub", Some("x"), json!({"text":"hi"})),
@@ -727,7 +733,7 @@ mod tests {
         assert!(m.map(&later).is_empty());
         let mut h = AguiMapper::new("t", "t.r", "o").with_client_results(HashMap::new());
         let events = [
-            ev(Kind::RunStart, "o", None, json!({})),
+            ev(Kind::RunStart, "o", None, json!({"messageId":"m1"})),
             ev(Kind::AgentSpawned, "sub", None, json!({"parentId":"o","role":"researcher"})),
             ev(Kind::RunFinish, "o", None, json!({"status":"completed"})),
             later,

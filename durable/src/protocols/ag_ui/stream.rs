@@ -5,7 +5,7 @@
 //! a person.
 
 use super::mapping::{self as agui, AguiMapper};
-use crate::event::{Event, Kind};
+use crate::event::{Event, Payload};
 use crate::feed::Framer;
 use crate::ids::ROOT_AGENT;
 use std::collections::HashSet;
@@ -49,10 +49,8 @@ impl AguiFrames {
             return;
         }
         let gated = !self.unseen.is_empty();
-        if ev.kind == Kind::ConfirmationRequest {
-            if let Some(id) = ev.payload["requestId"].as_str() {
-                self.unseen.remove(id);
-            }
+        if let Payload::ConfirmationRequest(req) = &ev.payload {
+            self.unseen.remove(&req.request_id);
         }
         for (id, e) in self.mapper.map(&ev) {
             if !gated && id > self.after {

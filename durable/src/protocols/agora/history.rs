@@ -22,7 +22,7 @@
 //! status come with them.
 
 use crate::error::ApiError;
-use crate::event::{Event, Kind};
+use crate::event::{Event, Payload};
 use crate::ids::ROOT_AGENT;
 use crate::quota::rfc3339;
 use crate::store::{ConfirmState, RunRecord, RunState, Store};
@@ -136,51 +136,71 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
     let mut output = Value::Null;
     let mut before = run.created_at;
     for ev in events {
-        let p = &ev.payload;
-        let id = p["toolCallId"].as_str().unwrap_or_default();
         let root = ev.agent_id == ROOT_AGENT;
         let step = steps.last_mut().expect("one step at least");
-        match ev.kind {
-            Kind::StepStart if root => {
+        match &ev.payload {
+            Payload::StepStart(_) if root => {
                 if started {
                     steps.push(Step::default());
                 }
                 started = true;
             }
-            Kind::TextBlock if root => put(&mut step.text, &ev.response_id, p["text"].as_str().unwrap_or_default()),
+            Payload::TextBlock(t) if root => put(&mut step.text, &ev.response_id, &t.text),
             // A reasoning segment is stored as it closes: it took from the
             // event before it until then.
-            Kind::ReasoningBlock if root => {
-                put(&mut step.reasoning, &ev.response_id, p["text"].as_str().unwrap_or_default());
+            Payload::ReasoningBlock(t) if root => {
+                put(&mut step.reasoning, &ev.response_id, &t.text);
                 step.reasoning_ms += (ev.ts - before).max(0);
             }
-            Kind::ToolCall if root => {
-                let mut c = json!({ "id": id, "name": p["toolName"], "input": p["args"] });
-                if let Some(k) = p.get("toolKind") {
-                    c["kind"] = k.clone();
-                    c["toolKind"] = k.clone();
+            Payload::ToolCall(call) if root => {
+                let mut c = json!({ "id": call.tool_call_id, "name": call.tool_name, "input": call.args });
+                if let Some(k) = &call.tool_kind {
+                    c["kind"] = k.clone().into();
+                    c["toolKind"] = k.clone().into();
                 }
                 step.calls.push(c);
             }
-            Kind::ToolResult if root => results.push((id.to_owned(), json!({ "output": p["result"] }))),
-            Kind::ToolError | Kind::ToolInterrupted if root => {
-                results.push((id.to_owned(), json!({ "error": p["error"], "isError": true })))
+            Payload::ToolResult(r) if root => results.push((r.tool_call_id.clone(), json!({ "output": r.result }))),
+            Payload::ToolError(e) | Payload::ToolInterrupted(e) if root => {
+                results.push((e.tool_call_id.clone(), json!({ "error": e.error, "isError": true })))
             }
-            Kind::StepFinish if root => {
-                let u = &p["usage"];
-                if u.is_object() {
-                    let mut usage = json!({ "inputTokens": u["prompt_tokens"].as_u64().unwrap_or(0),
-                                            "outputTokens": u["completion_tokens"].as_u64().unwrap_or(0) });
-                    if let Some(c) = p.get("costUsd").filter(|c| c.is_number()) {
-                        usage["costUsd"] = c.clone();
+            Payload::StepFinish(finish) if root => {
+                if let Some((input, output)) = finish.token_counts() {
+                    let mut usage = json!({ "inputTokens": input.as_u64().unwrap_or(0),
+                                            "outputTokens": output.as_u64().unwrap_or(0) });
+                    if let Some(c) = finish.cost_usd {
+                        usage["costUsd"] = c.into();
                     }
                     step.usage = Some(usage);
                 }
             }
-            Kind::RunFinish => output = p.get("output").cloned().unwrap_or(Value::Null),
-            _ => {}
+            Payload::RunFinish(fin) => output = fin.output.clone().unwrap_or(Value::Null),
+            // A sub-agent's steps are its spawn call's; live-only text is
+            // in the blocks; the rest is not part of a row.
+            Payload::StepStart(_)
+            | Payload::TextBlock(_)
+            | Payload::ReasoningBlock(_)
+            | Payload::ToolCall(_)
+            | Payload::ToolResult(_)
+            | Payload::ToolError(_)
+            | Payload::ToolInterrupted(_)
+            | Payload::StepFinish(_)
+            | Payload::RunStart(_)
+            | Payload::TextDelta(_)
+            | Payload::ReasoningDelta(_)
+            | Payload::ToolInputStart(_)
+            | Payload::AgentSpawned(_)
+            | Payload::AgentCompleted(_)
+            | Payload::ConfirmationRequest(_)
+            | Payload::ConfirmationSettled(_)
+            | Payload::TasksUpdate(_)
+            | Payload::Status(_)
+            | Payload::Error(_)
+            | Payload::ThreadTitleUpdated(_)
+            | Payload::FilesystemRequest(_)
+            | Payload::QueueUpdated(_) => {}
         }
-        if ev.kind.class() != crate::event::Class::Ephemeral {
+        if ev.kind().class() != crate::event::Class::Ephemeral {
             before = ev.ts;
         }
     }

@@ -37,7 +37,8 @@
 //! cancelled run's last frame is `cancelled`. Holding depends only on the
 //! events, so a frame keeps its number on every connection.
 
-use crate::event::{Event, Kind};
+use crate::event::schema::RunFinish;
+use crate::event::{Event, FinishStatus, Kind, Payload};
 use crate::sse::Frame;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -90,9 +91,9 @@ impl FrameMapper {
 
     /// The frames a run's end releases, numbered: the held `step-finish`
     /// and `title`s, then `cancelled` for a cancelled run.
-    pub fn finish(&mut self, run_finish: &Value) -> Vec<(u64, Value)> {
+    pub fn finish(&mut self, run_finish: &RunFinish) -> Vec<(u64, Value)> {
         let mut frames = self.release(true);
-        if run_finish["status"] == "cancelled" {
+        if run_finish.status == FinishStatus::Cancelled {
             frames.push(json!({ "kind": "cancelled" }));
         }
         self.number(frames)
@@ -118,19 +119,19 @@ impl FrameMapper {
     }
 
     fn frames(&mut self, ev: &Event) -> Vec<Value> {
-        let p = &ev.payload;
         // A child's entry lands in the root's timeline: root text ends there.
-        if ev.kind == Kind::AgentSpawned && p["parentId"] == self.root.as_str() {
-            self.tail = None;
+        if let Payload::AgentSpawned(spawned) = &ev.payload {
+            if spawned.parent_id == self.root {
+                self.tail = None;
+            }
             return Vec::new();
         }
-        if ev.agent_id != self.root && ev.kind != Kind::QueueUpdated {
+        if ev.agent_id != self.root && ev.kind() != Kind::QueueUpdated {
             return Vec::new();
         }
-        let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default();
-        match ev.kind {
-            Kind::TextDelta | Kind::ReasoningDelta if p.get("snapshot").and_then(Value::as_bool) != Some(true) => {
-                let reasoning = ev.kind == Kind::ReasoningDelta;
+        match &ev.payload {
+            Payload::TextDelta(t) | Payload::ReasoningDelta(t) if t.snapshot != Some(true) => {
+                let reasoning = ev.kind() == Kind::ReasoningDelta;
                 let same =
                     self.tail.as_ref().is_some_and(|t| t.reasoning == reasoning && t.response_id == ev.response_id);
                 if !same {
@@ -138,14 +139,14 @@ impl FrameMapper {
                         Some(Tail { reasoning, response_id: ev.response_id.clone(), text: String::new(), parts: 0 });
                 }
                 let tail = self.tail.as_mut().expect("set above");
-                tail.text.push_str(text("text"));
+                tail.text.push_str(&t.text);
                 tail.parts += 1;
-                vec![text_frame(reasoning, text("text"))]
+                vec![text_frame(reasoning, &t.text)]
             }
             // Blocks, and the snapshot a joining client gets: the deltas not sent yet.
-            Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => {
-                let reasoning = matches!(ev.kind, Kind::ReasoningDelta | Kind::ReasoningBlock);
-                let full = text("text");
+            Payload::TextDelta(t) | Payload::ReasoningDelta(t) | Payload::TextBlock(t) | Payload::ReasoningBlock(t) => {
+                let reasoning = matches!(ev.payload, Payload::ReasoningDelta(_) | Payload::ReasoningBlock(_));
+                let full = t.text.as_str();
                 // Numbered frames keep even an empty delta (agora's ids
                 // count it), so only the reading is shared (`segment`).
                 let parts = crate::segment::Piece::of(ev).map(|p| p.parts).unwrap_or_else(|| vec![full.len()]);
@@ -174,48 +175,57 @@ impl FrameMapper {
                 });
                 frames
             }
-            Kind::ToolInputStart => {
-                if self.calls.insert(text("toolCallId").to_owned()) {
+            Payload::ToolInputStart(start) => {
+                if self.calls.insert(start.tool_call_id.clone()) {
                     self.tail = None;
                 }
                 Vec::new()
             }
-            Kind::ToolCall => {
-                if self.calls.insert(text("toolCallId").to_owned()) {
+            Payload::ToolCall(call) => {
+                if self.calls.insert(call.tool_call_id.clone()) {
                     self.tail = None;
                 }
-                let mut f = json!({ "kind": "tool-input-available", "id": text("toolCallId"), "name": text("toolName"), "input": p["args"] });
-                if let Some(k) = p.get("toolKind").filter(|k| k.is_string()) {
-                    f["toolKind"] = k.clone();
+                let mut f = json!({ "kind": "tool-input-available", "id": call.tool_call_id, "name": call.tool_name, "input": call.args });
+                if let Some(k) = &call.tool_kind {
+                    f["toolKind"] = k.clone().into();
                 }
                 // An MCP tool: its server, by name.
-                if let Some(server) = p.get("server").filter(|k| k.is_string()) {
-                    f["server"] = server.clone();
+                if let Some(server) = &call.server {
+                    f["server"] = server.clone().into();
                 }
                 vec![f]
             }
-            Kind::ToolResult => vec![json!({ "kind": "tool-output", "id": text("toolCallId"), "output": p["result"] })],
-            Kind::ToolError | Kind::ToolInterrupted if self.denied.contains(text("toolCallId")) => Vec::new(),
+            Payload::ToolResult(r) => vec![json!({ "kind": "tool-output", "id": r.tool_call_id, "output": r.result })],
+            Payload::ToolError(e) | Payload::ToolInterrupted(e) if self.denied.contains(&e.tool_call_id) => Vec::new(),
             // agora's `error`; `errorText` for readers of the AI SDK's word.
-            Kind::ToolError | Kind::ToolInterrupted => {
-                let error = text("error");
-                vec![json!({ "kind": "tool-output-error", "id": text("toolCallId"), "error": error, "errorText": error })]
+            Payload::ToolError(e) | Payload::ToolInterrupted(e) => {
+                vec![json!({ "kind": "tool-output-error", "id": e.tool_call_id, "error": e.error, "errorText": e.error })]
             }
-            Kind::ConfirmationSettled => {
-                let id = text("toolCallId");
-                let status = text("status");
+            Payload::ConfirmationSettled(c) => {
+                let id = c.tool_call_id.as_str();
+                let status = c.status.as_str();
                 // agora's words: a person's no is `rejected`.
                 let word = if status == "denied" { "rejected" } else { status };
                 let mut settled = json!({ "kind": "approval-settled", "id": id, "status": word });
-                for k in ["requestId", "decidedBy", "decidedVia", "remember", "reason"] {
-                    if let Some(v) = p.get(k) {
-                        settled[k] = v.clone();
-                    }
+                if let Some(v) = &c.request_id {
+                    settled["requestId"] = v.clone().into();
+                }
+                if let Some(v) = &c.decided_by {
+                    settled["decidedBy"] = v.clone().into();
+                }
+                if let Some(v) = &c.decided_via {
+                    settled["decidedVia"] = v.clone().into();
+                }
+                if let Some(v) = c.remember {
+                    settled["remember"] = v.into();
+                }
+                if let Some(v) = &c.reason {
+                    settled["reason"] = v.clone().into();
                 }
                 let mut frames = vec![settled];
                 let reason = match status {
                     "expired" => Some("approval expired".to_owned()),
-                    "denied" => Some(p.get("reason").and_then(Value::as_str).unwrap_or("denied").to_owned()),
+                    "denied" => Some(c.reason.clone().unwrap_or_else(|| "denied".to_owned())),
                     _ => None,
                 };
                 if let Some(reason) = reason {
@@ -224,60 +234,70 @@ impl FrameMapper {
                 }
                 frames
             }
-            Kind::ConfirmationRequest => {
-                if self.calls.insert(text("toolCallId").to_owned()) {
+            Payload::ConfirmationRequest(req) => {
+                if self.calls.insert(req.tool_call_id.clone()) {
                     self.tail = None;
                 }
                 let mut f = json!({
                     "kind": "approval-requested",
-                    "id": text("toolCallId"),
-                    "requestId": text("requestId"),
-                    "toolName": text("toolName"),
-                    "input": p["args"],
-                    "inputType": p.get("inputType").cloned().unwrap_or_else(|| "approval".into()),
-                    "approver": p.get("approver").cloned().unwrap_or_else(|| crate::thread::REQUESTER.into()),
+                    "id": req.tool_call_id,
+                    "requestId": req.request_id,
+                    "toolName": req.tool_name,
+                    "input": req.args,
+                    "inputType": req.input_type.as_ref().map_or("approval", |t| t.as_str()),
+                    "approver": req.approver.as_deref().unwrap_or(crate::thread::REQUESTER),
                 });
-                if let Some(at) = p.get("expiresAt").and_then(Value::as_i64) {
+                if let Some(at) = req.expires_at {
                     f["expiresAt"] = crate::quota::rfc3339(at).into();
                 }
                 vec![f]
             }
-            Kind::StepStart => {
+            Payload::StepStart(_) => {
                 let mut frames = self.release(false);
                 frames.push(json!({ "kind": "step-start" }));
                 frames
             }
-            Kind::StepFinish => {
-                let u = &p["usage"];
+            Payload::StepFinish(step) => {
                 let mut f = json!({ "kind": "step-finish" });
-                if u.is_object() {
-                    f["usage"] = json!({ "inputTokens": u["prompt_tokens"], "outputTokens": u["completion_tokens"] });
+                if let Some((input, output)) = step.token_counts() {
+                    f["usage"] = json!({ "inputTokens": input, "outputTokens": output });
                 }
-                if let Some(c) = p.get("costUsd").filter(|c| c.is_number()) {
-                    f["costUsd"] = c.clone();
+                if let Some(c) = step.cost_usd {
+                    f["costUsd"] = c.into();
                 }
                 let frames = self.release(false);
                 self.step_finish = Some(f);
                 frames
             }
-            Kind::TasksUpdate => vec![json!({ "kind": "tasks", "tasks": crate::event::task_list(p) })],
-            Kind::ThreadTitleUpdated => {
-                self.titles.push(json!({ "kind": "title", "title": text("title") }));
+            Payload::TasksUpdate(tasks) => vec![json!({ "kind": "tasks", "tasks": tasks.list_json() })],
+            Payload::ThreadTitleUpdated(title) => {
+                self.titles.push(json!({ "kind": "title", "title": title.title }));
                 Vec::new()
             }
-            Kind::QueueUpdated => {
+            Payload::QueueUpdated(update) => {
                 // The handoff (a message `started`, or the queue paused) is
                 // the run's last event: what is held goes before it.
-                let handoff = p.get("started").is_some() || p["paused"] == true;
+                let handoff = update.started.is_some() || update.queue.paused;
                 let mut frames = if handoff { self.release(true) } else { Vec::new() };
-                let mut f = json!({ "kind": "queue", "queue": super::queue::view(p) });
-                if let Some(s) = p.get("started") {
-                    f["started"] = s.clone();
+                let mut f = json!({ "kind": "queue", "queue": super::queue::of(&update.queue) });
+                if let Some(started) = &update.started {
+                    f["started"] = json!(started);
                 }
                 frames.push(f);
                 frames
             }
-            _ => Vec::new(),
+            // The run's start is the stream's `meta`, its end the stream's
+            // terminal frame ([`FrameMapper::finish`], [`terminal`]); a
+            // sub-agent's work is its spawn call's output; agora's envelope
+            // has no status line, error frame (the run's end says why) or
+            // filesystem request.
+            Payload::RunStart(_)
+            | Payload::RunFinish(_)
+            | Payload::AgentSpawned(_)
+            | Payload::AgentCompleted(_)
+            | Payload::Status(_)
+            | Payload::Error(_)
+            | Payload::FilesystemRequest(_) => Vec::new(),
         }
     }
 }
@@ -302,9 +322,9 @@ pub fn meta(run_id: &str, thread_id: &str, out: &mut Vec<u8>) {
 /// The stream's last frame for a `run-finish`: `done` (a completed run, or
 /// a cancelled one: agora's Stop is not a failure, and a client that
 /// retries a failed stream must not retry it), or `error {code, message}`.
-pub fn terminal(run_finish: &Value, out: &mut Vec<u8>) {
-    let status = run_finish["status"].as_str().unwrap_or_default();
-    let reason = run_finish["reason"].as_str().unwrap_or_default();
+pub fn terminal(run_finish: &RunFinish, out: &mut Vec<u8>) {
+    let status = run_finish.status.as_str();
+    let reason = run_finish.reason.as_deref().unwrap_or_default();
     let (name, data) = match (status, reason) {
         ("completed" | "cancelled", _) => ("done", json!({})),
         (_, "quota_exceeded") => ("error", json!({ "code": reason, "message": "your budget for this period is spent" })),
@@ -325,7 +345,7 @@ mod tests {
     use super::*;
 
     fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
-        let mut e = Event::new(kind, "r", agent, 0, payload);
+        let mut e = Event::from_json(kind, "r", agent, 0, payload).unwrap();
         e.response_id = rid.map(str::to_owned);
         e
     }
@@ -345,7 +365,7 @@ mod tests {
             ev(Kind::TextBlock, "o", Some("s"), json!({"text":"Hello","parts":[2,3]})),
             ev(Kind::ToolCall, "o", None, json!({"toolCallId":"t","toolName":"n","args":{}})),
         ];
-        let replay: Vec<Event> = live.iter().filter(|e| e.kind != Kind::TextDelta).cloned().collect();
+        let replay: Vec<Event> = live.iter().filter(|e| e.kind() != Kind::TextDelta).cloned().collect();
         let mut a = FrameMapper::new("o");
         let fa: Vec<_> = live.iter().flat_map(|e| a.map(e)).collect();
         let mut b = FrameMapper::new("o");
@@ -369,8 +389,9 @@ mod tests {
     #[test]
     fn terminal_frames() {
         let mut out = Vec::new();
-        terminal(&json!({"status":"completed"}), &mut out);
-        terminal(&json!({"status":"error","reason":"LLM provider unavailable"}), &mut out);
+        let fin = |status, reason: Option<&str>| RunFinish { status, reason: reason.map(str::to_owned), output: None };
+        terminal(&fin(FinishStatus::Completed, None), &mut out);
+        terminal(&fin(FinishStatus::Error, Some("LLM provider unavailable")), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "event: done\ndata: {}\n\nevent: error\ndata: {\"code\":\"run_failed\",\"message\":\"LLM provider unavailable\"}\n\n"

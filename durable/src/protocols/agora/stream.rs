@@ -5,7 +5,7 @@
 //! core's `runstream` mapping, the same live and replayed.
 
 use super::mapping::{self as runstream, FrameMapper};
-use crate::event::{Event, Kind};
+use crate::event::{Event, Payload};
 use crate::feed::Framer;
 use crate::ids::ROOT_AGENT;
 use crate::sse::PING;
@@ -52,9 +52,9 @@ impl RunFrames {
         if ev.run_id != self.run_id {
             return;
         }
-        if ev.kind == Kind::RunFinish {
-            runstream::encode(&self.mapper.finish(&ev.payload), self.after, out);
-            runstream::terminal(&ev.payload, out);
+        if let Payload::RunFinish(fin) = &ev.payload {
+            runstream::encode(&self.mapper.finish(fin), self.after, out);
+            runstream::terminal(fin, out);
             self.finished = true;
         } else {
             runstream::encode(&self.mapper.map(&ev), self.after, out);

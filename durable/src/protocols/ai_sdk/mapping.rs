@@ -36,7 +36,8 @@
 //! The stream ends with `data: [DONE]`; a run waiting for a person ends
 //! its stream too (`finish`), and the client's answer continues it.
 
-use crate::event::{Event, Kind};
+use crate::event::schema::ConfirmationRequest;
+use crate::event::{Event, FinishStatus, Payload};
 use crate::segment::{Piece, Sent};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
@@ -166,166 +167,152 @@ impl UiMapper {
         if self.finished {
             return out;
         }
-        let p = &ev.payload;
-        let text = |k: &str| p.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-        // Sub-agents show as data parts, whatever their depth.
-        match ev.kind {
-            Kind::AgentSpawned => {
-                if p["parentId"] == self.root.as_str() {
+        // Sub-agents show as data parts, whatever their depth; the rest of
+        // a sub-agent's work is its own (only its end shows).
+        let root = ev.agent_id == self.root;
+        match &ev.payload {
+            Payload::AgentSpawned(spawned) => {
+                if spawned.parent_id == self.root {
                     self.close(&mut out);
                 }
-                let mut data = json!({ "agentId": ev.agent_id, "parentId": p["parentId"], "role": p["role"], "status": "running" });
-                for k in ["title", "goal", "kind"] {
-                    if let Some(v) = p.get(k).filter(|v| !v.is_null()) {
-                        data[k] = v.clone();
+                let mut data = json!({ "agentId": ev.agent_id, "parentId": spawned.parent_id, "role": spawned.role, "status": "running" });
+                for (k, v) in [("title", &spawned.title), ("goal", &spawned.goal), ("kind", &spawned.kind)] {
+                    if let Some(v) = v {
+                        data[k] = v.clone().into();
                     }
                 }
                 self.agents.insert(ev.agent_id.clone(), data.clone());
                 out.push(json!({ "type": "data-agent", "id": ev.agent_id, "data": data }));
-                return out;
             }
-            Kind::AgentCompleted => {
+            Payload::AgentCompleted(done) => {
                 let mut data = self
                     .agents
                     .get(&ev.agent_id)
                     .cloned()
-                    .unwrap_or_else(|| json!({ "agentId": ev.agent_id, "role": p["role"] }));
-                let failed = p.get("error").is_some_and(|e| !e.is_null());
-                data["status"] = if failed { "failed" } else { "completed" }.into();
-                if failed {
-                    data["error"] = p["error"].clone();
-                } else if !p["result"].is_null() {
-                    data["result"] = p["result"].clone();
+                    .unwrap_or_else(|| json!({ "agentId": ev.agent_id, "role": done.role }));
+                data["status"] = if done.error.is_some() { "failed" } else { "completed" }.into();
+                if let Some(error) = &done.error {
+                    data["error"] = error.clone().into();
+                } else if !done.result.is_null() {
+                    data["result"] = done.result.clone();
                 }
                 self.agents.insert(ev.agent_id.clone(), data.clone());
                 out.push(json!({ "type": "data-agent", "id": ev.agent_id, "data": data }));
-                return out;
             }
-            _ => {}
-        }
-        if ev.agent_id != self.root && ev.kind != Kind::RunFinish {
-            return out;
-        }
-        match ev.kind {
-            Kind::TextDelta | Kind::ReasoningDelta | Kind::TextBlock | Kind::ReasoningBlock => {
-                self.text(ev, &mut out);
-            }
-            Kind::StepStart => {
-                self.close(&mut out);
-                self.step_calls.clear();
-                out.push(json!({ "type": "start-step" }));
-            }
-            Kind::StepFinish => {
-                self.close(&mut out);
-                out.push(json!({ "type": "finish-step" }));
-                let u = &p["usage"];
-                if u.is_object() {
-                    let usage = json!({ "inputTokens": u["prompt_tokens"], "outputTokens": u["completion_tokens"] });
-                    out.push(json!({ "type": "message-metadata", "messageMetadata": { "usage": usage } }));
+            Payload::TextDelta(_) | Payload::ReasoningDelta(_) | Payload::TextBlock(_) | Payload::ReasoningBlock(_) => {
+                if root {
+                    self.text(ev, &mut out);
                 }
             }
-            Kind::ToolInputStart => {
-                self.close(&mut out);
-                let id = text("toolCallId");
-                self.step_call(&id);
-                if self.calls.insert(id.clone()) {
-                    let mut start = json!({ "type": "tool-input-start", "toolCallId": id, "toolName": text("toolName"), "dynamic": true });
-                    mcp_server(p, &mut start);
-                    out.push(start);
+            Payload::StepStart(_) => {
+                if root {
+                    self.close(&mut out);
+                    self.step_calls.clear();
+                    out.push(json!({ "type": "start-step" }));
                 }
             }
-            Kind::ToolCall => {
-                self.close(&mut out);
-                let id = text("toolCallId");
-                self.step_call(&id);
-                self.calls.insert(id.clone());
-                let mut available = json!({
-                    "type": "tool-input-available",
-                    "toolCallId": id,
-                    "toolName": text("toolName"),
-                    "input": p.get("args").cloned().unwrap_or_else(|| json!({})),
-                    "dynamic": true,
-                });
-                mcp_server(p, &mut available);
-                out.push(available);
+            Payload::StepFinish(step) => {
+                if root {
+                    self.close(&mut out);
+                    out.push(json!({ "type": "finish-step" }));
+                    if let Some((input, output)) = step.token_counts() {
+                        let usage = json!({ "inputTokens": input, "outputTokens": output });
+                        out.push(json!({ "type": "message-metadata", "messageMetadata": { "usage": usage } }));
+                    }
+                }
             }
-            Kind::ToolResult => {
-                let id = text("toolCallId");
-                self.outcome(&id, &mut out);
-                out.push(json!({ "type": "tool-output-available", "toolCallId": id, "output": p["result"], "dynamic": true }));
+            Payload::ToolInputStart(start) => {
+                if root {
+                    self.close(&mut out);
+                    let id = &start.tool_call_id;
+                    self.step_call(id);
+                    if self.calls.insert(id.clone()) {
+                        let mut chunk = json!({ "type": "tool-input-start", "toolCallId": id, "toolName": start.tool_name, "dynamic": true });
+                        mcp_server(start.server.as_deref(), None, &mut chunk);
+                        out.push(chunk);
+                    }
+                }
             }
-            Kind::ToolError | Kind::ToolInterrupted => {
-                let id = text("toolCallId");
-                let error = text("error");
-                self.outcome(&id, &mut out);
-                // A continuation starts after the request: its call is the
-                // client's, asked for approval.
-                if (self.approvals.contains(&id) || self.continuing) && error.starts_with(DENIED) {
-                    out.push(json!({ "type": "tool-output-denied", "toolCallId": id }));
-                } else {
-                    let error = if error.is_empty() { "the tool call did not complete".to_owned() } else { error };
+            Payload::ToolCall(call) => {
+                if root {
+                    self.close(&mut out);
+                    let id = &call.tool_call_id;
+                    self.step_call(id);
+                    self.calls.insert(id.clone());
+                    let mut available = json!({
+                        "type": "tool-input-available",
+                        "toolCallId": id,
+                        "toolName": call.tool_name,
+                        "input": call.args,
+                        "dynamic": true,
+                    });
+                    mcp_server(call.server.as_deref(), call.title.as_deref(), &mut available);
+                    out.push(available);
+                }
+            }
+            Payload::ToolResult(r) => {
+                if root {
+                    let id = &r.tool_call_id;
+                    self.outcome(id, &mut out);
+                    out.push(json!({ "type": "tool-output-available", "toolCallId": id, "output": r.result, "dynamic": true }));
+                }
+            }
+            Payload::ToolError(e) | Payload::ToolInterrupted(e) => {
+                if root {
+                    let id = &e.tool_call_id;
+                    self.outcome(id, &mut out);
+                    // A continuation starts after the request: its call is the
+                    // client's, asked for approval.
+                    if (self.approvals.contains(id) || self.continuing) && e.error.starts_with(DENIED) {
+                        out.push(json!({ "type": "tool-output-denied", "toolCallId": id }));
+                    } else {
+                        let error = if e.error.is_empty() { "the tool call did not complete" } else { &e.error };
+                        out.push(
+                            json!({ "type": "tool-output-error", "toolCallId": id, "errorText": error, "dynamic": true }),
+                        );
+                    }
+                }
+            }
+            Payload::ConfirmationRequest(req) => {
+                if root {
+                    self.confirmation(req, &mut out);
+                }
+            }
+            Payload::TasksUpdate(tasks) => {
+                if root {
+                    out.push(json!({ "type": "data-tasks", "id": "tasks", "data": { "tasks": tasks.list_json() } }));
+                }
+            }
+            Payload::ThreadTitleUpdated(title) => {
+                if root {
+                    out.push(json!({ "type": "data-title", "id": "title", "data": { "title": title.title } }));
+                }
+            }
+            Payload::Status(status) => {
+                if root {
                     out.push(
-                        json!({ "type": "tool-output-error", "toolCallId": id, "errorText": error, "dynamic": true }),
+                        json!({ "type": "data-status", "data": { "message": status.message }, "transient": true }),
                     );
                 }
             }
-            Kind::ConfirmationRequest => {
-                self.close(&mut out);
-                let call = text("toolCallId");
-                let request = text("requestId");
-                let input_type = p.get("inputType").and_then(Value::as_str).unwrap_or("approval");
-                if !call.is_empty() {
-                    self.step_call(&call);
-                    self.waiting.insert(call.clone());
-                }
-                if input_type == crate::store::CLIENT_TOOL {
-                    // The client runs it: its part is `input-available`, and
-                    // the client's `addToolOutput` continues the message.
-                } else if input_type == "approval" && !call.is_empty() {
-                    if !self.calls.contains(&call) && !self.continuing {
-                        self.calls.insert(call.clone());
-                        out.push(json!({
-                            "type": "tool-input-available",
-                            "toolCallId": call,
-                            "toolName": text("toolName"),
-                            "input": p.get("args").cloned().unwrap_or_else(|| json!({})),
-                            "dynamic": true,
-                        }));
-                    }
-                    self.approvals.insert(call.clone());
-                    out.push(json!({ "type": "tool-approval-request", "approvalId": request, "toolCallId": call }));
-                } else {
-                    out.push(json!({ "type": "data-confirmation", "id": request, "data": p }));
+            Payload::Error(error) => {
+                if root && !error.content.is_empty() {
+                    self.last_error = Some(error.content.clone());
                 }
             }
-            Kind::TasksUpdate => {
-                let tasks = crate::event::task_list(p);
-                out.push(json!({ "type": "data-tasks", "id": "tasks", "data": { "tasks": tasks } }));
-            }
-            Kind::ThreadTitleUpdated => {
-                out.push(json!({ "type": "data-title", "id": "title", "data": { "title": text("title") } }));
-            }
-            Kind::Status => {
-                out.push(json!({ "type": "data-status", "data": { "message": text("message") }, "transient": true }));
-            }
-            Kind::Error => {
-                let content = text("content");
-                if !content.is_empty() {
-                    self.last_error = Some(content);
-                }
-            }
-            Kind::RunFinish => {
+            Payload::RunFinish(fin) => {
                 self.close(&mut out);
                 self.finished = true;
-                let reason = text("reason");
-                match p["status"].as_str().unwrap_or_default() {
-                    "completed" => out.push(finish("stop")),
-                    "cancelled" => {
+                let reason = fin.reason.clone().unwrap_or_default();
+                match fin.status {
+                    FinishStatus::Completed => out.push(finish("stop")),
+                    FinishStatus::Cancelled => {
                         let reason = if reason.is_empty() { "cancelled".to_owned() } else { reason };
                         out.push(json!({ "type": "abort", "reason": reason }));
                         out.push(finish("other"));
                     }
-                    status => {
+                    FinishStatus::Error | FinishStatus::Interrupted => {
+                        let status = fin.status.as_str();
                         let error = match (self.last_error.take(), reason.is_empty()) {
                             (Some(e), _) => e,
                             (None, false) => reason,
@@ -339,9 +326,47 @@ impl UiMapper {
                     }
                 }
             }
-            _ => {}
+            // The message's `start` is the stream's own (it names the
+            // message); a settlement shows as its call's outcome; the queue
+            // and the n8n gateway's requests are not part of a UI message.
+            Payload::RunStart(_)
+            | Payload::ConfirmationSettled(_)
+            | Payload::QueueUpdated(_)
+            | Payload::FilesystemRequest(_) => {}
         }
         out
+    }
+
+    /// A request for a person: an approval is the call's
+    /// `tool-approval-request`; a client tool waits for the client's
+    /// output; any other request is a `data-confirmation` part.
+    fn confirmation(&mut self, req: &ConfirmationRequest, out: &mut Vec<Value>) {
+        self.close(out);
+        let call = &req.tool_call_id;
+        let input_type = req.input_type.as_ref().map_or("approval", |t| t.as_str());
+        if !call.is_empty() {
+            self.step_call(call);
+            self.waiting.insert(call.clone());
+        }
+        if input_type == crate::store::CLIENT_TOOL {
+            // The client runs it: its part is `input-available`, and
+            // the client's `addToolOutput` continues the message.
+        } else if input_type == "approval" && !call.is_empty() {
+            if !self.calls.contains(call) && !self.continuing {
+                self.calls.insert(call.clone());
+                out.push(json!({
+                    "type": "tool-input-available",
+                    "toolCallId": call,
+                    "toolName": req.tool_name,
+                    "input": req.args,
+                    "dynamic": true,
+                }));
+            }
+            self.approvals.insert(call.clone());
+            out.push(json!({ "type": "tool-approval-request", "approvalId": req.request_id, "toolCallId": call }));
+        } else {
+            out.push(json!({ "type": "data-confirmation", "id": req.request_id, "data": req }));
+        }
     }
 
     fn step_call(&mut self, id: &str) {
@@ -566,10 +591,10 @@ pub fn fold(run_id: &str, root_agent: &str, events: &[Event]) -> UiMessage {
         }
     }
     // A denial's reason is in the error the model was told.
-    for ev in events.iter().filter(|e| matches!(e.kind, Kind::ToolError)) {
-        let error = ev.payload["error"].as_str().unwrap_or_default();
-        let Some(rest) = error.strip_prefix(DENIED) else { continue };
-        let call = ev.payload["toolCallId"].as_str().unwrap_or_default();
+    let errors = events.iter().filter_map(|e| if let Payload::ToolError(error) = &e.payload { Some(error) } else { None });
+    for e in errors {
+        let Some(rest) = e.error.strip_prefix(DENIED) else { continue };
+        let call = e.tool_call_id.as_str();
         if let Some(i) = message.tool(call) {
             if let Value::Object(approval) = &mut message.parts[i]["approval"] {
                 approval.insert("approved".into(), false.into());
@@ -589,10 +614,10 @@ pub fn user_message(message_id: &str, text: &str) -> Value {
 
 /// An MCP tool's call names its server (`toolMetadata.mcpServer`, which
 /// the client keeps on the tool part) and its title.
-fn mcp_server(payload: &Value, chunk: &mut Value) {
-    if let Some(server) = payload.get("server").and_then(Value::as_str) {
+fn mcp_server(server: Option<&str>, title: Option<&str>, chunk: &mut Value) {
+    if let Some(server) = server {
         chunk["toolMetadata"] = json!({ "mcpServer": server });
-        let title = payload.get("title").and_then(Value::as_str).unwrap_or_default();
+        let title = title.unwrap_or_default();
         chunk["title"] = if title.is_empty() { server.to_owned() } else { format!("{title} ({server})") }.into();
     }
 }
@@ -631,9 +656,10 @@ pub fn user_message_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::Kind;
 
     fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
-        let mut e = Event::new(kind, "r", agent, 0, payload);
+        let mut e = Event::from_json(kind, "r", agent, 0, payload).unwrap();
         e.response_id = rid.map(str::to_owned);
         e
     }
@@ -660,7 +686,7 @@ mod tests {
             ev(Kind::RunFinish, "o", None, json!({"status":"completed"})),
         ];
         let replay: Vec<Event> =
-            live.iter().filter(|e| !matches!(e.kind, Kind::TextDelta | Kind::ReasoningDelta)).cloned().collect();
+            live.iter().filter(|e| !matches!(e.kind(), Kind::TextDelta | Kind::ReasoningDelta)).cloned().collect();
         let a = chunks(&mut UiMapper::new("o"), &live);
         let b = chunks(&mut UiMapper::new("o"), &replay);
         assert_eq!(a, b);
@@ -709,7 +735,7 @@ mod tests {
                 Kind::ConfirmationRequest,
                 "o",
                 None,
-                json!({"requestId":"q","toolCallId":"a","toolName":"del","inputType":"approval"}),
+                json!({"requestId":"q","toolCallId":"a","toolName":"del","severity":"warning","message":"ok?","inputType":"approval"}),
             ),
             ev(Kind::ToolCall, "o", None, json!({"toolCallId":"b","toolName":"get","args":{}})),
         ];

@@ -42,7 +42,8 @@
 //! reader has (the durable prefix's, or more once live deltas went out: the
 //! [`Resume`] in the offset says how many) and emits only what lies beyond.
 
-use crate::event::{Event, Kind};
+use crate::event::schema::{RunFinish, RunStart};
+use crate::event::{Event, FinishStatus, Payload};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -119,13 +120,12 @@ pub enum Part {
 }
 
 /// A user message's parts: its text, and a `file` part per attachment.
-fn user_parts(text: &str, attachments: &Value) -> Vec<Part> {
-    let list: Vec<crate::files::Attachment> = serde_json::from_value(attachments.clone()).unwrap_or_default();
+fn user_parts(text: &str, list: &[crate::files::Attachment]) -> Vec<Part> {
     let mut parts = Vec::new();
     if !text.is_empty() || list.is_empty() {
         parts.push(Part::Text { text: text.to_owned(), state: PartState::Done });
     }
-    for a in list {
+    for a in list.iter().cloned() {
         let filename = a.name().map(str::to_owned);
         parts.push(match a {
             crate::files::Attachment::File(f) => Part::File {
@@ -421,95 +421,117 @@ impl Projector {
 
     fn event(&mut self, e: &Event) -> Vec<Chunk> {
         let run_id = e.run_id.as_str();
-        // What the reader held ended with its segment.
-        if matches!(e.kind, Kind::RunStart | Kind::RunFinish) {
-            self.pending = None;
-        }
-        if e.kind == Kind::RunStart {
-            let answer = format!("{run_id}:assistant");
-            let timestamp = crate::quota::rfc3339(e.ts);
-            let mut out = Vec::new();
-            if let (Some(id), Some(text)) = (e.str_field("messageId"), e.str_field("message")) {
-                out.push(Chunk::MessageAppended {
-                    message: Message {
-                        id: id.to_owned(),
-                        role: "user",
-                        purpose: "user",
-                        display: "visible",
-                        submission_id: Some(run_id.to_owned()),
-                        parts: user_parts(text, &e.payload["attachments"]),
-                        metadata: Some(Metadata { timestamp: Some(timestamp.clone()) }),
-                    },
-                });
+        match &e.payload {
+            Payload::RunStart(start) => {
+                // What the reader held ended with its segment.
+                self.pending = None;
+                self.start(e, start)
             }
-            // The answer's skeleton, whole: what 2.x's `message-started`
-            // would make, and what 1.x upserts as it is.
-            out.push(Chunk::MessageAppended {
-                message: Message {
-                    id: answer.clone(),
-                    role: "assistant",
-                    purpose: "assistant",
-                    display: "visible",
-                    submission_id: Some(run_id.to_owned()),
-                    parts: Vec::new(),
-                    metadata: Some(Metadata { timestamp: Some(timestamp) }),
-                },
-            });
-            let run = Run { root: e.agent_id.clone(), answer, text: String::new(), segment: None };
-            self.runs.insert(run_id.to_owned(), run);
-            return out;
-        }
-        if e.kind == Kind::QueueUpdated {
-            // Messages dropped from the queue never run: each submission
-            // settles aborted, so a `wait()` on it ends.
-            let dropped = e.payload["dropped"].as_array().into_iter().flatten().filter_map(Value::as_str);
-            return dropped
-                .map(|id| Chunk::SubmissionSettled {
-                    settlement: Settlement {
-                        submission_id: id.to_owned(),
-                        outcome: Outcome::Aborted,
-                        result: None,
-                        error: Some(json!({ "message": "removed from the queue before it ran" })),
-                    },
-                })
-                .collect();
-        }
-        let Some(run) = self.runs.get_mut(run_id) else { return Vec::new() };
-        if e.kind == Kind::RunFinish {
-            let run = self.runs.remove(run_id).expect("present");
-            return finish(run_id, run, &e.payload);
-        }
-        if e.agent_id != run.root {
-            return Vec::new();
-        }
-        let text = |k: &str| e.payload.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-        match e.kind {
-            Kind::TextBlock | Kind::ReasoningBlock | Kind::TextDelta | Kind::ReasoningDelta => {
-                let kind = if matches!(e.kind, Kind::TextBlock | Kind::TextDelta) { TextKind::Text } else { TextKind::Reasoning };
-                let whole = matches!(e.kind, Kind::TextBlock | Kind::ReasoningBlock)
-                    || e.payload.get("snapshot").and_then(Value::as_bool) == Some(true);
+            Payload::RunFinish(fin) => {
+                self.pending = None;
+                let Some(run) = self.runs.remove(run_id) else { return Vec::new() };
+                finish(run_id, run, fin)
+            }
+            Payload::QueueUpdated(update) => {
+                // Messages dropped from the queue never run: each submission
+                // settles aborted, so a `wait()` on it ends.
+                update
+                    .dropped
+                    .iter()
+                    .map(|id| Chunk::SubmissionSettled {
+                        settlement: Settlement {
+                            submission_id: id.clone(),
+                            outcome: Outcome::Aborted,
+                            result: None,
+                            error: Some(json!({ "message": "removed from the queue before it ran" })),
+                        },
+                    })
+                    .collect()
+            }
+            Payload::TextBlock(t) | Payload::ReasoningBlock(t) | Payload::TextDelta(t) | Payload::ReasoningDelta(t) => {
+                let reasoning = matches!(e.payload, Payload::ReasoningBlock(_) | Payload::ReasoningDelta(_));
+                let kind = if reasoning { TextKind::Reasoning } else { TextKind::Text };
+                let whole = matches!(e.payload, Payload::TextBlock(_) | Payload::ReasoningBlock(_)) || t.snapshot == Some(true);
+                let Some(run) = self.runs.get_mut(run_id).filter(|r| r.root == e.agent_id) else { return Vec::new() };
                 let pending = self.pending.take();
-                run.text_item(kind, e.response_id.as_deref(), &text("text"), whole, pending).into_iter().collect()
+                run.text_item(kind, e.response_id.as_deref(), &t.text, whole, pending).into_iter().collect()
             }
-            Kind::ToolCall => {
+            Payload::ToolCall(call) => {
+                let Some(run) = self.runs.get_mut(run_id).filter(|r| r.root == e.agent_id) else { return Vec::new() };
                 run.end_segment();
                 self.pending = None;
                 vec![Chunk::ToolInput {
                     message_id: run.answer.clone(),
-                    tool_call_id: text("toolCallId"),
-                    tool_name: text("toolName"),
-                    input: e.payload.get("args").cloned().unwrap_or(Value::Null),
+                    tool_call_id: call.tool_call_id.clone(),
+                    tool_name: call.tool_name.clone(),
+                    input: call.args.clone(),
                 }]
             }
-            Kind::ToolResult => vec![Chunk::ToolOutput {
-                tool_call_id: text("toolCallId"),
-                output: e.payload.get("result").cloned().unwrap_or(Value::Null),
-            }],
-            Kind::ToolError | Kind::ToolInterrupted => {
-                vec![Chunk::ToolOutputError { tool_call_id: text("toolCallId"), error_text: text("error") }]
+            Payload::ToolResult(r) => {
+                if self.runs.get(run_id).is_none_or(|run| run.root != e.agent_id) {
+                    return Vec::new();
+                }
+                vec![Chunk::ToolOutput { tool_call_id: r.tool_call_id.clone(), output: r.result.clone() }]
             }
-            _ => Vec::new(),
+            Payload::ToolError(err) | Payload::ToolInterrupted(err) => {
+                if self.runs.get(run_id).is_none_or(|run| run.root != e.agent_id) {
+                    return Vec::new();
+                }
+                vec![Chunk::ToolOutputError { tool_call_id: err.tool_call_id.clone(), error_text: err.error.clone() }]
+            }
+            // A message's parts are its text, reasoning and tool calls; the
+            // rest of a run (its steps, requests, sub-agents, status and
+            // errors, which its settlement carries) is not part of one.
+            Payload::ToolInputStart(_)
+            | Payload::StepStart(_)
+            | Payload::StepFinish(_)
+            | Payload::AgentSpawned(_)
+            | Payload::AgentCompleted(_)
+            | Payload::ConfirmationRequest(_)
+            | Payload::ConfirmationSettled(_)
+            | Payload::TasksUpdate(_)
+            | Payload::Status(_)
+            | Payload::Error(_)
+            | Payload::ThreadTitleUpdated(_)
+            | Payload::FilesystemRequest(_) => Vec::new(),
         }
+    }
+
+    /// A run's start: the person's message, then the answer's skeleton.
+    fn start(&mut self, e: &Event, start: &RunStart) -> Vec<Chunk> {
+        let run_id = e.run_id.as_str();
+        let answer = format!("{run_id}:assistant");
+        let timestamp = crate::quota::rfc3339(e.ts);
+        let mut out = Vec::new();
+        if let Some(text) = &start.message {
+            out.push(Chunk::MessageAppended {
+                message: Message {
+                    id: start.message_id.clone(),
+                    role: "user",
+                    purpose: "user",
+                    display: "visible",
+                    submission_id: Some(run_id.to_owned()),
+                    parts: user_parts(text, start.attachments.as_deref().unwrap_or_default()),
+                    metadata: Some(Metadata { timestamp: Some(timestamp.clone()) }),
+                },
+            });
+        }
+        // The answer's skeleton, whole: what 2.x's `message-started`
+        // would make, and what 1.x upserts as it is.
+        out.push(Chunk::MessageAppended {
+            message: Message {
+                id: answer.clone(),
+                role: "assistant",
+                purpose: "assistant",
+                display: "visible",
+                submission_id: Some(run_id.to_owned()),
+                parts: Vec::new(),
+                metadata: Some(Metadata { timestamp: Some(timestamp) }),
+            },
+        });
+        let run = Run { root: e.agent_id.clone(), answer, text: String::new(), segment: None };
+        self.runs.insert(run_id.to_owned(), run);
+        out
     }
 }
 
@@ -555,17 +577,19 @@ impl Run {
 }
 
 /// A run's end: its answer completes, and its submission settles.
-fn finish(run_id: &str, mut run: Run, payload: &Value) -> Vec<Chunk> {
+fn finish(run_id: &str, mut run: Run, fin: &RunFinish) -> Vec<Chunk> {
     run.end_segment();
-    let status = payload["status"].as_str().unwrap_or("error");
-    let reason = payload["reason"].as_str().map(str::to_owned);
-    let (outcome, result, error) = match status {
-        "completed" => {
-            let result = payload.get("output").cloned().unwrap_or_else(|| Value::String(run.text.clone()));
+    let status = fin.status.as_str();
+    let reason = fin.reason.clone();
+    let (outcome, result, error) = match fin.status {
+        FinishStatus::Completed => {
+            let result = fin.output.clone().unwrap_or_else(|| Value::String(run.text.clone()));
             (Outcome::Completed, Some(result), None)
         }
-        "cancelled" => (Outcome::Aborted, None, reason.map(|m| json!({ "message": m }))),
-        _ => (Outcome::Failed, None, Some(json!({ "message": reason.unwrap_or_else(|| format!("the run ended {status}")) }))),
+        FinishStatus::Cancelled => (Outcome::Aborted, None, reason.map(|m| json!({ "message": m }))),
+        FinishStatus::Error | FinishStatus::Interrupted => {
+            (Outcome::Failed, None, Some(json!({ "message": reason.unwrap_or_else(|| format!("the run ended {status}")) })))
+        }
     };
     vec![
         Chunk::MessageCompleted { message_id: run.answer },
