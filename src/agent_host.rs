@@ -21,7 +21,7 @@ use threadline_durable::Event;
 use threadline_durable::{ModelEndpoint, Price};
 
 /// What a call refused by its sender's budget tells them.
-const QUOTA_SPENT: &str = "Your budget for this period is spent (GET /agent/quota says when it resets).";
+const QUOTA_SPENT: &str = "Your budget for this period is spent.";
 use worker::*;
 
 /// One run's host. Cloned into sub-agents and background tasks.
@@ -114,9 +114,38 @@ fn excerpt(text: &str) -> String {
     }
 }
 
-impl Host for WorkerHost {
+impl agent::Outbound for WorkerHost {
     type Stream = BodyStream;
 
+    async fn post(&self, req: agent::Fetch) -> std::result::Result<agent::Fetched<BodyStream>, String> {
+        let headers = Headers::new();
+        for (k, v) in &req.headers {
+            headers.set(k, v).map_err(|e| format!("header `{k}`: {e}"))?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.into()));
+        let request = Request::new_with_init(&req.url, &init).map_err(|e| e.to_string())?;
+        let sent = if req.detached {
+            Fetch::Request(request).send().await
+        } else {
+            Fetch::Request(request).send_with_signal(&self.signal()).await
+        };
+        let mut resp = sent.map_err(|e| e.to_string())?;
+        let status = resp.status_code();
+        let headers = resp.headers().entries().collect();
+        Ok(agent::Fetched { status, headers, body: BodyStream(resp.stream().ok()) })
+    }
+
+    async fn sleep(&self, ms: u64) {
+        Delay::from(Duration::from_millis(ms)).await
+    }
+
+    fn now(&self) -> i64 {
+        now_ms()
+    }
+}
+
+impl Host for WorkerHost {
     async fn open_model(&self, body: String) -> std::result::Result<BodyStream, ModelFailure> {
         let headers = Headers::new();
         let _ = headers.set("content-type", "application/json");
@@ -151,25 +180,6 @@ impl Host for WorkerHost {
         Ok((new.reference(), key))
     }
 
-    async fn post(&self, req: agent::Fetch) -> std::result::Result<agent::Fetched<BodyStream>, String> {
-        let headers = Headers::new();
-        for (k, v) in &req.headers {
-            headers.set(k, v).map_err(|e| format!("header `{k}`: {e}"))?;
-        }
-        let mut init = RequestInit::new();
-        init.with_method(Method::Post).with_headers(headers).with_body(Some(req.body.into()));
-        let request = Request::new_with_init(&req.url, &init).map_err(|e| e.to_string())?;
-        let sent = if req.detached {
-            Fetch::Request(request).send().await
-        } else {
-            Fetch::Request(request).send_with_signal(&self.signal()).await
-        };
-        let mut resp = sent.map_err(|e| e.to_string())?;
-        let status = resp.status_code();
-        let headers = resp.headers().entries().collect();
-        Ok(agent::Fetched { status, headers, body: BodyStream(resp.stream().ok()) })
-    }
-
     async fn call_http_tool(
         &self,
         tool: &agent::tools::HttpTool,
@@ -194,14 +204,6 @@ impl Host for WorkerHost {
             Either::Left((r, _)) => r,
             Either::Right(_) => Err(format!("the tool did not answer within {} ms", tool.timeout_ms)),
         }
-    }
-
-    async fn sleep(&self, ms: u64) {
-        Delay::from(Duration::from_millis(ms)).await
-    }
-
-    fn now(&self) -> i64 {
-        now_ms()
     }
 
     fn new_id(&self, prefix: &str) -> String {

@@ -91,7 +91,7 @@ pub(crate) fn settings(env: &Env) -> Rc<Settings> {
     SETTINGS.with(|c| {
         c.get_or_init(|| {
             let s = Settings::from_env(|name| var(env, name));
-            for w in s.warnings() {
+            for w in threadline_durable::front::warnings(&s) {
                 console_warn!("threadline: {w}");
             }
             Rc::new(s)

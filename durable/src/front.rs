@@ -123,6 +123,16 @@ fn method_name(method: &str) -> &'static str {
     METHODS.into_iter().find(|m| *m == method).unwrap_or("GET")
 }
 
+/// What the deployment is told at start-up (logged once): its variables'
+/// warnings, and what a protocol refused of its configuration.
+pub fn warnings(settings: &Settings) -> Vec<String> {
+    let mut out = settings.warnings();
+    if let Err(e) = protocols::agora::mount(settings) {
+        out.push(format!("{e}; agora's routes stay under /{}", protocols::agora::MOUNT));
+    }
+    out
+}
+
 impl<'s> Exchange<'s> {
     /// Begins the exchange of `head`: the first step.
     pub fn start(head: &Head, settings: &'s Settings, now: i64) -> (Exchange<'s>, Step) {
@@ -149,9 +159,10 @@ impl<'s> Exchange<'s> {
     }
 
     fn begin(&mut self, head: &Head) -> Result<Step, ApiError> {
+        let mount = protocols::agora::mount(self.settings).unwrap_or_else(|_| protocols::agora::MOUNT.to_owned());
         let parsed = match head.path {
             ROUTES_PATH if self.settings.debug_routes => Err(ApiError::not_found_route("answered below")),
-            _ => match protocols::agora::mounted(head.path, &self.settings.agora_path) {
+            _ => match protocols::agora::mounted(head.path, &mount) {
                 Some(path) => {
                     let (parsed, pattern) = protocols::parse(head.method, &path);
                     self.finish.route = pattern;

@@ -32,6 +32,8 @@
 //!   OpenAI-compatible model, tools, tasks, sub-agents, behind a host trait.
 //! - [`mcp`]: tools from remote MCP servers for the built-in agent:
 //!   configuration, discovery, names, calls over Streamable HTTP, results.
+//! - `outbound`: the outbound HTTP, timer and clock a host gives the agent
+//!   and the MCP client (below both).
 //! - `webhook`: the external agent's contract (start, cancel, settled).
 //! - [`files`]: files a message carries: accepted types, the leading-bytes
 //!   check, a JSON send's inline files decoded as it streams, uploads, the
@@ -43,7 +45,9 @@
 //! - [`store`]: the thread's storage trait, its stored shapes, in memory and
 //!   on SQL; `db`: SQL as every object's storage runs it; [`schema`]: each
 //!   object class's layout as versioned, re-runnable migrations.
-//! - `queued`: the message queue's shape (stored, and every `queue-updated`).
+//! - `queued`: the message queue's shape (stored, and every `queue-updated`);
+//!   `turn`: what a message asks of the turn that answers it (stored with
+//!   the message on its run and its queue item).
 //! - `models`: the model catalog; `agents`: the agents (personas) a turn
 //!   runs as; `quota`: per-actor budgets; [`charge`]: what a model call
 //!   costs the actor whose turn caused it, held then charged; `settings`:
@@ -78,6 +82,7 @@ mod input;
 pub mod json_schema;
 pub mod mcp;
 mod models;
+mod outbound;
 pub mod protocols;
 mod queued;
 mod quota;
@@ -92,6 +97,7 @@ pub mod store;
 pub mod streams;
 pub mod thread;
 pub mod trace;
+mod turn;
 mod usage;
 mod webhook;
 #[cfg(all(test, feature = "jsonschema"))]

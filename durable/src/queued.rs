@@ -27,7 +27,7 @@ pub struct QueueItem {
     pub model: Option<String>,
     /// What the message asks of its turn.
     #[serde(flatten)]
-    pub turn: crate::store::Turn,
+    pub turn: crate::turn::Turn,
 }
 
 /// One change to a waiting message: new text, its files dropped, a new

@@ -167,10 +167,10 @@ pub struct Settings {
     /// Variables of the wrong type (a table where text was expected, a
     /// number where JSON was): each said at start-up.
     pub type_errors: Vec<String>,
-    /// `AGORA_PATH`: where agora's routes are mounted (agora's
-    /// `config.path`, default `agent`), and why a value was refused.
-    pub agora_path: String,
-    pub agora_path_error: Option<String>,
+    /// `AGORA_PATH` as given: where agora's routes are mounted (agora's
+    /// `config.path`); the agora protocol reads and checks it
+    /// (`protocols::agora::mount`).
+    pub agora_path: Option<String>,
     /// Where spans go (`OTEL_EXPORTER_OTLP_*`); `None`: traces are off.
     pub otlp: Option<crate::trace::Otlp>,
     /// Why the OTLP variables could not be read (traces are off).
@@ -363,10 +363,8 @@ impl Settings {
             var("OTEL_EXPORTER_OTLP_HEADERS").as_deref(),
             var("OTEL_SERVICE_NAME").as_deref(),
         );
-        let agora_path = crate::protocols::agora::mount_path(var("AGORA_PATH").as_deref());
         Settings {
-            agora_path: agora_path.clone().unwrap_or_else(|_| crate::protocols::agora::MOUNT.to_owned()),
-            agora_path_error: agora_path.err(),
+            agora_path: var("AGORA_PATH"),
             otlp: otlp.clone().ok().flatten(),
             otlp_error: otlp.clone().err(),
             type_errors: type_errors.into_iter().map(|(_, why)| why).collect(),
@@ -457,14 +455,14 @@ impl Settings {
         Settings::from_vars(|name| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned()))
     }
 
-    /// What the deployment should be told at start-up (logged once).
+    /// What the deployment should be told at start-up about its variables
+    /// (logged once, with what the protocols say: `front::warnings`).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         if matches!(self.auth, Mode::Dev) {
             out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
         }
         out.extend(self.type_errors.iter().cloned());
-        out.extend(self.agora_path_error.iter().map(|e| format!("{e}; agora's routes stay under /agent")));
         out.extend(self.otlp_error.iter().cloned());
         out.extend(self.mcp_warnings.iter().cloned());
         if let Some(e) = &self.file_types_error {

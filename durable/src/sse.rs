@@ -5,6 +5,10 @@
 //! field), and multi-line data is split into one `data:` line per line, so no
 //! payload can forge an `id:` line. Frames are encoded into a caller's buffer
 //! so a batch of events becomes one write per subscriber.
+//!
+//! Reading is here too: a [`Decoder`] turns an SSE byte stream (a model's
+//! completion stream, an MCP server's answer) into its events' data, however
+//! it is chunked.
 
 /// Why a frame could not be built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,9 +113,75 @@ pub fn headers() -> Vec<(&'static str, String)> {
 pub const PING: &[u8] = b": ping\n\n";
 pub const PING_INTERVAL_MS: u64 = 15_000;
 
+/// Decodes an SSE byte stream into the payloads of its `data:` fields, one
+/// per event (multi-line data joined with `\n`), whatever the chunking.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+    data: Vec<String>,
+}
+
+impl Decoder {
+    /// Feeds bytes; returns the events completed by them.
+    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Some(end) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') {
+            // `\r\n` is one line end; a lone `\r` at the buffer's end may be
+            // half of one, so wait for the next byte.
+            if self.buf[end] == b'\r' && end + 1 == self.buf.len() {
+                break;
+            }
+            let skip = if self.buf[end] == b'\r' && self.buf.get(end + 1) == Some(&b'\n') { 2 } else { 1 };
+            let line: Vec<u8> = self.buf.drain(..end + skip).take(end).collect();
+            let line = String::from_utf8_lossy(&line);
+            if line.is_empty() {
+                if !self.data.is_empty() {
+                    out.push(self.data.join("\n"));
+                    self.data.clear();
+                }
+            } else if let Some(v) = line.strip_prefix("data:") {
+                self.data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
+            }
+            // Comments and other fields (`event:`, `id:`, `retry:`) carry
+            // nothing its readers (a model's completion stream, an MCP
+            // server's answer) need.
+        }
+        out
+    }
+
+    /// At end of stream: an event left without its blank line.
+    pub fn finish(&mut self) -> Option<String> {
+        if !self.buf.is_empty() {
+            let rest = std::mem::take(&mut self.buf);
+            let line = String::from_utf8_lossy(&rest);
+            if let Some(v) = line.strip_prefix("data:") {
+                self.data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
+            }
+        }
+        (!self.data.is_empty()).then(|| std::mem::take(&mut self.data).join("\n"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn decoder_handles_any_chunking_and_line_ends() {
+        let stream = b"data: {\"a\":1}\n\n: comment\r\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\n";
+        for size in 1..stream.len() {
+            let mut d = Decoder::default();
+            let mut got = Vec::new();
+            for piece in stream.chunks(size) {
+                got.extend(d.push(piece));
+            }
+            assert_eq!(got, vec!["{\"a\":1}", "x\ny", "[DONE]"], "chunk size {size}");
+        }
+        let mut d = Decoder::default();
+        assert!(d.push(b"data: tail").is_empty());
+        assert_eq!(d.finish().as_deref(), Some("tail"));
+    }
 
     fn enc(f: Frame) -> String {
         let mut out = Vec::new();

@@ -193,9 +193,24 @@ impl Future for YieldOnce {
     }
 }
 
-impl Host for Host1 {
+impl agent::Outbound for Host1 {
     type Stream = Chunks;
 
+    async fn post(&self, req: agent::Fetch) -> Result<agent::Fetched<Chunks>, String> {
+        self.fake.mcp.borrow_mut().answer(&req)
+    }
+
+    async fn sleep(&self, _ms: u64) {
+        // Only the stall timer sleeps; the scripted streams never stall.
+        futures_util::future::pending::<()>().await
+    }
+
+    fn now(&self) -> i64 {
+        1_000
+    }
+}
+
+impl Host for Host1 {
     async fn open_model(&self, body: String) -> Result<Chunks, ModelFailure> {
         let f = &self.fake;
         f.requests.borrow_mut().push(serde_json::from_str(&body).unwrap());
@@ -250,19 +265,6 @@ impl Host for Host1 {
         let key = self.fake.thread.borrow_mut().store_agent_file(&new, 7, 1_000).map_err(|e| e.message)?;
         self.fake.files.borrow_mut().push((new.sha256.clone(), bytes));
         Ok((new.reference(), key))
-    }
-
-    async fn post(&self, req: agent::Fetch) -> Result<agent::Fetched<Chunks>, String> {
-        self.fake.mcp.borrow_mut().answer(&req)
-    }
-
-    async fn sleep(&self, _ms: u64) {
-        // Only the stall timer sleeps; the scripted streams never stall.
-        futures_util::future::pending::<()>().await
-    }
-
-    fn now(&self) -> i64 {
-        1_000
     }
 
     fn new_id(&self, prefix: &str) -> String {

@@ -7,17 +7,11 @@ use super::{builtin, tools};
 use crate::charge::Spend;
 use crate::event::Event;
 use crate::models::Price;
+pub use crate::outbound::{ByteStream, Fetch, Fetched, Outbound};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
 use std::pin::Pin;
-
-/// A response body, chunk by chunk.
-#[allow(async_fn_in_trait)]
-pub trait ByteStream {
-    /// The next chunk; `None` at the end; `Err` when the connection fails.
-    async fn next(&mut self) -> Option<Result<Vec<u8>, String>>;
-}
 
 /// Why a completion request did not start streaming.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,8 +36,7 @@ pub struct Stopped;
 
 /// What the loop needs from the platform.
 #[allow(async_fn_in_trait)]
-pub trait Host: Clone + 'static {
-    type Stream: ByteStream;
+pub trait Host: Outbound {
     /// `POST {LLM_BASE_URL}/chat/completions` with `body`, streaming.
     async fn open_model(&self, body: String) -> Result<Self::Stream, ModelFailure>;
     /// Calls an HTTP tool with `{args, toolCallId, threadId, runId}`, within
@@ -56,11 +49,6 @@ pub trait Host: Clone + 'static {
     /// Stores bytes a tool returned as a file of the thread, attached (it is
     /// part of the run's record): its reference and its object's key.
     async fn store_file(&self, bytes: Vec<u8>, media_type: &str) -> Result<(crate::files::FileRef, String), String>;
-    /// An HTTP `POST` (an MCP server's): its status, headers and body as it
-    /// arrives. Aborted with the run unless `detached`.
-    async fn post(&self, req: Fetch) -> Result<Fetched<Self::Stream>, String>;
-    async fn sleep(&self, ms: u64);
-    fn now(&self) -> i64;
     fn new_id(&self, prefix: &str) -> String;
     /// The thread's publish path.
     fn publish(&self, scope: &Scope, events: Vec<Event>) -> Result<(), Stopped>;
@@ -89,25 +77,6 @@ pub trait Host: Clone + 'static {
     /// A held call ended: what its provider reported, or `None` for a call
     /// cut before it did (`streamed` bytes came back).
     fn settle(&self, hold: &str, used: Option<Spend>, streamed: usize);
-}
-
-/// An HTTP `POST` the agent makes.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Fetch {
-    pub url: String,
-    /// Lower-case names.
-    pub headers: Vec<(String, String)>,
-    pub body: String,
-    /// Not aborted when the run is cancelled: what tells a server that the
-    /// run was.
-    pub detached: bool,
-}
-
-/// An answer to a [`Fetch`], its body as it arrives.
-pub struct Fetched<S> {
-    pub status: u16,
-    pub headers: Vec<(String, String)>,
-    pub body: S,
 }
 
 /// An HTTP tool's answer as it arrived.

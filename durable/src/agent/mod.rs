@@ -16,10 +16,11 @@ pub mod openai;
 pub mod tools;
 
 use crate::event::{Event, Kind};
+use crate::sse;
 use builtin::{add_usage, apply_tasks, confirmation_payload, excerpt};
 use cancel::CancelToken;
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use openai::{ChunkParser, ModelEvent, SseDecoder};
+use openai::{ChunkParser, ModelEvent};
 use serde_json::{json, Value};
 use std::rc::Rc;
 use tools::{ToolKind, Toolbox};
@@ -577,7 +578,7 @@ impl<H: Host> Agent<H> {
         };
         let response_id = self.host.new_id("resp");
         self.publish(vec![self.event(Kind::StepStart, json!({}))])?;
-        let mut decoder = SseDecoder::default();
+        let mut decoder = sse::Decoder::default();
         let mut parser = ChunkParser::default();
         let mut step = Step::default();
         let mut read = 0usize;

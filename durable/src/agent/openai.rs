@@ -5,55 +5,6 @@
 
 use serde_json::{json, Value};
 
-/// Decodes an SSE byte stream into the payloads of its `data:` fields, one
-/// per event (multi-line data joined with `\n`), whatever the chunking.
-#[derive(Debug, Default)]
-pub struct SseDecoder {
-    buf: Vec<u8>,
-    data: Vec<String>,
-}
-
-impl SseDecoder {
-    /// Feeds bytes; returns the events completed by them.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.buf.extend_from_slice(bytes);
-        let mut out = Vec::new();
-        while let Some(end) = self.buf.iter().position(|&b| b == b'\n' || b == b'\r') {
-            // `\r\n` is one line end; a lone `\r` at the buffer's end may be
-            // half of one, so wait for the next byte.
-            if self.buf[end] == b'\r' && end + 1 == self.buf.len() {
-                break;
-            }
-            let skip = if self.buf[end] == b'\r' && self.buf.get(end + 1) == Some(&b'\n') { 2 } else { 1 };
-            let line: Vec<u8> = self.buf.drain(..end + skip).take(end).collect();
-            let line = String::from_utf8_lossy(&line);
-            if line.is_empty() {
-                if !self.data.is_empty() {
-                    out.push(self.data.join("\n"));
-                    self.data.clear();
-                }
-            } else if let Some(v) = line.strip_prefix("data:") {
-                self.data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
-            }
-            // Comments and other fields (`event:`, `id:`, `retry:`) carry
-            // nothing a completion stream needs.
-        }
-        out
-    }
-
-    /// At end of stream: an event left without its blank line.
-    pub fn finish(&mut self) -> Option<String> {
-        if !self.buf.is_empty() {
-            let rest = std::mem::take(&mut self.buf);
-            let line = String::from_utf8_lossy(&rest);
-            if let Some(v) = line.strip_prefix("data:") {
-                self.data.push(v.strip_prefix(' ').unwrap_or(v).to_owned());
-            }
-        }
-        (!self.data.is_empty()).then(|| std::mem::take(&mut self.data).join("\n"))
-    }
-}
-
 /// What one streamed step of the model produced, in order.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ModelEvent {
@@ -174,22 +125,6 @@ pub fn message(role: &str, content: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn decoder_handles_any_chunking_and_line_ends() {
-        let stream = b"data: {\"a\":1}\n\n: comment\r\ndata: x\r\ndata: y\r\n\r\ndata: [DONE]\n\n";
-        for size in 1..stream.len() {
-            let mut d = SseDecoder::default();
-            let mut got = Vec::new();
-            for piece in stream.chunks(size) {
-                got.extend(d.push(piece));
-            }
-            assert_eq!(got, vec!["{\"a\":1}", "x\ny", "[DONE]"], "chunk size {size}");
-        }
-        let mut d = SseDecoder::default();
-        assert!(d.push(b"data: tail").is_empty());
-        assert_eq!(d.finish().as_deref(), Some("tail"));
-    }
 
     #[test]
     fn assembles_interleaved_tool_calls() {

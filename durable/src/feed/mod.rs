@@ -44,8 +44,9 @@ pub trait Framer {
         self.live(data, out)
     }
     /// A live run's state for a joining client (after the replay, before
-    /// the open segments): only Instance AI's events route frames it.
-    fn run_sync(&mut self, _data: &str, _out: &mut Vec<u8>) {}
+    /// the open segments; `data` is a `thread::RunSnapshot`), for a
+    /// protocol that has a frame for it.
+    fn run_state(&mut self, _data: &str, _out: &mut Vec<u8>) {}
     /// The run followed has ended (said in the hello, before the replay
     /// completes).
     fn ended(&mut self) {}
@@ -261,7 +262,7 @@ impl<F: Framer> Relay<F> {
             return;
         };
         for data in &syncs {
-            self.framer.run_sync(data, out);
+            self.framer.run_state(data, out);
         }
         for data in &snapshot {
             self.framer.snapshot(data, out);

@@ -2,7 +2,7 @@
 //! the servers' configuration, discovery (`tools/list`, cached per isolate
 //! with a TTL), each tool's name as the model sees it, calls (`tools/call`)
 //! and what their results become. The transport is MCP's Streamable HTTP,
-//! over the agent's [`Host`] (`POST` only; the host carries the bytes):
+//! over the host's [`Outbound`] (`POST` only; the host carries the bytes):
 //!
 //! - [`wire`]: the JSON-RPC messages and MCP types, and the answer to a
 //!   request read as JSON or as an SSE stream;
@@ -25,7 +25,7 @@
 pub mod result;
 pub mod wire;
 
-use crate::agent::{ByteStream, Fetch, Host};
+use crate::outbound::{ByteStream, Fetch, Outbound};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -255,7 +255,7 @@ impl Registry {
     /// Every server's tools, named for the model (`taken`: the names the
     /// agent's other tools hold). Servers are asked at once; a list read
     /// within the TTL is used again.
-    pub async fn discover<H: Host>(&self, host: &H, taken: &[String]) -> Discovered {
+    pub async fn discover<H: Outbound>(&self, host: &H, taken: &[String]) -> Discovered {
         let lists = futures_util::future::join_all(self.servers.iter().map(|s| self.tools_of(host, s))).await;
         let mut found = Discovered::default();
         let mut names: Vec<String> = taken.to_vec();
@@ -284,7 +284,7 @@ impl Registry {
     }
 
     /// A server's tools: the cached list while it is fresh, else read.
-    async fn tools_of<H: Host>(&self, host: &H, server: &Server) -> Result<Vec<Tool>, String> {
+    async fn tools_of<H: Outbound>(&self, host: &H, server: &Server) -> Result<Vec<Tool>, String> {
         let now = host.now();
         {
             let state = self.state.borrow();
@@ -330,7 +330,13 @@ impl Registry {
     }
 
     /// Calls `tool` with `args` as request `id` (from [`Registry::next_id`]).
-    pub async fn call<H: Host>(&self, host: &H, tool: &McpTool, args: Value, id: u64) -> Result<CallResult, Failure> {
+    pub async fn call<H: Outbound>(
+        &self,
+        host: &H,
+        tool: &McpTool,
+        args: Value,
+        id: u64,
+    ) -> Result<CallResult, Failure> {
         let server = self.server(&tool.server).ok_or_else(|| Failure::Transport("no such server".into()))?;
         let params = json!({ "name": tool.tool.name, "arguments": args });
         let result = self.request_as(host, server, "tools/call", params, id).await?;
@@ -339,7 +345,7 @@ impl Registry {
 
     /// Tells `server` that request `id` is no longer wanted. Not aborted
     /// with the run: it is how the server learns the run was.
-    pub async fn cancelled<H: Host>(&self, host: &H, server: &str, id: u64, reason: &str) {
+    pub async fn cancelled<H: Outbound>(&self, host: &H, server: &str, id: u64, reason: &str) {
         let Some(server) = self.server(server) else { return };
         let session = self.state.borrow().get(&server.name).and_then(|s| s.session.clone());
         let Some(session) = session else { return };
@@ -347,13 +353,19 @@ impl Registry {
         let _ = self.post(host, server, Some(&session), body, None, true).await;
     }
 
-    async fn request<H: Host>(&self, host: &H, server: &Server, method: &str, params: Value) -> Result<Value, Failure> {
+    async fn request<H: Outbound>(
+        &self,
+        host: &H,
+        server: &Server,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Failure> {
         self.request_as(host, server, method, params, self.next_id()).await
     }
 
     /// A request in the server's session (initialized first when there is
     /// none; again when the server forgot it), within its timeout.
-    async fn request_as<H: Host>(
+    async fn request_as<H: Outbound>(
         &self,
         host: &H,
         server: &Server,
@@ -388,7 +400,7 @@ impl Registry {
     }
 
     /// `initialize`, then `notifications/initialized`: the session kept.
-    async fn initialize<H: Host>(&self, host: &H, server: &Server) -> Result<Session, Failure> {
+    async fn initialize<H: Outbound>(&self, host: &H, server: &Server) -> Result<Session, Failure> {
         let id = self.next_id();
         let body = wire::request(id, "initialize", wire::initialize_params());
         let fetched = self.send(host, server, None, body, false).await?;
@@ -410,7 +422,7 @@ impl Registry {
 
     /// A POST in `session`: the answer to request `id`, or, for a
     /// notification (`None`), nothing. Within the server's timeout.
-    async fn post<H: Host>(
+    async fn post<H: Outbound>(
         &self,
         host: &H,
         server: &Server,
@@ -436,14 +448,14 @@ impl Registry {
     }
 
     /// One HTTP POST of Streamable HTTP, its status checked.
-    async fn send<H: Host>(
+    async fn send<H: Outbound>(
         &self,
         host: &H,
         server: &Server,
         session: Option<&Session>,
         body: String,
         detached: bool,
-    ) -> Result<crate::agent::Fetched<H::Stream>, Failure> {
+    ) -> Result<crate::outbound::Fetched<H::Stream>, Failure> {
         let mut headers = vec![
             ("content-type".to_owned(), "application/json".to_owned()),
             ("accept".to_owned(), "application/json, text/event-stream".to_owned()),
@@ -477,7 +489,7 @@ impl Registry {
 
 /// Reads the answer to request `id` from a response, as it arrives.
 async fn read_answer<S: ByteStream>(
-    mut fetched: crate::agent::Fetched<S>,
+    mut fetched: crate::outbound::Fetched<S>,
     id: u64,
 ) -> Result<(Value, wire::Heard), Failure> {
     let content_type = header(&fetched.headers, "content-type").unwrap_or_default();

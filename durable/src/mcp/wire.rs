@@ -10,7 +10,7 @@
 //! runtime nor belong in its bundle. Only what a tool client reads is
 //! typed; every other field is kept as JSON.
 
-use crate::agent::openai::SseDecoder;
+use crate::sse;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -155,7 +155,7 @@ pub struct Heard {
 #[derive(Debug)]
 pub struct Answer {
     id: u64,
-    sse: Option<SseDecoder>,
+    sse: Option<sse::Decoder>,
     json: Vec<u8>,
     pub heard: Heard,
 }
@@ -166,7 +166,7 @@ pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 impl Answer {
     /// The answer to `id`, delivered with `content_type`.
     pub fn new(id: u64, content_type: &str) -> Answer {
-        let sse = content_type.to_ascii_lowercase().starts_with("text/event-stream").then(SseDecoder::default);
+        let sse = content_type.to_ascii_lowercase().starts_with("text/event-stream").then(sse::Decoder::default);
         Answer { id, sse, json: Vec::new(), heard: Heard::default() }
     }
 

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 mod records;
 mod sql;
-pub use records::{ConfirmState, Confirmation, FileRow, FileState, Turn, CLIENT_TOOL};
+pub use crate::turn::Turn;
+pub use records::{ConfirmState, Confirmation, FileRow, FileState, CLIENT_TOOL};
 pub use sql::SqlStore;
 
 /// One durable row of the log: `seq` is the SSE `id:`, `data` the event JSON.

@@ -252,7 +252,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `error` and `run-finish {error, quota_exceeded}`; its agent never runs.
     fn end_over_quota(&mut self, run_id: &str, now: i64) -> Result<(), ApiError> {
         self.started.retain(|s| s.run.run_id != run_id);
-        let why = json!({ "content": "Your budget for this period is spent (GET /agent/quota says when it resets).", "code": QUOTA_EXCEEDED });
+        let why = json!({ "content": "Your budget for this period is spent.", "code": QUOTA_EXCEEDED });
         let err = Event::built(Kind::Error, run_id, ROOT_AGENT, now, why);
         self.publish_run(run_id, vec![err], now)?;
         self.end_run(run_id, FinishStatus::Error, QUOTA_EXCEEDED, now)?;

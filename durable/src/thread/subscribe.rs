@@ -11,8 +11,10 @@
 //! hello's first page, then the pages the Worker asks for).
 
 use super::{Sink, Staged, Subscriber, Thread};
+use crate::agent::BackgroundTask;
 use crate::error::ApiError;
 use crate::feed::socket;
+use crate::reducer::AgentNode;
 use crate::store::{Record, RunState, Store};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -50,6 +52,19 @@ impl Follow {
 /// The meta key the log's generation is stored under (its name predates
 /// other readers than its first: stored data keeps it).
 pub const GENERATION_KEY: &str = "ds_generation";
+
+/// A live run's state as a joining client needs it ([`Thread::run_state`]),
+/// carried to the relay on the subscriber's socket; each protocol frames it
+/// in its own words, or not at all.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSnapshot {
+    pub run_id: String,
+    pub agent_tree: AgentNode,
+    /// The run waits on a person (or a client's tool).
+    pub suspended: bool,
+    pub background_tasks: Vec<BackgroundTask>,
+}
 
 impl<S: Store, K: Sink> Thread<S, K> {
     /// The log's generation: a random number drawn (from `draw`) when the
@@ -111,8 +126,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         }
         if !follow.durable && follow.run.is_none() {
-            if let Some(sync) = self.run_sync() {
-                socket::sync(&sync.to_string(), &mut out);
+            if let Some(state) = self.run_state() {
+                socket::sync(&serde_json::to_string(&state).expect("a run state serialises"), &mut out);
             }
         }
         if !follow.durable {
@@ -134,17 +149,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.coalescer.snapshots()
     }
 
-    /// The active run's state, for a client joining the thread's log
-    /// (Instance AI's `run-sync` frame, seed line 350): its run ids, agent
-    /// tree so far, whether it waits on a person, and the background tasks.
-    /// A client rebuilds its run state from it instead of from a replay it
-    /// may have skipped; it is live-only and carries no id.
+    /// The active run's state, for a client joining the thread's log: its
+    /// id, agent tree so far, whether it waits on a person, and the
+    /// background tasks. A protocol with a frame for it (Instance AI's
+    /// `run-sync`) sends it after the replay, live-only and without an id,
+    /// so a client rebuilds its run state from it instead of from a replay
+    /// it may have skipped.
     ///
     /// Invariant: the tree holds what the log holds, never the text of a
     /// segment still open: that follows it as the segment's snapshot delta,
-    /// which n8n's editor adds to the tree it took (so each piece of text is
+    /// which a client adds to the tree it took (so each piece of text is
     /// shown once, whether a client joins mid-answer or reconnects).
-    pub fn run_sync(&self) -> Option<serde_json::Value> {
+    pub fn run_state(&self) -> Option<RunSnapshot> {
         let a = self.active.as_ref()?;
         let open: Vec<_> = self
             .coalescer
@@ -162,15 +178,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
             .as_ref()
             .filter(|(run, _)| *run == a.record.run_id)
             .and_then(|(_, t)| t.tree_without(&open))?;
-        let run = &a.record.run_id;
-        Some(serde_json::json!({
-            "runId": run,
-            "messageGroupId": run,
-            "runIds": [run],
-            "agentTree": tree,
-            "status": if self.is_suspended() { "suspended" } else { "active" },
-            "backgroundTasks": self.background,
-        }))
+        Some(RunSnapshot {
+            run_id: a.record.run_id.clone(),
+            agent_tree: tree,
+            suspended: self.is_suspended(),
+            background_tasks: self.background.clone(),
+        })
     }
 
     /// Registers a subscriber again after the object slept: its socket and

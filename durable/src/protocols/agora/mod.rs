@@ -510,6 +510,13 @@ pub fn mount_path(var: Option<&str>) -> Result<String, String> {
     Ok(path.to_owned())
 }
 
+/// Where agora's routes are mounted under `settings` (`AGORA_PATH`), or
+/// why the path it names is refused (agora's routes then stay under
+/// `/agent`).
+pub fn mount(settings: &Settings) -> Result<String, String> {
+    mount_path(settings.agora_path.as_deref())
+}
+
 /// The path a request names as agora's table knows it: under `mount`
 /// rewritten to `/agent/...`; `None` for `/agent/...` itself when agora is
 /// mounted elsewhere (no route there); any other path as it is.

@@ -5,9 +5,35 @@
 use crate::event::Kind;
 use crate::feed::Framer;
 use crate::sse::{Frame, PING};
+use serde::Deserialize;
+use serde_json::{json, Value};
 
 #[derive(Debug, Default)]
 pub struct Events;
+
+/// A `thread::RunSnapshot` as it crosses to the relay: the tree and the
+/// tasks pass through as they were serialised.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RunState {
+    run_id: String,
+    agent_tree: Value,
+    suspended: bool,
+    background_tasks: Value,
+}
+
+/// Instance AI's `run-sync`: one run, its group the run itself.
+fn run_sync(state: RunState) -> Value {
+    let run = &state.run_id;
+    json!({
+        "runId": run,
+        "messageGroupId": run,
+        "runIds": [run],
+        "agentTree": state.agent_tree,
+        "status": if state.suspended { "suspended" } else { "active" },
+        "backgroundTasks": state.background_tasks,
+    })
+}
 
 /// threadline's own kinds that n8n's event union (`@n8n/api-types`) does
 /// not have: its editor refuses each with a console warning, and nothing on
@@ -41,10 +67,11 @@ impl Framer for Events {
         }
     }
 
-    /// `event: run-sync`, without an id: the browser's replay cursor never
-    /// points at it.
-    fn run_sync(&mut self, data: &str, out: &mut Vec<u8>) {
-        Frame::data(data).event("run-sync").expect("a fixed name").encode(out);
+    /// `event: run-sync` (seed line 350), without an id: the browser's
+    /// replay cursor never points at it.
+    fn run_state(&mut self, data: &str, out: &mut Vec<u8>) {
+        let Ok(state) = serde_json::from_str::<RunState>(data) else { return };
+        Frame::data(&run_sync(state).to_string()).event("run-sync").expect("a fixed name").encode(out);
     }
 
     fn keepalive(&mut self, _now: i64, _random: u64, out: &mut Vec<u8>) {
