@@ -7,6 +7,9 @@
 // 2. String-keyed indexing (`x["key"]`) in protocols/ does not grow: the
 //    count is held at or below CEILING (frames are still JSON values; each
 //    typed frame lowers it, and the ceiling follows it down).
+// 3. No protocol reaches past the thread into its store (`.store()`,
+//    `.store_mut()`): they read the conversation through the thread's read
+//    API (`thread/read.rs`).
 //
 // Usage: node local/lint-mappings.mjs [dir ...]   (default: durable/src/protocols)
 
@@ -161,7 +164,11 @@ export function check(src) {
   // `x["key"]`: a `[` right after a value, then a string (whose quote
   // survives the masking); an array literal `["a", "b"]` is not counted.
   const indexing = (code.match(/[\w)\]]\[\s*"/g) ?? []).length;
-  return { arms, indexing };
+  const store = [];
+  const re = /\.store(_mut)?\(\)/g;
+  let m;
+  while ((m = re.exec(code))) store.push({ line: code.slice(0, m.index).split("\n").length, call: m[0] });
+  return { arms, indexing, store };
 }
 
 function main() {
@@ -177,6 +184,10 @@ function main() {
         problems++;
       }
       indexing += found.indexing;
+      for (const { line, call } of found.store) {
+        console.error(`${relative(".", path)}:${line}: \`${call}\` reaches into the thread's storage: read through the thread (thread/read.rs)`);
+        problems++;
+      }
     }
   }
   if (indexing > CEILING) {

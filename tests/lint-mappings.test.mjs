@@ -57,3 +57,16 @@ mod tests { fn g(v: Value) { let _ = v["k"]; } }
 `;
   assert.equal(check(src).indexing, 3);
 });
+
+test("a protocol reaching into the thread's store is found", () => {
+  const src = `
+fn f<S: Store, K: Sink>(t: &mut Thread<S, K>) {
+    let run = t.store().run("r");
+    t.store_mut().set_meta("k", None);
+    let ok = t.run("r");
+}
+#[cfg(test)]
+mod tests { fn g(t: &mut T) { t.store_mut().meta.clear(); } }
+`;
+  assert.deepEqual(check(src).store.map((s) => [s.line, s.call]), [[3, ".store()"], [4, ".store_mut()"]]);
+});

@@ -273,13 +273,10 @@ impl<D: Db> Directory<D> {
     }
 
     fn sum(&self, table: &str, since: i64) -> Result<Used, ApiError> {
-        let sums = self
-            .db
-            .run(
-                &format!("SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_usd), 0.0) FROM {table} WHERE at >= ?"),
-                &[since.into()],
-            )
-            .map_err(ApiError::storage)?;
+        let sums = self.db.run(
+            &format!("SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(cost_usd), 0.0) FROM {table} WHERE at >= ?"),
+            &[since.into()],
+        )?;
         let row = sums.rows.into_iter().next().unwrap_or_default();
         Ok(Used {
             tokens: row.first().map_or(0, Value::int).max(0) as u64,

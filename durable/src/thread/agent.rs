@@ -72,7 +72,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Ok(());
         }
         let data = serde_json::to_string(cp).expect("checkpoints serialise");
-        self.store.save_checkpoint(&cp.run_id, &data).map_err(ApiError::storage)?;
+        self.store.save_checkpoint(&cp.run_id, &data)?;
         if let Some(usage) = &cp.usage {
             self.record_usage(&cp.run_id, usage);
         }
@@ -81,7 +81,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The run's last checkpoint; an unreadable one counts as none.
     pub fn checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, ApiError> {
-        let data = self.store.checkpoint(run_id).map_err(ApiError::storage)?;
+        let data = self.store.checkpoint(run_id)?;
         Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
     }
 

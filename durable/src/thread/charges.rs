@@ -51,7 +51,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         price: Option<Price>,
         now: i64,
     ) -> Result<Option<Held>, ApiError> {
-        let Some(run) = self.store.run(run_id).map_err(ApiError::storage)? else { return Ok(None) };
+        let Some(run) = self.store.run(run_id)? else { return Ok(None) };
         let Some(actor) = run.turn.actor.clone() else { return Ok(None) };
         let id = ids::scoped(&self.thread_id, &self.ids.id("charge"));
         let charge = Charge {
@@ -65,7 +65,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             estimated: false,
             price: price.map(|p| (p.input, p.output)),
         };
-        self.store.put_charge(&charge).map_err(ApiError::storage)?;
+        self.store.put_charge(&charge)?;
         // Held against the limit the sender's last send carried: a run
         // resumed after a restart, before its sender sends again, is
         // charged but held against none (docs/agents.md, "Budgets").
@@ -83,7 +83,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The directory refused a hold: the call is not made, and costs
     /// nothing.
     pub fn release(&mut self, id: &str) -> Result<(), ApiError> {
-        self.store.delete_charge(id).map_err(ApiError::storage)
+        Ok(self.store.delete_charge(id)?)
     }
 
     /// A call ended: `used` is what its provider reported, `None` for a call
@@ -96,7 +96,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         streamed: usize,
         now: i64,
     ) -> Result<Vec<Effect>, ApiError> {
-        let charges = self.store.charges().map_err(ApiError::storage)?;
+        let charges = self.store.charges()?;
         let Some(mut charge) = charges.into_iter().find(|c| c.id == id && c.held) else { return Ok(Vec::new()) };
         charge.spend = match used {
             Some(spend) => spend,
@@ -105,7 +105,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         charge.estimated = used.is_none();
         charge.held = false;
         charge.at = now;
-        self.store.put_charge(&charge).map_err(ApiError::storage)?;
+        self.store.put_charge(&charge)?;
         self.spent(&charge.actor, charge.spend, now);
         Ok(vec![Effect::Charge { actor: charge.actor.clone(), charges: vec![charge] }])
     }
@@ -113,9 +113,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The directory took these charges: they leave the thread.
     pub fn charged(&mut self, ids: &[String]) -> Result<(), ApiError> {
         for id in ids {
-            self.store.delete_charge(id).map_err(ApiError::storage)?;
+            self.store.delete_charge(id)?;
         }
-        if self.store.charges().map_err(ApiError::storage)?.iter().all(|c| c.held) {
+        if self.store.charges()?.iter().all(|c| c.held) {
             self.charge_retry = None;
         }
         Ok(())
@@ -147,7 +147,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// On load: calls still held were cut with the instance that made them
     /// (settled as cut), and what is owed is delivered soon.
     pub(super) fn charges_on_load(&mut self, now: i64) -> Result<(), ApiError> {
-        let charges = self.store.charges().map_err(ApiError::storage)?;
+        let charges = self.store.charges()?;
         if charges.is_empty() {
             return Ok(());
         }
@@ -160,13 +160,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// per actor. With `cut_held`, calls still held are settled first as
     /// cut (their instance is gone, or their thread is going).
     pub fn deliveries(&mut self, cut_held: bool, now: i64) -> Result<Vec<Effect>, ApiError> {
-        let mut charges = self.store.charges().map_err(ApiError::storage)?;
+        let mut charges = self.store.charges()?;
         if cut_held {
             for c in charges.iter_mut().filter(|c| c.held) {
                 c.spend = c.cut(0);
                 c.held = false;
                 c.estimated = true;
-                self.store.put_charge(c).map_err(ApiError::storage)?;
+                self.store.put_charge(c)?;
                 self.spent(&c.actor.clone(), c.spend, now);
             }
         }
@@ -192,14 +192,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The charges the thread still owes: what a wipe keeps
     /// ([`Thread::keep_charges`]).
     pub fn owed_charges(&self) -> Result<Vec<Charge>, ApiError> {
-        self.store.charges().map_err(ApiError::storage)
+        Ok(self.store.charges()?)
     }
 
     /// Stores `charges` again in a wiped thread's storage: the thread that
     /// loads next delivers them (`charges_on_load`).
     pub fn keep_charges(store: &mut S, charges: &[Charge]) -> Result<(), ApiError> {
         for c in charges {
-            store.put_charge(c).map_err(ApiError::storage)?;
+            store.put_charge(c)?;
         }
         Ok(())
     }

@@ -53,7 +53,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         payload["requestId"] = request_id.clone().into();
         let mut request: event::schema::ConfirmationRequest =
             event::accept(payload).map_err(|e| ApiError::invalid_event(e.0))?;
-        if self.store.confirmation(&request_id).map_err(ApiError::storage)?.is_some() {
+        if self.store.confirmation(&request_id)?.is_some() {
             return Err(ApiError::duplicate_request());
         }
         let record = Confirmation::pending(
@@ -76,7 +76,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Stores new pending requests; each suspends its run until settled.
     pub(super) fn store_confirmations(&mut self, records: Vec<Confirmation>) -> Result<(), ApiError> {
         for record in records {
-            self.store.put_confirmation(&record).map_err(ApiError::storage)?;
+            self.store.put_confirmation(&record)?;
             if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == record.run_id) {
                 a.pending += 1;
             }
@@ -87,10 +87,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Settles `run_id`'s pending requests as cancelled (its run is ending):
     /// no decision applies any more.
     pub(super) fn cancel_confirmations(&mut self, run_id: &str) -> Result<(), ApiError> {
-        for mut c in self.store.pending_confirmations().map_err(ApiError::storage)? {
+        for mut c in self.store.pending_confirmations()? {
             if c.run_id == run_id {
                 c.state = ConfirmState::Cancelled;
-                self.store.put_confirmation(&c).map_err(ApiError::storage)?;
+                self.store.put_confirmation(&c)?;
             }
         }
         Ok(())
@@ -138,9 +138,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         decided.decided_by = by.actor.map(str::to_owned);
         decided.decided_via = Some(by.via.to_owned());
         let session = decided.apply(decision);
-        self.store.put_confirmation(&decided).map_err(ApiError::storage)?;
+        self.store.put_confirmation(&decided)?;
         if let Some(tool) = session {
-            self.store.approve_for_session(&tool).map_err(ApiError::storage)?;
+            self.store.approve_for_session(&tool)?;
         }
         self.settled(&decided.run_id, now);
         if let Some(told) = self.decision_settled(&decided, now) {
@@ -153,7 +153,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn expire(&mut self, c: &mut Confirmation) -> Result<(), ApiError> {
         let mut lapsed = c.clone();
         lapsed.state = ConfirmState::Expired;
-        self.store.put_confirmation(&lapsed).map_err(ApiError::storage)?;
+        self.store.put_confirmation(&lapsed)?;
         *c = lapsed;
         let now = c.expires_at.unwrap_or_default();
         self.settled(&c.run_id, now);
@@ -194,7 +194,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Settles every pending confirmation whose time is up; returns them.
     pub fn expire_due(&mut self, now: i64) -> Result<Vec<Confirmation>, ApiError> {
         let mut out = Vec::new();
-        for mut c in self.store.pending_confirmations().map_err(ApiError::storage)? {
+        for mut c in self.store.pending_confirmations()? {
             if c.lapsed(now) {
                 self.expire(&mut c)?;
                 out.push(c);
@@ -255,7 +255,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// When the next pending confirmation lapses.
     pub fn next_expiry(&self) -> Result<Option<i64>, ApiError> {
-        Ok(self.store.pending_confirmations().map_err(ApiError::storage)?.iter().filter_map(|c| c.expires_at).min())
+        Ok(self.store.pending_confirmations()?.iter().filter_map(|c| c.expires_at).min())
     }
 
     /// The confirmation of tool call `tool_call_id` (of `run_id`, if given):
@@ -265,12 +265,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         tool_call_id: &str,
         run_id: Option<&str>,
     ) -> Result<Option<Confirmation>, ApiError> {
-        let found = self.store.confirmation_by_call(tool_call_id).map_err(ApiError::storage)?;
+        let found = self.store.confirmation_by_call(tool_call_id)?;
         Ok(found.filter(|c| run_id.is_none_or(|r| r == c.run_id)))
     }
 
     pub fn confirmation(&self, request_id: &str) -> Result<Option<Confirmation>, ApiError> {
-        self.store.confirmation(request_id).map_err(ApiError::storage)
+        Ok(self.store.confirmation(request_id)?)
     }
 
     /// Whether calling `tool` first needs a person's approval: declared
@@ -293,7 +293,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Whether `tool` was approved with scope `session` on this thread.
     pub fn session_approved(&self, tool: &str) -> Result<bool, ApiError> {
-        self.store.session_approved(tool).map_err(ApiError::storage)
+        Ok(self.store.session_approved(tool)?)
     }
 }
 

@@ -112,7 +112,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// A file this thread holds and is not removing.
     fn held_file(&self, file_id: &str) -> Result<FileRow, ApiError> {
-        match self.store.file(file_id).map_err(ApiError::storage)? {
+        match self.store.file(file_id)? {
             Some(row) if row.state == FileState::Deleting => Err(ApiError::file_busy()),
             Some(row) => Ok(row),
             None => Err(ApiError::file_not_found()),
@@ -131,20 +131,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
             // by `fileId` names it as it was last uploaded.
             let renamed =
                 |row: &FileRow| FileRef { name: f.name.clone().or(row.file.name.clone()), ..row.file.clone() };
-            let put = match self.store.file(&f.file_id).map_err(ApiError::storage)? {
+            let put = match self.store.file(&f.file_id)? {
                 Some(row) if row.state == FileState::Deleting => return Err(ApiError::file_busy()),
                 Some(row) if row.state == FileState::Attached => {
-                    self.store.put_file(&FileRow { file: renamed(&row), ..row }).map_err(ApiError::storage)?;
+                    self.store.put_file(&FileRow { file: renamed(&row), ..row })?;
                     false
                 }
                 Some(row) => {
                     let row = FileRow { file: renamed(&row), reserved_at: now, ..row };
-                    self.store.put_file(&row).map_err(ApiError::storage)?;
+                    self.store.put_file(&row)?;
                     true
                 }
                 None => {
                     let row = FileRow { file: f.reference(), state: FileState::Reserved, reserved_at: now };
-                    self.store.put_file(&row).map_err(ApiError::storage)?;
+                    self.store.put_file(&row)?;
                     true
                 }
             };
@@ -184,9 +184,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub(super) fn attach_files(&mut self, attachments: &[Attachment]) -> Result<(), ApiError> {
         for a in attachments {
             let Attachment::File(f) = a else { continue };
-            if let Some(row) = self.store.file(&f.file_id).map_err(ApiError::storage)? {
+            if let Some(row) = self.store.file(&f.file_id)? {
                 if row.state == FileState::Reserved {
-                    self.store.put_file(&FileRow { state: FileState::Attached, ..row }).map_err(ApiError::storage)?;
+                    self.store.put_file(&FileRow { state: FileState::Attached, ..row })?;
                 }
             }
         }
@@ -199,7 +199,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if !files::is_file_id(file_id) {
             return Err(ApiError::file_not_found());
         }
-        let row = match self.store.file(file_id).map_err(ApiError::storage)? {
+        let row = match self.store.file(file_id)? {
             Some(row) if row.state != FileState::Deleting => row,
             _ => return Err(ApiError::file_not_found()),
         };
@@ -243,8 +243,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// thread holds them again meanwhile, which `file_busy` prevents).
     pub fn files_deleted(&mut self, ids: &[String]) -> Result<(), ApiError> {
         for id in ids {
-            if self.store.file(id).map_err(ApiError::storage)?.is_some_and(|r| r.state == FileState::Deleting) {
-                self.store.delete_file(id).map_err(ApiError::storage)?;
+            if self.store.file(id)?.is_some_and(|r| r.state == FileState::Deleting) {
+                self.store.delete_file(id)?;
             }
         }
         Ok(())

@@ -38,6 +38,7 @@ mod charges;
 mod confirmations;
 mod files;
 mod queue;
+mod read;
 pub mod send;
 pub mod serve;
 mod subscribe;
@@ -211,9 +212,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Opens a thread over `store`. A run found still open is remembered as
     /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
     pub fn load(store: S, config: Config, now: i64) -> Result<Self, ApiError> {
-        let last_seq = store.last_seq().map_err(ApiError::storage)?;
-        let pending = store.pending_confirmations().map_err(ApiError::storage)?;
-        let active = store.running().map_err(ApiError::storage)?.map(|record| Active {
+        let last_seq = store.last_seq()?;
+        let pending = store.pending_confirmations()?;
+        let active = store.running()?.map(|record| Active {
             pending: pending.iter().filter(|c| c.run_id == record.run_id).count(),
             record,
             last_activity: now,
@@ -239,14 +240,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
             outbox: Vec::new(),
             charge_retry: None,
         };
-        if let Some(last) =
-            thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1).map_err(ApiError::storage)?.first()
-        {
+        if let Some(last) = thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1)?.first() {
             if let Ok(ev) = serde_json::from_str::<Event>(&last.data) {
                 thread.last_write_at = ev.ts;
             }
         }
-        if let Some(q) = thread.store.meta(QUEUE_KEY).map_err(ApiError::storage)? {
+        if let Some(q) = thread.store.meta(QUEUE_KEY)? {
             thread.queue = serde_json::from_str(&q).unwrap_or_default();
         }
         thread.refold_live_tree()?;
@@ -268,11 +267,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(())
     }
 
+    /// The store itself, for the tests and the shell. Protocols read
+    /// through the thread (`read.rs`), never through it (`make lint`).
     pub fn store(&self) -> &S {
         &self.store
     }
 
-    /// The store, for fault injection in tests and for moving it out.
+    /// The store, for fault injection in tests and for moving it out
+    /// (tests only: every write goes through a thread operation).
     pub fn store_mut(&mut self) -> &mut S {
         &mut self.store
     }
@@ -355,7 +357,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let run = match &self.active {
             Some(a) if a.record.run_id == run_id => a.record.clone(),
-            _ => self.store.run(run_id).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?,
+            _ => self.store.run(run_id)?.ok_or_else(ApiError::run_not_found)?,
         };
         if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
             return Err(ApiError::forbidden("this token does not publish to this run"));
@@ -567,7 +569,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     fn store_queue(&mut self, queue: &Queue) -> Result<(), ApiError> {
         let doc = serde_json::to_string(queue).expect("the queue serialises");
-        self.store.set_meta(QUEUE_KEY, Some(&doc)).map_err(ApiError::storage)
+        Ok(self.store.set_meta(QUEUE_KEY, Some(&doc))?)
     }
 
     fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), ApiError> {
@@ -773,7 +775,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The events of one run, parsed back from the log.
     pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, ApiError> {
-        let records = self.store.run_records(run_id).map_err(ApiError::storage)?;
+        let records = self.store.run_records(run_id)?;
         Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
     }
 

@@ -142,12 +142,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Some(a) = &self.active {
             return Err(ApiError::run_active(&a.record.run_id, "a run is active; regenerate after it settles"));
         }
-        let (runs, _) = self.store.runs_page(0, 1).map_err(ApiError::storage)?;
+        let (runs, _) = self.store.runs_page(0, 1)?;
         let Some(mut last) = runs.into_iter().next() else {
             return Err(ApiError::thread_required("regenerate needs a thread with a message"));
         };
         last.replaced = true;
-        self.store.commit(&[], std::slice::from_ref(&last)).map_err(ApiError::storage)?;
+        self.store.commit(&[], std::slice::from_ref(&last))?;
         // The same user message, answered again: it keeps its id.
         let run_id = crate::ids::scoped(&self.thread_id, &self.ids.id("run"));
         let item = self.new_item(last.message, model, turn, Some((last.message_id, run_id)), now);

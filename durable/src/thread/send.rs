@@ -213,7 +213,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The attachments of the thread's last message (what a regenerated
     /// answer is given again).
     fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, ApiError> {
-        let (runs, _) = self.store.runs_page(0, 1).map_err(ApiError::storage)?;
+        let (runs, _) = self.store.runs_page(0, 1)?;
         Ok(runs.into_iter().next().map(|r| r.turn.attachments).unwrap_or_default())
     }
 
@@ -277,7 +277,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `PUBLIC_URL` says): never another request's Host.
     pub(super) fn claim(&mut self, who: Sender) -> Result<(), ApiError> {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
-            self.store.set_meta(OWNER_KEY, Some(id)).map_err(ApiError::storage)?;
+            self.store.set_meta(OWNER_KEY, Some(id))?;
             self.end_others_follows(&who);
         }
         self.record_send_origin(who.origin)
@@ -311,7 +311,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// protocol sent it.
     pub fn message_run(&self, id: &str) -> Result<Seen, ApiError> {
         let run_id = ids::client_message_run(&self.thread_id, id);
-        if let Some(run) = self.store.run(&run_id).map_err(ApiError::storage)? {
+        if let Some(run) = self.store.run(&run_id)? {
             if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
                 return Ok(Seen::Active(run.run_id));
             }
@@ -325,7 +325,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The actor who created the thread.
     pub fn owner(&self) -> Result<Option<String>, ApiError> {
-        self.store.meta(OWNER_KEY).map_err(ApiError::storage)
+        Ok(self.store.meta(OWNER_KEY)?)
     }
 
     /// Launches the runs the thread started (a send, or the queue when a run
@@ -373,14 +373,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.send_origin()?.as_deref() == Some(origin) || origin.is_empty() {
             return Ok(());
         }
-        self.store.set_meta(SEND_ORIGIN_KEY, Some(origin)).map_err(ApiError::storage)?;
+        self.store.set_meta(SEND_ORIGIN_KEY, Some(origin))?;
         self.send_origin = Some(Some(origin.to_owned()));
         Ok(())
     }
 
     fn send_origin(&mut self) -> Result<Option<String>, ApiError> {
         if self.send_origin.is_none() {
-            self.send_origin = Some(self.store.meta(SEND_ORIGIN_KEY).map_err(ApiError::storage)?);
+            self.send_origin = Some(self.store.meta(SEND_ORIGIN_KEY)?);
         }
         Ok(self.send_origin.clone().flatten())
     }

@@ -119,7 +119,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Follows run `run` of this thread from seq `after` (404
     /// `nothing_to_resume` for a run it never had).
     pub fn follow_run(&mut self, run: &str, after: u64, settings: &Settings) -> Result<Answer, ApiError> {
-        self.store.run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::nothing_to_resume)?;
+        self.store.run(run)?.ok_or_else(ApiError::nothing_to_resume)?;
         self.follow(Follow::run(run), after, settings)
     }
 
@@ -166,12 +166,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The thread's pinned model, if any.
     pub fn pin(&self) -> Result<Option<String>, ApiError> {
-        self.store.meta(PIN_KEY).map_err(ApiError::storage)
+        Ok(self.store.meta(PIN_KEY)?)
     }
 
     /// Pins a model for the thread's later sends (`None` unpins).
     pub fn set_pin(&mut self, model: Option<&str>) -> Result<(), ApiError> {
-        self.store.set_meta(PIN_KEY, model).map_err(ApiError::storage)
+        Ok(self.store.set_meta(PIN_KEY, model)?)
     }
 
     /// Decides request `request_id` for `caller` with decision `body`:
@@ -200,7 +200,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// agent resumes once every request of its step is settled; an external
     /// agent is told through its webhook.
     pub(super) fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, ApiError> {
-        let driver = self.store.run(&c.run_id).map_err(ApiError::storage)?.map(|r| r.driver);
+        let driver = self.store.run(&c.run_id)?.map(|r| r.driver);
         Ok(match driver {
             Some(Driver::Builtin) => self.resume_if_ready(&c.run_id, settings)?.into_iter().collect(),
             Some(Driver::Webhook) => tell_agent(settings, c.webhook_signal()),

@@ -77,14 +77,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         // 1..=10^15: fits the 16 digits of an offset half, never 0.
         let g = draw() % 1_000_000_000_000_000 + 1;
-        self.store.set_meta(GENERATION_KEY, Some(&g.to_string())).map_err(ApiError::storage)?;
+        self.store.set_meta(GENERATION_KEY, Some(&g.to_string()))?;
         Ok(g)
     }
 
     /// The log's generation if one was drawn (a log never read from a
     /// position has none yet).
     pub fn stored_generation(&self) -> Result<Option<u64>, ApiError> {
-        Ok(self.store.meta(GENERATION_KEY).map_err(ApiError::storage)?.and_then(|v| v.parse().ok()))
+        Ok(self.store.meta(GENERATION_KEY)?.and_then(|v| v.parse().ok()))
     }
 
     pub fn subscriber_count(&self) -> usize {
@@ -121,7 +121,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.page_into(&follow, after, high, FIRST_PAGE.min(self.config.replay_page), &mut out)?;
         if let Some(run) = &follow.run {
             // Its `run-finish` is stored in the same commit as the state.
-            if self.store.run(run).map_err(ApiError::storage)?.is_some_and(|r| r.state != RunState::Running) {
+            if self.store.run(run)?.is_some_and(|r| r.state != RunState::Running) {
                 socket::ended(&mut out);
             }
         }
@@ -214,8 +214,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Some(run) => {
                 self.store.run_range(run, after, limit).map(|r| r.into_iter().filter(|r| r.seq <= high).collect())
             }
-        }
-        .map_err(ApiError::storage)?;
+        }?;
         for r in &records {
             socket::durable(r.seq, &r.data, out);
         }

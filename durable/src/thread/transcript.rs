@@ -25,7 +25,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// thread has. Every protocol's history reads the conversation here,
     /// never through the store.
     pub fn conversation_page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), ApiError> {
-        let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit).map_err(ApiError::storage)?;
+        let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit)?;
         Ok((runs.into_iter().rev().filter(shown).collect(), total))
     }
 
@@ -47,7 +47,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// it ran one of its turns (`default` for a turn that named none, and
     /// for a thread with no turn yet).
     pub fn served_by(&self, name: &str) -> Result<bool, ApiError> {
-        let (runs, _) = self.store.runs_page(0, 10_000).map_err(ApiError::storage)?;
+        let (runs, _) = self.store.runs_page(0, 10_000)?;
         if runs.is_empty() {
             return Ok(name == crate::agents::DEFAULT);
         }
@@ -130,7 +130,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         const PAGE: usize = 500;
         let mut runs = Vec::new();
         for page in 0.. {
-            let (rows, total) = self.store.runs_page(page * PAGE, PAGE).map_err(ApiError::storage)?;
+            let (rows, total) = self.store.runs_page(page * PAGE, PAGE)?;
             runs.extend(rows.iter().filter_map(|r| crate::usage::of_run(r.usage.as_deref()?, r.model.as_deref())));
             if rows.len() < PAGE || (page + 1) * PAGE >= total {
                 break;
@@ -160,7 +160,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let prefix = self.files_prefix()?.unwrap_or_default();
         let mut offset = 0;
         'pages: loop {
-            let (runs, _) = self.store.runs_page(offset, 20).map_err(ApiError::storage)?;
+            let (runs, _) = self.store.runs_page(offset, 20)?;
             if runs.is_empty() {
                 break;
             }

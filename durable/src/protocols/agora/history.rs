@@ -231,7 +231,7 @@ fn row<S: Store, K: Sink>(
     for c in &mut calls {
         let id = c["id"].as_str().unwrap_or_default().to_owned();
         let result = results.iter().find(|(r, _)| *r == id).map(|(_, v)| v);
-        let request = t.store().confirmation_by_call(&id).map_err(ApiError::storage)?;
+        let request = t.request_for_call(&id)?;
         let state = request.as_ref().map(|r| r.state);
         let status = match (&request, result) {
             (Some(r), _) if r.state == ConfirmState::Pending => {

@@ -350,7 +350,7 @@ impl super::Protocol for Route {
             }
             R::Cancel { run, .. } => {
                 admit(t)?;
-                t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
+                t.known_run(run)?;
                 let active = t.active_run().is_some_and(|r| r.run_id == *run);
                 let cancelled = if active { t.cancel_run(settings, now, false, effects)? } else { None };
                 // agora's `{aborted}`; `cancelled` for readers of the first form.

@@ -261,29 +261,27 @@ fn batch<S: Store, K: Sink>(
     tail: Option<usize>,
 ) -> Result<(Vec<Record>, Position), ApiError> {
     let last = t.last_seq();
-    let store = t.store();
     match scope {
         Scope::Thread => {
-            let records = store.read_range(after, last, PAGE).map_err(ApiError::storage)?;
+            let records = t.log_page(after, last, PAGE)?;
             let seq = records.last().map_or(after, |r| r.seq);
             Ok((records, Position { gen, seq, up_to_date: seq >= last, closed: false }))
         }
         Scope::Run(run) => {
-            let record = store.run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
+            let record = t.known_run(run)?;
             // `tail=N` is a bounded diagnostic read of the run's suffix;
             // every other read pages through the run's index after `after`.
             let (records, up_to_date) = match tail {
                 Some(n) => {
-                    let mut all: Vec<Record> = store
-                        .run_records(run)
-                        .map_err(ApiError::storage)?
+                    let mut all: Vec<Record> = t
+                        .run_records(run)?
                         .into_iter()
                         .filter(|r| r.seq > after)
                         .collect();
                     (all.split_off(all.len().saturating_sub(n)), true)
                 }
                 None => {
-                    let page = store.run_range(run, after, PAGE).map_err(ApiError::storage)?;
+                    let page = t.run_page(run, after, PAGE)?;
                     let full = page.len() == PAGE;
                     (page, !full)
                 }
@@ -341,7 +339,7 @@ pub fn read_versioned<S: Store, K: Sink>(
     let last = t.last_seq();
     let after = resolve(&offsets, gen, last)?.unwrap_or(0);
     if let Scope::Run(run) = &scope {
-        t.store().run(run).map_err(ApiError::storage)?.ok_or_else(ApiError::run_not_found)?;
+        t.known_run(run)?;
     }
     if live {
         let follow = Follow { run: run.map(str::to_owned), durable: true, prospect: None };
@@ -357,7 +355,7 @@ pub fn read_versioned<S: Store, K: Sink>(
         // Primed with the run's records before this page; a read from the
         // run's start has none to read.
         if let Some(first) = records.first().map(|r| r.seq).filter(|_| after > 0 || tail.is_some()) {
-            for r in t.store().run_records(run).map_err(ApiError::storage)?.iter().take_while(|r| r.seq < first) {
+            for r in t.run_records(run)?.iter().take_while(|r| r.seq < first) {
                 text.delta(&r.data);
             }
         }
@@ -400,11 +398,7 @@ pub fn append<S: Store, K: Sink>(
     let batch = input::batch(input::json(body, limits.max_batch_bytes)?, BatchShape::Stream, limits.max_batch_events)?;
     let gen = t.generation(|| random)?;
     let state: Option<ProducerState> = match &producer {
-        Some(p) => t
-            .store()
-            .meta(&producer_key(run, &p.id))
-            .map_err(ApiError::storage)?
-            .and_then(|v| serde_json::from_str(&v).ok()),
+        Some(p) => t.producer_state(&producer_key(run, &p.id))?.and_then(|v| serde_json::from_value(v).ok()),
         None => None,
     };
     match check_producer(run, producer.as_ref(), state.as_ref(), gen, t.last_seq(), now) {
@@ -418,12 +412,10 @@ pub fn append<S: Store, K: Sink>(
         }
         Ok(RunAppend::Duplicate(reply)) => Ok(reply),
         Ok(RunAppend::Publish(admitted)) => {
-            let last = t.publish(run, batch, now)?;
-            if let Some((key, s)) = admitted {
-                let json = serde_json::to_string(&s).expect("state serialises");
-                t.store_mut().set_meta(&key, Some(&json)).map_err(ApiError::storage)?;
-            }
-            let closed = t.store().run(run).ok().flatten().is_some_and(|r| r.state != RunState::Running);
+            let producer_state =
+                admitted.map(|(key, s)| (key, serde_json::to_value(&s).expect("a producer's state serialises")));
+            let last = t.publish_as(run, batch, producer_state, now)?;
+            let closed = t.run(run).ok().flatten().is_some_and(|r| r.state != RunState::Running);
             let mut reply =
                 Reply::new(if producer.is_some() { 200 } else { 204 }).header(wire::NEXT_OFFSET, offset(gen, last));
             if let Some(p) = &producer {
