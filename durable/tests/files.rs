@@ -16,7 +16,7 @@ use threadline_durable::forward::{self, Body, Call, Object};
 use threadline_durable::front::{Exchange, Step};
 use threadline_durable::protocols::{self, Context};
 use threadline_durable::thread::{self, Answer};
-use threadline_durable::{Effect, Head, Settings, Store};
+use threadline_durable::{Access, ApiError, Effect, Head, Settings, Store};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
 
@@ -387,7 +387,9 @@ fn deleting_a_thread_removes_its_files() {
     w.request("POST", "/v1/threads/t1/files", &[("content-type", "text/plain")], b"bytes");
     let t = w.threads.get_mut("t1").unwrap();
     let mut effects = Vec::new();
-    t.delete(0, &mut effects).unwrap();
+    let owner = support::actor("dev", &[]);
+    let admitted = t.admit(Access::Owner, ApiError::thread_not_found(), &owner, None).unwrap();
+    t.delete(&admitted, 0, &mut effects).unwrap();
     let prefix = effects.iter().find_map(|e| match e {
         Effect::Wipe { files } => files.clone(),
         _ => None,

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use threadline_durable::feed::Relay;
 use threadline_durable::protocols::instance_ai::stream::Events;
 use threadline_durable::store::{Driver, MemoryStore};
-use threadline_durable::{fold, AgentNode, Config, Event, Follow, Sink, StartRun, Store, Thread};
+use threadline_durable::{fold, Access, AgentNode, ApiError, Config, Event, Follow, Sink, StartRun, Store, Thread};
 
 /// A subscriber's socket: the messages the thread sent it, in order;
 /// `closed` simulates a client that went away.
@@ -335,7 +335,10 @@ fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last
     after.replace_dead_holder(900).unwrap();
     assert_eq!(after.active_run().unwrap().run_id, "r1");
     // Silent past the grace: the resume replaces it, and the queue's head starts.
-    after.queue_pause(false, 1_500).unwrap();
+    // A sender on a thread nobody owns is let in to resume its queue.
+    let sender = threadline_durable::Caller::Actor { id: "u".into(), roles: Vec::new() };
+    let admitted = after.admit(Access::Send, ApiError::thread_not_found(), &sender, None).unwrap();
+    after.queue_pause(&admitted, false, 1_500).unwrap();
     assert_eq!(after.active_run().unwrap().run_id, item.run_id);
     let log = durable_log(&after);
     let r1: Vec<_> = log.iter().filter(|e| e.run_id == "r1").collect();

@@ -27,7 +27,7 @@ use crate::reply::Reply;
 use crate::route::Spec;
 use crate::settings::{Limits, Settings};
 use crate::store::Store;
-use crate::thread::{Answer, Call, Outcome, Sink, Thread};
+use crate::thread::{Admitted, Answer, Call, Outcome, Sink, Thread};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -54,6 +54,26 @@ pub enum AtWorker {
     /// request goes to it as it is, or, for a live read, asks it for a
     /// reader's socket relayed with `live`.
     Stream { name: String, context: String, live: Option<Plan> },
+}
+
+/// How a request was let in before its route runs ([`handle`]): admitted
+/// by the route's declared access rule, or, on a decision route
+/// ([`Access::Decide`]), left for the decision to admit against the request
+/// it names (the thread's decide operations do, before anything changes).
+pub enum Gate {
+    Admitted(Admitted),
+    ByRequest,
+}
+
+impl Gate {
+    /// The admission a route's operations take. A decision route has none
+    /// of its own: asking for one there is the route's bug, answered 503.
+    pub fn admitted(&self) -> Result<&Admitted, ApiError> {
+        match self {
+            Gate::Admitted(a) => Ok(a),
+            Gate::ByRequest => Err(ApiError::unavailable("a decision route is admitted for the request it names")),
+        }
+    }
 }
 
 /// How much body a route reads (its cap: `Limits`).
@@ -128,15 +148,23 @@ pub trait Protocol: Sized + 'static {
     fn serves_file(&self) -> bool {
         false
     }
-    /// Serves the route on its thread.
+    /// Serves the route on its thread, the request let in by `gate`.
     fn serve<S: Store, K: Sink>(
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        gate: &Gate,
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError>;
+    /// The answer to a request its route refused (admission or serving):
+    /// the refusal itself, unless the route answers some refusals its own
+    /// way (the AI SDK's resume answers a thread that is not the caller's
+    /// as one with no run: 204).
+    fn refused<S: Store, K: Sink>(&self, e: ApiError, _t: &Thread<S, K>) -> Result<Answer, ApiError> {
+        Err(e)
+    }
     /// How the Worker relays the route's stream, from its query and
     /// `Last-Event-ID`; `None` for a route that does not stream.
     fn plan(
@@ -258,15 +286,19 @@ macro_rules! protocols {
                 match self { $(Route::$variant(r) => r.attachments(body),)* }
             }
             pub fn serves_file(&self) -> bool { match self { $(Route::$variant(r) => r.serves_file(),)* } }
+            fn refused<S: Store, K: Sink>(&self, e: ApiError, t: &Thread<S, K>) -> Result<Answer, ApiError> {
+                match self { $(Route::$variant(r) => r.refused(e, t),)* }
+            }
             fn serve<S: Store, K: Sink>(
                 &self,
                 t: &mut Thread<S, K>,
                 call: &Call,
+                gate: &Gate,
                 settings: &Settings,
                 now: i64,
                 effects: &mut Vec<Effect>,
             ) -> Result<Answer, ApiError> {
-                match self { $(Route::$variant(r) => r.serve(t, call, settings, now, effects),)* }
+                match self { $(Route::$variant(r) => r.serve(t, call, gate, settings, now, effects),)* }
             }
         }
     };
@@ -275,6 +307,11 @@ macro_rules! protocols {
 /// Serves one request on its thread. Refusals are answers too: nothing
 /// here fails. Whatever the request did may have started a queued message:
 /// its launch is among the effects.
+///
+/// Invariant: every request is admitted here, once, by the access rule its
+/// route declares ([`Protocol::access`], a required method: a route without
+/// one does not compile), before its route runs; a decision route is
+/// admitted by its decision, for the request it names.
 pub fn handle<S: Store, K: Sink>(
     t: &mut Thread<S, K>,
     route: &Route,
@@ -288,7 +325,12 @@ pub fn handle<S: Store, K: Sink>(
         BodyKind::None => crate::input::no_body(call.body),
         _ => Ok(()),
     }
-    .and_then(|()| route.serve(t, call, settings, now, &mut effects))
+    .and_then(|()| match route.access() {
+        Access::Decide => Ok(Gate::ByRequest),
+        access => t.admit(access, route.not_found(), call.caller, None).map(Gate::Admitted),
+    })
+    .and_then(|gate| route.serve(t, call, &gate, settings, now, &mut effects))
+    .or_else(|e| route.refused(e, t))
     .unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
     effects.extend(t.launch_started(settings, now));
     Outcome { answer, effects }

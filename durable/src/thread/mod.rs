@@ -66,7 +66,7 @@ pub use crate::ids::ROOT_AGENT;
 pub use crate::settings::Config;
 pub use confirmations::{check_decision, By, REQUESTER};
 pub use send::{Given, Seen, Sender, Sent};
-pub use serve::{Answer, Call, Instance, Outcome};
+pub use serve::{Admitted, Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
 
 /// Where a subscriber's messages go: the socket the Worker relays from (a

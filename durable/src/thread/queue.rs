@@ -2,7 +2,7 @@
 //! queue, interrupt, edit, move, remove, pause, resume, and regenerate. Each stores the new queue and announces it before the queue
 //! in memory changes (`Thread::save_queue`).
 
-use super::{Sink, Thread};
+use super::{Admitted, Sink, Thread};
 use crate::error::ApiError;
 use crate::event::FinishStatus;
 use crate::queued::{Queue, QueueItem, QueuePatch};
@@ -91,7 +91,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Removes every waiting message (the queue's pause stays as it is).
     /// Returns whether any waited.
-    pub fn queue_clear(&mut self, now: i64) -> Result<bool, ApiError> {
+    pub fn queue_clear(&mut self, _: &Admitted, now: i64) -> Result<bool, ApiError> {
         if self.queue.items.is_empty() {
             return Ok(false);
         }
@@ -103,22 +103,22 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Queue routes: edit, move, remove, pause, resume. Each stores and
     /// announces the new queue.
-    pub fn queue_edit(&mut self, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
-        self.queue_patch(message_id, QueuePatch { message: Some(message), ..QueuePatch::default() }, now)
+    pub fn queue_edit(&mut self, a: &Admitted, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
+        self.queue_patch(a, message_id, QueuePatch { message: Some(message), ..QueuePatch::default() }, now)
     }
 
-    pub fn queue_move(&mut self, message_id: &str, position: usize, now: i64) -> Result<(), ApiError> {
-        self.queue_patch(message_id, QueuePatch { position: Some(position), ..QueuePatch::default() }, now)
+    pub fn queue_move(&mut self, a: &Admitted, message_id: &str, position: usize, now: i64) -> Result<(), ApiError> {
+        self.queue_patch(a, message_id, QueuePatch { position: Some(position), ..QueuePatch::default() }, now)
     }
 
     /// Several changes to one waiting message, stored and announced as one.
-    pub fn queue_patch(&mut self, message_id: &str, patch: QueuePatch, now: i64) -> Result<(), ApiError> {
+    pub fn queue_patch(&mut self, _: &Admitted, message_id: &str, patch: QueuePatch, now: i64) -> Result<(), ApiError> {
         let mut queue = self.queue.clone();
         queue.patch(message_id, patch, now)?;
         self.save_queue(queue, now)
     }
 
-    pub fn queue_remove(&mut self, message_id: &str, now: i64) -> Result<(), ApiError> {
+    pub fn queue_remove(&mut self, _: &Admitted, message_id: &str, now: i64) -> Result<(), ApiError> {
         let mut queue = self.queue.clone();
         let item = queue.remove(message_id)?;
         self.save_queue_dropping(queue, vec![item.run_id], now)
@@ -127,7 +127,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Pausing keeps every message; resuming clears why the queue paused,
     /// replaces a dead holder (`Thread::replace_dead_holder`), and starts the
     /// head when nothing runs (its sender's budget is checked again).
-    pub fn queue_pause(&mut self, paused: bool, now: i64) -> Result<(), ApiError> {
+    pub fn queue_pause(&mut self, _: &Admitted, paused: bool, now: i64) -> Result<(), ApiError> {
         if !paused {
             self.replace_dead_holder(now)?;
         }

@@ -26,7 +26,9 @@ pub const SEND_ORIGIN_KEY: &str = "send_origin";
 /// Who sends, as the route admitted them, and where the request came in.
 #[derive(Clone, Debug)]
 pub struct Sender<'a> {
-    pub grant: Grant,
+    /// What the admission granted (a private field: a sender is made only
+    /// from an admission, [`Sender::of`]).
+    grant: Grant,
     pub caller: &'a Caller,
     /// The origin the request came in at (`https://host`).
     pub origin: &'a str,
@@ -44,10 +46,10 @@ pub struct Sender<'a> {
 }
 
 impl<'a> Sender<'a> {
-    /// The sender of `call`, as the route admitted them (`grant`).
-    pub fn of(grant: Grant, call: &super::Call<'a>) -> Sender<'a> {
+    /// The sender of `call`, as the route admitted them.
+    pub fn of(admitted: &super::Admitted, call: &super::Call<'a>) -> Sender<'a> {
         Sender {
-            grant,
+            grant: admitted.grant(),
             caller: call.caller,
             origin: call.origin,
             budget: call.budget,

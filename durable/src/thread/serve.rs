@@ -15,6 +15,30 @@ use crate::store::Confirmation;
 use crate::store::{Driver, Store};
 use serde_json::Value;
 
+/// The proof that a request was let in on this thread: only the thread
+/// makes one ([`Thread::admit`], after `access::decide`; and for what the
+/// thread does on its own, such as its TTL's delete). Every operation that
+/// changes what a thread holds for a caller takes one, so a route that
+/// forgot its access rule could not call it; the protocols' registry admits
+/// each request once, by the route's declared rule, before the route runs
+/// (`protocols::handle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    grant: Grant,
+}
+
+impl Admitted {
+    /// What the caller may do on the route.
+    pub fn grant(&self) -> Grant {
+        self.grant
+    }
+
+    /// The thread acting on its own (its alarm).
+    pub(in crate::thread) fn by_the_thread() -> Admitted {
+        Admitted { grant: Grant::Owner }
+    }
+}
+
 /// Where a thread keeps its pinned model.
 pub const PIN_KEY: &str = "pinned_model";
 
@@ -102,11 +126,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         not_found: ApiError,
         caller: &Caller,
         request: Option<access::Request>,
-    ) -> Result<Grant, ApiError> {
+    ) -> Result<Admitted, ApiError> {
         // Publishing depends on the run's token only: no read on the hot path.
         let owner = if access == Access::Publish { None } else { self.owner()? };
         let exists = owner.is_some() || self.last_seq > 0;
-        access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })
+        let grant = access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })?;
+        Ok(Admitted { grant })
     }
 
     /// Follows `follow` from seq `after`: the stream the Worker relays, once
@@ -133,6 +158,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `background` asks for them to stop too.
     pub fn cancel_run(
         &mut self,
+        _: &Admitted,
         settings: &Settings,
         now: i64,
         background: bool,
@@ -150,7 +176,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Deletes the thread: its agents stop, its storage is wiped (its
     /// streams end), and its owner's directory forgets it.
-    pub fn delete(&mut self, now: i64, effects: &mut Vec<Effect>) -> Result<(), ApiError> {
+    pub fn delete(&mut self, _: &Admitted, now: i64, effects: &mut Vec<Effect>) -> Result<(), ApiError> {
         effects.push(Effect::StopAgents);
         // What the thread's calls cost goes to their senders first: the
         // calls in flight are charged as cut, and a charge the directory
@@ -214,7 +240,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.expiry(settings.thread_ttl_ms).is_some_and(|t| t <= now) {
             // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
             let mut effects = Vec::new();
-            self.delete(now, &mut effects)?;
+            self.delete(&Admitted::by_the_thread(), now, &mut effects)?;
             return Ok(effects);
         }
         let mut effects = self.settle_lapsed(settings, now)?;

@@ -19,7 +19,7 @@ pub mod history;
 pub mod mapping;
 pub mod stream;
 
-use super::{BodyKind, Target};
+use super::{BodyKind, Gate, Target};
 use crate::access::Access;
 use crate::effect::Effect;
 use crate::error::ApiError;
@@ -157,25 +157,23 @@ impl super::Protocol for Route {
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        gate: &Gate,
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
         match self {
             R::Run { .. } => {
-                let who = Sender::of(admit(t)?, call);
+                let who = Sender::of(gate.admitted()?, call);
                 let body = input::json(call.body, settings.limits.max_body_bytes)?;
                 run(t, &body, who, settings, now, effects)
             }
             // The run's stream, replayed from the start (the Worker drops
             // what the cursor says was seen).
             R::Stream { run, .. } => {
-                admit(t)?;
                 t.follow_run(run, 0, settings)
             }
             R::Messages { .. } => {
-                admit(t)?;
                 let (limit, page) = input::messages_page(call.query)?;
                 Ok(Answer::json(200, &history::messages(t, limit, page, call.origin)?))
             }

@@ -11,7 +11,7 @@ pub mod mapping;
 pub mod queue;
 pub mod stream;
 
-use super::{AtWorker, BodyKind, Target};
+use super::{AtWorker, BodyKind, Gate, Target};
 use crate::access::{Access, Caller};
 use crate::directory::Op;
 use crate::effect::Effect;
@@ -321,18 +321,18 @@ impl super::Protocol for Route {
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        gate: &Gate,
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
         let limit = settings.limits.max_body_bytes;
         let json_body = || input::json(call.body, limit);
-        let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
         // Every queue route answers agora's bare `{items, paused}`.
         let queue = |t: &Thread<S, K>| Answer::json(200, &queue::of(t.queue()));
         match self {
             R::Chat { thread } => {
-                let who = Sender::of(admit(t)?, call);
+                let who = Sender::of(gate.admitted()?, call);
                 let body = bodies::agora_send(json_body()?, t.active_run().is_some())?;
                 match t.send(&body, Given::default(), who, settings, now, effects)? {
                     // The Worker follows this answer with the run's stream
@@ -345,14 +345,12 @@ impl super::Protocol for Route {
             // The whole run: frames are numbered by their position in it, and
             // the Worker leaves out those the client saw.
             R::Stream { run, .. } => {
-                admit(t)?;
                 t.follow_run(run, 0, settings)
             }
             R::Cancel { run, .. } => {
-                admit(t)?;
                 t.known_run(run)?;
                 let active = t.active_run().is_some_and(|r| r.run_id == *run);
-                let cancelled = if active { t.cancel_run(settings, now, false, effects)? } else { None };
+                let cancelled = if active { t.cancel_run(gate.admitted()?, settings, now, false, effects)? } else { None };
                 // agora's `{aborted}`; `cancelled` for readers of the first form.
                 let aborted = cancelled.is_some();
                 Ok(Answer::json(200, &json!({ "aborted": aborted, "ok": true, "runId": run, "cancelled": aborted })))
@@ -382,10 +380,9 @@ impl super::Protocol for Route {
                 Ok(Answer::json(200, &body))
             }
             R::Thread { method, thread } => {
-                admit(t)?;
                 match method {
                     ThreadMethod::Delete => {
-                        t.delete(now, effects)?;
+                        t.delete(gate.admitted()?, now, effects)?;
                         return Ok(Answer::json(200, &json!({ "ok": true, "deleted": thread })));
                     }
                     ThreadMethod::Patch => {
@@ -398,16 +395,14 @@ impl super::Protocol for Route {
                 Ok(Answer::json(200, &history::detail(t, call.origin)?))
             }
             R::Queue { clear, .. } => {
-                admit(t)?;
                 if *clear {
-                    t.queue_clear(now)?;
+                    t.queue_clear(gate.admitted()?, now)?;
                 }
                 Ok(queue(t))
             }
             R::QueuePause { paused, .. } => {
-                admit(t)?;
                 let before = t.active_run().map(|r| r.run_id.clone());
-                t.queue_pause(*paused, now)?;
+                t.queue_pause(gate.admitted()?, *paused, now)?;
                 // `runId`: the head started on resume.
                 let mut body = queue::of(t.queue());
                 if let Some(run) = t.active_run().map(|r| r.run_id.clone()).filter(|r| Some(r) != before.as_ref()) {
@@ -416,19 +411,16 @@ impl super::Protocol for Route {
                 Ok(Answer::json(200, &body))
             }
             R::QueueItem { message, delete: true, .. } => {
-                admit(t)?;
-                t.queue_remove(message, now)?;
+                t.queue_remove(gate.admitted()?, message, now)?;
                 Ok(queue(t))
             }
             R::QueueItem { message, delete: false, .. } => {
-                admit(t)?;
                 // One change, stored and announced once.
                 let patch = bodies::queue_patch(&json_body()?, settings.limits.max_message_bytes)?;
-                t.queue_patch(message, patch, now)?;
+                t.queue_patch(gate.admitted()?, message, patch, now)?;
                 Ok(queue(t))
             }
             R::QueueInterrupt { message, .. } => {
-                admit(t)?;
                 let interrupted = t.queue_interrupt(message, settings, now, effects)?;
                 let mut body = queue::of(t.queue());
                 match interrupted {
@@ -438,9 +430,8 @@ impl super::Protocol for Route {
                 Ok(Answer::json(200, &body))
             }
             R::QueueMove { message, .. } => {
-                admit(t)?;
                 let position = input::queue_move(&json_body()?)?;
-                t.queue_move(message, position, now)?;
+                t.queue_move(gate.admitted()?, message, position, now)?;
                 Ok(queue(t))
             }
             R::Models | R::Agents | R::Quota | R::Threads => {

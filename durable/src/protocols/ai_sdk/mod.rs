@@ -21,7 +21,7 @@ pub mod history;
 pub mod mapping;
 pub mod stream;
 
-use super::{BodyKind, Target};
+use super::{BodyKind, Gate, Target};
 use crate::access::{Access, Caller};
 use crate::effect::Effect;
 use crate::error::ApiError;
@@ -107,6 +107,15 @@ impl super::Protocol for Route {
         }
     }
 
+    /// The resume route answers a thread that is not the caller's (or
+    /// none at all) as one with no run: 204, as the AI SDK expects.
+    fn refused<S: Store, K: Sink>(&self, e: ApiError, _: &Thread<S, K>) -> Result<Answer, ApiError> {
+        match self {
+            R::Stream { .. } if e.status == 404 => Ok(Answer::Reply(Reply::new(204))),
+            _ => Err(e),
+        }
+    }
+
     fn body(&self) -> BodyKind {
         match self {
             R::Chat { .. } => BodyKind::Send(bodies::SLOTS),
@@ -164,31 +173,22 @@ impl super::Protocol for Route {
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        gate: &Gate,
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
         match self {
             R::Chat { .. } => {
-                let who = Sender::of(admit(t)?, call);
+                let who = Sender::of(gate.admitted()?, call);
                 let body = input::json(call.body, settings.limits.max_body_bytes)?;
                 chat(t, &body, who, settings, now, effects)
             }
-            R::Stream { .. } => {
-                // A thread that is not the caller's answers as one with no run.
-                let granted = match admit(t) {
-                    Ok(_) => true,
-                    Err(e) if e.status == 404 => false,
-                    Err(e) => return Err(e),
-                };
-                match t.active_run().filter(|_| granted).map(|r| r.run_id.clone()) {
-                    Some(run) => t.follow(Follow::run(&run), 0, settings),
-                    None => Ok(Answer::Reply(Reply::new(204))),
-                }
-            }
+            R::Stream { .. } => match t.active_run().map(|r| r.run_id.clone()) {
+                Some(run) => t.follow(Follow::run(&run), 0, settings),
+                None => Ok(Answer::Reply(Reply::new(204))),
+            },
             R::RunStream { run, after, .. } => {
-                admit(t)?;
                 let after = match after {
                     Some(a) => *a,
                     None => input::cursor(None, input::query_first(call.query, "after").as_deref())?,
@@ -196,13 +196,11 @@ impl super::Protocol for Route {
                 t.follow_run(run, after, settings)
             }
             R::Messages { .. } => {
-                admit(t)?;
                 let (limit, page) = input::messages_page(call.query)?;
                 Ok(Answer::json(200, &history::messages(t, limit, page, call.origin)?))
             }
             R::Stop { .. } => {
-                admit(t)?;
-                let cancelled = t.cancel_run(settings, now, false, effects)?;
+                let cancelled = t.cancel_run(gate.admitted()?, settings, now, false, effects)?;
                 let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
                 if let Some(run_id) = cancelled {
                     body["runId"] = run_id.into();

@@ -10,7 +10,7 @@ pub mod stream;
 pub mod views;
 
 
-use super::{AtWorker, BodyKind, Target};
+use super::{AtWorker, BodyKind, Gate, Target};
 use crate::access::{Access, Caller};
 use crate::effect::Effect;
 use crate::error::ApiError;
@@ -160,11 +160,11 @@ impl super::Protocol for Route {
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        _: &Gate,
         settings: &Settings,
         now: i64,
         _: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        t.admit(self.access(), self.not_found(), call.caller, None)?;
         match self {
             R::Thread { thread } if input::query_first(call.query, "view").is_some() => {
                 super::flue::read(t, thread, call, settings, false)

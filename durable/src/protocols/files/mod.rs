@@ -5,7 +5,7 @@
 //! bucket's; the Worker stores and streams them as the thread decides
 //! ([`files`](crate::files)).
 
-use super::{BodyKind, Target};
+use super::{BodyKind, Gate, Target};
 use crate::access::Access;
 use crate::effect::Effect;
 use crate::error::ApiError;
@@ -82,11 +82,12 @@ impl super::Protocol for Route {
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        gate: &Gate,
         _settings: &Settings,
         now: i64,
         _: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        let grant = t.admit(self.access(), self.not_found(), call.caller, None)?;
+        let grant = gate.admitted()?;
         match self {
             R::Upload { .. } => {
                 // The Worker read and checked the files; the thread reserves

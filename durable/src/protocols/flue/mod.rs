@@ -16,7 +16,7 @@ pub mod projection;
 pub mod stream;
 
 use super::durable_streams::views;
-use super::{BodyKind, Target};
+use super::{BodyKind, Gate, Target};
 use crate::access::Access;
 use crate::effect::Effect;
 use crate::error::ApiError;
@@ -162,11 +162,12 @@ impl super::Protocol for Route {
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        gate: &Gate,
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
-        let grant = t.admit(self.access(), self.not_found(), call.caller, None)?;
+        let grant = gate.admitted()?;
         match self {
             R::Send { thread, name } => {
                 if input::query_first(call.query, "wait").is_some() {
@@ -181,8 +182,8 @@ impl super::Protocol for Route {
                     return Err(ApiError::thread_not_found());
                 }
                 // The queue first: a cancelled run must not hand the thread on.
-                let dropped = t.queue_clear(now)?;
-                let cancelled = t.cancel_run(settings, now, false, effects)?;
+                let dropped = t.queue_clear(gate.admitted()?, now)?;
+                let cancelled = t.cancel_run(gate.admitted()?, settings, now, false, effects)?;
                 Ok(Answer::json(200, &serde_json::json!({ "aborted": dropped || cancelled.is_some() })))
             }
             R::Agent { thread, name } => {

@@ -8,7 +8,7 @@ pub mod stream;
 
 use crate::access::{Access, Caller};
 use crate::directory::Op;
-use super::AtWorker;
+use super::{AtWorker, Gate};
 use crate::auth;
 use crate::effect::Effect;
 use crate::error::ApiError;
@@ -253,13 +253,13 @@ impl super::Protocol for Route {
         &self,
         t: &mut Thread<S, K>,
         call: &Call,
+        gate: &Gate,
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
         let limits = &settings.limits;
         let json_body = || input::json(call.body, limits.max_body_bytes);
-        let admit = |t: &Thread<S, K>| t.admit(self.access(), self.not_found(), call.caller, None);
         let ok = |v: serde_json::Value| Ok(Answer::json(200, &v));
         match self {
             // A decision is admitted for the request it names.
@@ -269,7 +269,7 @@ impl super::Protocol for Route {
                 ok(json!({ "ok": true, "requestId": c.request_id, "state": c.state.as_str() }))
             }
             R::Chat { .. } => {
-                let who = Sender::of(admit(t)?, call);
+                let who = Sender::of(gate.admitted()?, call);
                 match t.send(&json_body()?, Given::default(), who, settings, now, effects)? {
                     Sent::Run { run_id, regenerated } => {
                         let mut out = json!({ "runId": run_id });
@@ -283,11 +283,10 @@ impl super::Protocol for Route {
                 }
             }
             R::Cancel { .. } => {
-                admit(t)?;
                 // `?background=true`: also stop background agents that
                 // outlived a run that already completed.
                 let background = input::query_first(call.query, "background").is_some_and(|v| v == "true" || v == "1");
-                let cancelled = t.cancel_run(settings, now, background, effects)?;
+                let cancelled = t.cancel_run(gate.admitted()?, settings, now, background, effects)?;
                 let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
                 if let Some(run_id) = cancelled {
                     body["runId"] = run_id.into();
@@ -295,7 +294,7 @@ impl super::Protocol for Route {
                 ok(body)
             }
             R::Events { .. } => {
-                let grant = admit(t)?;
+                let grant = gate.admitted()?.grant();
                 let query = input::query_first(call.query, "lastEventId");
                 let after = input::cursor((call.header)("last-event-id").as_deref(), query.as_deref())?;
                 let mut follow = Follow::log();
@@ -305,7 +304,6 @@ impl super::Protocol for Route {
                 t.follow(follow, after, settings)
             }
             R::Publish { run, .. } => {
-                admit(t)?;
                 t.authorize_publish(run, input::bearer((call.header)("authorization").as_deref()))?;
                 let body = input::json(call.body, limits.max_batch_bytes)?;
                 let batch = input::batch(body, BatchShape::Events, limits.max_batch_events)?;
@@ -314,62 +312,51 @@ impl super::Protocol for Route {
                 ok(json!({ "ok": true, "accepted": accepted, "lastEventId": last }))
             }
             R::Status { .. } => {
-                admit(t)?;
                 ok(t.status())
             }
             R::Messages { .. } => {
-                admit(t)?;
                 let (limit, page) = input::messages_page(call.query)?;
                 ok(t.messages(limit, page, call.origin)?)
             }
             R::Usage { .. } => {
-                admit(t)?;
                 ok(t.usage()?)
             }
             R::ActorUsage => Err(ApiError::not_found_route("this route is answered by the Worker")),
             R::Stats { .. } => {
-                admit(t)?;
                 if !settings.debug_routes {
                     return Err(ApiError::debug_routes_off());
                 }
                 ok(t.stats(call.instance))
             }
             R::StreamToken { thread } => {
-                admit(t)?;
                 let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
                 let actor = call.caller.id().unwrap_or_default();
                 let (token, expires_at) = auth::issue_stream_token(key, thread, actor, now, settings.stream_token_ttl_ms);
                 ok(json!({ "token": token, "expiresAt": expires_at }))
             }
             R::Delete { thread } => {
-                admit(t)?;
-                t.delete(now, effects)?;
+                t.delete(gate.admitted()?, now, effects)?;
                 ok(json!({ "ok": true, "deleted": thread }))
             }
             R::QueueList { .. } => {
-                admit(t)?;
                 ok(json!({ "queue": t.queue() }))
             }
             R::QueueItem { message, delete: true, .. } => {
-                admit(t)?;
-                t.queue_remove(message, now)?;
+                t.queue_remove(gate.admitted()?, message, now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
             R::QueueItem { message, delete: false, .. } => {
-                admit(t)?;
                 let text = input::queue_edit(&json_body()?, limits.max_message_bytes)?;
-                t.queue_edit(message, text, now)?;
+                t.queue_edit(gate.admitted()?, message, text, now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
             R::QueueMove { message, .. } => {
-                admit(t)?;
                 let position = input::queue_move(&json_body()?)?;
-                t.queue_move(message, position, now)?;
+                t.queue_move(gate.admitted()?, message, position, now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
             R::QueuePause { paused, .. } => {
-                admit(t)?;
-                t.queue_pause(*paused, now)?;
+                t.queue_pause(gate.admitted()?, *paused, now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
         }
