@@ -12,10 +12,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::time::Duration;
+use threadline_durable::agent::charge::Spend;
 use threadline_durable::agent::{
     self, BackgroundTask, ByteStream, Checkpoint, Host, ModelFailure, Scope, Stopped, ToolAnswer,
 };
-use threadline_durable::charge::Spend;
 use threadline_durable::files::{FileRef, NewFile};
 use threadline_durable::Event;
 use threadline_durable::{ModelEndpoint, Price};

@@ -3,7 +3,7 @@
 //! `Directory` (the core's): every operation arrives decided
 //! ([`forward`]) and is answered by the core.
 
-use threadline_durable::{forward, ApiError};
+use threadline_durable::{wire::forward, ApiError};
 use threadline_durable::{Directory as Core, DirectoryOp as Op};
 use worker::*;
 

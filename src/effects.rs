@@ -15,9 +15,9 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
+use threadline_durable::agent::charge::Charge;
 use threadline_durable::agent::{self, cancel::CancelToken};
-use threadline_durable::charge::Charge;
-use threadline_durable::store::SqlStore;
+use threadline_durable::storage::store::SqlStore;
 use threadline_durable::{ApiError, DirectoryOp, Drive, Effect};
 use worker::*;
 

@@ -45,11 +45,11 @@ pub use directory::Directory;
 pub use object::ThreadObject;
 use std::rc::Rc;
 pub use stream_object::StreamObject;
-use threadline_durable::forward::{Body, Call, Object};
 use threadline_durable::front::{Exchange, Step};
+use threadline_durable::wire::forward::{Body, Call, Object};
 use threadline_durable::Head;
 use threadline_durable::Var as ConfigVar;
-use threadline_durable::{forward, trace, Reply, Settings};
+use threadline_durable::{trace, wire::forward, Reply, Settings};
 use worker::*;
 
 pub(crate) fn now_ms() -> i64 {

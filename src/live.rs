@@ -15,7 +15,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
-use threadline_durable::store::SqlStore;
+use threadline_durable::storage::store::SqlStore;
 use threadline_durable::{ApiError, Follow, Sink, Thread};
 use worker::{State, WebSocket, WebSocketPair};
 

@@ -20,10 +20,10 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use threadline_durable::agent::cancel::CancelToken;
 use threadline_durable::protocols::{self, Context};
-use threadline_durable::store::SqlStore;
+use threadline_durable::storage::store::SqlStore;
 use threadline_durable::thread::{Answer, Call};
 use threadline_durable::Effect;
-use threadline_durable::{forward, query_pairs, ApiError, Settings, Thread};
+use threadline_durable::{query_pairs, wire::forward, ApiError, Settings, Thread};
 use worker::*;
 
 #[durable_object]

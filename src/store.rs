@@ -5,7 +5,7 @@
 //! Durable Object SQLite is synchronous and commits every write made in one
 //! synchronous block (no `await` between them) atomically.
 
-use threadline_durable::store::{StoreError, StoreResult};
+use threadline_durable::storage::store::{StoreError, StoreResult};
 use threadline_durable::{Db, Rows, Value};
 use worker::{SqlStorage, SqlStorageValue};
 

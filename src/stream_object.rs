@@ -21,7 +21,7 @@ use threadline_durable::streams::exchange::{self, After, BodyError, Exchange, In
 use threadline_durable::streams::log::SqlLog;
 use threadline_durable::streams::wire::{self, Reply};
 use threadline_durable::streams::{feeds, Streams, MAX_BODY};
-use threadline_durable::{forward, query_pairs, ApiError};
+use threadline_durable::{query_pairs, wire::forward, ApiError};
 use worker::*;
 
 type Core = Streams<SqlLog<DoSql>>;

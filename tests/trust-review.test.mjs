@@ -740,7 +740,7 @@ describe("finding 6: rows the server builds stay under SQLite's 2 MB row limit",
   // the run active (until RUN_IDLE_TIMEOUT_MS, 10 min by default). Once 6b and
   // 6c are fixed nothing is refused here and the runs end normally, so these
   // then only guard the symptom; the refusal path itself belongs in the
-  // core's fault-injection tests (durable/src/store.rs's in-memory store).
+  // core's fault-injection tests (durable/src/storage/store.rs's in-memory store).
   test("finding 6d: an external agent's publish that storage refuses does not leave the run active", async () => {
     const hook = await startWebhook();
     try {

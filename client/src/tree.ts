@@ -1,7 +1,7 @@
 /**
  * The agent-tree reducer: folds a run's events into the activity tree a page
  * renders (docs/protocols/n8n-instance-ai-streaming-protocol.md, "Frontend Rendering"). A port of the Rust core's
- * `durable/src/reducer.rs`, which is n8n's own reducer (`@n8n/api-types`'
+ * `durable/src/log/reducer.rs`, which is n8n's own reducer (`@n8n/api-types`'
  * `reduceEvent`, with the editor's handling of `error`); both fold the same
  * fixture logs (`durable/tests/fixtures/reducer/`) to the same trees, in
  * both test suites, and so does n8n's (`client/test/reducer.test.mjs`).

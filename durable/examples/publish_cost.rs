@@ -13,7 +13,7 @@ fn main() {
             message_id: "m".into(),
             message: "x".into(),
             publish_token: "k".into(),
-            driver: threadline_durable::store::Driver::Webhook,
+            driver: threadline_durable::storage::store::Driver::Webhook,
             model: None,
             turn: Default::default(),
         },

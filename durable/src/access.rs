@@ -29,7 +29,7 @@
 //!   thread (`Thread::authorize_publish`), and nothing else publishes.
 
 use crate::auth::Actor;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use serde::{Deserialize, Serialize};
 
 /// Who is calling, as the Worker authenticated it.

@@ -7,7 +7,7 @@
 //! public-key verification uses `rsa`, which is not what its timing advisory
 //! (RUSTSEC-2023-0071, decryption) is about.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};

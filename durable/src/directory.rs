@@ -6,18 +6,18 @@
 //! each [`Op`] here and answers with the [`Reply`].
 //!
 //! What the actor used is the sum of their charges (one per model call,
-//! counted once by its id: `crate::charge`); the calls in flight hold what
+//! counted once by its id: `crate::agent::charge`); the calls in flight hold what
 //! they may use. Invariant: a hold is granted only while what the actor
 //! used and holds is under their limit, and an object handles one op at a
 //! time, so however many calls start at once, the actor passes their limit
 //! by at most one call's hold (when each call stays within what it held).
 
-use crate::charge::{Charge, Spend};
-use crate::db::{Db, Value};
-use crate::error::ApiError;
-use crate::quota::{Limit, Quota, Used};
-use crate::reply::Reply;
-use crate::schema::{self, OpenError};
+use crate::agent::charge::{Charge, Spend};
+use crate::agent::quota::{Limit, Quota, Used};
+use crate::storage::db::{Db, Value};
+use crate::storage::migrations::{self, OpenError};
+use crate::wire::error::ApiError;
+use crate::wire::reply::Reply;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -103,7 +103,7 @@ pub struct Directory<D: Db> {
 impl<D: Db> Directory<D> {
     /// Opens the directory, bringing storage to the current layout first.
     pub fn open(db: D) -> Result<Directory<D>, OpenError> {
-        schema::migrate(&db, &schema::DIRECTORY)?;
+        migrations::migrate(&db, &migrations::DIRECTORY)?;
         Ok(Directory { db })
     }
 
@@ -224,9 +224,9 @@ impl<D: Db> Directory<D> {
                     let mut next = || r.next().unwrap_or(Value::Null);
                     let model = next().text();
                     let (turns, input, output, tokens) = (next().int(), next().int(), next().int(), next().int());
-                    crate::usage::Totals { model, turns, input, output, tokens, cost_usd: next().real() }
+                    crate::agent::usage::Totals { model, turns, input, output, tokens, cost_usd: next().real() }
                 });
-                Ok(Reply::json(200, &crate::usage::view(models.collect(), Some(*since))))
+                Ok(Reply::json(200, &crate::agent::usage::view(models.collect(), Some(*since))))
             }
             Op::Quota { quota, limit, now } => {
                 let used = self.used(quota.period.window(*now).0)?;

@@ -27,7 +27,7 @@ pub enum Effect {
     /// Deliver model calls' charges to `actor`'s directory
     /// (`Op::Charge`), then report the outcome: `Thread::charged` with
     /// their ids, or `Thread::charge_failed` (the alarm tries again).
-    Charge { actor: String, charges: Vec<crate::charge::Charge> },
+    Charge { actor: String, charges: Vec<crate::agent::charge::Charge> },
     /// End these subscribers' streams (their follows of a thread that did
     /// not exist yet, which another actor has now created).
     EndFollows { ids: Vec<u64> },
@@ -51,7 +51,7 @@ pub struct Drive {
     pub config: AgentConfig,
     pub tools: Rc<Toolbox>,
     /// The isolate's MCP servers (`MCP_SERVERS`).
-    pub mcp: crate::mcp::Shared,
+    pub mcp: crate::agent::mcp::Shared,
 }
 
 impl std::fmt::Debug for Effect {

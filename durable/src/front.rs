@@ -11,23 +11,23 @@
 //! without); a route whose thread its body names has the body read first;
 //! a send is counted against the caller's per-minute window (their
 //! directory); then the route's object is called with what the Worker
-//! decided ([`forward`](crate::forward)), its stream relayed, or, for a
+//! decided ([`forward`](crate::wire::forward)), its stream relayed, or, for a
 //! send that answers with its run, followed by that run's stream.
 
 use crate::access::{Access, Caller};
+use crate::agent::quota::Budget;
 use crate::auth;
 use crate::directory::{self, Op};
-use crate::error::ApiError;
 use crate::feed::Plan;
 use crate::files::read::{Form, Read};
 use crate::files::spec::{self, Admitted};
 use crate::files::{self, NewFile};
-use crate::forward::{self, Body, Call, Object};
 use crate::input::{self, Head};
 use crate::protocols::{self, AtWorker, BodyKind, Context, Route, Target};
-use crate::quota::Budget;
-use crate::reply::Reply;
 use crate::settings::Settings;
+use crate::wire::error::ApiError;
+use crate::wire::forward::{self, Body, Call, Object};
+use crate::wire::reply::Reply;
 
 /// What the shell does next.
 pub enum Step {

@@ -5,8 +5,8 @@
 //! comes back is typed, or a 4xx [`ApiError`] with a stable code; nothing
 //! here touches state, so a refused request stores nothing.
 
-use crate::error::ApiError;
-use crate::models::Catalog;
+use crate::agent::models::Catalog;
+use crate::wire::error::ApiError;
 use serde_json::Value;
 
 /// A request as the stateless Worker first sees it: its line and headers.

@@ -7,13 +7,13 @@
 //! kept as the reason a request is refused later (503 with its own code), so
 //! a deployment with a typo answers clearly instead of failing to start.
 
+use crate::agent::models::Catalog;
+use crate::agent::personas::Agents;
+use crate::agent::quota::Quota;
 use crate::agent::tools::Toolbox;
 use crate::agent::AgentConfig;
-use crate::agents::Agents;
 use crate::auth::Mode;
-use crate::models::Catalog;
-use crate::quota::Quota;
-use crate::store::Driver;
+use crate::storage::store::Driver;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -38,7 +38,7 @@ pub struct Config {
     /// Largest stored queue, as JSON (`MAX_QUEUE_BYTES`).
     pub max_queue_bytes: usize,
     /// `QUOTA`'s period, when budgets are kept.
-    pub quota_period: Option<crate::quota::Period>,
+    pub quota_period: Option<crate::agent::quota::Period>,
     /// Spans are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`): the thread
     /// records its runs' and decisions' spans.
     pub tracing: bool,
@@ -161,7 +161,7 @@ pub struct Settings {
     pub file_types_error: Option<String>,
     /// `MCP_SERVERS`: the remote MCP servers whose tools the built-in agent
     /// uses, and what this isolate knows of them (sessions, tool lists).
-    pub mcp: crate::mcp::Shared,
+    pub mcp: crate::agent::mcp::Shared,
     /// Why servers of `MCP_SERVERS` were left out.
     pub mcp_warnings: Vec<String>,
     /// Variables of the wrong type (a table where text was expected, a
@@ -345,7 +345,7 @@ impl Settings {
         let quota_period = quota.as_ref().ok().and_then(|q| q.as_ref().map(|q| q.period));
         let mcp_raw = var("MCP_SERVERS").map(|raw| serde_json::from_str::<serde_json::Value>(&raw));
         let (mcp_servers, mut mcp_warnings) = match &mcp_raw {
-            Some(Ok(v)) => crate::mcp::parse_servers(Some(v), &var),
+            Some(Ok(v)) => crate::agent::mcp::parse_servers(Some(v), &var),
             Some(Err(e)) => (Vec::new(), vec![format!("MCP_SERVERS is not valid JSON ({e}): no MCP server is used")]),
             None => (Vec::new(), Vec::new()),
         };
@@ -356,7 +356,7 @@ impl Settings {
             Ok(c) => Agents::parse(var("AGENTS").as_deref(), c, &known_tools),
             Err(e) => Err(e.clone()),
         };
-        let mcp_ttl = num("MCP_CACHE_TTL_MS", crate::mcp::DEFAULT_TTL_MS);
+        let mcp_ttl = num("MCP_CACHE_TTL_MS", crate::agent::mcp::DEFAULT_TTL_MS);
         let otlp = crate::trace::Otlp::from_vars(
             var("OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(),
             var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").as_deref(),
@@ -368,7 +368,7 @@ impl Settings {
             otlp: otlp.clone().ok().flatten(),
             otlp_error: otlp.clone().err(),
             type_errors: type_errors.into_iter().map(|(_, why)| why).collect(),
-            mcp: Rc::new(crate::mcp::Registry::new(mcp_servers, mcp_ttl)),
+            mcp: Rc::new(crate::agent::mcp::Registry::new(mcp_servers, mcp_ttl)),
             mcp_warnings,
             files: crate::files::Limits {
                 max_file_bytes: num("MAX_FILE_BYTES", file_defaults.max_file_bytes as i64).max(1) as usize,
@@ -420,7 +420,7 @@ impl Settings {
             public_url: var("PUBLIC_URL").map(|u| u.trim().trim_end_matches('/').to_owned()),
             debug_routes: var("DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),
             debug_wakes: var("DEBUG_WAKES").is_some_and(|v| v == "1" || v == "true"),
-            ping_ms: num("SSE_PING_MS", crate::sse::PING_INTERVAL_MS as i64).max(100) as u64,
+            ping_ms: num("SSE_PING_MS", crate::wire::sse::PING_INTERVAL_MS as i64).max(100) as u64,
             limits: Limits {
                 max_body_bytes: num("MAX_BODY_BYTES", 256 * 1024) as usize,
                 max_message_bytes: num("MAX_MESSAGE_BYTES", 32 * 1024) as usize,

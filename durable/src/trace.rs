@@ -20,7 +20,7 @@
 //! stream. The shells only carry bytes; the ids, the names and the
 //! attributes are decided here.
 //!
-//! [`Turn::trace`]: crate::store::Turn::trace
+//! [`Turn::trace`]: crate::storage::store::Turn::trace
 
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;

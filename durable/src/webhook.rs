@@ -4,7 +4,7 @@
 //! {publishUrl}` (the Instance AI publish route), or the run's Durable
 //! Stream (`POST /v1/runs/:runId`).
 
-use crate::store::RunRecord;
+use crate::storage::store::RunRecord;
 use serde_json::{json, Value};
 
 /// A run to start: who it is for, where and how to publish.

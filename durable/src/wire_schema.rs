@@ -7,7 +7,7 @@
 //! Test-only: the derives behind it (`schemars`) are dev-dependencies, so the
 //! Worker's wasm carries none of this.
 
-use crate::event::{schema as p, Kind};
+use crate::log::event::{schema as p, Kind};
 use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
@@ -34,7 +34,7 @@ fn payload(kind: Kind, g: &mut SchemaGenerator) -> Schema {
         Kind::Error => g.subschema_for::<p::ErrorMsg>(),
         Kind::ThreadTitleUpdated => g.subschema_for::<p::Title>(),
         Kind::FilesystemRequest => g.subschema_for::<p::FilesystemRequest>(),
-        Kind::QueueUpdated => g.subschema_for::<crate::queued::QueueUpdate>(),
+        Kind::QueueUpdated => g.subschema_for::<crate::log::queued::QueueUpdate>(),
         Kind::StepStart => g.subschema_for::<p::StepStart>(),
         Kind::StepFinish => g.subschema_for::<p::StepFinish>(),
     }
@@ -81,8 +81,8 @@ fn generate() -> Value {
         variants.push(json!({ "$ref": format!("#/$defs/{name}") }));
     }
     defs.insert("ThreadEvent".into(), json!({ "oneOf": variants }));
-    let tree = g.subschema_for::<crate::reducer::AgentNode>();
-    let queue = g.subschema_for::<crate::queued::Queue>();
+    let tree = g.subschema_for::<crate::log::reducer::AgentNode>();
+    let queue = g.subschema_for::<crate::log::queued::Queue>();
     for (k, v) in g.take_definitions(true) {
         defs.insert(k, v);
     }
@@ -133,7 +133,7 @@ fn every_kind_has_a_variant_and_payload_schemas_accept_canonical_payloads() {
         (Kind::ConfirmationSettled, json!({"toolCallId": "c", "status": "approved", "decidedVia": "remembered"})),
     ];
     for (kind, raw) in samples {
-        let typed = crate::event::Payload::from_stored(kind, raw).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
+        let typed = crate::log::event::Payload::from_stored(kind, raw).unwrap_or_else(|e| panic!("{kind:?}: {e}"));
         let canonical = serde_json::to_value(typed).expect("a payload serialises");
         let event = json!({"type": kind.as_str(), "runId": "r", "agentId": "a", "ts": 1, "payload": canonical});
         let mut schema = defs[&event_def_name(kind)].clone();

@@ -11,7 +11,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::{actor, serve, Req, T};
-use threadline_durable::store::{ConfirmState, Confirmation};
+use threadline_durable::storage::store::{ConfirmState, Confirmation};
 use threadline_durable::thread::Answer;
 use threadline_durable::Caller;
 use threadline_durable::Effect;

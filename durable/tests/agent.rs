@@ -54,7 +54,7 @@ struct Fake {
     /// Log lines the thread's effects carried.
     logs: RefCell<Vec<String>>,
     /// The charges the thread settled, as delivered to directories.
-    charges: RefCell<Vec<threadline_durable::charge::Charge>>,
+    charges: RefCell<Vec<threadline_durable::agent::charge::Charge>>,
 }
 
 /// MCP servers over Streamable HTTP, in process: `http://<name>/mcp` each,
@@ -308,14 +308,14 @@ impl Host for Host1 {
     async fn hold(
         &self,
         model: Option<&str>,
-        spend: threadline_durable::charge::Spend,
+        spend: threadline_durable::agent::charge::Spend,
         price: Option<threadline_durable::Price>,
     ) -> Result<Option<String>, String> {
         let held = self.fake.thread.borrow_mut().hold(&self.run_id, model, spend, price, 1_000);
         Ok(held.map_err(|e| e.message)?.map(|h| h.id))
     }
 
-    fn settle(&self, hold: &str, used: Option<threadline_durable::charge::Spend>, streamed: usize) {
+    fn settle(&self, hold: &str, used: Option<threadline_durable::agent::charge::Spend>, streamed: usize) {
         let effects = self.fake.thread.borrow_mut().settle(hold, used, streamed, 1_000).unwrap();
         for e in effects {
             if let Effect::Charge { charges, .. } = e {

@@ -12,10 +12,10 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use support::T;
 use threadline_durable::files::read;
-use threadline_durable::forward::{self, Body, Call, Object};
 use threadline_durable::front::{Exchange, Step};
 use threadline_durable::protocols::{self, Context};
 use threadline_durable::thread::{self, Answer};
+use threadline_durable::wire::forward::{self, Body, Call, Object};
 use threadline_durable::{Access, ApiError, Effect, Head, Settings, Store};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";

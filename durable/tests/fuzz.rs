@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use threadline_durable::auth::{self, Verifier};
 use threadline_durable::protocols::{self, Target};
-use threadline_durable::store::{Driver, MemoryStore};
+use threadline_durable::storage::store::{Driver, MemoryStore};
 use threadline_durable::thread::Discard;
 use threadline_durable::{cursor, parse_published, run_id, thread_of, Config, Event, StartRun, Thread};
 

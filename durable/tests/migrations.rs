@@ -6,7 +6,7 @@
 mod support;
 
 use support::Lite;
-use threadline_durable::schema::{self, OpenError, Schema};
+use threadline_durable::storage::migrations::{self, OpenError, Schema};
 use threadline_durable::ApiError;
 use threadline_durable::Db;
 
@@ -30,7 +30,7 @@ fn layout(db: &Lite) -> Vec<(String, String, Option<String>)> {
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, norm(r.get(2)?)))).unwrap().map(Result::unwrap).collect()
 }
 
-const SCHEMAS: [Schema; 3] = [schema::THREAD, schema::DIRECTORY, schema::STREAM];
+const SCHEMAS: [Schema; 3] = [migrations::THREAD, migrations::DIRECTORY, migrations::STREAM];
 
 /// The thread schema exactly as the first release (2369c0a) created it, in
 /// one script, with no version table.
@@ -81,10 +81,10 @@ INSERT INTO meta VALUES ('owner', 'alice');
 fn new_storage_gets_the_current_layout_and_its_version() {
     for s in SCHEMAS {
         let db = lite();
-        assert_eq!(schema::migrate(&db, &s).unwrap(), 0, "{}: nothing was stored", s.class);
-        assert_eq!(schema::stored_version(&db).unwrap(), s.current());
+        assert_eq!(migrations::migrate(&db, &s).unwrap(), 0, "{}: nothing was stored", s.class);
+        assert_eq!(migrations::stored_version(&db).unwrap(), s.current());
         let once = layout(&db);
-        assert_eq!(schema::migrate(&db, &s).unwrap(), s.current(), "{}: a second open finds it current", s.class);
+        assert_eq!(migrations::migrate(&db, &s).unwrap(), s.current(), "{}: a second open finds it current", s.class);
         assert_eq!(layout(&db), once, "{}: and changes nothing", s.class);
     }
 }
@@ -93,12 +93,12 @@ fn new_storage_gets_the_current_layout_and_its_version() {
 fn storage_of_the_first_release_is_brought_up_with_its_data() {
     let db = lite();
     db.0.execute_batch(RELEASE_1_THREAD).unwrap();
-    assert_eq!(schema::migrate(&db, &schema::THREAD).unwrap(), 0, "the first release recorded no version");
-    assert_eq!(schema::stored_version(&db).unwrap(), schema::THREAD.current());
+    assert_eq!(migrations::migrate(&db, &migrations::THREAD).unwrap(), 0, "the first release recorded no version");
+    assert_eq!(migrations::stored_version(&db).unwrap(), migrations::THREAD.current());
     assert_eq!(count(&db, "SELECT COUNT(*) FROM events"), 1);
     assert_eq!(count(&db, "SELECT COUNT(*) FROM runs WHERE state = 'running'"), 1);
     let fresh = lite();
-    schema::migrate(&fresh, &schema::THREAD).unwrap();
+    migrations::migrate(&fresh, &migrations::THREAD).unwrap();
     assert_eq!(layout(&db), layout(&fresh), "the same layout as new storage");
 }
 
@@ -106,22 +106,22 @@ fn storage_of_the_first_release_is_brought_up_with_its_data() {
 fn every_migration_survives_an_attempt_interrupted_at_any_step() {
     for s in SCHEMAS {
         let clean = lite();
-        schema::migrate(&clean, &s).unwrap();
+        migrations::migrate(&clean, &s).unwrap();
         let want = layout(&clean);
         for (i, m) in s.migrations.iter().enumerate() {
             for k in 0..=m.steps.len() {
                 let db = lite();
                 for earlier in &s.migrations[..i] {
                     let partial = Schema { class: s.class, migrations: std::slice::from_ref(earlier) };
-                    schema::migrate(&db, &partial).unwrap();
+                    migrations::migrate(&db, &partial).unwrap();
                 }
                 // The attempt stops after k of its steps, before its version.
                 for step in &m.steps[..k] {
-                    schema::run_step(&db, step).unwrap();
+                    migrations::run_step(&db, step).unwrap();
                 }
-                schema::migrate(&db, &s).unwrap();
+                migrations::migrate(&db, &s).unwrap();
                 assert_eq!(layout(&db), want, "{} v{}: interrupted after {k} steps", s.class, m.version);
-                assert_eq!(schema::stored_version(&db).unwrap(), s.current());
+                assert_eq!(migrations::stored_version(&db).unwrap(), s.current());
             }
         }
     }
@@ -131,11 +131,11 @@ fn every_migration_survives_an_attempt_interrupted_at_any_step() {
 fn storage_written_by_newer_code_is_refused_not_misread() {
     for s in SCHEMAS {
         let db = lite();
-        schema::migrate(&db, &s).unwrap();
+        migrations::migrate(&db, &s).unwrap();
         let newer = s.current() + 1;
         db.exec("UPDATE schema_version SET version = ?", &[i64::from(newer).into()]).unwrap();
         let before = layout(&db);
-        let e = schema::migrate(&db, &s).unwrap_err();
+        let e = migrations::migrate(&db, &s).unwrap_err();
         assert_eq!(e, OpenError::TooNew { class: s.class, stored: newer, current: s.current() });
         let api = ApiError::from(e);
         assert_eq!((api.status, api.code), (503, "storage_too_new"));
@@ -165,15 +165,15 @@ fn versions_are_numbered_one_by_one() {
 fn a_directory_of_before_charges_keeps_its_usage() {
     use threadline_durable::{Directory, DirectoryOp};
     let db = lite();
-    let v3 = Schema { class: "directory", migrations: &schema::DIRECTORY.migrations[..3] };
-    schema::migrate(&db, &v3).unwrap();
+    let v3 = Schema { class: "directory", migrations: &migrations::DIRECTORY.migrations[..3] };
+    migrations::migrate(&db, &v3).unwrap();
     db.0.execute_batch(
         "INSERT INTO usage (at, tokens, cost_usd, model, input_tokens, output_tokens) VALUES (10, 100, 0.0, 'm1', 60, 40);
          INSERT INTO usage (at, tokens, cost_usd, model, input_tokens, output_tokens) VALUES (20, 50, 0.0, 'm1', 30, 20);",
     )
     .unwrap();
     let d = Directory::open(db).unwrap();
-    let charge: threadline_durable::charge::Charge = serde_json::from_value(serde_json::json!({
+    let charge: threadline_durable::agent::charge::Charge = serde_json::from_value(serde_json::json!({
         "id": "t/c1", "actor": "alice", "runId": "r9", "at": 30, "model": "m1", "inputTokens": 7, "outputTokens": 3
     }))
     .unwrap();

@@ -7,7 +7,7 @@ mod support;
 
 use serde_json::json;
 use support::lite;
-use threadline_durable::store::{ConfirmState, Confirmation, Driver, SqlStore};
+use threadline_durable::storage::store::{ConfirmState, Confirmation, Driver, SqlStore};
 use threadline_durable::streams::log::{Message, SqlLog, StreamLog};
 use threadline_durable::streams::offset::Offset;
 use threadline_durable::{Directory, DirectoryOp, Kind, MemoryStore, Record, RunRecord, RunState, Store};
@@ -182,14 +182,14 @@ fn a_directory_lists_threads_and_keeps_the_send_window() {
 }
 
 /// A model call's charge, as a thread delivers it.
-fn charge(id: &str, run: &str, at: i64, input: u64, output: u64) -> threadline_durable::charge::Charge {
-    threadline_durable::charge::Charge {
+fn charge(id: &str, run: &str, at: i64, input: u64, output: u64) -> threadline_durable::agent::charge::Charge {
+    threadline_durable::agent::charge::Charge {
         id: id.into(),
         actor: "alice".into(),
         run_id: run.into(),
         at,
         model: Some("m1".into()),
-        spend: threadline_durable::charge::Spend { input_tokens: input, output_tokens: output, cost_usd: 0.0 },
+        spend: threadline_durable::agent::charge::Spend { input_tokens: input, output_tokens: output, cost_usd: 0.0 },
         held: false,
         estimated: false,
         price: None,
@@ -198,7 +198,7 @@ fn charge(id: &str, run: &str, at: i64, input: u64, output: u64) -> threadline_d
 
 #[test]
 fn a_directory_counts_each_charge_once_and_holds_calls_against_the_limit() {
-    use threadline_durable::charge::Spend;
+    use threadline_durable::agent::charge::Spend;
     use threadline_durable::Limit;
     let d = Directory::open(lite()).unwrap();
     let used = |d: &Directory<_>| -> serde_json::Value {

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use threadline_durable::feed::Relay;
 use threadline_durable::protocols::instance_ai::stream::Events;
-use threadline_durable::store::{Driver, MemoryStore};
+use threadline_durable::storage::store::{Driver, MemoryStore};
 use threadline_durable::{fold, Access, AgentNode, ApiError, Config, Event, Follow, Sink, StartRun, Store, Thread};
 
 /// A subscriber's socket: the messages the thread sent it, in order;

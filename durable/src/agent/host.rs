@@ -4,10 +4,10 @@
 //! implements it over `fetch`; the tests implement it with fakes.
 
 use super::{builtin, tools};
-use crate::charge::Spend;
-use crate::event::Event;
-use crate::models::Price;
-pub use crate::outbound::{ByteStream, Fetch, Fetched, Outbound};
+use crate::agent::charge::Spend;
+use crate::agent::models::Price;
+pub use crate::agent::outbound::{ByteStream, Fetch, Fetched, Outbound};
+use crate::log::event::Event;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::future::Future;
@@ -70,7 +70,7 @@ pub trait Host: Outbound {
     fn span(&self, span: crate::trace::Span);
     /// Holds what a model call may use (`spend`, at `price`, on `model`)
     /// for the actor whose turn the run is, before the call is made
-    /// ([`crate::charge`]): the hold's id to settle it with (`None`: nobody
+    /// ([`crate::agent::charge`]): the hold's id to settle it with (`None`: nobody
     /// to charge), or why the call must not be made (their budget has
     /// nothing left, or could not be asked).
     async fn hold(&self, model: Option<&str>, spend: Spend, price: Option<Price>) -> Result<Option<String>, String>;
@@ -126,7 +126,7 @@ pub struct AgentConfig {
     /// The catalog id the turn picked: labels its usage.
     pub model_id: Option<String>,
     /// The picked model's prices.
-    pub price: Option<crate::models::Price>,
+    pub price: Option<crate::agent::models::Price>,
     /// The HTTP tools the turn's agent may call (`None`: all).
     pub allowed_tools: Option<Vec<String>>,
     /// `OUTPUT_CHECK_URL`: a structured answer is accepted there first.

@@ -10,13 +10,20 @@
 
 mod builtin;
 pub mod cancel;
+pub mod charge;
 mod files;
 mod host;
+pub mod mcp;
+pub mod models;
 pub mod openai;
+pub mod outbound;
+pub mod personas;
+pub mod quota;
 pub mod tools;
+pub mod usage;
 
-use crate::event::{Event, Kind};
-use crate::sse;
+use crate::log::event::{Event, Kind};
+use crate::wire::sse;
 use builtin::{add_usage, apply_tasks, confirmation_payload, excerpt};
 use cancel::CancelToken;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -50,8 +57,8 @@ struct Agent<H: Host> {
     files: Rc<std::cell::RefCell<FileCache>>,
     /// The isolate's MCP servers, and the tools they offered this run (the
     /// orchestrator's only).
-    mcp: crate::mcp::Shared,
-    found: Rc<crate::mcp::Discovered>,
+    mcp: crate::agent::mcp::Shared,
+    found: Rc<crate::agent::mcp::Discovered>,
     /// Where its spans hang (`None`: traces are off).
     trace: Option<crate::trace::RunTrace>,
 }
@@ -77,7 +84,7 @@ impl From<Value> for Done {
 /// `notifications/cancelled`, on a request the run's abort does not stop.
 struct Inflight<H: Host> {
     host: H,
-    mcp: crate::mcp::Shared,
+    mcp: crate::agent::mcp::Shared,
     server: String,
     id: u64,
     done: bool,
@@ -103,7 +110,7 @@ struct Meter<H: Host> {
 }
 
 impl<H: Host> Meter<H> {
-    fn settle(&mut self, used: Option<crate::charge::Spend>) {
+    fn settle(&mut self, used: Option<crate::agent::charge::Spend>) {
         if let Some(hold) = self.hold.take() {
             self.host.settle(&hold, used, self.streamed);
         }
@@ -177,7 +184,7 @@ pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user: UserTurn) 
         ));
     }
     let text = match user.sent_at {
-        Some(at) => format!("[sent {}]\n{}", crate::quota::rfc3339(at), user.message),
+        Some(at) => format!("[sent {}]\n{}", crate::wire::time::rfc3339(at), user.message),
         None => user.message.to_owned(),
     };
     let content = files::user_content(&text, user.attachments, &|sha| format!("{}{sha}", user.files_prefix));
@@ -225,7 +232,7 @@ pub async fn run_orchestrator<H: Host>(
     host: H,
     cfg: Rc<AgentConfig>,
     tools: Rc<Toolbox>,
-    mcp: crate::mcp::Shared,
+    mcp: crate::agent::mcp::Shared,
     cancel: CancelToken,
     job: Job,
 ) -> End {
@@ -235,7 +242,7 @@ pub async fn run_orchestrator<H: Host>(
     // The MCP servers' tools (cached per isolate); a server that cannot be
     // asked leaves its tools out, and the run says so.
     let found = if mcp.is_empty() {
-        crate::mcp::Discovered::default()
+        crate::agent::mcp::Discovered::default()
     } else {
         let mut taken: Vec<String> = tools
             .definitions(None, true)
@@ -318,7 +325,7 @@ enum Next<'t> {
 /// A call that runs beside the others of its step.
 enum Runnable<'t> {
     Http(&'t tools::HttpTool),
-    Mcp(&'t crate::mcp::McpTool),
+    Mcp(&'t crate::agent::mcp::McpTool),
     SpawnAgent,
 }
 
@@ -527,7 +534,7 @@ impl<H: Host> Agent<H> {
     async fn model_step(&self, messages: &[Value]) -> Result<Step, Halt> {
         let allowed = self.allowed.as_deref();
         let mut defs = self.tools.definitions(allowed, self.orchestrator);
-        defs.extend(self.offered_mcp().map(crate::mcp::McpTool::definition));
+        defs.extend(self.offered_mcp().map(crate::agent::mcp::McpTool::definition));
         defs.extend(self.client.iter().map(|t| {
             json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
         }));
@@ -535,8 +542,8 @@ impl<H: Host> Agent<H> {
         // sent (files counted apart from their bytes) and its output cap.
         let request_bytes = serde_json::to_string(messages).map_or(0, |m| m.len())
             + serde_json::to_string(&defs).map_or(0, |d| d.len());
-        let cap = self.cfg.max_output_tokens.unwrap_or(crate::charge::DEFAULT_OUTPUT_CAP);
-        let estimate = crate::charge::estimate(request_bytes, files::keys(messages).len(), cap, self.cfg.price);
+        let cap = self.cfg.max_output_tokens.unwrap_or(crate::agent::charge::DEFAULT_OUTPUT_CAP);
+        let estimate = crate::agent::charge::estimate(request_bytes, files::keys(messages).len(), cap, self.cfg.price);
         let held = self.cancel.run(self.host.hold(self.model_name(), estimate, self.cfg.price)).await;
         let mut meter = match held.ok_or(Halt::Stopped)? {
             Ok(hold) => Meter { host: self.host.clone(), hold, streamed: 0 },
@@ -643,7 +650,7 @@ impl<H: Host> Agent<H> {
         }
         // Its charge settles with its step-finish, in the same block.
         self.publish(vec![self.event(Kind::StepFinish, finish)])?;
-        meter.settle(step.usage.as_ref().map(crate::charge::Spend::reported));
+        meter.settle(step.usage.as_ref().map(crate::agent::charge::Spend::reported));
         step.calls = parser.tool_calls();
         for call in &mut step.calls {
             if let Some((_, id)) = step.ids.iter().find(|(i, _)| *i == call.index) {
@@ -690,7 +697,7 @@ impl<H: Host> Agent<H> {
                     // The model's call ids are only unique within its answer:
                     // the thread names calls itself (`<threadId>.tc_…`), so a
                     // decision that names only a call finds its thread.
-                    let id = crate::ids::scoped(&self.thread_id, &self.host.new_id("tc"));
+                    let id = crate::wire::ids::scoped(&self.thread_id, &self.host.new_id("tc"));
                     step.ids.push((index, id.clone()));
                     let mut start = json!({ "toolCallId": id, "toolName": name });
                     if let Some(t) = self.offered_mcp().find(|t| t.exposed == name) {
@@ -854,7 +861,7 @@ impl<H: Host> Agent<H> {
 
     /// The MCP tools this agent offers: the orchestrator's, those its
     /// agent's `tools` name (all without a list).
-    fn offered_mcp(&self) -> impl Iterator<Item = &crate::mcp::McpTool> {
+    fn offered_mcp(&self) -> impl Iterator<Item = &crate::agent::mcp::McpTool> {
         let allowed = self.allowed.as_deref();
         self.found.tools.iter().filter(move |t| self.orchestrator && allowed.is_none_or(|a| a.contains(&t.exposed)))
     }
@@ -990,7 +997,7 @@ impl<H: Host> Agent<H> {
     /// is told, the images it returned stored as files of the thread; a
     /// server's failure (unreachable, malformed, an error) is a tool error
     /// the model can react to.
-    async fn call_mcp(&self, tool: &crate::mcp::McpTool, args: Value) -> Result<Result<Done, String>, Halt> {
+    async fn call_mcp(&self, tool: &crate::agent::mcp::McpTool, args: Value) -> Result<Result<Done, String>, Halt> {
         let id = self.mcp.next_id();
         let mut inflight =
             Inflight { host: self.host.clone(), mcp: self.mcp.clone(), server: tool.server.clone(), id, done: false };
@@ -1002,7 +1009,7 @@ impl<H: Host> Agent<H> {
         };
         let mut stored = Vec::new();
         let mut images = Vec::new();
-        for image in crate::mcp::result::images(&result) {
+        for image in crate::agent::mcp::result::images(&result) {
             // Raster images whose bytes agree with their type are kept; any
             // other is named, not stored.
             let raster = crate::files::Types::parse("image/png,image/jpeg,image/gif,image/webp").unwrap_or_default();
@@ -1015,7 +1022,7 @@ impl<H: Host> Agent<H> {
             }
             stored.push((image.index, kept.map(|(f, _)| f)));
         }
-        Ok(crate::mcp::result::outcome(result, &stored, &self.thread_id).map(|o| Done {
+        Ok(crate::agent::mcp::result::outcome(result, &stored, &self.thread_id).map(|o| Done {
             value: o.result,
             told: Some(o.told),
             images,

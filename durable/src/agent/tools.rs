@@ -83,7 +83,7 @@ impl ToolKind<'_> {
 pub enum ToolKind<'a> {
     Http(&'a HttpTool),
     /// A tool of a remote MCP server.
-    Mcp(&'a crate::mcp::McpTool),
+    Mcp(&'a crate::agent::mcp::McpTool),
     CreateTasks,
     UpdateTasks,
     SpawnAgent,

@@ -20,8 +20,8 @@
 pub mod backlog;
 pub mod socket;
 
-use crate::error::ApiError;
-use crate::reply::Reply;
+use crate::wire::error::ApiError;
+use crate::wire::reply::Reply;
 use socket::Line;
 
 /// A client protocol, fed the thread's items in order.

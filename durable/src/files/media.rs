@@ -5,7 +5,7 @@
 //! client reading the history trust it fully, so a file whose bytes say
 //! otherwise is refused before it is stored.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 
 /// The types accepted unless `FILE_TYPES` says otherwise: images, PDF,
 /// plain text, markdown, CSV and JSON.

@@ -7,7 +7,7 @@
 
 use super::scan::{Inline, Scanner, Slots};
 use super::Limits;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use futures_util::{Stream, StreamExt};
 
 /// How a body carries its files.

@@ -23,7 +23,7 @@
 //! dropped as soon as the next item starts, so only one message's files are
 //! ever held.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
 

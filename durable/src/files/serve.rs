@@ -11,7 +11,7 @@
 //!   as the bytes are the same.
 
 use super::{media, FileRef};
-use crate::reply::Reply;
+use crate::wire::reply::Reply;
 
 /// How the shell answers a file read: stream `length` bytes from `offset`
 /// of the object `key`, with this status and these headers. The thread
@@ -61,7 +61,7 @@ pub fn answer(file: &FileRef, key: &str, range: Option<&str>, if_none_match: Opt
             (206, start, end - start + 1)
         }
         Some(Range::Unsatisfiable) => {
-            let mut r = Reply::error(&crate::error::ApiError::range_not_satisfiable(size));
+            let mut r = Reply::error(&crate::wire::error::ApiError::range_not_satisfiable(size));
             r.set("content-range", format!("bytes */{size}"));
             return Answer::Reply(r);
         }

@@ -9,7 +9,7 @@
 use super::read::Incoming;
 use super::scan::{marker_index, Raw, Seg, Slot, Slots};
 use super::{media, Limits, NewFile};
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use base64::Engine;
 use serde_json::{Map, Value};
 

@@ -11,7 +11,7 @@
 //! `/v1/threads` (each imports the other).
 //!
 //! A protocol is a route type implementing [`Protocol`]: its table of
-//! paths ([`route::Spec`](crate::route::Spec)), where each route's requests
+//! paths ([`route::Spec`](crate::wire::route::Spec)), where each route's requests
 //! go ([`Target`]), what each does as access sees it, and how it is served.
 //! The registry makes one [`Route`] of them, which the Worker forwards to an
 //! object with the request (`forward`), so the object serves exactly the
@@ -20,14 +20,14 @@
 use crate::access::{Access, Caller};
 use crate::directory;
 use crate::effect::Effect;
-use crate::error::ApiError;
 use crate::feed::Plan;
 use crate::input::Head;
-use crate::reply::Reply;
-use crate::route::Spec;
 use crate::settings::{Limits, Settings};
-use crate::store::Store;
+use crate::storage::store::Store;
 use crate::thread::{Admitted, Answer, Call, Outcome, Sink, Thread};
+use crate::wire::error::ApiError;
+use crate::wire::reply::Reply;
+use crate::wire::route::Spec;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -213,7 +213,7 @@ pub struct Context {
     pub route: Route,
     /// A send's caller's budget (`QUOTA`), from their directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::quota::Budget>,
+    pub budget: Option<crate::agent::quota::Budget>,
     /// The files the Worker read from the request and checked, by the index
     /// its body's markers name them with (`None`: not this send's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -241,7 +241,7 @@ macro_rules! protocols {
         /// the pattern the path matched (`http.route` in traces and logs),
         /// when one did.
         pub fn parse(method: &str, path: &str) -> (Result<Route, ApiError>, Option<&'static str>) {
-            $(if let Some(found) = crate::route::find($name::Route::ROUTES, method, path) {
+            $(if let Some(found) = crate::wire::route::find($name::Route::ROUTES, method, path) {
                 return (found.route.map(Route::$variant), Some(found.pattern));
             })*
             (Err(ApiError::not_found_route(format!("no route for {path}"))), None)

@@ -20,7 +20,7 @@ use super::wire::{self, Reply};
 use super::{
     AppendRequest, CreateRequest, ForkRequest, ForkSource, PreparedCreate, ReadPlan, ReadRequest, Streams, MAX_BODY,
 };
-use crate::forward::{self, Body, Call, Object};
+use crate::wire::forward::{self, Body, Call, Object};
 use serde::{Deserialize, Serialize};
 
 /// What a request to a stream's object is.

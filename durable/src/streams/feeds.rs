@@ -78,7 +78,7 @@ pub fn plan(
     };
     let (feed, headers, one_shot): (Box<dyn Feed>, _, _) = match req.live.as_deref() {
         Some("sse") => {
-            let headers = crate::sse::headers();
+            let headers = crate::wire::sse::headers();
             (Box::new(SseFeed::new(req.cursor.clone())), headers, false)
         }
         Some("long-poll") => (Box::new(PollFeed::new(req)), Vec::new(), true),

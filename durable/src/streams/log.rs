@@ -6,9 +6,9 @@
 
 use super::offset::Offset;
 use super::producer::ProducerState;
-use crate::db::{Db, Value};
-use crate::db::{StoreError, StoreResult};
-use crate::schema::{self, OpenError};
+use crate::storage::db::{Db, Value};
+use crate::storage::db::{StoreError, StoreResult};
+use crate::storage::migrations::{self, OpenError};
 use serde::{Deserialize, Serialize};
 
 /// One appended message: the offset just after it, and its bytes (for a
@@ -147,7 +147,7 @@ pub struct SqlLog<D: Db> {
 impl<D: Db> SqlLog<D> {
     /// Opens the log, bringing storage to the current layout first.
     pub fn open(db: D) -> Result<SqlLog<D>, OpenError> {
-        schema::migrate(&db, &schema::STREAM)?;
+        migrations::migrate(&db, &migrations::STREAM)?;
         Ok(SqlLog { db })
     }
 

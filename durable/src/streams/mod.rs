@@ -25,7 +25,7 @@ use self::log::{ClosedBy, Message, Meta, StreamLog};
 use self::offset::{Offset, Start};
 use self::producer::{Producer, Verdict};
 use self::wire::{JsonError, Reply};
-use crate::db::StoreError;
+use crate::storage::db::StoreError;
 use base64::Engine as _;
 
 pub mod exchange;

@@ -43,7 +43,7 @@ pub const COMMON_HEADERS: &[(&str, &str)] = &[
     ("content-security-policy", "sandbox; default-src 'none'"),
 ];
 
-pub use crate::reply::Reply;
+pub use crate::wire::reply::Reply;
 
 /// Appends one SSE event. Every line of `payload` (split on CRLF, CR or LF,
 /// all three being SSE line ends) gets its own `data:` line, so no payload

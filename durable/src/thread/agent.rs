@@ -6,11 +6,11 @@
 use super::{Sink, Thread};
 use crate::agent::{self, BackgroundTask, Checkpoint, Job, Scope};
 use crate::effect::{Drive, Effect};
-use crate::error::ApiError;
-use crate::event::{Event, FinishStatus, Kind};
+use crate::log::event::{Event, FinishStatus, Kind};
 use crate::settings::Settings;
-use crate::store::{ConfirmState, Confirmation};
-use crate::store::{Driver, RunRecord, RunState, Store};
+use crate::storage::store::{ConfirmState, Confirmation};
+use crate::storage::store::{Driver, RunRecord, RunState, Store};
+use crate::wire::error::ApiError;
 use serde_json::{json, Value};
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -155,7 +155,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut answers = Vec::new();
         for o in outputs {
             let Some(c) = self.confirmation_for_call(&o.tool_call_id, Some(run_id))? else { continue };
-            if c.input_type != crate::store::CLIENT_TOOL {
+            if c.input_type != crate::storage::store::CLIENT_TOOL {
                 continue;
             }
             let mut decision = match &o.outcome {

@@ -1,4 +1,4 @@
-//! What the thread's model calls cost their senders ([`crate::charge`]):
+//! What the thread's model calls cost their senders ([`crate::agent::charge`]):
 //! each call held before it is made, settled when it ends, and kept until
 //! the sender's directory has it.
 //!
@@ -14,13 +14,13 @@
 //! - a charge leaves the thread's storage only once its directory took it.
 
 use super::{Sink, Thread};
-use crate::charge::{Charge, Spend};
+use crate::agent::charge::{Charge, Spend};
+use crate::agent::models::Price;
 use crate::directory::Op;
 use crate::effect::Effect;
-use crate::error::ApiError;
-use crate::ids;
-use crate::models::Price;
-use crate::store::Store;
+use crate::storage::store::Store;
+use crate::wire::error::ApiError;
+use crate::wire::ids;
 
 /// A call's hold, as the thread took it.
 #[derive(Clone, Debug, PartialEq)]
@@ -207,7 +207,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// What the thread knows of `actor`'s spend grows by `spend` (their
     /// directory's figure arrives with their next send).
     fn spent(&mut self, actor: &str, spend: Spend, now: i64) {
-        self.add_usage(actor, crate::quota::Used { tokens: spend.tokens(), cost_usd: spend.cost_usd }, now);
+        self.add_usage(actor, crate::agent::quota::Used { tokens: spend.tokens(), cost_usd: spend.cost_usd }, now);
     }
 }
 
@@ -215,9 +215,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
 mod tests {
     use super::super::StartRun;
     use super::*;
-    use crate::quota::{Limit, Period};
+    use crate::agent::quota::{Limit, Period};
     use crate::settings::Config;
-    use crate::store::{Driver, MemoryStore, Turn};
+    use crate::storage::store::{Driver, MemoryStore, Turn};
 
     struct NoSink;
     impl Sink for NoSink {
@@ -237,7 +237,7 @@ mod tests {
     fn send_as(t: &mut Thread<MemoryStore, NoSink>, actor: &str, limit: Option<Limit>) -> String {
         let run_id = format!("run-{actor}");
         if let Some(limit) = limit {
-            t.learn_budget(actor, crate::quota::Budget { limit, used: Default::default(), since: 0 });
+            t.learn_budget(actor, crate::agent::quota::Budget { limit, used: Default::default(), since: 0 });
         }
         let turn = Turn { actor: Some(actor.into()), ..Turn::default() };
         let run = StartRun {

@@ -8,12 +8,12 @@ use super::{Sink, Thread};
 use crate::access::{Access, Caller, Decider};
 use crate::agent::Asking;
 use crate::effect::Effect;
-use crate::error::ApiError;
-use crate::event::{self, Event, Kind, Payload};
+use crate::log::event::{self, Event, Kind, Payload};
 use crate::settings::Policy;
 use crate::settings::Settings;
-use crate::store::Store;
-use crate::store::{ConfirmState, Confirmation, CLIENT_TOOL};
+use crate::storage::store::Store;
+use crate::storage::store::{ConfirmState, Confirmation, CLIENT_TOOL};
+use crate::wire::error::ApiError;
 use serde_json::Map;
 use serde_json::Value;
 
@@ -49,7 +49,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         agent_request_id: Option<String>,
         now: i64,
     ) -> Result<(Event, Confirmation), ApiError> {
-        let request_id = crate::ids::scoped(&self.thread_id, local_id);
+        let request_id = crate::wire::ids::scoped(&self.thread_id, local_id);
         payload["requestId"] = request_id.clone().into();
         let mut request: event::schema::ConfirmationRequest =
             event::accept(payload).map_err(|e| ApiError::invalid_event(e.0))?;

@@ -21,12 +21,12 @@
 //!   never take bytes a new send has just stored.
 
 use super::{Sink, Thread};
+use crate::agent::models::Catalog;
 use crate::effect::Effect;
-use crate::error::ApiError;
 use crate::files::spec::{Source, Spec};
 use crate::files::{self, media, Attachment, FileRef, NewFile};
-use crate::models::Catalog;
-use crate::store::{FileRow, FileState, Store};
+use crate::storage::store::{FileRow, FileState, Store};
+use crate::wire::error::ApiError;
 use serde_json::{json, Value};
 
 /// Most files one alarm removes (the rest wait for the next).

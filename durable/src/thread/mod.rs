@@ -45,25 +45,25 @@ mod subscribe;
 mod telemetry;
 mod transcript;
 
+use crate::agent::quota::{Budget, Used};
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
-use crate::coalesce::Coalescer;
 use crate::effect::Effect;
-use crate::error::ApiError;
-use crate::event::{self, Class, Event, FinishStatus, Kind, Payload};
 use crate::feed;
-use crate::ids;
-use crate::queued::{Queue, QueueItem};
-use crate::quota::{Budget, Used};
-use crate::reducer::{self, TreeBuilder};
-use crate::store::{Driver, Record, RunRecord, RunState, Store, Turn};
+use crate::log::coalesce::Coalescer;
+use crate::log::event::{self, Class, Event, FinishStatus, Kind, Payload};
+use crate::log::queued::{Queue, QueueItem};
+use crate::log::reducer::{self, TreeBuilder};
+use crate::storage::store::{Driver, Record, RunRecord, RunState, Store, Turn};
+use crate::wire::error::ApiError;
+use crate::wire::ids;
 use bytes::Bytes;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-pub use crate::ids::ROOT_AGENT;
 pub use crate::settings::Config;
+pub use crate::wire::ids::ROOT_AGENT;
 pub use confirmations::{check_decision, By, REQUESTER};
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
@@ -513,8 +513,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let started = item
             .as_ref()
-            .map(|i| crate::queued::Started { message_id: i.message_id.clone(), run_id: i.run_id.clone() });
-        let update = crate::queued::QueueUpdate { queue: queue.clone(), started, dropped: Vec::new() };
+            .map(|i| crate::log::queued::Started { message_id: i.message_id.clone(), run_id: i.run_id.clone() });
+        let update = crate::log::queued::QueueUpdate { queue: queue.clone(), started, dropped: Vec::new() };
         let event = Event::new(Payload::QueueUpdated(update), run_id, ROOT_AGENT, now);
         Some(Handoff { queue, item, interrupting, event })
     }
@@ -932,7 +932,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.store_queue(&queue)?;
         self.queue = queue;
         let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
-        let update = crate::queued::QueueUpdate { queue: self.queue.clone(), started: None, dropped };
+        let update = crate::log::queued::QueueUpdate { queue: self.queue.clone(), started: None, dropped };
         let ev = Event::new(Payload::QueueUpdated(update), &run_id, ROOT_AGENT, now);
         self.commit(vec![ev], None)
     }

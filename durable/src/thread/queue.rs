@@ -3,10 +3,10 @@
 //! in memory changes (`Thread::save_queue`).
 
 use super::{Admitted, Sink, Thread};
-use crate::error::ApiError;
-use crate::event::FinishStatus;
-use crate::queued::{Queue, QueueItem, QueuePatch};
-use crate::store::{RunRecord, Store, Turn};
+use crate::log::event::FinishStatus;
+use crate::log::queued::{Queue, QueueItem, QueuePatch};
+use crate::storage::store::{RunRecord, Store, Turn};
+use crate::wire::error::ApiError;
 
 impl<S: Store, K: Sink> Thread<S, K> {
     pub fn queue(&self) -> &Queue {
@@ -149,7 +149,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         last.replaced = true;
         self.store.commit(&[], std::slice::from_ref(&last))?;
         // The same user message, answered again: it keeps its id.
-        let run_id = crate::ids::scoped(&self.thread_id, &self.ids.id("run"));
+        let run_id = crate::wire::ids::scoped(&self.thread_id, &self.ids.id("run"));
         let item = self.new_item(last.message, model, turn, Some((last.message_id, run_id)), now);
         self.start_item(item, now)
     }

@@ -5,8 +5,8 @@
 //! protocol may see of a thread is this file (and `transcript.rs`'s views).
 
 use super::{Sink, Thread};
-use crate::error::ApiError;
-use crate::store::{Confirmation, Record, RunRecord, Store};
+use crate::storage::store::{Confirmation, Record, RunRecord, Store};
+use crate::wire::error::ApiError;
 use serde_json::Value;
 
 impl<S: Store, K: Sink> Thread<S, K> {

@@ -5,17 +5,17 @@
 use super::{Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
 use crate::access::{Caller, Grant};
 use crate::agent;
+use crate::agent::models::Catalog;
+use crate::agent::quota::Budget;
 use crate::directory::Op;
 use crate::effect::Effect;
-use crate::error::ApiError;
-use crate::event::{Event, FinishStatus, Kind};
 use crate::files::NewFile;
-use crate::ids;
 use crate::input::{Asked, Mode, Send};
-use crate::models::Catalog;
-use crate::quota::Budget;
+use crate::log::event::{Event, FinishStatus, Kind};
 use crate::settings::Settings;
-use crate::store::{Driver, RunRecord, Store, Turn};
+use crate::storage::store::{Driver, RunRecord, Store, Turn};
+use crate::wire::error::ApiError;
+use crate::wire::ids;
 use serde_json::{json, Value};
 
 /// Where a thread keeps the actor who created it.
@@ -263,7 +263,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// What a send needs before it is read: a readable policy and catalog,
     /// and (for the built-in agent) a model and tools. Refusals are 503s.
-    fn ready_to_send<'s>(&self, settings: &'s Settings) -> Result<&'s crate::models::Catalog, ApiError> {
+    fn ready_to_send<'s>(&self, settings: &'s Settings) -> Result<&'s crate::agent::models::Catalog, ApiError> {
         if let Some(e) = &settings.policy_error {
             return Err(ApiError::invalid_approval_policy(e.clone()));
         }

@@ -8,11 +8,11 @@ use super::send::tell_agent;
 use super::{Follow, Sink, Thread};
 use crate::access::{self, Access, Caller, Facts, Grant};
 use crate::effect::Effect;
-use crate::error::ApiError;
-use crate::reply::Reply;
 use crate::settings::Settings;
-use crate::store::Confirmation;
-use crate::store::{Driver, Store};
+use crate::storage::store::Confirmation;
+use crate::storage::store::{Driver, Store};
+use crate::wire::error::ApiError;
+use crate::wire::reply::Reply;
 use serde_json::Value;
 
 /// The proof that a request was let in on this thread: only the thread
@@ -58,7 +58,7 @@ pub struct Call<'a> {
     pub instance: &'a Instance,
     /// The caller's budget, as their directory told the Worker (a send,
     /// with `QUOTA` set).
-    pub budget: Option<crate::quota::Budget>,
+    pub budget: Option<crate::agent::quota::Budget>,
     /// Files the Worker read from the request and checked, by the index its
     /// body's markers name them with (`None`: not this send's).
     pub files: &'a [Option<crate::files::NewFile>],

@@ -12,10 +12,10 @@
 
 use super::{Sink, Staged, Subscriber, Thread};
 use crate::agent::BackgroundTask;
-use crate::error::ApiError;
 use crate::feed::socket;
-use crate::reducer::AgentNode;
-use crate::store::{Record, RunState, Store};
+use crate::log::reducer::AgentNode;
+use crate::storage::store::{Record, RunState, Store};
+use crate::wire::error::ApiError;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -145,7 +145,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// delta each, holding the segment's whole text so far and
     /// `snapshot: true`. A snapshot view taken mid-answer folds these after
     /// the log, so it shows what was already streamed.
-    pub fn open_segments(&self) -> Vec<crate::event::Event> {
+    pub fn open_segments(&self) -> Vec<crate::log::event::Event> {
         self.coalescer.snapshots()
     }
 
@@ -276,7 +276,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
 #[cfg(test)]
 mod tests {
-    use crate::store::MemoryStore;
+    use crate::storage::store::MemoryStore;
     use crate::thread::{Discard, Thread};
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::{Sink, Thread};
 use crate::effect::Effect;
-use crate::store::{Confirmation, RunRecord, Store};
+use crate::storage::store::{Confirmation, RunRecord, Store};
 use crate::trace::{RunTrace, SpanKind};
 use serde_json::json;
 
@@ -19,7 +19,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub(super) fn run_ended(&self, run: &RunRecord) -> Effect {
         let trace = self.run_trace(run);
         let end = run.finished_at.unwrap_or(run.created_at);
-        let usage = run.usage.as_deref().and_then(|u| crate::usage::of_run(u, run.model.as_deref()));
+        let usage = run.usage.as_deref().and_then(|u| crate::agent::usage::of_run(u, run.model.as_deref()));
         let mut fields = json!({
             "threadId": self.thread_id,
             "runId": run.run_id,

@@ -2,10 +2,10 @@
 //! the conversation memory a new run starts from, and the debug figures.
 
 use super::{Sink, Thread};
-use crate::error::ApiError;
-use crate::event::Event;
-use crate::reducer;
-use crate::store::{RunRecord, RunState, Store};
+use crate::log::event::Event;
+use crate::log::reducer;
+use crate::storage::store::{RunRecord, RunState, Store};
+use crate::wire::error::ApiError;
 use serde_json::{json, Value};
 
 /// What a protocol adds to a run's user and assistant messages
@@ -49,9 +49,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub fn served_by(&self, name: &str) -> Result<bool, ApiError> {
         let (runs, _) = self.store.runs_page(0, 10_000)?;
         if runs.is_empty() {
-            return Ok(name == crate::agents::DEFAULT);
+            return Ok(name == crate::agent::personas::DEFAULT);
         }
-        Ok(runs.iter().any(|r| r.turn.agent.as_deref().unwrap_or(crate::agents::DEFAULT) == name))
+        Ok(runs.iter().any(|r| r.turn.agent.as_deref().unwrap_or(crate::agent::personas::DEFAULT) == name))
     }
 
     /// `GET .../messages`: a page of runs, newest page first (`page` 0),
@@ -81,7 +81,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             // A user message names no run, as n8n's own history does: n8n's
             // editor routes a run's live events to the message that names
             // it, whatever its role. Its answer follows it.
-            let created_at = crate::quota::rfc3339(run.created_at);
+            let created_at = crate::wire::time::rfc3339(run.created_at);
             let mut user = json!({
                 "id": run.message_id,
                 "role": "user",
@@ -131,12 +131,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut runs = Vec::new();
         for page in 0.. {
             let (rows, total) = self.store.runs_page(page * PAGE, PAGE)?;
-            runs.extend(rows.iter().filter_map(|r| crate::usage::of_run(r.usage.as_deref()?, r.model.as_deref())));
+            runs.extend(
+                rows.iter().filter_map(|r| crate::agent::usage::of_run(r.usage.as_deref()?, r.model.as_deref())),
+            );
             if rows.len() < PAGE || (page + 1) * PAGE >= total {
                 break;
             }
         }
-        let mut out = crate::usage::view(crate::usage::sum(runs), None);
+        let mut out = crate::agent::usage::view(crate::agent::usage::sum(runs), None);
         out["threadId"] = self.thread_id.clone().into();
         Ok(out)
     }

@@ -161,7 +161,7 @@ impl threadline_durable::Db for Lite {
         &self,
         sql: &str,
         args: &[threadline_durable::Value],
-    ) -> threadline_durable::store::StoreResult<threadline_durable::Rows> {
+    ) -> threadline_durable::storage::store::StoreResult<threadline_durable::Rows> {
         use rusqlite::types::{Value as V, ValueRef};
         use threadline_durable::{failed, Rows, Value};
         let mut stmt = self.0.prepare(sql).map_err(failed)?;

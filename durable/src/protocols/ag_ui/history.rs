@@ -5,9 +5,9 @@
 //! a client that read the stream holds.
 
 use super::mapping::AguiMapper;
-use crate::error::ApiError;
-use crate::event::Payload;
-use crate::store::{RunState, Store};
+use crate::wire::error::ApiError;
+use crate::log::event::Payload;
+use crate::storage::store::{RunState, Store};
 use crate::thread::{Sink, Thread};
 use serde_json::{json, Value};
 

@@ -32,8 +32,8 @@
 
 #[cfg(test)]
 use super::history::AguiMessages;
-use crate::event::{Event, FinishStatus, Kind, Payload};
-use crate::segment::{Piece, Sent};
+use crate::log::event::{Event, FinishStatus, Kind, Payload};
+use crate::log::segment::{Piece, Sent};
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -310,7 +310,7 @@ impl AguiMapper {
                 self.close_text(agent, out);
                 let call = req.tool_call_id.clone();
                 let input_type = req.input_type.as_ref().map_or("approval", |t| t.as_str());
-                if input_type == crate::store::CLIENT_TOOL {
+                if input_type == crate::storage::store::CLIENT_TOOL {
                     if agent == self.root && !call.is_empty() && !self.step_calls.contains(&call) {
                         self.step_calls.push(call.clone());
                     }
@@ -540,7 +540,7 @@ impl AguiMapper {
 }
 
 /// What an answer to a request looks like (`resume[].payload`).
-fn response_schema(input_type: &str, questions: Option<&[crate::event::schema::Question]>) -> Value {
+fn response_schema(input_type: &str, questions: Option<&[crate::log::event::schema::Question]>) -> Value {
     match input_type {
         "approval" => json!({
             "type": "object",

@@ -22,13 +22,13 @@ pub mod stream;
 use super::{BodyKind, Gate, Target};
 use crate::access::Access;
 use crate::effect::Effect;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::feed::{Plan, Relay};
 use crate::input;
-use crate::reply::Reply;
-use crate::route::Spec;
+use crate::wire::reply::Reply;
+use crate::wire::route::Spec;
 use crate::settings::Settings;
-use crate::store::Store;
+use crate::storage::store::Store;
 use crate::thread::{Answer, Call, Given, Seen, Sender, Sent, Sink, Thread};
 use bodies::{AguiResume, AguiRun};
 use serde::{Deserialize, Serialize};
@@ -64,8 +64,8 @@ impl super::Protocol for Route {
             methods: &["GET"],
             build: |p, _| {
                 let thread = p.thread("id")?;
-                let run = crate::ids::run_id(p.raw("runId"))?;
-                if crate::ids::thread_of(&run) != Some(thread.as_str()) {
+                let run = crate::wire::ids::run_id(p.raw("runId"))?;
+                if crate::wire::ids::thread_of(&run) != Some(thread.as_str()) {
                     return Err(ApiError::nothing_to_resume());
                 }
                 Ok(R::Stream { thread, run, resume: None })

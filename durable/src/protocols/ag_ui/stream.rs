@@ -5,9 +5,9 @@
 //! a person.
 
 use super::mapping::{self as agui, AguiMapper};
-use crate::event::{Event, Payload};
+use crate::log::event::{Event, Payload};
 use crate::feed::Framer;
-use crate::ids::ROOT_AGENT;
+use crate::wire::ids::ROOT_AGENT;
 use std::collections::HashSet;
 
 pub struct AguiFrames {

@@ -1,9 +1,9 @@
 //! agora's request bodies: a decision on a tool call, and where a send's
 //! thread is.
 
-use crate::error::ApiError;
-use crate::ids;
-use crate::queued::QueuePatch;
+use crate::wire::error::ApiError;
+use crate::wire::ids;
+use crate::log::queued::QueuePatch;
 use serde_json::Value;
 
 /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId,

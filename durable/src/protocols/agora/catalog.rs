@@ -6,8 +6,8 @@
 //! fields the first form of these routes had where they do not collide
 //! with agora's (`id`/`label` on an agent, the flat `models` list).
 
-use crate::agents::{Agents, DEFAULT};
-use crate::quota::rfc3339;
+use crate::agent::personas::{Agents, DEFAULT};
+use crate::wire::time::rfc3339;
 use serde_json::{json, Map, Value};
 
 /// `GET /agent/agents`: `[{name, description, isDefault?, lockedModel?}]`,
@@ -125,6 +125,28 @@ pub fn threads(rows: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_in_agoras_words() {
+        let catalog = crate::agent::models::Catalog::parse(Some(r#"{"default":"m1","models":{"m1":{"model":"x"},"m2":{"model":"y"}}}"#), "z", None)
+            .unwrap();
+        let plain = Agents::parse(None, &catalog, &[]).unwrap();
+        assert_eq!(
+            agents(&plain),
+            json!([{"name": "default", "description": "Default", "isDefault": true, "id": "default", "label": "Default"}])
+        );
+        let tools = ["weather".to_owned()];
+        let locked = Agents::parse(
+            Some(r#"{"support":{"label":"Support","tools":["weather"],"locked":{"model":"m2","reason":"policy"}}}"#),
+            &catalog,
+            &tools,
+        )
+        .unwrap();
+        assert_eq!(
+            agents(&locked)[1],
+            json!({"name": "support", "description": "Support", "id": "support", "label": "Support", "model": "m2", "lockedModel": "m2", "lockedReason": "policy"})
+        );
+    }
 
     #[test]
     fn models_grouped_by_provider_and_the_lock() {

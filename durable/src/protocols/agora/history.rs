@@ -21,11 +21,11 @@
 //! The thread's `activeRunId`, `queue` (agora's shape), pinned `model` and
 //! status come with them.
 
-use crate::error::ApiError;
-use crate::event::{Event, Payload};
-use crate::ids::ROOT_AGENT;
-use crate::quota::rfc3339;
-use crate::store::{ConfirmState, RunRecord, RunState, Store};
+use crate::wire::error::ApiError;
+use crate::log::event::{Event, Payload};
+use crate::wire::ids::ROOT_AGENT;
+use crate::wire::time::rfc3339;
+use crate::storage::store::{ConfirmState, RunRecord, RunState, Store};
 use crate::thread::{Sink, Thread, REQUESTER};
 use serde_json::{json, Map, Value};
 
@@ -200,7 +200,7 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
             | Payload::FilesystemRequest(_)
             | Payload::QueueUpdated(_) => {}
         }
-        if ev.kind().class() != crate::event::Class::Ephemeral {
+        if ev.kind().class() != crate::log::event::Class::Ephemeral {
             before = ev.ts;
         }
     }

@@ -37,9 +37,9 @@
 //! cancelled run's last frame is `cancelled`. Holding depends only on the
 //! events, so a frame keeps its number on every connection.
 
-use crate::event::schema::RunFinish;
-use crate::event::{Event, FinishStatus, Kind, Payload};
-use crate::sse::Frame;
+use crate::log::event::schema::RunFinish;
+use crate::log::event::{Event, FinishStatus, Kind, Payload};
+use crate::wire::sse::Frame;
 use serde_json::{json, Value};
 use std::collections::HashSet;
 
@@ -149,7 +149,7 @@ impl FrameMapper {
                 let full = t.text.as_str();
                 // Numbered frames keep even an empty delta (agora's ids
                 // count it), so only the reading is shared (`segment`).
-                let parts = crate::segment::Piece::of(ev).map(|p| p.parts).unwrap_or_else(|| vec![full.len()]);
+                let parts = crate::log::segment::Piece::of(ev).map(|p| p.parts).unwrap_or_else(|| vec![full.len()]);
                 let sent = match &self.tail {
                     Some(t)
                         if t.reasoning == reasoning && t.response_id == ev.response_id && full.starts_with(&t.text) =>
@@ -248,7 +248,7 @@ impl FrameMapper {
                     "approver": req.approver.as_deref().unwrap_or(crate::thread::REQUESTER),
                 });
                 if let Some(at) = req.expires_at {
-                    f["expiresAt"] = crate::quota::rfc3339(at).into();
+                    f["expiresAt"] = crate::wire::time::rfc3339(at).into();
                 }
                 vec![f]
             }

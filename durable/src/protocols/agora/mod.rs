@@ -15,14 +15,14 @@ use super::{AtWorker, BodyKind, Gate, Target};
 use crate::access::{Access, Caller};
 use crate::directory::Op;
 use crate::effect::Effect;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::feed::{Plan, Relay};
 use crate::input::{self, Head};
-use crate::reply::Reply;
-use crate::route::Spec;
+use crate::wire::reply::Reply;
+use crate::wire::route::Spec;
 use crate::settings::Settings;
-use crate::sse;
-use crate::store::{Confirmation, Store};
+use crate::wire::sse;
+use crate::storage::store::{Confirmation, Store};
 use crate::thread::serve::held;
 use crate::thread::{Answer, Call, Given, Sender, Sent, Sink, Thread};
 use bodies::{QuestionAnswer, ToolDecision};
@@ -156,14 +156,14 @@ impl super::Protocol for Route {
             path: "/agent/threads/:id/queue/:messageId",
             methods: &["PATCH", "DELETE"],
             build: |p, method| {
-                let (thread, message) = (p.thread("id")?, crate::ids::run_id(p.raw("messageId"))?);
+                let (thread, message) = (p.thread("id")?, crate::wire::ids::run_id(p.raw("messageId"))?);
                 Ok(R::QueueItem { thread, message, delete: method == "DELETE" })
             },
         },
         Spec {
             path: "/agent/threads/:id/queue/:messageId/move",
             methods: &["POST"],
-            build: |p, _| Ok(R::QueueMove { thread: p.thread("id")?, message: crate::ids::run_id(p.raw("messageId"))? }),
+            build: |p, _| Ok(R::QueueMove { thread: p.thread("id")?, message: crate::wire::ids::run_id(p.raw("messageId"))? }),
         },
         // A queued message's id names its thread (`<threadId>.<id>`).
         Spec {

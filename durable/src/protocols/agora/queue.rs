@@ -10,8 +10,8 @@
 //! Each item also says the `runId` it will start (agora's is the message
 //! id too; an extension no agora reader collides with).
 
-use crate::quota::rfc3339;
-use crate::queued::Queue;
+use crate::wire::time::rfc3339;
+use crate::log::queued::Queue;
 use serde_json::{json, Map, Value};
 
 /// agora's view of a stored queue document.

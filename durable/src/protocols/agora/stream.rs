@@ -5,14 +5,14 @@
 //! core's `runstream` mapping, the same live and replayed.
 
 use super::mapping::{self as runstream, FrameMapper};
-use crate::event::{Event, Payload};
+use crate::log::event::{Event, Payload};
 use crate::feed::Framer;
-use crate::ids::ROOT_AGENT;
-use crate::sse::PING;
+use crate::wire::ids::ROOT_AGENT;
+use crate::wire::sse::PING;
 
 /// A run stream's response headers (the SSE set, agora's cache rule and ids).
 pub fn headers(thread_id: &str, run_id: &str) -> Vec<(&'static str, String)> {
-    let mut headers = crate::sse::headers();
+    let mut headers = crate::wire::sse::headers();
     for (k, v) in
         [("cache-control", "no-cache, no-transform"), ("x-agent-run-id", run_id), ("x-agent-thread-id", thread_id)]
     {

@@ -1,9 +1,9 @@
 //! The AI SDK's chat request (`POST /api/chat {id, messages, trigger}`),
 //! checked apart from I/O.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::files::scan::{Raw, Seg, Slot, Slots};
-use crate::ids;
+use crate::wire::ids;
 use crate::input::{ToolOutput, MAX_CLIENT_MESSAGE_ID};
 use serde_json::Value;
 

@@ -4,8 +4,8 @@
 //! and the history's are the same message.
 
 use super::mapping;
-use crate::error::ApiError;
-use crate::store::{RunState, Store};
+use crate::wire::error::ApiError;
+use crate::storage::store::{RunState, Store};
 use crate::thread::{Sink, Thread};
 use serde_json::Value;
 

@@ -36,9 +36,9 @@
 //! The stream ends with `data: [DONE]`; a run waiting for a person ends
 //! its stream too (`finish`), and the client's answer continues it.
 
-use crate::event::schema::ConfirmationRequest;
-use crate::event::{Event, FinishStatus, Payload};
-use crate::segment::{Piece, Sent};
+use crate::log::event::schema::ConfirmationRequest;
+use crate::log::event::{Event, FinishStatus, Payload};
+use crate::log::segment::{Piece, Sent};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -348,7 +348,7 @@ impl UiMapper {
             self.step_call(call);
             self.waiting.insert(call.clone());
         }
-        if input_type == crate::store::CLIENT_TOOL {
+        if input_type == crate::storage::store::CLIENT_TOOL {
             // The client runs it: its part is `input-available`, and
             // the client's `addToolOutput` continues the message.
         } else if input_type == "approval" && !call.is_empty() {
@@ -656,7 +656,7 @@ pub fn user_message_with(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Kind;
+    use crate::log::event::Kind;
 
     fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
         let mut e = Event::from_json(kind, "r", agent, 0, payload).unwrap();

@@ -24,13 +24,13 @@ pub mod stream;
 use super::{BodyKind, Gate, Target};
 use crate::access::{Access, Caller};
 use crate::effect::Effect;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::feed::{Plan, Relay};
 use crate::input::{self, ToolOutput};
-use crate::reply::Reply;
-use crate::route::Spec;
+use crate::wire::reply::Reply;
+use crate::wire::route::Spec;
 use crate::settings::Settings;
-use crate::store::Store;
+use crate::storage::store::Store;
 use crate::thread::{Answer, Call, Follow, Given, Seen, Sender, Sent, Sink, Thread};
 use bodies::{UiApproval, UiChat};
 use serde::{Deserialize, Serialize};
@@ -68,8 +68,8 @@ impl super::Protocol for Route {
             methods: &["GET"],
             build: |p, _| {
                 let thread = p.thread("id")?;
-                let run = crate::ids::run_id(p.raw("runId"))?;
-                if crate::ids::thread_of(&run) != Some(thread.as_str()) {
+                let run = crate::wire::ids::run_id(p.raw("runId"))?;
+                if crate::wire::ids::thread_of(&run) != Some(thread.as_str()) {
                     return Err(ApiError::nothing_to_resume());
                 }
                 Ok(R::RunStream { thread, run, after: None, continuing: false })

@@ -4,9 +4,9 @@
 //! once the run finished or waits for a person.
 
 use super::mapping::{self as uistream, UiMapper};
-use crate::event::Event;
+use crate::log::event::Event;
 use crate::feed::Framer;
-use crate::ids::ROOT_AGENT;
+use crate::wire::ids::ROOT_AGENT;
 
 pub struct UiFrames {
     /// The run followed; `None` until the first event names it (the

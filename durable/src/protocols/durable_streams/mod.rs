@@ -13,13 +13,13 @@ pub mod views;
 use super::{AtWorker, BodyKind, Gate, Target};
 use crate::access::{Access, Caller};
 use crate::effect::Effect;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::feed::{Plan, Relay};
 use crate::input::{self, Head};
-use crate::route::Spec;
+use crate::wire::route::Spec;
 use crate::settings::{Settings, StreamsAuth};
-use crate::reply::Reply;
-use crate::store::Store;
+use crate::wire::reply::Reply;
+use crate::storage::store::Store;
 use crate::thread::{Answer, Call, Sink, Thread};
 use serde::{Deserialize, Serialize};
 
@@ -46,8 +46,8 @@ impl super::Protocol for Route {
             path: "/v1/runs/:runId",
             methods: &["GET", "POST"],
             build: |p, method| {
-                let run = crate::ids::run_id(p.raw("runId"))?;
-                let thread = crate::ids::thread_of(&run).ok_or_else(ApiError::run_not_found)?.to_owned();
+                let run = crate::wire::ids::run_id(p.raw("runId"))?;
+                let thread = crate::wire::ids::thread_of(&run).ok_or_else(ApiError::run_not_found)?.to_owned();
                 Ok(R::Run { thread, run, append: method == "POST" })
             },
         },
@@ -101,7 +101,7 @@ impl super::Protocol for Route {
         let cursor = input::query_first(query, "cursor");
         Ok(match input::query_first(query, "live").as_deref() {
             Some("sse") => {
-                Some(Plan::new(Box::new(Relay::new(stream::SseView::new(run, cursor, now))), crate::sse::headers()))
+                Some(Plan::new(Box::new(Relay::new(stream::SseView::new(run, cursor, now))), crate::wire::sse::headers()))
             }
             Some("long-poll") => Some(Plan::new(Box::new(Relay::new(stream::LongPoll::new(run, cursor))), Vec::new()).one_shot()),
             _ => None,
@@ -152,7 +152,7 @@ impl super::Protocol for Route {
         let query = input::query_pairs(head.query);
         let if_none_match = (head.header)("if-none-match");
         let live = crate::streams::feeds::plan(head.method, name, &query, if_none_match.as_deref(), settings.streams_long_poll_ms);
-        let context = crate::forward::encode(&crate::streams::exchange::Op::Client { path: name.clone() });
+        let context = crate::wire::forward::encode(&crate::streams::exchange::Op::Client { path: name.clone() });
         Ok(AtWorker::Stream { name: name.clone(), context, live })
     }
 

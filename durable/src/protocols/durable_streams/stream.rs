@@ -7,7 +7,7 @@
 use super::views::{self as view, Position};
 use crate::streams::wire;
 use crate::feed::Framer;
-use crate::reply::Reply;
+use crate::wire::reply::Reply;
 use serde::Deserialize;
 
 /// The fields of a stored event a view needs.
@@ -106,13 +106,13 @@ impl Cursor {
     }
 
     /// The records gathered, as stored rows for the view helpers.
-    fn take(&mut self) -> Vec<crate::store::Record> {
+    fn take(&mut self) -> Vec<crate::storage::store::Record> {
         std::mem::take(&mut self.batch)
             .into_iter()
-            .map(|data| crate::store::Record {
+            .map(|data| crate::storage::store::Record {
                 seq: 0,
                 run_id: String::new(),
-                kind: crate::event::Kind::RunStart,
+                kind: crate::log::event::Kind::RunStart,
                 data,
             })
             .collect()

@@ -19,10 +19,10 @@
 use crate::streams::offset::{Offset, Start};
 use crate::streams::producer::{self, Producer, ProducerState, Verdict};
 use crate::streams::wire::{self, Reply};
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::input::{self, BatchShape};
 use crate::settings::Settings;
-use crate::store::{Record, RunState, Store};
+use crate::storage::store::{Record, RunState, Store};
 use crate::thread::{Answer, Follow, Sink, Thread};
 
 /// The offset after `seq` in generation `gen`.
@@ -434,7 +434,7 @@ pub fn append<S: Store, K: Sink>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Kind;
+    use crate::log::event::Kind;
 
     #[test]
     fn offsets_resolve_within_their_generation_only() {

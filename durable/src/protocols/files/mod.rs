@@ -8,11 +8,11 @@
 use super::{BodyKind, Gate, Target};
 use crate::access::Access;
 use crate::effect::Effect;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::files;
-use crate::route::Spec;
+use crate::wire::route::Spec;
 use crate::settings::Settings;
-use crate::store::Store;
+use crate::storage::store::Store;
 use crate::thread::{Answer, Call, Sender, Sink, Thread};
 use serde::{Deserialize, Serialize};
 

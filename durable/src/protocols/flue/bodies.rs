@@ -2,7 +2,7 @@
 //! `DeliveredMessage` (`{kind: "user", body, attachments?}` with the
 //! reserved `uid` and `idempotencyKey` beside it) and 1.x's `{message}`.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -97,7 +97,7 @@ mod tests {
         assert_eq!(full.uid, Some(None));
         assert_eq!(full.attachments.len(), 1);
         let id = full.message_id.unwrap();
-        assert!(crate::ids::id(&id).is_ok(), "{id}");
+        assert!(crate::wire::ids::id(&id).is_ok(), "{id}");
         assert_eq!(FlueSend::parse(&json!({"kind": "user", "body": "y", "idempotencyKey": "k/1 ü"})).unwrap().message_id.unwrap(), id);
     }
 

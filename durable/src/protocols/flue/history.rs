@@ -11,10 +11,10 @@
 
 use super::projection::{self, Conversation, Position, Projector, Resume};
 use super::stream::{batch_reply, split_offset};
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::protocols::durable_streams::views::{offset, resolve};
-use crate::reply::Reply;
-use crate::store::Store;
+use crate::wire::reply::Reply;
+use crate::storage::store::Store;
 use crate::streams::wire;
 use crate::thread::{Sink, Thread};
 

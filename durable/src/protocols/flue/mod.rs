@@ -19,12 +19,12 @@ use super::durable_streams::views;
 use super::{BodyKind, Gate, Target};
 use crate::access::Access;
 use crate::effect::Effect;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::feed::{Plan, Relay};
 use crate::input;
-use crate::route::Spec;
+use crate::wire::route::Spec;
 use crate::settings::Settings;
-use crate::store::Store;
+use crate::storage::store::Store;
 use crate::thread::{Answer, Call, Follow, Sink, Thread};
 use projection::Resume;
 use serde::{Deserialize, Serialize};
@@ -57,7 +57,7 @@ impl super::Protocol for Route {
             path: "/agents/:name/:id",
             methods: &["GET", "POST"],
             build: |p, method| {
-                let (thread, name) = (p.thread("id")?, crate::ids::id(p.raw("name"))?);
+                let (thread, name) = (p.thread("id")?, crate::wire::ids::id(p.raw("name"))?);
                 Ok(match method {
                     "POST" => R::Send { thread, name },
                     _ => R::Agent { thread, name },
@@ -67,13 +67,13 @@ impl super::Protocol for Route {
         Spec {
             path: "/agents/:name/:id/abort",
             methods: &["POST"],
-            build: |p, _| Ok(R::Abort { thread: p.thread("id")?, name: crate::ids::id(p.raw("name"))? }),
+            build: |p, _| Ok(R::Abort { thread: p.thread("id")?, name: crate::wire::ids::id(p.raw("name"))? }),
         },
         Spec {
             path: "/agents/:name/:id/attachments/:fileId",
             methods: &["GET"],
             build: |p, _| {
-                let (thread, name) = (p.thread("id")?, crate::ids::id(p.raw("name"))?);
+                let (thread, name) = (p.thread("id")?, crate::wire::ids::id(p.raw("name"))?);
                 Ok(R::Attachment { thread, name, file: p.raw("fileId").to_owned() })
             },
         },
@@ -81,8 +81,8 @@ impl super::Protocol for Route {
             path: "/runs/:runId",
             methods: &["GET"],
             build: |p, _| {
-                let run = crate::ids::run_id(p.raw("runId"))?;
-                let thread = crate::ids::thread_of(&run).ok_or_else(ApiError::run_not_found)?.to_owned();
+                let run = crate::wire::ids::run_id(p.raw("runId"))?;
+                let thread = crate::wire::ids::thread_of(&run).ok_or_else(ApiError::run_not_found)?.to_owned();
                 Ok(R::Run { thread, run })
             },
         },
@@ -146,7 +146,7 @@ impl super::Protocol for Route {
                 Ok(match input::query_first(query, "live").as_deref() {
                     Some("sse") => {
                         let view = SseView::new(Some(run.clone()), cursor, now).versioned(v).flue_text(skip);
-                        Some(Plan::new(Box::new(Relay::new(view)), crate::sse::headers()))
+                        Some(Plan::new(Box::new(Relay::new(view)), crate::wire::sse::headers()))
                     }
                     Some("long-poll") => {
                         let view = LongPoll::new(Some(run.clone()), cursor).versioned(v).flue_text(skip);
@@ -272,7 +272,7 @@ pub fn plan_view(
     Ok(match q("live").as_deref() {
         Some("sse") => {
             let updates = stream::Updates::sse(conversation.to_owned(), resume, cursor, now);
-            Some(Plan::new(Box::new(Relay::new(updates)), crate::sse::headers()))
+            Some(Plan::new(Box::new(Relay::new(updates)), crate::wire::sse::headers()))
         }
         Some("long-poll") => {
             let updates = stream::Updates::long_poll(conversation.to_owned(), resume, cursor);
@@ -377,7 +377,7 @@ fn send_message<S: Store, K: Sink>(
         if deduplicated {
             body["deduplicated"] = true.into();
         }
-        let reply = crate::reply::Reply::json(202, &body)
+        let reply = crate::wire::reply::Reply::json(202, &body)
             .header("location", stream_url.clone())
             .header(crate::streams::wire::NEXT_OFFSET, offset);
         Answer::Reply(reply)
@@ -389,7 +389,7 @@ fn send_message<S: Store, K: Sink>(
             Ok(Seen::Active(run)) => return Ok(receipt(&run, "-1".into(), true)),
             // Sent before (answered, or waiting in the queue): the same receipt.
             Err(e) if e.code == "message_already_sent" => {
-                return Ok(receipt(&crate::ids::client_message_run(thread, id), "-1".into(), true))
+                return Ok(receipt(&crate::wire::ids::client_message_run(thread, id), "-1".into(), true))
             }
             Err(e) => return Err(e),
         };
@@ -397,7 +397,7 @@ fn send_message<S: Store, K: Sink>(
     }
     let head = views::offset(gen, t.last_seq());
     let mut body = serde_json::json!({ "message": send.text, "attachments": send.attachments, "mode": "queue" });
-    if name != crate::agents::DEFAULT {
+    if name != crate::agent::personas::DEFAULT {
         body["agent"] = name.into();
     }
     let given_run = given.ids.as_ref().map(|(_, run)| run.clone());

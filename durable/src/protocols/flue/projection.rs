@@ -42,8 +42,8 @@
 //! reader has (the durable prefix's, or more once live deltas went out: the
 //! [`Resume`] in the offset says how many) and emits only what lies beyond.
 
-use crate::event::schema::{RunFinish, RunStart};
-use crate::event::{Event, FinishStatus, Payload};
+use crate::log::event::schema::{RunFinish, RunStart};
+use crate::log::event::{Event, FinishStatus, Payload};
 use serde::Serialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
@@ -501,7 +501,7 @@ impl Projector {
     fn start(&mut self, e: &Event, start: &RunStart) -> Vec<Chunk> {
         let run_id = e.run_id.as_str();
         let answer = format!("{run_id}:assistant");
-        let timestamp = crate::quota::rfc3339(e.ts);
+        let timestamp = crate::wire::time::rfc3339(e.ts);
         let mut out = Vec::new();
         if let Some(text) = &start.message {
             out.push(Chunk::MessageAppended {

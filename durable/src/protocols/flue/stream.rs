@@ -14,7 +14,7 @@ use super::projection::{self, Chunk, Position, Projector, Resume, LIVE_INDEX};
 use crate::feed::Framer;
 use crate::protocols::durable_streams::stream::{CONTROL_EVERY_MS, HEARTBEAT};
 use crate::protocols::durable_streams::views::offset;
-use crate::reply::Reply;
+use crate::wire::reply::Reply;
 use crate::streams::wire;
 
 /// An offset with the live characters a reader holds, if any.

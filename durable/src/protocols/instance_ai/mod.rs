@@ -11,14 +11,14 @@ use crate::directory::Op;
 use super::{AtWorker, Gate};
 use crate::auth;
 use crate::effect::Effect;
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use crate::feed::{Plan, Relay};
 use crate::input::{self, BatchShape, Head};
-use crate::reply::Reply;
-use crate::route::Spec;
+use crate::wire::reply::Reply;
+use crate::wire::route::Spec;
 use crate::settings::Settings;
-use crate::sse;
-use crate::store::Store;
+use crate::wire::sse;
+use crate::storage::store::Store;
 use crate::thread::{Answer, Call, Follow, Given, Sender, Sent, Sink, Thread};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -76,7 +76,7 @@ impl super::Protocol for Route {
         Spec {
             path: "/instance-ai/threads/:threadId/runs/:runId/events",
             methods: &["POST"],
-            build: |p, _| Ok(R::Publish { thread: p.thread("threadId")?, run: crate::ids::run_id(p.raw("runId"))? }),
+            build: |p, _| Ok(R::Publish { thread: p.thread("threadId")?, run: crate::wire::ids::run_id(p.raw("runId"))? }),
         },
         Spec {
             path: "/instance-ai/threads/:threadId/status",
@@ -132,7 +132,7 @@ impl super::Protocol for Route {
             path: "/instance-ai/threads/:threadId/queue/:messageId",
             methods: &["PATCH", "DELETE"],
             build: |p, method| {
-                let (thread, message) = (p.thread("threadId")?, crate::ids::run_id(p.raw("messageId"))?);
+                let (thread, message) = (p.thread("threadId")?, crate::wire::ids::run_id(p.raw("messageId"))?);
                 Ok(R::QueueItem { thread, message, delete: method == "DELETE" })
             },
         },
@@ -140,7 +140,7 @@ impl super::Protocol for Route {
             path: "/instance-ai/threads/:threadId/queue/:messageId/move",
             methods: &["POST"],
             build: |p, _| {
-                Ok(R::QueueMove { thread: p.thread("threadId")?, message: crate::ids::run_id(p.raw("messageId"))? })
+                Ok(R::QueueMove { thread: p.thread("threadId")?, message: crate::wire::ids::run_id(p.raw("messageId"))? })
             },
         },
     ];

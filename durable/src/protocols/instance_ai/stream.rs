@@ -2,9 +2,9 @@
 //! event with its seq as the SSE `id:`, live events without one, a `: ping`
 //! comment when quiet (`docs/protocols/n8n-instance-ai-streaming-protocol.md`).
 
-use crate::event::Kind;
+use crate::log::event::Kind;
 use crate::feed::Framer;
-use crate::sse::{Frame, PING};
+use crate::wire::sse::{Frame, PING};
 use serde::Deserialize;
 use serde_json::{json, Value};
 

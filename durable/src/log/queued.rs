@@ -5,7 +5,7 @@
 //! a change here is a change to a stored shape, with its migration
 //! (`schema`). Its operations on a thread are `thread::queue`'s.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use serde::{Deserialize, Serialize};
 
 /// Most messages a queue holds.
@@ -27,7 +27,7 @@ pub struct QueueItem {
     pub model: Option<String>,
     /// What the message asks of its turn.
     #[serde(flatten)]
-    pub turn: crate::turn::Turn,
+    pub turn: crate::log::turn::Turn,
 }
 
 /// One change to a waiting message: new text, its files dropped, a new

@@ -20,6 +20,14 @@ impl std::fmt::Display for StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A storage failure is a 503 `storage_unavailable`: what a request asked
+/// was not stored (its writes are one synchronous block: all or nothing).
+impl From<StoreError> for crate::wire::error::ApiError {
+    fn from(err: StoreError) -> crate::wire::error::ApiError {
+        crate::wire::error::ApiError::storage(err)
+    }
+}
+
 /// A value bound to a statement, or read from a row.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {

@@ -28,8 +28,8 @@
 //! replayed, folded) the long answer is consecutive text entries holding
 //! every character once.
 
-use crate::event::schema::TextOut;
-use crate::event::{Event, Kind, Payload};
+use crate::log::event::schema::TextOut;
+use crate::log::event::{Event, Kind, Payload};
 
 /// A block's or a snapshot's payload.
 fn text_payload(text: &str, parts: &[usize], snapshot: bool) -> TextOut {

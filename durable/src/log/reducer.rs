@@ -27,8 +27,8 @@
 //! confirmation for a call not yet announced announces it, and a tool call
 //! of an MCP server names it (`server`).
 
-use crate::event::schema::{AgentEnd, AgentSpawned};
-use crate::event::{Event, FinishStatus, Kind, Payload};
+use crate::log::event::schema::{AgentEnd, AgentSpawned};
+use crate::log::event::{Event, FinishStatus, Kind, Payload};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
@@ -126,7 +126,7 @@ pub fn render_hint(tool: &str) -> &'static str {
 
 /// An event's time as the tree shows it.
 fn iso(ts: i64) -> String {
-    crate::quota::rfc3339(ts)
+    crate::wire::time::rfc3339(ts)
 }
 
 impl ToolCall {

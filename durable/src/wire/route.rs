@@ -6,8 +6,8 @@
 //! list them (`protocols::table`) and a test can hold every one of them
 //! against the access matrix.
 
-use crate::error::ApiError;
-use crate::ids;
+use crate::wire::error::ApiError;
+use crate::wire::ids;
 
 /// One route of a table.
 pub struct Spec<R> {

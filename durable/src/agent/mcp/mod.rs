@@ -25,7 +25,7 @@
 pub mod result;
 pub mod wire;
 
-use crate::outbound::{ByteStream, Fetch, Outbound};
+use crate::agent::outbound::{ByteStream, Fetch, Outbound};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -455,7 +455,7 @@ impl Registry {
         session: Option<&Session>,
         body: String,
         detached: bool,
-    ) -> Result<crate::outbound::Fetched<H::Stream>, Failure> {
+    ) -> Result<crate::agent::outbound::Fetched<H::Stream>, Failure> {
         let mut headers = vec![
             ("content-type".to_owned(), "application/json".to_owned()),
             ("accept".to_owned(), "application/json, text/event-stream".to_owned()),
@@ -489,7 +489,7 @@ impl Registry {
 
 /// Reads the answer to request `id` from a response, as it arrives.
 async fn read_answer<S: ByteStream>(
-    mut fetched: crate::outbound::Fetched<S>,
+    mut fetched: crate::agent::outbound::Fetched<S>,
     id: u64,
 ) -> Result<(Value, wire::Heard), Failure> {
     let content_type = header(&fetched.headers, "content-type").unwrap_or_default();

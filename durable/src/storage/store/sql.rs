@@ -1,4 +1,4 @@
-//! A thread's [`Store`] on SQL: the layout of `schema::THREAD` (events,
+//! A thread's [`Store`] on SQL: the layout of `migrations::THREAD` (events,
 //! runs, confirmations, checkpoints, session approvals, meta).
 //!
 //! Durable Object SQLite commits every write made in one synchronous block
@@ -6,11 +6,11 @@
 //! plus a run update is all-or-nothing without an explicit transaction.
 
 use super::{Driver, Record, RunRecord, RunState, Store, StoreResult};
-use crate::charge::Charge;
-use crate::db::{Db, Value};
-use crate::event::Kind;
-use crate::schema::{self, OpenError};
-use crate::store::{Confirmation, FileRow, FileState};
+use crate::agent::charge::Charge;
+use crate::log::event::Kind;
+use crate::storage::db::{Db, Value};
+use crate::storage::migrations::{self, OpenError};
+use crate::storage::store::{Confirmation, FileRow, FileState};
 use std::cell::Cell;
 
 /// Largest JSON text bound to one insert (SQLite strings stop at 2 MB).
@@ -91,7 +91,7 @@ fn record_of(row: Vec<Value>) -> Option<Record> {
 impl<D: Db> SqlStore<D> {
     /// Opens the store, bringing storage to the current layout first.
     pub fn open(db: D) -> Result<SqlStore<D>, OpenError> {
-        schema::migrate(&db, &schema::THREAD)?;
+        migrations::migrate(&db, &migrations::THREAD)?;
         Ok(SqlStore { db, rows_written: Cell::new(0) })
     }
 

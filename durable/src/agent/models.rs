@@ -4,7 +4,7 @@
 //! not list as available is refused (400 `model_not_allowed`), on a send and
 //! on a pin: clients only send listed ids, but the server does not trust that.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

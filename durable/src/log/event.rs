@@ -87,7 +87,7 @@ kinds! {
     Error = "error" => Structural (schema::ErrorMsg),
     ThreadTitleUpdated = "thread-title-updated" => Structural (schema::Title),
     FilesystemRequest = "filesystem-request" => Ephemeral (schema::FilesystemRequest),
-    QueueUpdated = "queue-updated" => Structural (crate::queued::QueueUpdate),
+    QueueUpdated = "queue-updated" => Structural (crate::log::queued::QueueUpdate),
     StepStart = "step-start" => Structural (schema::StepStart),
     StepFinish = "step-finish" => Structural (schema::StepFinish),
 }

@@ -20,9 +20,9 @@
 //!   versions in the message), never read: a rolling deploy can wake an
 //!   object under older code for a while, and misreading would corrupt it.
 
-use crate::db::Db;
-use crate::db::StoreError;
-use crate::error::ApiError;
+use crate::storage::db::Db;
+use crate::storage::db::StoreError;
+use crate::wire::error::ApiError;
 
 /// One statement of a migration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,7 +20,7 @@
 //! made it: it is settled then as estimated. Deleting a thread delivers its
 //! charges first, and keeps the ones its directory did not take.
 
-use crate::models::Price;
+use crate::agent::models::Price;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

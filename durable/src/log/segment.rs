@@ -9,7 +9,7 @@
 //! some deltas live and then gets the block sees every character once, and a
 //! replay that has only blocks sends the same pieces the live stream did.
 
-use crate::event::Event;
+use crate::log::event::Event;
 
 /// A text or reasoning event, read.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ impl Sent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::Kind;
+    use crate::log::event::Kind;
     use serde_json::{json, Value};
 
     fn ev(kind: Kind, payload: Value) -> Event {

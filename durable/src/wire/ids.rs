@@ -6,7 +6,7 @@
 //! nothing of the crate but the error type, so it sits at the bottom of the
 //! import graph.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 
 /// The root agent id of every run a thread starts.
 pub const ROOT_AGENT: &str = "orchestrator";

@@ -362,14 +362,6 @@ impl ApiError {
 
 /// The deployment or the platform cannot serve the request (503): never bad
 /// input.
-/// A storage failure is a 503 `storage_unavailable`: what a request asked
-/// was not stored (its writes are one synchronous block: all or nothing).
-impl From<crate::db::StoreError> for ApiError {
-    fn from(err: crate::db::StoreError) -> ApiError {
-        ApiError::storage(err)
-    }
-}
-
 impl ApiError {
     /// A storage failure: nothing of the request was stored.
     pub fn storage(err: impl std::fmt::Display) -> ApiError {

@@ -2,7 +2,7 @@
 //! The core answers every request with one (or with a stream plan); the
 //! shell only copies it into its runtime's response type.
 
-use crate::error::ApiError;
+use crate::wire::error::ApiError;
 use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

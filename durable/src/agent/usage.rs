@@ -93,7 +93,7 @@ pub fn view(models: Vec<Totals>, since: Option<i64>) -> Value {
         .collect();
     let mut out = json!({ "models": models, "total": total.json() });
     if let Some(since) = since {
-        out["since"] = crate::quota::rfc3339(since).into();
+        out["since"] = crate::wire::time::rfc3339(since).into();
     }
     out
 }

@@ -7,13 +7,13 @@
 //! synchronous store lets the thread persist and fan out in one block that no
 //! other request can interleave with.
 
-use crate::charge::Charge;
-use crate::event::{FinishStatus, Kind};
+use crate::agent::charge::Charge;
+use crate::log::event::{FinishStatus, Kind};
 use serde::{Deserialize, Serialize};
 
 mod records;
 mod sql;
-pub use crate::turn::Turn;
+pub use crate::log::turn::Turn;
 pub use records::{ConfirmState, Confirmation, FileRow, FileState, CLIENT_TOOL};
 pub use sql::SqlStore;
 
@@ -125,7 +125,7 @@ pub struct RunRecord {
     pub turn: Turn,
 }
 
-pub use crate::db::{StoreError, StoreResult};
+pub use crate::storage::db::{StoreError, StoreResult};
 
 pub trait Store {
     /// Appends `records` (seqs contiguous, above every stored seq) and, in the
@@ -199,7 +199,7 @@ pub trait Store {
     /// How many files the thread holds.
     fn file_count(&self) -> StoreResult<u64>;
 
-    /// Inserts or replaces a model call's charge ([`crate::charge`]).
+    /// Inserts or replaces a model call's charge ([`crate::agent::charge`]).
     fn put_charge(&mut self, charge: &Charge) -> StoreResult<()>;
 
     /// The charges the thread holds: calls in flight, and those its actors'

@@ -10,7 +10,7 @@
 //! runtime nor belong in its bundle. Only what a tool client reads is
 //! typed; every other field is kept as JSON.
 
-use crate::sse;
+use crate::wire::sse;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
