@@ -2,7 +2,7 @@
 //! every key, range and header; this carries the bytes.
 
 use futures_util::StreamExt;
-use threadline_durable::files::serve::Plan;
+use threadline_durable::files::serve::FilePlan;
 use threadline_durable::front::Put;
 use worker::*;
 
@@ -37,7 +37,7 @@ pub async fn put_one(
 
 /// A stored file's answer, as the plan says: its bytes streamed from the
 /// bucket without passing through wasm (none for `HEAD`).
-pub async fn serve(env: &Env, plan: Plan, head_only: bool) -> Result<Response> {
+pub async fn serve(env: &Env, plan: FilePlan, head_only: bool) -> Result<Response> {
     let headers = Headers::new();
     for (k, v) in &plan.headers {
         headers.set(k, v)?;

@@ -1,6 +1,6 @@
 //! `StreamObject`: one standalone Durable Stream (`/v1/stream/*`) per
 //! object, named by its path. A shell around the core's
-//! [`Streams`] and its request [`Exchange`]: it reads a request's parts and
+//! [`Streams`] and its request [`StreamExchange`]: it reads a request's parts and
 //! body, carries out each step (answer, accept a live reader's socket, call
 //! a fork's source), sends live readers the notices the core hands it, and
 //! keeps the alarm at the stream's expiry.
@@ -17,7 +17,9 @@
 use crate::now_ms;
 use crate::store::DoSql;
 use std::cell::RefCell;
-use threadline_durable::streams::exchange::{self, After, BodyError, Exchange, Incoming, Notice, Op, Step};
+use threadline_durable::streams::exchange::{
+    self, After, Notice, StreamBodyError, StreamExchange, StreamOp, StreamRequest, StreamStep,
+};
 use threadline_durable::streams::log::SqlLog;
 use threadline_durable::streams::wire::{self, Reply};
 use threadline_durable::streams::{feeds, Streams, MAX_BODY};
@@ -46,17 +48,17 @@ impl DurableObject for StreamObject {
     async fn fetch(&self, mut req: Request) -> Result<Response> {
         let url = req.inner().url();
         let (origin, path, query) = crate::http::url_parts(&url);
-        let Some(op) = Op::of(crate::http::header(&req, forward::HEADER).as_deref(), path) else {
+        let Some(op) = StreamOp::of(crate::http::header(&req, forward::HEADER).as_deref(), path) else {
             return crate::http::error(&ApiError::not_found_route("no such stream operation"));
         };
         let body = crate::http::body(&mut req, MAX_BODY).await.map_err(|e| match e {
-            crate::http::BodyError::TooLarge => BodyError::TooLarge,
-            crate::http::BodyError::Unreadable(e) => BodyError::Unreadable(e),
+            crate::http::BodyError::TooLarge => StreamBodyError::TooLarge,
+            crate::http::BodyError::Unreadable(e) => StreamBodyError::Unreadable(e),
         });
         let query = query_pairs(query);
         let method = req.method();
         let header = |name: &str| crate::http::header(&req, name);
-        let incoming = Incoming {
+        let incoming = StreamRequest {
             op,
             method: method.as_ref(),
             origin: &origin,
@@ -66,16 +68,16 @@ impl DurableObject for StreamObject {
             upgrade: header("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket")),
             readers: self.state.get_websockets().len(),
         };
-        let (mut x, mut step) = match self.with(|s| Exchange::start(s, incoming, now_ms())) {
+        let (mut x, mut step) = match self.with(|s| StreamExchange::start(s, incoming, now_ms())) {
             Ok(started) => started,
             Err(reply) => return crate::http::reply(reply),
         };
         let resp = loop {
             self.notify(x.notices());
             step = match step {
-                Step::Reply(reply) => break crate::http::reply(reply),
-                Step::Socket { first, base64 } => break self.accept(&first, base64),
-                Step::Call(call) => {
+                StreamStep::Reply(reply) => break crate::http::reply(reply),
+                StreamStep::Socket { first, base64 } => break self.accept(&first, base64),
+                StreamStep::Call(call) => {
                     let answer = match crate::call(&self.env, None, &call).await {
                         Ok(mut resp) => {
                             let ct = crate::http::header_of(&resp, "content-type");
@@ -83,7 +85,7 @@ impl DurableObject for StreamObject {
                         }
                         Err(e) => Err(e.to_string()),
                     };
-                    self.with(|s| x.answer(s, answer, now_ms())).unwrap_or_else(Step::Reply)
+                    self.with(|s| x.answer(s, answer, now_ms())).unwrap_or_else(StreamStep::Reply)
                 }
             };
         };

@@ -798,7 +798,7 @@ export interface QueueUpdate {
    * The message the thread took from the queue and started, as a run's
    * last event before its end.
    */
-  started?: Started | null;
+  started?: QueueStart | null;
   /**
    * Runs of messages that left the queue without running (a cleared
    * queue), so a view that shows submissions settles each.
@@ -852,9 +852,9 @@ export interface QueueItem {
  * The queued message a run's end started.
  *
  * This interface was referenced by `Threadline`'s JSON-Schema
- * via the `definition` "Started".
+ * via the `definition` "QueueStart".
  */
-export interface Started {
+export interface QueueStart {
   messageId: string;
   runId: string;
 }

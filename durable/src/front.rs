@@ -53,7 +53,7 @@ pub enum Step {
     Store(Vec<Put>),
     /// Answer with a stored file: its bytes from the bucket, as the plan
     /// says (a range, its headers).
-    File(files::serve::Plan),
+    File(files::serve::FilePlan),
 }
 
 /// One file's bytes to store, under its key.

@@ -35,7 +35,7 @@ struct World {
 enum End {
     Reply(u16, Value),
     Followed,
-    File(threadline_durable::files::serve::Plan),
+    File(threadline_durable::files::serve::FilePlan),
 }
 
 impl World {

@@ -6,7 +6,7 @@
 mod support;
 
 use support::Lite;
-use threadline_durable::storage::migrations::{self, OpenError, Schema};
+use threadline_durable::storage::migrations::{self, Layout, OpenError};
 use threadline_durable::ApiError;
 use threadline_durable::Db;
 
@@ -30,7 +30,7 @@ fn layout(db: &Lite) -> Vec<(String, String, Option<String>)> {
     stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, norm(r.get(2)?)))).unwrap().map(Result::unwrap).collect()
 }
 
-const SCHEMAS: [Schema; 3] = [migrations::THREAD, migrations::DIRECTORY, migrations::STREAM];
+const SCHEMAS: [Layout; 3] = [migrations::THREAD, migrations::DIRECTORY, migrations::STREAM];
 
 /// The thread schema exactly as the first release (2369c0a) created it, in
 /// one script, with no version table.
@@ -112,7 +112,7 @@ fn every_migration_survives_an_attempt_interrupted_at_any_step() {
             for k in 0..=m.steps.len() {
                 let db = lite();
                 for earlier in &s.migrations[..i] {
-                    let partial = Schema { class: s.class, migrations: std::slice::from_ref(earlier) };
+                    let partial = Layout { class: s.class, migrations: std::slice::from_ref(earlier) };
                     migrations::migrate(&db, &partial).unwrap();
                 }
                 // The attempt stops after k of its steps, before its version.
@@ -165,7 +165,7 @@ fn versions_are_numbered_one_by_one() {
 fn a_directory_of_before_charges_keeps_its_usage() {
     use threadline_durable::{Directory, DirectoryOp};
     let db = lite();
-    let v3 = Schema { class: "directory", migrations: &migrations::DIRECTORY.migrations[..3] };
+    let v3 = Layout { class: "directory", migrations: &migrations::DIRECTORY.migrations[..3] };
     migrations::migrate(&db, &v3).unwrap();
     db.0.execute_batch(
         "INSERT INTO usage (at, tokens, cost_usd, model, input_tokens, output_tokens) VALUES (10, 100, 0.0, 'm1', 60, 40);

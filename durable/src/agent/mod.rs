@@ -492,7 +492,7 @@ impl<H: Host> Agent<H> {
 
     /// Streams one model response, publishing deltas as they arrive.
     /// One model call, with its span (GenAI's `chat`) when traces are on.
-    async fn stream_step(&self, messages: &[Value]) -> Result<Step, Halt> {
+    async fn stream_step(&self, messages: &[Value]) -> Result<ModelStep, Halt> {
         let start = self.host.now();
         let step = self.model_step(messages).await;
         if let Some(trace) = &self.trace {
@@ -531,7 +531,7 @@ impl<H: Host> Agent<H> {
         step
     }
 
-    async fn model_step(&self, messages: &[Value]) -> Result<Step, Halt> {
+    async fn model_step(&self, messages: &[Value]) -> Result<ModelStep, Halt> {
         let allowed = self.allowed.as_deref();
         let mut defs = self.tools.definitions(allowed, self.orchestrator);
         defs.extend(self.offered_mcp().map(crate::agent::mcp::McpTool::definition));
@@ -587,7 +587,7 @@ impl<H: Host> Agent<H> {
         self.publish(vec![self.event(Kind::StepStart, json!({}))])?;
         let mut decoder = sse::Decoder::default();
         let mut parser = ChunkParser::default();
-        let mut step = Step::default();
+        let mut step = ModelStep::default();
         let mut read = 0usize;
         loop {
             let next = {
@@ -677,7 +677,13 @@ impl<H: Host> Agent<H> {
     }
 
     /// Applies one `data:` payload; `true` at `[DONE]`.
-    fn apply(&self, parser: &mut ChunkParser, step: &mut Step, data: &str, response_id: &str) -> Result<bool, Halt> {
+    fn apply(
+        &self,
+        parser: &mut ChunkParser,
+        step: &mut ModelStep,
+        data: &str,
+        response_id: &str,
+    ) -> Result<bool, Halt> {
         let events = parser.push(data).map_err(|e| self.provider_failed(json!({ "content": e })))?;
         let mut out = Vec::new();
         for ev in events {
@@ -1215,7 +1221,7 @@ impl<H: Host> Agent<H> {
 }
 
 #[derive(Default)]
-struct Step {
+struct ModelStep {
     /// Our id for each tool call index of the answer.
     ids: Vec<(usize, String)>,
     text: String,

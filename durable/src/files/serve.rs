@@ -17,7 +17,7 @@ use crate::wire::reply::Reply;
 /// of the object `key`, with this status and these headers. The thread
 /// decides it; it travels to the Worker as JSON.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Plan {
+pub struct FilePlan {
     pub key: String,
     pub status: u16,
     pub headers: Vec<(String, String)>,
@@ -28,14 +28,14 @@ pub struct Plan {
 /// What to answer: the bytes (all, or a range), or a reply without them
 /// (304, 416).
 #[derive(Debug)]
-pub enum Answer {
-    Bytes(Plan),
+pub enum FileAnswer {
+    Bytes(FilePlan),
     Reply(Reply),
 }
 
 /// The answer to a read of `file` at `key`, given the request's `Range`
 /// and `If-None-Match`.
-pub fn answer(file: &FileRef, key: &str, range: Option<&str>, if_none_match: Option<&str>) -> Answer {
+pub fn answer(file: &FileRef, key: &str, range: Option<&str>, if_none_match: Option<&str>) -> FileAnswer {
     let etag = format!("\"{}\"", file.sha256);
     let mut headers: Vec<(&'static str, String)> = vec![
         ("etag", etag.clone()),
@@ -49,7 +49,7 @@ pub fn answer(file: &FileRef, key: &str, range: Option<&str>, if_none_match: Opt
         for (k, v) in headers {
             r.set(k, v);
         }
-        return Answer::Reply(r);
+        return FileAnswer::Reply(r);
     }
     headers.push(("content-type", file.media_type.clone()));
     headers.push(("content-disposition", disposition(file)));
@@ -63,12 +63,12 @@ pub fn answer(file: &FileRef, key: &str, range: Option<&str>, if_none_match: Opt
         Some(Range::Unsatisfiable) => {
             let mut r = Reply::error(&crate::wire::error::ApiError::range_not_satisfiable(size));
             r.set("content-range", format!("bytes */{size}"));
-            return Answer::Reply(r);
+            return FileAnswer::Reply(r);
         }
     };
     headers.push(("content-length", length.to_string()));
     let headers = headers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect();
-    Answer::Bytes(Plan { key: key.to_owned(), status, headers, offset, length })
+    FileAnswer::Bytes(FilePlan { key: key.to_owned(), status, headers, offset, length })
 }
 
 /// `inline` for raster images, else `attachment`, with the name (RFC 6266:
@@ -148,13 +148,13 @@ mod tests {
         }
     }
 
-    fn header<'a>(plan: &'a Plan, name: &str) -> Option<&'a str> {
+    fn header<'a>(plan: &'a FilePlan, name: &str) -> Option<&'a str> {
         plan.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
     #[test]
     fn whole_files_and_their_headers() {
-        let Answer::Bytes(p) = answer(&file("image/png", Some("shot.png")), "k", None, None) else { panic!() };
+        let FileAnswer::Bytes(p) = answer(&file("image/png", Some("shot.png")), "k", None, None) else { panic!() };
         assert_eq!((p.status, p.offset, p.length, p.key.as_str()), (200, 0, 10, "k"));
         assert_eq!(header(&p, "content-type"), Some("image/png"));
         assert_eq!(header(&p, "content-length"), Some("10"));
@@ -162,12 +162,12 @@ mod tests {
         assert_eq!(header(&p, "x-content-type-options"), Some("nosniff"));
         assert!(header(&p, "content-security-policy").unwrap().starts_with("sandbox"));
         assert_eq!(header(&p, "content-disposition"), Some("inline; filename=\"shot.png\"; filename*=UTF-8''shot.png"));
-        let Answer::Bytes(p) = answer(&file("text/html", Some("é\".html")), "k", None, None) else { panic!() };
+        let FileAnswer::Bytes(p) = answer(&file("text/html", Some("é\".html")), "k", None, None) else { panic!() };
         assert_eq!(
             header(&p, "content-disposition"),
             Some("attachment; filename=\"__.html\"; filename*=UTF-8''%C3%A9%22.html")
         );
-        let Answer::Reply(r) =
+        let FileAnswer::Reply(r) =
             answer(&file("image/png", None), "k", None, Some(&format!("W/\"x\", \"{}\"", "ab".repeat(32))))
         else {
             panic!()
@@ -179,8 +179,8 @@ mod tests {
     #[test]
     fn ranges() {
         let at = |r: &str| match answer(&file("image/png", None), "k", Some(r), None) {
-            Answer::Bytes(p) => (p.status, p.offset, p.length, header(&p, "content-range").map(str::to_owned)),
-            Answer::Reply(r) => (r.status, 0, 0, r.get("content-range").map(str::to_owned)),
+            FileAnswer::Bytes(p) => (p.status, p.offset, p.length, header(&p, "content-range").map(str::to_owned)),
+            FileAnswer::Reply(r) => (r.status, 0, 0, r.get("content-range").map(str::to_owned)),
         };
         assert_eq!(at("bytes=0-3"), (206, 0, 4, Some("bytes 0-3/10".into())));
         assert_eq!(at("bytes=8-"), (206, 8, 2, Some("bytes 8-9/10".into())));

@@ -63,7 +63,7 @@ pub struct QueueUpdate {
     /// The message the thread took from the queue and started, as a run's
     /// last event before its end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started: Option<Started>,
+    pub started: Option<QueueStart>,
     /// Runs of messages that left the queue without running (a cleared
     /// queue), so a view that shows submissions settles each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -74,7 +74,7 @@ pub struct QueueUpdate {
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Started {
+pub struct QueueStart {
     pub message_id: String,
     pub run_id: String,
 }

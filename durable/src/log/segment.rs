@@ -39,7 +39,7 @@ impl<'a> Piece<'a> {
 
 /// What was sent of an open segment.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sent {
+pub struct SentText {
     pub reasoning: bool,
     pub response_id: Option<String>,
     pub text: String,
@@ -47,9 +47,9 @@ pub struct Sent {
     pub parts: usize,
 }
 
-impl Sent {
-    pub fn new(reasoning: bool, response_id: Option<String>) -> Sent {
-        Sent { reasoning, response_id, text: String::new(), parts: 0 }
+impl SentText {
+    pub fn new(reasoning: bool, response_id: Option<String>) -> SentText {
+        SentText { reasoning, response_id, text: String::new(), parts: 0 }
     }
 
     /// Whether `piece` of `response_id` goes on with this segment: same kind
@@ -97,16 +97,16 @@ mod tests {
     fn a_block_after_live_deltas_yields_only_what_was_not_sent() {
         let d1 = ev(Kind::TextDelta, json!({"text": "He"}));
         let block = ev(Kind::TextBlock, json!({"text": "Hello", "parts": [2, 3]}));
-        let mut sent = Sent::new(false, None);
+        let mut sent = SentText::new(false, None);
         assert_eq!(sent.advance(&Piece::of(&d1).unwrap()), ["He"]);
         let b = Piece::of(&block).unwrap();
         assert!(sent.continues(&b, &None));
         assert_eq!(sent.advance(&b), ["llo"]);
         // Replayed from the block alone: the same pieces.
-        assert_eq!(Sent::new(false, None).advance(&b), ["He", "llo"]);
+        assert_eq!(SentText::new(false, None).advance(&b), ["He", "llo"]);
         // A block whose parts do not add up is one piece.
         let odd = ev(Kind::TextBlock, json!({"text": "abc", "parts": [1]}));
-        assert_eq!(Sent::new(false, None).advance(&Piece::of(&odd).unwrap()), ["abc"]);
+        assert_eq!(SentText::new(false, None).advance(&Piece::of(&odd).unwrap()), ["abc"]);
         assert!(Piece::of(&ev(Kind::StepStart, json!({}))).is_none());
     }
 }

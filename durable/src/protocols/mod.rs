@@ -144,7 +144,7 @@ pub trait Protocol: Sized + 'static {
         Ok(Vec::new())
     }
     /// A route whose thread answers with a stored file to stream
-    /// ([`files::serve::Plan`](crate::files::serve::Plan)) when it may be read.
+    /// ([`files::serve::FilePlan`](crate::files::serve::FilePlan)) when it may be read.
     fn serves_file(&self) -> bool {
         false
     }

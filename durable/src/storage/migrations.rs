@@ -26,7 +26,7 @@ use crate::wire::error::ApiError;
 
 /// One statement of a migration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub enum Statement {
     /// SQL that may run again on storage that already has it (idempotent).
     Sql(&'static str),
     /// `ALTER TABLE table ADD COLUMN column decl`, when the column is missing
@@ -43,17 +43,17 @@ pub struct Migration {
     /// Empty for an additive change (a new meta key, a new optional JSON
     /// field): nothing to convert, but older code must not read storage
     /// that has it.
-    pub steps: &'static [Step],
+    pub steps: &'static [Statement],
 }
 
 /// One object class's layout history.
 #[derive(Clone, Copy, Debug)]
-pub struct Schema {
+pub struct Layout {
     pub class: &'static str,
     pub migrations: &'static [Migration],
 }
 
-impl Schema {
+impl Layout {
     /// The layout this code reads and writes.
     pub fn current(&self) -> u32 {
         self.migrations.last().map_or(0, |m| m.version)
@@ -100,7 +100,7 @@ pub fn stored_version(db: &impl Db) -> Result<u32, StoreError> {
 
 /// Brings storage to `schema`'s current layout; returns the version it
 /// found. Runs nothing when storage is current (one read).
-pub fn migrate(db: &impl Db, schema: &Schema) -> Result<u32, OpenError> {
+pub fn migrate(db: &impl Db, schema: &Layout) -> Result<u32, OpenError> {
     let stored = stored_version(db)?;
     let current = schema.current();
     if stored > current {
@@ -124,10 +124,10 @@ pub fn run(db: &impl Db, m: &Migration) -> Result<(), StoreError> {
     Ok(())
 }
 
-pub fn run_step(db: &impl Db, step: &Step) -> Result<(), StoreError> {
+pub fn run_step(db: &impl Db, step: &Statement) -> Result<(), StoreError> {
     match *step {
-        Step::Sql(sql) => db.exec(sql, &[]).map(drop),
-        Step::AddColumn { table, column, decl } => {
+        Statement::Sql(sql) => db.exec(sql, &[]).map(drop),
+        Statement::AddColumn { table, column, decl } => {
             if db.columns(table)?.iter().any(|c| c == column) {
                 Ok(())
             } else {
@@ -138,14 +138,14 @@ pub fn run_step(db: &impl Db, step: &Step) -> Result<(), StoreError> {
 }
 
 /// A thread's storage (`ThreadObject`).
-pub const THREAD: Schema = Schema {
+pub const THREAD: Layout = Layout {
     class: "thread",
     migrations: &[
         Migration {
             version: 1,
             note: "the first release's layout: events, runs, meta, confirmations, session approvals, checkpoints",
             steps: &[
-                Step::Sql(
+                Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS events (
                   seq    INTEGER PRIMARY KEY,
                   run_id TEXT NOT NULL,
@@ -153,8 +153,8 @@ pub const THREAD: Schema = Schema {
                   data   TEXT NOT NULL
                 )",
                 ),
-                Step::Sql("CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq)"),
-                Step::Sql(
+                Statement::Sql("CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq)"),
+                Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS runs (
                   run_id      TEXT PRIMARY KEY,
                   message_id  TEXT NOT NULL,
@@ -173,9 +173,9 @@ pub const THREAD: Schema = Schema {
                 ),
                 // Small named documents: the queue, the owner, the pinned model,
                 // the stream generation, producers' states.
-                Step::Sql("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+                Statement::Sql("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
                 // Confirmation requests (human in the loop), pending and settled.
-                Step::Sql(
+                Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS confirmations (
                   request_id TEXT PRIMARY KEY,
                   run_id     TEXT NOT NULL,
@@ -183,15 +183,15 @@ pub const THREAD: Schema = Schema {
                   data       TEXT NOT NULL
                 )",
                 ),
-                Step::Sql(
+                Statement::Sql(
                     "CREATE INDEX IF NOT EXISTS pending_confirmations ON confirmations (state) WHERE state = 'pending'",
                 ),
                 // Tools approved with session scope: approved for the rest of the thread.
-                Step::Sql("CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY)"),
+                Statement::Sql("CREATE TABLE IF NOT EXISTS session_approvals (tool TEXT PRIMARY KEY)"),
                 // The built-in agent's progress, one row per run, replaced each step.
-                Step::Sql("CREATE TABLE IF NOT EXISTS checkpoints (run_id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
+                Statement::Sql("CREATE TABLE IF NOT EXISTS checkpoints (run_id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
                 // The run lock, enforced by the database as well: one running run at most.
-                Step::Sql("CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running'"),
+                Statement::Sql("CREATE UNIQUE INDEX IF NOT EXISTS one_running_run ON runs (state) WHERE state = 'running'"),
             ],
         },
         Migration {
@@ -212,7 +212,7 @@ pub const THREAD: Schema = Schema {
                output, sent-at, actor; NULL on older rows, read as nothing asked), queue items may carry the same \
                fields and a paused queue its reason, confirmations' decisions record `decidedBy` and `via`, and \
                the log may hold `confirmation-settled` events",
-            steps: &[Step::AddColumn { table: "runs", column: "turn", decl: "TEXT" }],
+            steps: &[Statement::AddColumn { table: "runs", column: "turn", decl: "TEXT" }],
         },
         Migration {
             version: 5,
@@ -228,7 +228,7 @@ pub const THREAD: Schema = Schema {
                `run-start` may carry `attachments` (references, never bytes; older rows have none); a checkpoint's step \
                calls may carry `images` (an MCP tool's, as file references), and tool events `server`",
             steps: &[
-                Step::Sql(
+                Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS files (
                   file_id     TEXT PRIMARY KEY,
                   sha256      TEXT NOT NULL,
@@ -239,7 +239,7 @@ pub const THREAD: Schema = Schema {
                   reserved_at INTEGER NOT NULL
                 )",
                 ),
-                Step::Sql("CREATE INDEX IF NOT EXISTS files_by_state ON files (state, reserved_at)"),
+                Statement::Sql("CREATE INDEX IF NOT EXISTS files_by_state ON files (state, reserved_at)"),
             ],
         },
         Migration {
@@ -252,7 +252,7 @@ pub const THREAD: Schema = Schema {
             version: 8,
             note: "table `charges`: each model call's charge to the actor whose turn made it, held while the call \
                runs and kept until the actor's directory has it",
-            steps: &[Step::Sql(
+            steps: &[Statement::Sql(
                 "CREATE TABLE IF NOT EXISTS charges (id TEXT PRIMARY KEY, actor TEXT NOT NULL, data TEXT NOT NULL)",
             )],
         },
@@ -267,14 +267,14 @@ pub const THREAD: Schema = Schema {
 };
 
 /// An actor's directory (`Directory`).
-pub const DIRECTORY: Schema = Schema {
+pub const DIRECTORY: Layout = Layout {
     class: "directory",
     migrations: &[
         Migration {
             version: 1,
             note: "the first release's layout: the actor's threads, and their sends of the last minute",
             steps: &[
-                Step::Sql(
+                Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS threads (
                   thread_id  TEXT PRIMARY KEY,
                   title      TEXT NOT NULL,
@@ -283,26 +283,26 @@ pub const DIRECTORY: Schema = Schema {
                   runs       INTEGER NOT NULL DEFAULT 1
                 )",
                 ),
-                Step::Sql("CREATE TABLE IF NOT EXISTS sends (at INTEGER NOT NULL)"),
+                Statement::Sql("CREATE TABLE IF NOT EXISTS sends (at INTEGER NOT NULL)"),
             ],
         },
         Migration {
             version: 2,
             note: "table `usage`: what the actor's turns used (tokens, dollars), for their budget (`QUOTA`)",
             steps: &[
-                Step::Sql(
+                Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS usage (at INTEGER NOT NULL, tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)",
                 ),
-                Step::Sql("CREATE INDEX IF NOT EXISTS usage_by_time ON usage (at)"),
+                Statement::Sql("CREATE INDEX IF NOT EXISTS usage_by_time ON usage (at)"),
             ],
         },
         Migration {
             version: 3,
             note: "usage rows name their model and split input and output tokens, for the actor's totals (`GET /instance-ai/usage`); rows of before count under no model",
             steps: &[
-                Step::AddColumn { table: "usage", column: "model", decl: "TEXT" },
-                Step::AddColumn { table: "usage", column: "input_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
-                Step::AddColumn { table: "usage", column: "output_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
+                Statement::AddColumn { table: "usage", column: "model", decl: "TEXT" },
+                Statement::AddColumn { table: "usage", column: "input_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
+                Statement::AddColumn { table: "usage", column: "output_tokens", decl: "INTEGER NOT NULL DEFAULT 0" },
             ],
         },
         Migration {
@@ -311,10 +311,10 @@ pub const DIRECTORY: Schema = Schema {
                their turn (rows of before have neither, one per turn); table `holds`: what calls in flight may use, \
                counted in the actor's budget until their charge arrives",
             steps: &[
-                Step::AddColumn { table: "usage", column: "charge_id", decl: "TEXT" },
-                Step::AddColumn { table: "usage", column: "run_id", decl: "TEXT" },
-                Step::Sql("CREATE UNIQUE INDEX IF NOT EXISTS usage_by_charge ON usage (charge_id) WHERE charge_id IS NOT NULL"),
-                Step::Sql(
+                Statement::AddColumn { table: "usage", column: "charge_id", decl: "TEXT" },
+                Statement::AddColumn { table: "usage", column: "run_id", decl: "TEXT" },
+                Statement::Sql("CREATE UNIQUE INDEX IF NOT EXISTS usage_by_charge ON usage (charge_id) WHERE charge_id IS NOT NULL"),
+                Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS holds (id TEXT PRIMARY KEY, at INTEGER NOT NULL, tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)",
                 ),
             ],
@@ -323,17 +323,17 @@ pub const DIRECTORY: Schema = Schema {
 };
 
 /// A standalone Durable Stream (`StreamObject`).
-pub const STREAM: Schema = Schema {
+pub const STREAM: Layout = Layout {
     class: "stream",
     migrations: &[Migration {
         version: 1,
         note: "the first release's layout: the stream's meta, its messages, its producers",
         steps: &[
-            Step::Sql("CREATE TABLE IF NOT EXISTS ds_meta (k INTEGER PRIMARY KEY CHECK (k = 1), data TEXT NOT NULL)"),
-            Step::Sql(
+            Statement::Sql("CREATE TABLE IF NOT EXISTS ds_meta (k INTEGER PRIMARY KEY CHECK (k = 1), data TEXT NOT NULL)"),
+            Statement::Sql(
                 "CREATE TABLE IF NOT EXISTS ds_messages (hi INTEGER NOT NULL, lo INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY (hi, lo))",
             ),
-            Step::Sql("CREATE TABLE IF NOT EXISTS ds_producers (id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
+            Statement::Sql("CREATE TABLE IF NOT EXISTS ds_producers (id TEXT PRIMARY KEY, data TEXT NOT NULL)"),
         ],
     }],
 };

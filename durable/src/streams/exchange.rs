@@ -1,6 +1,6 @@
 //! A standalone stream's object, request by request: which operation a
-//! request is ([`Op`]), what it does to the stream ([`Streams`]), and the
-//! steps its shell carries out ([`Step`]): answer, accept a live reader's
+//! request is ([`StreamOp`]), what it does to the stream ([`Streams`]), and the
+//! steps its shell carries out ([`StreamStep`]): answer, accept a live reader's
 //! socket, or call another stream's object (a fork's source) and hand the
 //! answer back. The shell routes nothing and decides nothing.
 //!
@@ -9,7 +9,7 @@
 //!   append, a close, a delete, a release that removes the stream) is
 //!   stored before its [`Notice`] is handed to the shell;
 //! - a live reader's position, its socket and its first batch are decided
-//!   in the one synchronous block of [`Exchange::start`];
+//!   in the one synchronous block of [`StreamExchange::start`];
 //! - a fork holds its path from its first page of inheritance, and every
 //!   way a fork's create fails releases the reference it took on its source
 //!   (once the source answered).
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 /// What a request to a stream's object is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "camelCase")]
-pub enum Op {
+pub enum StreamOp {
     /// A client's request to the stream at `path` (its method, headers,
     /// query and body say what it asks).
     Client { path: String },
@@ -43,28 +43,28 @@ pub enum Op {
 const FORK_SOURCE_PATH: &str = "/_ds/fork-source";
 const RELEASE_PATH: &str = "/_ds/release";
 
-impl Op {
+impl StreamOp {
     /// The operation a request names: its forwarded one, else an earlier
     /// release's object's call by path.
-    pub fn of(forwarded: Option<&str>, path: &str) -> Option<Op> {
+    pub fn of(forwarded: Option<&str>, path: &str) -> Option<StreamOp> {
         forward::decode(forwarded).or(match path {
-            FORK_SOURCE_PATH => Some(Op::ForkSource),
-            RELEASE_PATH => Some(Op::Release),
+            FORK_SOURCE_PATH => Some(StreamOp::ForkSource),
+            RELEASE_PATH => Some(StreamOp::Release),
             _ => None,
         })
     }
 }
 
 /// A request as the object's shell received it.
-pub struct Incoming<'a> {
-    pub op: Op,
+pub struct StreamRequest<'a> {
+    pub op: StreamOp,
     pub method: &'a str,
     /// The scheme and host the client reached, for `Location`.
     pub origin: &'a str,
     pub query: &'a [(String, String)],
     pub header: &'a dyn Fn(&str) -> Option<String>,
     /// The body, read with [`MAX_BODY`] as its cap (or why it was not).
-    pub body: Result<Vec<u8>, BodyError>,
+    pub body: Result<Vec<u8>, StreamBodyError>,
     /// Whether the request asks for a socket (a live read across the hop).
     pub upgrade: bool,
     /// How many live readers the object holds (none: nothing to notify).
@@ -73,13 +73,13 @@ pub struct Incoming<'a> {
 
 /// Why a body was not read.
 #[derive(Clone, Debug)]
-pub enum BodyError {
+pub enum StreamBodyError {
     TooLarge,
     Unreadable(String),
 }
 
 /// What the shell does next.
-pub enum Step {
+pub enum StreamStep {
     Reply(Reply),
     /// Accept a live reader's socket, send it `first`, answer with it
     /// (marking its data `base64` when the stream is binary).
@@ -88,7 +88,7 @@ pub enum Step {
         base64: bool,
     },
     /// Make this call to another stream's object and hand its answer to
-    /// [`Exchange::answer`].
+    /// [`StreamExchange::answer`].
     Call(Call),
 }
 
@@ -126,16 +126,16 @@ enum Waiting {
 }
 
 /// One request's exchange with the stream.
-pub struct Exchange {
+pub struct StreamExchange {
     waiting: Waiting,
     readers: usize,
     notices: Vec<Notice>,
 }
 
-impl Exchange {
+impl StreamExchange {
     /// Begins serving `req`: the first step (anything stored is stored).
-    pub fn start<L: StreamLog>(streams: &mut Streams<L>, req: Incoming, now: i64) -> (Exchange, Step) {
-        let mut x = Exchange { waiting: Waiting::Nothing, readers: req.readers, notices: Vec::new() };
+    pub fn start<L: StreamLog>(streams: &mut Streams<L>, req: StreamRequest, now: i64) -> (StreamExchange, StreamStep) {
+        let mut x = StreamExchange { waiting: Waiting::Nothing, readers: req.readers, notices: Vec::new() };
         let step = x.begin(streams, req, now);
         (x, step)
     }
@@ -153,19 +153,19 @@ impl Exchange {
         }
     }
 
-    fn begin<L: StreamLog>(&mut self, streams: &mut Streams<L>, req: Incoming, now: i64) -> Step {
+    fn begin<L: StreamLog>(&mut self, streams: &mut Streams<L>, req: StreamRequest, now: i64) -> StreamStep {
         let header = |name: &str| (req.header)(name);
         let flag = |name: &str| header(name).is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let body = match (req.method, req.body) {
             (_, Ok(b)) => b,
-            ("PUT" | "POST", Err(BodyError::TooLarge)) => {
-                return Step::Reply(Reply::text(413, &format!("the body is over {MAX_BODY} bytes")))
+            ("PUT" | "POST", Err(StreamBodyError::TooLarge)) => {
+                return StreamStep::Reply(Reply::text(413, &format!("the body is over {MAX_BODY} bytes")))
             }
-            ("PUT" | "POST", Err(BodyError::Unreadable(e))) => return Step::Reply(Reply::text(400, &e)),
+            ("PUT" | "POST", Err(StreamBodyError::Unreadable(e))) => return StreamStep::Reply(Reply::text(400, &e)),
             (_, Err(_)) => Vec::new(),
         };
         let path = match req.op {
-            Op::ForkSource => {
+            StreamOp::ForkSource => {
                 let reply = match serde_json::from_slice::<ForkRequest>(&body) {
                     Err(e) => Reply::text(400, &e.to_string()),
                     Ok(f) => match streams.fork_source(&f, now) {
@@ -175,15 +175,15 @@ impl Exchange {
                         Err(r) => r,
                     },
                 };
-                return Step::Reply(reply);
+                return StreamStep::Reply(reply);
             }
-            Op::Release => {
+            StreamOp::Release => {
                 let tail = streams.tail();
                 let released = streams.release();
                 self.notify(streams, tail.unwrap_or_default(), now);
-                return Step::Reply(released.map_or_else(|r| r, |()| Reply::new(204)));
+                return StreamStep::Reply(released.map_or_else(|r| r, |()| Reply::new(204)));
             }
-            Op::Client { path } => path,
+            StreamOp::Client { path } => path,
         };
         match req.method {
             "PUT" => {
@@ -216,14 +216,14 @@ impl Exchange {
                 if stored {
                     self.notify(streams, tail.unwrap_or_default(), now);
                 }
-                Step::Reply(reply)
+                StreamStep::Reply(reply)
             }
-            "HEAD" => Step::Reply(streams.head(now)),
+            "HEAD" => StreamStep::Reply(streams.head(now)),
             "DELETE" => {
                 let tail = streams.tail();
                 let reply = streams.delete(now);
                 self.notify(streams, tail.unwrap_or_default(), now);
-                Step::Reply(reply)
+                StreamStep::Reply(reply)
             }
             "GET" => {
                 let q = |name: &str| crate::input::query_all(req.query, name);
@@ -236,16 +236,16 @@ impl Exchange {
                 };
                 // The read, the reader's socket and its first batch: one block.
                 let (after, base64) = match streams.read(&read, now) {
-                    ReadPlan::Reply(reply) => return Step::Reply(reply),
+                    ReadPlan::Reply(reply) => return StreamStep::Reply(reply),
                     ReadPlan::Wait { after } => (after, false),
                     ReadPlan::Sse(st) => (st.after, st.base64),
                 };
                 if !req.upgrade {
-                    return Step::Reply(Reply::text(503, "a live read is served over a socket"));
+                    return StreamStep::Reply(Reply::text(503, "a live read is served over a socket"));
                 }
-                Step::Socket { first: streams.batch(after, true, now).encode(), base64 }
+                StreamStep::Socket { first: streams.batch(after, true, now).encode(), base64 }
             }
-            _ => Step::Reply(
+            _ => StreamStep::Reply(
                 Reply::text(405, "Method not allowed").header("allow", "GET, HEAD, PUT, POST, DELETE, OPTIONS"),
             ),
         }
@@ -253,15 +253,17 @@ impl Exchange {
 
     /// `PUT`: a stream, or a fork of one (whose inheritance its source's
     /// object gives, page by page).
-    fn create<L: StreamLog>(&mut self, streams: &mut Streams<L>, create: CreateRequest, now: i64) -> Step {
+    fn create<L: StreamLog>(&mut self, streams: &mut Streams<L>, create: CreateRequest, now: i64) -> StreamStep {
         let prepared = match streams.prepare_create(create.clone(), now) {
             Ok(p) => p,
-            Err(r) => return Step::Reply(r),
+            Err(r) => return StreamStep::Reply(r),
         };
-        let Some(ask) = prepared.fork.clone() else { return Step::Reply(streams.finish_create(prepared, None, now)) };
+        let Some(ask) = prepared.fork.clone() else {
+            return StreamStep::Reply(streams.finish_create(prepared, None, now));
+        };
         let call = fork_call(&ask);
         self.waiting = Waiting::Source(Box::new(Fork { create, prepared, ask, copying: false }));
-        Step::Call(call)
+        StreamStep::Call(call)
     }
 
     /// A call's answer: its status, content type and body, or why the object
@@ -271,11 +273,11 @@ impl Exchange {
         streams: &mut Streams<L>,
         answer: Result<(u16, Option<String>, Vec<u8>), String>,
         now: i64,
-    ) -> Step {
+    ) -> StreamStep {
         match std::mem::replace(&mut self.waiting, Waiting::Nothing) {
             Waiting::Source(fork) => self.source_answered(streams, *fork, answer, now),
-            Waiting::Releasing(reply) => Step::Reply(reply),
-            Waiting::Nothing => Step::Reply(Reply::text(503, "no call was made")),
+            Waiting::Releasing(reply) => StreamStep::Reply(reply),
+            Waiting::Nothing => StreamStep::Reply(Reply::text(503, "no call was made")),
         }
     }
 
@@ -285,7 +287,7 @@ impl Exchange {
         mut fork: Fork,
         answer: Result<(u16, Option<String>, Vec<u8>), String>,
         now: i64,
-    ) -> Step {
+    ) -> StreamStep {
         let page = match answer {
             Err(e) => Err(Reply::text(503, &format!("the source stream is unavailable: {e}"))),
             Ok((200, _, bytes)) => serde_json::from_slice::<ForkSource>(&bytes)
@@ -304,7 +306,7 @@ impl Exchange {
                 return self.release(&fork.ask, reply);
             }
             Err(reply) if reply.status == 502 => return self.release(&fork.ask, reply),
-            Err(reply) => return Step::Reply(reply),
+            Err(reply) => return StreamStep::Reply(reply),
         };
         if !page.more {
             let reply = if fork.copying {
@@ -318,7 +320,7 @@ impl Exchange {
                 }
             };
             return match reply.status {
-                201 => Step::Reply(reply),
+                201 => StreamStep::Reply(reply),
                 _ => self.release(&fork.ask, reply),
             };
         }
@@ -336,13 +338,13 @@ impl Exchange {
         fork.ask.after = page.messages.last().map(|(o, _)| *o);
         let call = fork_call(&fork.ask);
         self.waiting = Waiting::Source(Box::new(fork));
-        Step::Call(call)
+        StreamStep::Call(call)
     }
 
     /// Tells the source the fork no longer holds it, then answers `reply`.
-    fn release(&mut self, ask: &ForkRequest, reply: Reply) -> Step {
+    fn release(&mut self, ask: &ForkRequest, reply: Reply) -> StreamStep {
         self.waiting = Waiting::Releasing(reply);
-        Step::Call(release_call(&ask.source))
+        StreamStep::Call(release_call(&ask.source))
     }
 }
 
@@ -356,7 +358,7 @@ pub fn after<L: StreamLog>(streams: &mut Streams<L>) -> After {
 pub fn alarm<L: StreamLog>(streams: &mut Streams<L>, readers: usize, now: i64) -> (Vec<Notice>, After) {
     let tail = streams.tail();
     let _ = streams.live_meta(now);
-    let mut x = Exchange { waiting: Waiting::Nothing, readers, notices: Vec::new() };
+    let mut x = StreamExchange { waiting: Waiting::Nothing, readers, notices: Vec::new() };
     x.notify(streams, tail.unwrap_or_default(), now);
     (x.notices, after(streams))
 }
@@ -366,7 +368,7 @@ fn fork_call(ask: &ForkRequest) -> Call {
     Call {
         object: Object::Stream(ask.source.clone()),
         method: "POST",
-        context: forward::encode(&Op::ForkSource),
+        context: forward::encode(&StreamOp::ForkSource),
         body: Body::Bytes(serde_json::to_vec(ask).expect("a fork request serialises")),
         socket: false,
         path: FORK_SOURCE_PATH,
@@ -378,7 +380,7 @@ fn release_call(source: &str) -> Call {
     Call {
         object: Object::Stream(source.to_owned()),
         method: "POST",
-        context: forward::encode(&Op::Release),
+        context: forward::encode(&StreamOp::Release),
         body: Body::None,
         socket: false,
         path: RELEASE_PATH,
@@ -417,10 +419,10 @@ mod tests {
 
     #[test]
     fn operations_by_header_or_by_an_earlier_release_s_path() {
-        let client = forward::encode(&Op::Client { path: "/v1/stream/a".into() });
-        assert_eq!(Op::of(Some(&client), "/whatever"), Some(Op::Client { path: "/v1/stream/a".into() }));
-        assert_eq!(Op::of(None, "/_ds/fork-source"), Some(Op::ForkSource));
-        assert_eq!(Op::of(None, "/_ds/release"), Some(Op::Release));
-        assert_eq!(Op::of(None, "/v1/stream/a"), None, "a client's request always carries its operation");
+        let client = forward::encode(&StreamOp::Client { path: "/v1/stream/a".into() });
+        assert_eq!(StreamOp::of(Some(&client), "/whatever"), Some(StreamOp::Client { path: "/v1/stream/a".into() }));
+        assert_eq!(StreamOp::of(None, "/_ds/fork-source"), Some(StreamOp::ForkSource));
+        assert_eq!(StreamOp::of(None, "/_ds/release"), Some(StreamOp::Release));
+        assert_eq!(StreamOp::of(None, "/v1/stream/a"), None, "a client's request always carries its operation");
     }
 }

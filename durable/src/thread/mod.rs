@@ -513,7 +513,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let started = item
             .as_ref()
-            .map(|i| crate::log::queued::Started { message_id: i.message_id.clone(), run_id: i.run_id.clone() });
+            .map(|i| crate::log::queued::QueueStart { message_id: i.message_id.clone(), run_id: i.run_id.clone() });
         let update = crate::log::queued::QueueUpdate { queue: queue.clone(), started, dropped: Vec::new() };
         let event = Event::new(Payload::QueueUpdated(update), run_id, ROOT_AGENT, now);
         Some(Handoff { queue, item, interrupting, event })

@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
-use wire::{Answer, CallResult, Failure, Tool};
+use wire::{CallResult, Failure, RpcAnswer, Tool};
 
 /// How long a server's tool list is used before it is read again
 /// (`MCP_CACHE_TTL_MS`), unless the server says it changed.
@@ -493,7 +493,7 @@ async fn read_answer<S: ByteStream>(
     id: u64,
 ) -> Result<(Value, wire::Heard), Failure> {
     let content_type = header(&fetched.headers, "content-type").unwrap_or_default();
-    let mut answer = Answer::new(id, &content_type);
+    let mut answer = RpcAnswer::new(id, &content_type);
     while let Some(chunk) = fetched.body.next().await {
         let chunk = chunk.map_err(|e| Failure::Transport(format!("the answer was cut off: {e}")))?;
         if let Some(done) = answer.push(&chunk) {

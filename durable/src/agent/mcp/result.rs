@@ -39,7 +39,7 @@ pub fn images(r: &CallResult) -> Vec<Image> {
 /// What a call came to: the event's result, what the model is told, and
 /// the stored images it is shown.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Outcome {
+pub struct ToolOutcome {
     pub result: Value,
     pub told: String,
     pub images: Vec<FileRef>,
@@ -49,7 +49,11 @@ pub struct Outcome {
 /// content index: the file, or why it could not be stored); a tool error
 /// (`isError: true`) is `Err` with its text. `thread` names the files'
 /// URLs.
-pub fn outcome(r: CallResult, stored: &[(usize, Result<FileRef, String>)], thread: &str) -> Result<Outcome, String> {
+pub fn outcome(
+    r: CallResult,
+    stored: &[(usize, Result<FileRef, String>)],
+    thread: &str,
+) -> Result<ToolOutcome, String> {
     let text_of = |c: &Value| c["text"].as_str().unwrap_or_default().to_owned();
     if r.is_error {
         let text: Vec<String> = r.content.iter().filter(|c| c["type"] == "text").map(text_of).collect();
@@ -131,7 +135,7 @@ pub fn outcome(r: CallResult, stored: &[(usize, Result<FileRef, String>)], threa
         }
         v
     };
-    Ok(Outcome { result, told: told.join("\n"), images })
+    Ok(ToolOutcome { result, told: told.join("\n"), images })
 }
 
 #[cfg(test)]

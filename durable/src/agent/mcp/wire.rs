@@ -153,7 +153,7 @@ pub struct Heard {
 /// batch), or an SSE stream whose events are messages, the response among
 /// them (notifications and requests before it are noted or skipped).
 #[derive(Debug)]
-pub struct Answer {
+pub struct RpcAnswer {
     id: u64,
     sse: Option<sse::Decoder>,
     json: Vec<u8>,
@@ -163,11 +163,11 @@ pub struct Answer {
 /// Largest answer read (a tool's result is capped later, at its own limit).
 pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 
-impl Answer {
+impl RpcAnswer {
     /// The answer to `id`, delivered with `content_type`.
-    pub fn new(id: u64, content_type: &str) -> Answer {
+    pub fn new(id: u64, content_type: &str) -> RpcAnswer {
         let sse = content_type.to_ascii_lowercase().starts_with("text/event-stream").then(sse::Decoder::default);
-        Answer { id, sse, json: Vec::new(), heard: Heard::default() }
+        RpcAnswer { id, sse, json: Vec::new(), heard: Heard::default() }
     }
 
     /// The next bytes: the result once it has arrived.
@@ -267,7 +267,7 @@ mod tests {
     use super::*;
 
     fn read(id: u64, content_type: &str, body: &str, chunk: usize) -> (Result<Value, Failure>, Heard) {
-        let mut a = Answer::new(id, content_type);
+        let mut a = RpcAnswer::new(id, content_type);
         for c in body.as_bytes().chunks(chunk) {
             if let Some(done) = a.push(c) {
                 return (done, a.heard);

@@ -33,7 +33,7 @@
 #[cfg(test)]
 use super::history::AguiMessages;
 use crate::log::event::{Event, FinishStatus, Kind, Payload};
-use crate::log::segment::{Piece, Sent};
+use crate::log::segment::{Piece, SentText};
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -61,7 +61,7 @@ pub fn encode(id: Option<u64>, event: &Value, out: &mut Vec<u8>) {
 #[derive(Debug, Clone)]
 struct Open {
     id: String,
-    sent: Sent,
+    sent: SentText,
 }
 
 /// What is open for one agent (the orchestrator, or a sub-agent).
@@ -528,7 +528,7 @@ impl AguiMapper {
                 );
                 self.lane(&agent).parent = Some(id.clone());
             }
-            self.lane(&agent).open = Some(Open { id, sent: Sent::new(reasoning, ev.response_id.clone()) });
+            self.lane(&agent).open = Some(Open { id, sent: SentText::new(reasoning, ev.response_id.clone()) });
         }
         let kind = if reasoning { "REASONING_MESSAGE_CONTENT" } else { "TEXT_MESSAGE_CONTENT" };
         let open = self.lanes.get_mut(&agent).and_then(|l| l.open.as_mut()).expect("opened above");

@@ -111,7 +111,7 @@ fn run_fields(run: &RunRecord) -> Value {
 
 /// One model step of the root agent, as its row says it.
 #[derive(Default)]
-struct Step {
+struct StepRow {
     /// Text segments by response id: a later block of a segment replaces
     /// the one it extends.
     text: Vec<(Option<String>, String)>,
@@ -130,7 +130,7 @@ fn put(segments: &mut Vec<(Option<String>, String)>, rid: &Option<String>, text:
 
 /// The turn's rows, one per model step of its root agent (at least one).
 fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event]) -> Result<Vec<Value>, ApiError> {
-    let mut steps: Vec<Step> = vec![Step::default()];
+    let mut steps: Vec<StepRow> = vec![StepRow::default()];
     let mut started = false;
     let mut results: Vec<(String, Value)> = Vec::new();
     let mut output = Value::Null;
@@ -141,7 +141,7 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
         match &ev.payload {
             Payload::StepStart(_) if root => {
                 if started {
-                    steps.push(Step::default());
+                    steps.push(StepRow::default());
                 }
                 started = true;
             }
@@ -221,7 +221,7 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
 fn row<S: Store, K: Sink>(
     t: &Thread<S, K>,
     run: &RunRecord,
-    step: Step,
+    step: StepRow,
     results: &[(String, Value)],
 ) -> Result<Value, ApiError> {
     let join = |segments: &[(Option<String>, String)]| segments.iter().map(|(_, s)| s.as_str()).collect::<String>();

@@ -38,7 +38,7 @@
 
 use crate::log::event::schema::ConfirmationRequest;
 use crate::log::event::{Event, FinishStatus, Payload};
-use crate::log::segment::{Piece, Sent};
+use crate::log::segment::{Piece, SentText};
 use serde_json::{json, Map, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -81,7 +81,7 @@ fn finish(reason: &str) -> Value {
 struct Open {
     /// The chunk id the part was started with.
     id: String,
-    sent: Sent,
+    sent: SentText,
 }
 
 /// Maps a run's events to UI message chunks; the same events always give
@@ -404,7 +404,7 @@ impl UiMapper {
             let id = format!("{}-{}-{}", if reasoning { "r" } else { "t" }, key.1, n);
             *n += 1;
             out.push(json!({ "type": if reasoning { "reasoning-start" } else { "text-start" }, "id": id }));
-            self.open = Some(Open { id, sent: Sent::new(reasoning, ev.response_id.clone()) });
+            self.open = Some(Open { id, sent: SentText::new(reasoning, ev.response_id.clone()) });
         }
         let open = self.open.as_mut().expect("opened above");
         let kind = if reasoning { "reasoning-delta" } else { "text-delta" };

@@ -152,7 +152,7 @@ impl super::Protocol for Route {
         let query = input::query_pairs(head.query);
         let if_none_match = (head.header)("if-none-match");
         let live = crate::streams::feeds::plan(head.method, name, &query, if_none_match.as_deref(), settings.streams_long_poll_ms);
-        let context = crate::wire::forward::encode(&crate::streams::exchange::Op::Client { path: name.clone() });
+        let context = crate::wire::forward::encode(&crate::streams::exchange::StreamOp::Client { path: name.clone() });
         Ok(AtWorker::Stream { name: name.clone(), context, live })
     }
 

@@ -110,7 +110,7 @@ pub fn read<S: Store, K: Sink>(t: &Thread<S, K>, file_id: &str, call: &Call) -> 
     let range = (call.header)("range");
     let etag = (call.header)("if-none-match");
     Ok(match files::serve::answer(&file, &key, range.as_deref(), etag.as_deref()) {
-        files::serve::Answer::Bytes(plan) => Answer::json(200, &serde_json::to_value(plan).unwrap_or_default()),
-        files::serve::Answer::Reply(r) => Answer::Reply(r),
+        files::serve::FileAnswer::Bytes(plan) => Answer::json(200, &serde_json::to_value(plan).unwrap_or_default()),
+        files::serve::FileAnswer::Reply(r) => Answer::Reply(r),
     })
 }

@@ -171,7 +171,7 @@ pub struct Message {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+pub enum SubmissionOutcome {
     Completed,
     Failed,
     Aborted,
@@ -182,7 +182,7 @@ pub enum Outcome {
 #[serde(rename_all = "camelCase")]
 pub struct Settlement {
     pub submission_id: String,
-    pub outcome: Outcome,
+    pub outcome: SubmissionOutcome,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -441,7 +441,7 @@ impl Projector {
                     .map(|id| Chunk::SubmissionSettled {
                         settlement: Settlement {
                             submission_id: id.clone(),
-                            outcome: Outcome::Aborted,
+                            outcome: SubmissionOutcome::Aborted,
                             result: None,
                             error: Some(json!({ "message": "removed from the queue before it ran" })),
                         },
@@ -584,11 +584,11 @@ fn finish(run_id: &str, mut run: Run, fin: &RunFinish) -> Vec<Chunk> {
     let (outcome, result, error) = match fin.status {
         FinishStatus::Completed => {
             let result = fin.output.clone().unwrap_or_else(|| Value::String(run.text.clone()));
-            (Outcome::Completed, Some(result), None)
+            (SubmissionOutcome::Completed, Some(result), None)
         }
-        FinishStatus::Cancelled => (Outcome::Aborted, None, reason.map(|m| json!({ "message": m }))),
+        FinishStatus::Cancelled => (SubmissionOutcome::Aborted, None, reason.map(|m| json!({ "message": m }))),
         FinishStatus::Error | FinishStatus::Interrupted => {
-            (Outcome::Failed, None, Some(json!({ "message": reason.unwrap_or_else(|| format!("the run ended {status}")) })))
+            (SubmissionOutcome::Failed, None, Some(json!({ "message": reason.unwrap_or_else(|| format!("the run ended {status}")) })))
         }
     };
     vec![

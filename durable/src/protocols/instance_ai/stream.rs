@@ -15,7 +15,7 @@ pub struct Events;
 /// tasks pass through as they were serialised.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct RunState {
+struct RunSync {
     run_id: String,
     agent_tree: Value,
     suspended: bool,
@@ -23,7 +23,7 @@ struct RunState {
 }
 
 /// Instance AI's `run-sync`: one run, its group the run itself.
-fn run_sync(state: RunState) -> Value {
+fn run_sync(state: RunSync) -> Value {
     let run = &state.run_id;
     json!({
         "runId": run,
@@ -70,7 +70,7 @@ impl Framer for Events {
     /// `event: run-sync` (seed line 350), without an id: the browser's
     /// replay cursor never points at it.
     fn run_state(&mut self, data: &str, out: &mut Vec<u8>) {
-        let Ok(state) = serde_json::from_str::<RunState>(data) else { return };
+        let Ok(state) = serde_json::from_str::<RunSync>(data) else { return };
         Frame::data(&run_sync(state).to_string()).event("run-sync").expect("a fixed name").encode(out);
     }
 
