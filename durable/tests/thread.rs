@@ -251,12 +251,12 @@ fn closed_subscribers_are_dropped_on_the_next_send() {
     start(&mut t, "r1", 0);
     let a = Conn::open(&mut t, 0);
     let _b = Conn::open(&mut t, 0);
-    assert_eq!(t.subscriber_count(), 2);
+    assert_eq!(t.subscribers().len(), 2);
     *a.sink.closed.borrow_mut() = true;
-    t.prune_subscribers();
-    assert_eq!(t.subscriber_count(), 1);
-    t.unsubscribe(2);
-    assert_eq!(t.subscriber_count(), 0);
+    t.subscribers().prune();
+    assert_eq!(t.subscribers().len(), 1);
+    t.subscribers().remove(2);
+    assert_eq!(t.subscribers().len(), 0);
 }
 
 /// A full thread refuses the next subscriber and probes those it has: each
@@ -269,13 +269,13 @@ fn a_full_thread_probes_its_subscribers() {
     let mut a = Conn::open(&mut t, 0);
     a.drain(&t);
     let before = a.out.len();
-    let err = t.make_room(1).unwrap_err();
+    let err = t.subscribers().make_room(1).unwrap_err();
     assert_eq!(err.code, "too_many_subscribers");
     a.pump();
     assert_eq!(&a.out[before..], threadline_durable::PING, "the probe is answered with the keep-alive");
     // The client left: its relay ends and unsubscribes; the room is back.
-    t.unsubscribe(NEXT.with(|n| n.get()));
-    assert!(t.make_room(1).is_ok());
+    t.subscribers().remove(NEXT.with(|n| n.get()));
+    assert!(t.subscribers().make_room(1).is_ok());
 }
 
 #[test]
@@ -524,7 +524,7 @@ proptest! {
                     c.conn.drain(&t); // what was in flight arrives before the drop
                     c.absorb();
                     *c.conn.sink.closed.borrow_mut() = true;
-                    t.prune_subscribers();
+                    t.subscribers().prune();
                     c.conn = Conn::open(&mut t, c.max_id);
                 }
             }

@@ -42,6 +42,7 @@ mod read;
 pub mod send;
 pub mod serve;
 mod subscribe;
+mod subscribers;
 mod telemetry;
 mod transcript;
 
@@ -68,6 +69,7 @@ pub use confirmations::{check_decision, By, REQUESTER};
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
+pub use subscribers::Subscribers;
 
 /// Where a subscriber's messages go: the socket the Worker relays from (a
 /// hibernatable WebSocket), a vector in tests. Each `send` is one message.
@@ -79,7 +81,7 @@ pub trait Sink {
 }
 
 /// The message a full thread sends every subscriber to find those whose
-/// client left ([`Thread::make_room`]): a relay answers it by writing its
+/// client left ([`Subscribers::make_room`]): a relay answers it by writing its
 /// protocol's keep-alive, and a write is how a stateless Worker learns that
 /// its client is gone (it then closes the socket, freeing the slot).
 pub const PROBE: &[u8] = crate::feed::socket::PROBE.as_bytes();
@@ -136,7 +138,7 @@ pub struct Thread<S: Store, K: Sink> {
     live_tree: Option<(String, TreeBuilder)>,
     /// Every subscriber (a socket the Worker relays to a client), with what
     /// it follows.
-    subscribers: Vec<Subscriber<K>>,
+    subscribers: Subscribers<K>,
     /// Background sub-agents still running (they outlive their run's finish).
     background: Vec<BackgroundTask>,
     queue: Queue,
@@ -175,12 +177,6 @@ struct Handoff {
 
 /// Why a turn did not run, or a queue paused: its sender's budget is spent.
 pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
-
-struct Subscriber<K> {
-    id: u64,
-    follow: Follow,
-    sink: K,
-}
 
 /// A run the thread started, with its publish token, waiting to be launched.
 #[derive(Clone, Debug)]
@@ -228,7 +224,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             active,
             coalescer: Coalescer::default(),
             live_tree: None,
-            subscribers: Vec::new(),
+            subscribers: Subscribers::default(),
             background: Vec::new(),
             queue: Queue::default(),
             interrupting: None,
@@ -688,7 +684,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.last_seq = seq;
         self.last_write_at = staged.iter().map(|s| s.event().ts).fold(self.last_write_at, i64::max);
-        self.fan_out(&staged, Bytes::from(message), Bytes::from(durable));
+        self.subscribers.fan_out(&staged, Bytes::from(message), Bytes::from(durable));
         Ok(())
     }
 

@@ -289,7 +289,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// before it existed ends (`Thread::claimed_by`).
     fn end_others_follows(&mut self, who: &Sender) {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
-            let ended = self.claimed_by(id);
+            let ended = self.subscribers.claimed_by(id);
             if !ended.is_empty() {
                 self.outbox.push(Effect::EndFollows { ids: ended });
             }

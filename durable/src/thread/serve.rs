@@ -137,7 +137,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Follows `follow` from seq `after`: the stream the Worker relays, once
     /// there is room for one more.
     pub fn follow(&mut self, follow: Follow, after: u64, settings: &Settings) -> Result<Answer, ApiError> {
-        self.make_room(settings.limits.max_subscribers)?;
+        self.subscribers.make_room(settings.limits.max_subscribers)?;
         Ok(Answer::Follow { follow, after })
     }
 

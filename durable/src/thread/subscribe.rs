@@ -10,7 +10,8 @@
 //! reaches the sink live, every one at or below it is in the window (the
 //! hello's first page, then the pages the Worker asks for).
 
-use super::{Sink, Staged, Subscriber, Thread};
+use super::subscribers::Subscribers;
+use super::{Sink, Thread};
 use crate::agent::BackgroundTask;
 use crate::feed::socket;
 use crate::log::reducer::AgentNode;
@@ -87,25 +88,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(self.store.meta(GENERATION_KEY)?.and_then(|v| v.parse().ok()))
     }
 
-    pub fn subscriber_count(&self) -> usize {
-        self.subscribers.len()
-    }
-
-    /// Makes room for one more stream: drops subscribers that went away,
-    /// then refuses with 429 `too_many_subscribers` at `max`, probing every
-    /// subscriber ([`super::PROBE`]) so that those whose client left are
-    /// found and leave, and a retry finds the room.
-    pub fn make_room(&mut self, max: usize) -> Result<(), ApiError> {
-        self.prune_subscribers();
-        if self.subscriber_count() >= max {
-            for sub in &mut self.subscribers {
-                sub.sink.send(Bytes::from_static(super::PROBE));
-            }
-            return Err(ApiError::too_many_subscribers(max));
-        }
-        Ok(())
-    }
-
     /// Registers `sink` (as subscriber `id`) for `follow`, having seen
     /// everything up to `after`, and returns the hello to send it first: the
     /// window `(after, last_seq]`, its first page, and (unless it follows
@@ -137,7 +119,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 }
             }
         }
-        self.subscribers.push(Subscriber { id, follow, sink });
+        self.subscribers.add(id, follow, sink);
         Ok(Bytes::from(out))
     }
 
@@ -186,11 +168,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         })
     }
 
-    /// Registers a subscriber again after the object slept: its socket and
-    /// what it follows outlived the instance; its replay is the Worker's.
-    pub fn resubscribe(&mut self, id: u64, follow: Follow, sink: K) {
-        self.subscribers.retain(|s| s.id != id);
-        self.subscribers.push(Subscriber { id, follow, sink });
+    /// Its subscribers: register one again after the object slept
+    /// (`add`), drop one (`remove`), count them.
+    pub fn subscribers(&mut self) -> &mut Subscribers<K> {
+        &mut self.subscribers
     }
 
     /// The next replay page of `follow`: records in `(after, high]`, and
@@ -224,53 +205,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         socket::page_end(last, out);
         Ok(())
-    }
-
-    /// The thread became `actor`'s: every follow of it from before it
-    /// existed that another actor made ends (their ids: the shell ends their
-    /// streams), and `actor`'s own are now the owner's.
-    pub(super) fn claimed_by(&mut self, actor: &str) -> Vec<u64> {
-        let mut ended = Vec::new();
-        self.subscribers.retain_mut(|sub| match sub.follow.prospect.as_deref() {
-            Some(a) if a == actor => {
-                sub.follow.prospect = None;
-                true
-            }
-            Some(_) => {
-                ended.push(sub.id);
-                false
-            }
-            None => true,
-        });
-        ended
-    }
-
-    pub fn unsubscribe(&mut self, id: u64) {
-        self.subscribers.retain(|s| s.id != id);
-    }
-
-    /// Drops subscribers whose receiving side has gone.
-    pub fn prune_subscribers(&mut self) {
-        self.subscribers.retain(|s| !s.sink.is_closed());
-    }
-
-    /// Sends each subscriber this publish's message: the whole `message` to
-    /// those that follow the log, and to a run's followers when it holds an
-    /// event of that run; `durable` (its stored records only) to those that
-    /// follow durable records, when there are any.
-    pub(super) fn fan_out(&mut self, staged: &[Staged], message: Bytes, durable: Bytes) {
-        if message.is_empty() {
-            return;
-        }
-        self.subscribers.retain_mut(|sub| {
-            if let Some(run) = &sub.follow.run {
-                if !staged.iter().any(|s| s.event().run_id == *run) {
-                    return true;
-                }
-            }
-            let chunk = if sub.follow.durable { &durable } else { &message };
-            chunk.is_empty() || sub.sink.send(chunk.clone())
-        });
     }
 }
 

@@ -201,11 +201,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// the files the thread holds, and the object's instance as its shell
     /// reports it.
     pub fn stats(&mut self, instance: &super::serve::Instance) -> Value {
-        self.prune_subscribers();
+        self.subscribers.prune();
         json!({
             "lastEventId": self.last_seq,
             "rowsWritten": self.rows_written(),
-            "subscribers": self.subscriber_count(),
+            "subscribers": self.subscribers.len(),
             "bufferedBytes": self.buffered_bytes(),
             "files": self.store.file_count().unwrap_or(0),
             "instance": instance,
