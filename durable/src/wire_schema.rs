@@ -7,7 +7,7 @@
 //! Test-only: the derives behind it (`schemars`) are dev-dependencies, so the
 //! Worker's wasm carries none of this.
 
-use crate::log::event::{schema as p, Kind};
+use crate::log::event::{payload as p, Kind};
 use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};

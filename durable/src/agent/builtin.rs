@@ -40,7 +40,7 @@ pub(super) fn confirmation_payload(kind: &ToolKind<'_>, call: &openai::ToolCallP
             "args": args,
             "severity": "info",
             "message": format!("`{}` runs in the client", tool.name),
-            "inputType": crate::log::event::schema::InputType::ClientTool.as_str(),
+            "inputType": crate::log::event::payload::InputType::ClientTool.as_str(),
         }),
         ToolKind::Mcp(tool) => json!({
             "toolCallId": call.id,

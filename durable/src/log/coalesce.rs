@@ -28,7 +28,7 @@
 //! replayed, folded) the long answer is consecutive text entries holding
 //! every character once.
 
-use crate::log::event::schema::TextOut;
+use crate::log::event::payload::TextOut;
 use crate::log::event::{Event, Kind, Payload};
 
 /// A block's or a snapshot's payload.

@@ -27,7 +27,7 @@
 //! confirmation for a call not yet announced announces it, and a tool call
 //! of an MCP server names it (`server`).
 
-use crate::log::event::schema::{AgentEnd, AgentSpawned};
+use crate::log::event::payload::{AgentEnd, AgentSpawned};
 use crate::log::event::{Event, FinishStatus, Kind, Payload};
 use serde::Serialize;
 use serde_json::{Map, Value};

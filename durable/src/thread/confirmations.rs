@@ -51,7 +51,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<(Event, Confirmation), ApiError> {
         let request_id = crate::wire::ids::scoped(&self.thread_id, local_id);
         payload["requestId"] = request_id.clone().into();
-        let mut request: event::schema::ConfirmationRequest =
+        let mut request: event::payload::ConfirmationRequest =
             event::accept(payload).map_err(|e| ApiError::invalid_event(e.0))?;
         if self.store.confirmation(&request_id)?.is_some() {
             return Err(ApiError::duplicate_request());
@@ -314,7 +314,7 @@ impl Confirmation {
         request_id: String,
         run_id: &str,
         agent_id: &str,
-        request: &event::schema::ConfirmationRequest,
+        request: &event::payload::ConfirmationRequest,
         policy: &Policy,
         agent_request_id: Option<String>,
         now: i64,

@@ -1,12 +1,14 @@
-//! The message queue's operations (the queue itself is `store::Queue`):
-//! queue, interrupt, edit, move, remove, pause, resume, and regenerate. Each stores the new queue and announces it before the queue
-//! in memory changes (`Thread::save_queue`).
+//! The message queue's operations (the queue itself is `log::queued::Queue`):
+//! queue, interrupt, edit, move, remove, pause, resume, and regenerate, and
+//! starting what waits. Each stores the new queue and announces it before
+//! the queue in memory changes (`Thread::save_queue`).
 
-use super::{Admitted, Sink, Thread};
-use crate::log::event::FinishStatus;
+use super::{Admitted, Sink, StartRun, Started, Thread, ROOT_AGENT};
+use crate::log::event::{Event, FinishStatus, Payload};
 use crate::log::queued::{Queue, QueueItem, QueuePatch};
 use crate::storage::store::{RunRecord, Store, Turn};
 use crate::wire::error::ApiError;
+use crate::wire::ids;
 
 impl<S: Store, K: Sink> Thread<S, K> {
     pub fn queue(&self) -> &Queue {
@@ -152,5 +154,97 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let run_id = crate::wire::ids::scoped(&self.thread_id, &self.ids.id("run"));
         let item = self.new_item(last.message, model, turn, Some((last.message_id, run_id)), now);
         self.start_item(item, now)
+    }
+}
+
+/// Starting what waits: a queued item made, started and saved.
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// A new queued message (its id is also its run's, known up front);
+    /// `given` names its message and run (a client's send keeps the
+    /// client's message id).
+    pub(super) fn new_item(
+        &self,
+        message: String,
+        model: Option<String>,
+        turn: Turn,
+        given: Option<(String, String)>,
+        now: i64,
+    ) -> QueueItem {
+        let (message_id, run_id) = given.unwrap_or_else(|| {
+            let id = ids::scoped(&self.thread_id, &self.ids.id("msg"));
+            (id.clone(), id)
+        });
+        QueueItem { message_id, run_id, message, queued_at: now, updated_at: None, model, turn }
+    }
+
+    /// Takes the run lock for `item`; the run waits in `started` for the
+    /// service to launch it.
+    pub(super) fn start_item(&mut self, item: QueueItem, now: i64) -> Result<RunRecord, ApiError> {
+        let token = self.ids.token();
+        let run = self.start_run(
+            StartRun {
+                run_id: item.run_id,
+                message_id: item.message_id,
+                message: item.message,
+                publish_token: token.clone(),
+                driver: self.config.driver,
+                model: item.model,
+                // The turn records when it was queued, unless the send said
+                // when it was sent.
+                turn: Turn { sent_at: item.turn.sent_at.or(Some(item.queued_at)), ..item.turn },
+            },
+            now,
+        )?;
+        self.started.push(Started { run: run.clone(), publish_token: token, client_tools: Vec::new() });
+        Ok(run)
+    }
+
+    /// Starts the next message when no run holds the thread: an interrupting
+    /// one first, else the queue's head (unless paused, see [`Thread::take_next`]).
+    pub(super) fn start_next(&mut self, now: i64) -> Result<(), ApiError> {
+        if self.active.is_some() {
+            return Ok(());
+        }
+        if let Some(item) = self.interrupting.take() {
+            self.start_item(item, now)?;
+            return Ok(());
+        }
+        let (queue, next) = self.take_next(now);
+        if queue != self.queue {
+            self.save_queue(queue, now)?;
+        }
+        if let Some(item) = next {
+            self.start_item(item, now)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `queue` as the thread's queue and announces it (a durable
+    /// `queue-updated` with the whole queue, so every tab sees the same
+    /// snapshot). The queue in memory changes only once storage took it.
+    ///
+    /// Invariant: the stored queue, one row and one event, stays under
+    /// `max_queue_bytes` (413 `queue_too_large`, nothing changed).
+    pub(super) fn save_queue(&mut self, queue: Queue, now: i64) -> Result<(), ApiError> {
+        self.save_queue_dropping(queue, Vec::new(), now)
+    }
+
+    /// [`Thread::save_queue`] for a change that drops messages which will
+    /// never run (removed, cleared): their run ids ride on the event as
+    /// `dropped`, so a view that shows submissions settles each (Flue's
+    /// `submission-settled {outcome: "aborted"}`).
+    pub(super) fn save_queue_dropping(&mut self, queue: Queue, dropped: Vec<String>, now: i64) -> Result<(), ApiError> {
+        let doc = serde_json::to_string(&queue).expect("the queue serialises");
+        if doc.len() > self.config.max_queue_bytes
+            && doc.len() > serde_json::to_string(&self.queue).map_or(0, |d| d.len())
+        {
+            return Err(ApiError::queue_too_large(doc.len(), self.config.max_queue_bytes));
+        }
+        self.store_queue(&queue)?;
+        self.queue = queue;
+        let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
+        let update = crate::log::queued::QueueUpdate { queue: self.queue.clone(), started: None, dropped };
+        let ev = Event::new(Payload::QueueUpdated(update), &run_id, ROOT_AGENT, now);
+        self.commit(vec![ev], None)
     }
 }

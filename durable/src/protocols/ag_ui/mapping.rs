@@ -540,7 +540,7 @@ impl AguiMapper {
 }
 
 /// What an answer to a request looks like (`resume[].payload`).
-fn response_schema(input_type: &str, questions: Option<&[crate::log::event::schema::Question]>) -> Value {
+fn response_schema(input_type: &str, questions: Option<&[crate::log::event::payload::Question]>) -> Value {
     match input_type {
         "approval" => json!({
             "type": "object",

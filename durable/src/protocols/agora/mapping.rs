@@ -37,7 +37,7 @@
 //! cancelled run's last frame is `cancelled`. Holding depends only on the
 //! events, so a frame keeps its number on every connection.
 
-use crate::log::event::schema::RunFinish;
+use crate::log::event::payload::RunFinish;
 use crate::log::event::{Event, FinishStatus, Kind, Payload};
 use crate::wire::sse::Frame;
 use serde_json::{json, Value};

@@ -36,7 +36,7 @@
 //! The stream ends with `data: [DONE]`; a run waiting for a person ends
 //! its stream too (`finish`), and the client's answer continues it.
 
-use crate::log::event::schema::ConfirmationRequest;
+use crate::log::event::payload::ConfirmationRequest;
 use crate::log::event::{Event, FinishStatus, Payload};
 use crate::log::segment::{Piece, SentText};
 use serde_json::{json, Map, Value};

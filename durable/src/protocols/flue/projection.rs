@@ -42,7 +42,7 @@
 //! reader has (the durable prefix's, or more once live deltas went out: the
 //! [`Resume`] in the offset says how many) and emits only what lies beyond.
 
-use crate::log::event::schema::{RunFinish, RunStart};
+use crate::log::event::payload::{RunFinish, RunStart};
 use crate::log::event::{Event, FinishStatus, Payload};
 use serde::Serialize;
 use serde_json::{json, Value};

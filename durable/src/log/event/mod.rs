@@ -67,35 +67,35 @@ macro_rules! kinds {
 }
 
 kinds! {
-    RunStart = "run-start" => Structural (schema::RunStart),
-    RunFinish = "run-finish" => Structural (schema::RunFinish),
-    TextDelta = "text-delta" => Ephemeral (schema::TextOut),
-    ReasoningDelta = "reasoning-delta" => Ephemeral (schema::TextOut),
-    TextBlock = "text-block" => Coalesced (schema::TextOut),
-    ReasoningBlock = "reasoning-block" => Coalesced (schema::TextOut),
-    ToolInputStart = "tool-input-start" => Structural (schema::ToolInputStart),
-    ToolCall = "tool-call" => Structural (schema::ToolCall),
-    ToolResult = "tool-result" => Structural (schema::ToolResult),
-    ToolError = "tool-error" => Structural (schema::ToolError),
-    ToolInterrupted = "tool-interrupted" => Structural (schema::ToolError),
-    AgentSpawned = "agent-spawned" => Structural (schema::AgentSpawned),
-    AgentCompleted = "agent-completed" => Structural (schema::AgentCompleted),
-    ConfirmationRequest = "confirmation-request" => Structural (Box<schema::ConfirmationRequest>),
-    ConfirmationSettled = "confirmation-settled" => Structural (schema::ConfirmationSettled),
-    TasksUpdate = "tasks-update" => Structural (schema::TasksUpdate),
-    Status = "status" => Ephemeral (schema::StatusMsg),
-    Error = "error" => Structural (schema::ErrorMsg),
-    ThreadTitleUpdated = "thread-title-updated" => Structural (schema::Title),
-    FilesystemRequest = "filesystem-request" => Ephemeral (schema::FilesystemRequest),
+    RunStart = "run-start" => Structural (payload::RunStart),
+    RunFinish = "run-finish" => Structural (payload::RunFinish),
+    TextDelta = "text-delta" => Ephemeral (payload::TextOut),
+    ReasoningDelta = "reasoning-delta" => Ephemeral (payload::TextOut),
+    TextBlock = "text-block" => Coalesced (payload::TextOut),
+    ReasoningBlock = "reasoning-block" => Coalesced (payload::TextOut),
+    ToolInputStart = "tool-input-start" => Structural (payload::ToolInputStart),
+    ToolCall = "tool-call" => Structural (payload::ToolCall),
+    ToolResult = "tool-result" => Structural (payload::ToolResult),
+    ToolError = "tool-error" => Structural (payload::ToolError),
+    ToolInterrupted = "tool-interrupted" => Structural (payload::ToolError),
+    AgentSpawned = "agent-spawned" => Structural (payload::AgentSpawned),
+    AgentCompleted = "agent-completed" => Structural (payload::AgentCompleted),
+    ConfirmationRequest = "confirmation-request" => Structural (Box<payload::ConfirmationRequest>),
+    ConfirmationSettled = "confirmation-settled" => Structural (payload::ConfirmationSettled),
+    TasksUpdate = "tasks-update" => Structural (payload::TasksUpdate),
+    Status = "status" => Ephemeral (payload::StatusMsg),
+    Error = "error" => Structural (payload::ErrorMsg),
+    ThreadTitleUpdated = "thread-title-updated" => Structural (payload::Title),
+    FilesystemRequest = "filesystem-request" => Ephemeral (payload::FilesystemRequest),
     QueueUpdated = "queue-updated" => Structural (crate::log::queued::QueueUpdate),
-    StepStart = "step-start" => Structural (schema::StepStart),
-    StepFinish = "step-finish" => Structural (schema::StepFinish),
+    StepStart = "step-start" => Structural (payload::StepStart),
+    StepFinish = "step-finish" => Structural (payload::StepFinish),
 }
 
 impl Payload {
     /// A text or reasoning payload: its text, whether it is reasoning, and
     /// whether it is a delta (rather than a block). `None` for other kinds.
-    pub fn text(&self) -> Option<(&schema::TextOut, bool, bool)> {
+    pub fn text(&self) -> Option<(&payload::TextOut, bool, bool)> {
         match self {
             Payload::TextDelta(t) => Some((t, false, true)),
             Payload::ReasoningDelta(t) => Some((t, true, true)),
@@ -165,7 +165,7 @@ impl Event {
         Event::from_json(kind, run_id, agent_id, ts, payload).unwrap_or_else(|e| {
             let content = format!("an invalid `{}` event was left out: {e}", kind.as_str());
             let error =
-                schema::ErrorMsg { content, status_code: None, code: Some("invalid_event".into()), provider: None };
+                payload::ErrorMsg { content, status_code: None, code: Some("invalid_event".into()), provider: None };
             Event::new(Payload::Error(error), run_id, agent_id, ts)
         })
     }
@@ -312,7 +312,7 @@ pub fn accept_payload(kind: Kind, payload: Value) -> Result<Payload, SchemaError
     if !payload.is_object() {
         return err("`payload` must be a JSON object");
     }
-    let text = |v: Value| typed::<schema::Text>(v).map(|t| schema::TextOut::plain(t.text));
+    let text = |v: Value| typed::<payload::Text>(v).map(|t| payload::TextOut::plain(t.text));
     Ok(match kind {
         Kind::RunStart => Payload::RunStart(typed(payload)?),
         Kind::RunFinish => Payload::RunFinish(typed(payload)?),
@@ -326,7 +326,7 @@ pub fn accept_payload(kind: Kind, payload: Value) -> Result<Payload, SchemaError
         Kind::ToolError => Payload::ToolError(typed(payload)?),
         Kind::ToolInterrupted => Payload::ToolInterrupted(typed(payload)?),
         Kind::AgentSpawned => {
-            let mut spawned: schema::AgentSpawned = typed(payload)?;
+            let mut spawned: payload::AgentSpawned = typed(payload)?;
             spawned.tools.get_or_insert_with(Vec::new);
             Payload::AgentSpawned(spawned)
         }
@@ -362,479 +362,31 @@ fn typed<T: for<'de> Deserialize<'de>>(v: Value) -> Result<T, SchemaError> {
 /// as it was published: the seed's flat `{tasks: [...]}` (statuses
 /// `completed`, `in_progress`, `pending`) and n8n's schema's nested
 /// `{tasks: {tasks: [...]}}` (`todo`, `in_progress`, `done`, `failed`,
-/// `cancelled`). Readers take the list from either ([`schema::TasksUpdate::list`]).
-fn tasks_update(payload: Value) -> Result<schema::TasksUpdate, SchemaError> {
+/// `cancelled`). Readers take the list from either ([`payload::TasksUpdate::list`]).
+fn tasks_update(payload: Value) -> Result<payload::TasksUpdate, SchemaError> {
     let Some(tasks) = payload.get("tasks") else {
         return err("missing field `tasks`");
     };
-    let stored: schema::Tasks = match tasks {
-        Value::Array(_) => schema::Tasks::List(
+    let stored: payload::Tasks = match tasks {
+        Value::Array(_) => payload::Tasks::List(
             serde_json::from_value(tasks.clone()).map_err(|e| SchemaError(format!("`tasks`: {e}")))?,
         ),
-        Value::Object(o) => schema::Tasks::Nested(schema::TaskList {
+        Value::Object(o) => payload::Tasks::Nested(payload::TaskList {
             tasks: serde_json::from_value(o.get("tasks").cloned().unwrap_or(Value::Null))
                 .map_err(|e| SchemaError(format!("`tasks.tasks`: {e}")))?,
         }),
         _ => return err("`tasks` is a list of tasks, or `{tasks: [...]}`"),
     };
-    let stored = schema::TasksUpdate { tasks: stored };
-    if let Some(t) = stored.list().iter().find(|t| !schema::TASK_STATUSES.contains(&t.status.as_str())) {
+    let stored = payload::TasksUpdate { tasks: stored };
+    if let Some(t) = stored.list().iter().find(|t| !payload::TASK_STATUSES.contains(&t.status.as_str())) {
         return err(format!("unknown task status `{}`", t.status));
     }
     Ok(stored)
 }
 
-pub use schema::FinishStatus;
+pub use payload::FinishStatus;
 
-/// Typed payloads, one per event type (`docs/protocols/notes-from-source-and-trackers.md` §1 "Payloads").
-pub mod schema {
-    use serde::{Deserialize, Serialize};
-    use serde_json::Value;
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct RunStart {
-        pub message_id: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub message_group_id: Option<String>,
-        /// Extension: the user's message that started the run, so every
-        /// client on the thread (another tab, another device) shows it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub message: Option<String>,
-        /// The agent the turn runs as, when its send named one.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub agent: Option<String>,
-        /// The files and URLs the message carries (references: a stored
-        /// file is read at `/v1/threads/:threadId/files/:fileId`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub attachments: Option<Vec<crate::files::Attachment>>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-    #[serde(rename_all = "lowercase")]
-    pub enum FinishStatus {
-        Completed,
-        Cancelled,
-        Error,
-        Interrupted,
-    }
-
-    impl FinishStatus {
-        pub fn as_str(self) -> &'static str {
-            match self {
-                FinishStatus::Completed => "completed",
-                FinishStatus::Cancelled => "cancelled",
-                FinishStatus::Error => "error",
-                FinishStatus::Interrupted => "interrupted",
-            }
-        }
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct RunFinish {
-        pub status: FinishStatus,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub reason: Option<String>,
-        /// A structured run's answer, as JSON (a send's `output`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub output: Option<Value>,
-    }
-
-    /// `text-delta`, `reasoning-delta`, `text-block`, `reasoning-block`.
-    /// Publishers send `{text}`. The server adds `parts` to blocks (each
-    /// delta's byte length) and `snapshot: true` to the delta that hands a
-    /// joining client an open segment's text so far (see `coalesce`).
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct Text {
-        pub text: String,
-    }
-
-    /// A text or reasoning payload as the server sends it: blocks carry
-    /// `parts`; the delta that hands a joining client an open segment's text
-    /// so far carries `snapshot: true` and `parts`.
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct TextOut {
-        pub text: String,
-        /// Byte length of each delta the text was built from, in order.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub parts: Option<Vec<usize>>,
-        /// Apply as a block: replace the timeline entry this text extends.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub snapshot: Option<bool>,
-    }
-
-    impl TextOut {
-        /// Text as a publisher sends it: no parts, not a snapshot.
-        pub fn plain(text: impl Into<String>) -> TextOut {
-            TextOut { text: text.into(), parts: None, snapshot: None }
-        }
-
-        /// Each delta's byte length: the recorded parts, or the whole text
-        /// as one delta.
-        pub fn part_lengths(&self) -> Vec<usize> {
-            self.parts.clone().unwrap_or_else(|| vec![self.text.len()])
-        }
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ToolInputStart {
-        pub tool_call_id: String,
-        pub tool_name: String,
-        /// The MCP server whose tool it is.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub server: Option<String>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ToolCall {
-        pub tool_call_id: String,
-        pub tool_name: String,
-        #[serde(default)]
-        pub args: Value,
-        /// What kind of tool it is for people (`read`, `action`, ...).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub tool_kind: Option<String>,
-        /// The MCP server whose tool it is.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub server: Option<String>,
-        /// The tool's name for people (an MCP tool's title).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub title: Option<String>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ToolResult {
-        pub tool_call_id: String,
-        #[serde(default)]
-        pub result: Value,
-    }
-
-    /// `tool-error` and `tool-interrupted`.
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ToolError {
-        pub tool_call_id: String,
-        pub error: String,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct AgentSpawned {
-        pub parent_id: String,
-        pub role: String,
-        /// Always present in what the server stores (a publisher that
-        /// leaves it out gets `[]`); a log written otherwise may lack it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub tools: Option<Vec<String>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub task_id: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub kind: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub title: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub subtitle: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub goal: Option<String>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-    #[serde(rename_all = "lowercase")]
-    pub enum AgentEnd {
-        Completed,
-        Cancelled,
-        Error,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct AgentCompleted {
-        pub role: String,
-        #[serde(default)]
-        pub result: Value,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub error: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub status: Option<AgentEnd>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum Severity {
-        Destructive,
-        Warning,
-        Info,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "kebab-case")]
-    pub enum InputType {
-        Approval,
-        Text,
-        Questions,
-        PlanReview,
-        /// A tool the client declared (AG-UI's frontend actions, the AI
-        /// SDK's client-side tools): the client runs it and sends its result.
-        ClientTool,
-    }
-
-    impl InputType {
-        /// The wire name, e.g. `"plan-review"`.
-        pub fn as_str(&self) -> &'static str {
-            match self {
-                InputType::Approval => "approval",
-                InputType::Text => "text",
-                InputType::Questions => "questions",
-                InputType::PlanReview => "plan-review",
-                InputType::ClientTool => "client-tool",
-            }
-        }
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum QuestionType {
-        Single,
-        Multi,
-        Text,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct Question {
-        pub id: String,
-        pub question: String,
-        #[serde(rename = "type")]
-        pub kind: QuestionType,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub options: Option<Vec<String>>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct DomainAccess {
-        pub url: String,
-        pub host: String,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "lowercase")]
-    pub enum CredentialStage {
-        Generic,
-        Finalize,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct CredentialFlow {
-        pub stage: CredentialStage,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ConfirmationRequest {
-        pub request_id: String,
-        pub tool_call_id: String,
-        pub tool_name: String,
-        #[serde(default)]
-        pub args: Value,
-        pub severity: Severity,
-        pub message: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub input_type: Option<InputType>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub questions: Option<Vec<Question>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub intro_message: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub tasks: Option<Value>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub credential_requests: Option<Vec<Value>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub credential_flow: Option<CredentialFlow>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub setup_requests: Option<Vec<Value>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub domain_access: Option<DomainAccess>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub project_id: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub workflow_id: Option<String>,
-        /// The MCP server whose tool asks.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub server: Option<String>,
-        /// Who may decide it: a role, or `requester` (the thread's owner).
-        /// Set by the server after the publisher's fields (so last on the wire).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub approver: Option<String>,
-        /// When it lapses (ms since the epoch), if it does.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub expires_at: Option<i64>,
-    }
-
-    /// How a request for a person settled (or that a tool's approval was
-    /// remembered for the thread, `decidedVia: "remembered"`).
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ConfirmationSettled {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub request_id: Option<String>,
-        pub tool_call_id: String,
-        #[serde(default)]
-        pub tool_name: String,
-        /// `approved`, `denied` or `expired`.
-        pub status: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub decided_by: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub decided_via: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub remember: Option<bool>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub reason: Option<String>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct Task {
-        pub id: String,
-        pub description: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub detail: Option<String>,
-        pub status: String,
-    }
-
-    /// `tasks-update`, stored in the shape it was published in.
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct TasksUpdate {
-        pub tasks: Tasks,
-    }
-
-    impl TasksUpdate {
-        /// The task list, in either shape.
-        pub fn list(&self) -> &[Task] {
-            match &self.tasks {
-                Tasks::List(l) | Tasks::Nested(TaskList { tasks: l }) => l,
-            }
-        }
-
-        /// The task list as JSON (what the protocols show).
-        pub fn list_json(&self) -> Value {
-            serde_json::to_value(self.list()).expect("tasks serialise")
-        }
-    }
-
-    /// The seed's flat list, or the schema's `{tasks: [...]}`.
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(untagged)]
-    pub enum Tasks {
-        List(Vec<Task>),
-        Nested(TaskList),
-    }
-
-    /// A task's statuses: the seed's and the schema's.
-    pub const TASK_STATUSES: &[&str] = &["completed", "in_progress", "pending", "todo", "done", "failed", "cancelled"];
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct TaskList {
-        pub tasks: Vec<Task>,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct StatusMsg {
-        pub message: String,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct ErrorMsg {
-        pub content: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub status_code: Option<u16>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub code: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub provider: Option<String>,
-    }
-
-    /// Extensions: a model step's bounds (the agora run streams' `step-start`
-    /// / `step-finish`). Clients of the Instance AI protocol may ignore them.
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct StepStart {}
-
-    /// A model step's end. Field order is the built-in agent's, as its logs
-    /// have always held it (the wire keeps the order a log was written in).
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct StepFinish {
-        /// What the step cost, when the catalog has the model's prices.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub cost_usd: Option<f64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub usage: Option<Value>,
-        /// The catalog id the step ran on.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub model: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub finish_reason: Option<String>,
-    }
-
-    impl StepFinish {
-        /// The step's prompt and completion token counts as the provider
-        /// reported them (`usage.prompt_tokens`, `usage.completion_tokens`,
-        /// null when absent), when it reported usage at all.
-        pub fn token_counts(&self) -> Option<(Value, Value)> {
-            let usage = self.usage.as_ref()?.as_object()?;
-            let count = |k: &str| usage.get(k).cloned().unwrap_or(Value::Null);
-            Some((count("prompt_tokens"), count("completion_tokens")))
-        }
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    pub struct Title {
-        pub title: String,
-    }
-
-    #[cfg_attr(test, derive(schemars::JsonSchema))]
-    #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    pub struct FilesystemRequest {
-        pub request_id: String,
-        pub operation: String,
-        #[serde(default)]
-        pub args: Value,
-    }
-}
+pub mod payload;
 
 impl Payload {
     /// The length of the payload's compact JSON text, exactly

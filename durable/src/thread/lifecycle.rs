@@ -1,0 +1,164 @@
+//! A run's end and the thread's clocks: a run found open after a restart
+//! (its holder dead or alive), cancel, the one way a run ends (`end_run`,
+//! which settles what was in flight first), idle flushes, run deadlines,
+//! the thread's TTL and the alarm that serves them all.
+
+use super::*;
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Whether the run holding the thread is a dead holder: found open when
+    /// the thread loaded (its driver went with the last instance, or it
+    /// runs elsewhere), silent since, for `restart_grace_ms` past its last
+    /// event, and waiting for no person.
+    pub fn dead_holder(&self, now: i64) -> bool {
+        self.active.as_ref().is_some_and(|a| {
+            a.found_on_load.is_some() && a.pending == 0 && now - self.last_write_at >= self.config.restart_grace_ms
+        })
+    }
+
+    /// Replaces a dead holder ([`Thread::dead_holder`]): it ends as the
+    /// restart sweep would end it (`run-finish {interrupted,
+    /// crash_interrupted}`), so the send or resume that found it is not
+    /// refused, nor queued behind it for ever. An external agent is told.
+    pub fn replace_dead_holder(&mut self, now: i64) -> Result<(), ApiError> {
+        if !self.dead_holder(now) {
+            return Ok(());
+        }
+        let Some(run) = self.active_run().cloned() else { return Ok(()) };
+        self.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
+        if run.driver == Driver::Webhook {
+            let body = crate::webhook::cancel(&run.run_id, "crash_interrupted");
+            self.outbox.push(Effect::Webhook { body, start_of: None });
+        }
+        Ok(())
+    }
+}
+
+/// The result a tool call in flight when its run was cancelled settles
+/// with (n8n's own words for it): a result, not an error, so no call is
+/// left dangling and none reads as failed.
+pub const CANCELLED_RESULT: &str = "[Tool call cancelled. User said: \"Run aborted\"]";
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// Cancels the active run, if any: `run-finish {cancelled, user_cancelled}`.
+    /// Idempotent: returns the cancelled run id, or `None` when nothing ran.
+    pub fn cancel(&mut self, now: i64) -> Result<Option<String>, ApiError> {
+        let Some(run_id) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+            return Ok(None);
+        };
+        self.end_run(&run_id, FinishStatus::Cancelled, "user_cancelled", now)?;
+        Ok(Some(run_id))
+    }
+
+    /// Ends `run_id` if it is the active run (`false` when it is not). Its
+    /// open tool calls settle first: a cancelled run's as cancelled tool
+    /// results ([`CANCELLED_RESULT`], seed line 363), an interrupted run's
+    /// as `tool-interrupted`.
+    pub fn end_run(&mut self, run_id: &str, status: FinishStatus, reason: &str, now: i64) -> Result<bool, ApiError> {
+        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+            return Ok(false);
+        }
+        // No dangling tool calls: what was in flight settles first, as
+        // cancelled or as interrupted. (The live fold holds the whole run: it
+        // is refolded from the log when the thread loads.)
+        use event::payload::{RunFinish, ToolError, ToolResult};
+        let settle = |call: &str| match status {
+            FinishStatus::Cancelled => {
+                Some(Payload::ToolResult(ToolResult { tool_call_id: call.to_owned(), result: CANCELLED_RESULT.into() }))
+            }
+            FinishStatus::Interrupted => Some(Payload::ToolInterrupted(ToolError {
+                tool_call_id: call.to_owned(),
+                error: "the run was interrupted before this tool call finished".into(),
+            })),
+            FinishStatus::Completed | FinishStatus::Error => None,
+        };
+        let mut events = Vec::new();
+        let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
+        for (agent, call) in open {
+            if let Some(payload) = settle(&call) {
+                events.push(Event::new(payload, run_id, &agent, now));
+            }
+        }
+        let fin = RunFinish { status, reason: Some(reason.to_owned()), output: None };
+        events.push(Event::new(Payload::RunFinish(fin), run_id, ROOT_AGENT, now));
+        self.publish_events(events, now)?;
+        // Its pending confirmations are settled: no decision applies any more.
+        self.cancel_confirmations(run_id)?;
+        Ok(true)
+    }
+
+    /// The events of one run, parsed back from the log.
+    pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, ApiError> {
+        let records = self.store.run_records(run_id)?;
+        Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
+    }
+
+    /// Stores open segments that have been quiet for the idle-flush time.
+    pub fn flush_idle(&mut self, now: i64) -> Result<(), ApiError> {
+        let blocks = self.coalescer.flush_idle(now);
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        // The segments stay open: their blocks go straight to the log.
+        self.persist_then_send(blocks.into_iter().map(Staged::Durable).collect(), None)
+    }
+
+    /// Ends the active run if one of its deadlines has passed; returns the
+    /// ended run and its reason, for the caller to tell the agent.
+    ///
+    /// The restart sweep fires only on a run that was found open when the
+    /// thread was loaded and has published nothing since, for
+    /// `restart_grace_ms`: a healthy run publishes, which clears the mark.
+    /// Its open tool calls get `tool-interrupted`, then `run-finish
+    /// {interrupted, crash_interrupted}`. A run silent for
+    /// `run_idle_timeout_ms` ends with `run-finish {error, timeout}`.
+    pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, ApiError> {
+        let Some(a) = self.active.as_ref().filter(|a| a.pending == 0) else { return Ok(None) };
+        let run_id = a.record.run_id.clone();
+        let (status, reason) = if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {
+            (FinishStatus::Interrupted, "crash_interrupted")
+        } else if now - a.last_activity >= self.config.run_idle_timeout_ms {
+            (FinishStatus::Error, "timeout")
+        } else {
+            return Ok(None);
+        };
+        self.end_run(&run_id, status, reason, now)?;
+        Ok(Some((run_id, reason)))
+    }
+
+    /// When the thread falls idle past `ttl_ms` and may be deleted: never
+    /// while a run holds it or a person's decision is awaited.
+    pub fn expiry(&self, ttl_ms: i64) -> Option<i64> {
+        (ttl_ms > 0 && self.active.is_none() && self.last_seq > 0).then_some(self.last_write_at + ttl_ms)
+    }
+
+    /// When the next idle flush is due, if any text is unstored.
+    pub fn flush_deadline(&self) -> Option<i64> {
+        self.coalescer.next_idle_deadline()
+    }
+
+    /// When [`Thread::check_run_deadlines`] next has something to decide.
+    pub fn run_deadline(&self) -> Option<i64> {
+        self.active.as_ref().filter(|a| a.pending == 0).map(|a| {
+            let idle = a.last_activity + self.config.run_idle_timeout_ms;
+            match a.found_on_load {
+                Some(t) => idle.min(t + self.config.restart_grace_ms),
+                None => idle,
+            }
+        })
+    }
+
+    /// When the storage alarm should next fire: the active run's idle or
+    /// restart deadline, a heartbeat every `heartbeat_ms` while the built-in
+    /// agent runs (an outbound fetch alone does not keep the object
+    /// resident; a suspended run needs none, it waits in storage), the next
+    /// confirmation to lapse, the next unsent upload to remove, the next
+    /// try of undelivered charges, and the thread's TTL.
+    pub fn next_alarm(&self, now: i64, settings: &crate::settings::Settings) -> Option<i64> {
+        let running_builtin = self.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.is_suspended();
+        let run = self.run_deadline().map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
+        let expiry = self.next_expiry().ok().flatten();
+        let sweep = self.next_sweep(settings.files.grace_ms);
+        [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline()].into_iter().flatten().min()
+    }
+}
