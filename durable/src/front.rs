@@ -166,7 +166,7 @@ impl<'s> Exchange<'s> {
                 Some(path) => {
                     let (parsed, pattern) = protocols::parse(head.method, &path);
                     self.finish.route = pattern;
-                    parsed
+                    parsed.map(|r| protocols::refine(r, &self.query))
                 }
                 None => Err(ApiError::not_found_route(format!("no route for {}", head.path))),
             },

@@ -5,10 +5,12 @@
 //! frames (`mapping.rs`), its live framer (`stream.rs`) and its history view
 //! (`history.rs`), over the thread's protocol-agnostic operations
 //! (`thread`) and the relay (`feed`). Removing a folder and its name in
-//! that line leaves everything else as it was, with two exceptions still
-//! to undo: `flue` serves its conversation views on `durable_streams`'
-//! offsets and run reads, and `durable_streams` serves Flue's views on
-//! `/v1/threads` (each imports the other).
+//! that line leaves everything else as it was, with one dependency between
+//! protocols, one way: `flue` reads with `durable_streams`' offsets, run
+//! reads and framers (Flue's wire is built on Durable Streams). Flue's
+//! conversation view on Durable Streams' `/v1/threads` path is handed to it
+//! here, by the query ([`refine`]), so `durable_streams` names no other
+//! protocol.
 //!
 //! A protocol is a route type implementing [`Protocol`]: its table of
 //! paths ([`route::Spec`](crate::wire::route::Spec)), where each route's requests
@@ -304,6 +306,21 @@ macro_rules! protocols {
     };
 }
 
+/// The route that serves what the query asks, when that is another
+/// protocol's than the path's: `GET /v1/threads/:threadId?view=…` is Flue's
+/// conversation view on Durable Streams' path. Decided here, in the
+/// registry, so neither protocol names the other.
+pub fn refine(route: Route, query: &[(String, String)]) -> Route {
+    match route {
+        Route::DurableStreams(durable_streams::Route::Thread { thread })
+            if crate::input::query_first(query, "view").is_some() =>
+        {
+            Route::Flue(flue::Route::View { thread })
+        }
+        other => other,
+    }
+}
+
 /// Serves one request on its thread. Refusals are answers too: nothing
 /// here fails. Whatever the request did may have started a queued message:
 /// its launch is among the effects.
@@ -337,3 +354,23 @@ pub fn handle<S: Store, K: Sink>(
 }
 
 protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, files => Files }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conversation_view_on_a_streams_path_is_flues() {
+        let query = |q: &str| crate::input::query_pairs(q);
+        let (parsed, pattern) = parse("GET", "/v1/threads/t1");
+        let route = parsed.unwrap();
+        assert_eq!(pattern, Some("/v1/threads/:threadId"));
+        assert_eq!(
+            refine(route.clone(), &query("view=history")),
+            Route::Flue(flue::Route::View { thread: "t1".into() })
+        );
+        assert_eq!(refine(route.clone(), &query("offset=-1")), route, "a plain read stays Durable Streams'");
+        // The view is read as the path's route is: by a reader of the thread.
+        assert_eq!(refine(route.clone(), &query("view=updates")).access(), route.access());
+    }
+}

@@ -90,10 +90,6 @@ impl super::Protocol for Route {
 
     fn plan(&self, query: &[(String, String)], _: Option<&str>, now: i64) -> Result<Option<Plan>, ApiError> {
         let run = match self {
-            // A conversation view is Flue's.
-            R::Thread { thread } if input::query_first(query, "view").is_some() => {
-                return super::flue::plan_view(thread, query, now, false)
-            }
             R::Thread { .. } => None,
             R::Run { run, append: false, .. } => Some(run.clone()),
             _ => return Ok(None),
@@ -166,9 +162,6 @@ impl super::Protocol for Route {
         _: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
         match self {
-            R::Thread { thread } if input::query_first(call.query, "view").is_some() => {
-                super::flue::read(t, thread, call, settings, false)
-            }
             R::Thread { .. } => views::read(t, None, call.query, call.random, settings),
             R::Run { run, append: false, .. } => views::read(t, Some(run), call.query, call.random, settings),
             R::Run { run, append: true, .. } => {

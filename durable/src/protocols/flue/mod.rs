@@ -47,6 +47,11 @@ pub enum Route {
     /// `POST /agents/:name/:id/abort`: stops the running answer and drops
     /// every queued message.
     Abort { thread: String, name: String },
+    /// `GET /v1/threads/:threadId?view=history|updates`: the conversation
+    /// view on Durable Streams' path (no path of Flue's own: the registry
+    /// hands it here for the query, `protocols::refine`); `view=updates`
+    /// unless the query names `history`.
+    View { thread: String },
 }
 
 use Route as R;
@@ -98,7 +103,8 @@ impl super::Protocol for Route {
             | R::Run { thread, .. }
             | R::Attachment { thread, .. }
             | R::Send { thread, .. }
-            | R::Abort { thread, .. } => thread,
+            | R::Abort { thread, .. }
+            | R::View { thread } => thread,
         }
     }
 
@@ -131,6 +137,7 @@ impl super::Protocol for Route {
     fn plan(&self, query: &[(String, String)], _: Option<&str>, now: i64) -> Result<Option<Plan>, ApiError> {
         match self {
             R::Agent { thread, .. } => plan_view(thread, query, now, true),
+            R::View { thread } => plan_view(thread, query, now, false),
             R::Attachment { .. } | R::Send { .. } | R::Abort { .. } => Ok(None),
             R::Run { run, .. } => {
                 use crate::protocols::durable_streams::stream::{LongPoll, SseView};
@@ -193,6 +200,7 @@ impl super::Protocol for Route {
                 }
                 read(t, thread, call, settings, true)
             }
+            R::View { thread } => read(t, thread, call, settings, false),
             R::Run { run, .. } => {
                 let answer = views::read_versioned(t, Some(run), call.query, call.random, settings, Some(views::RUN_EVENT_VERSION))?;
                 Ok(run_etag(answer, call))
