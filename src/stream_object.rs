@@ -7,7 +7,7 @@
 //!
 //! It holds no waiting request: a live read (`live=sse`, `live=long-poll`)
 //! is a hibernatable socket the stateless Worker relays to its client
-//! (`streams::feeds`), so between appends the object sleeps.
+//! (`durable_streams::server::feeds`), so between appends the object sleeps.
 //!
 //! Invariant enforced here: every access to the core is one synchronous
 //! borrow (never held across an `.await`), so a step and the notices it
@@ -17,12 +17,12 @@
 use crate::now_ms;
 use crate::store::DoSql;
 use std::cell::RefCell;
-use threadline_durable::streams::exchange::{
+use threadline_durable::protocols::durable_streams::server::exchange::{
     self, After, Notice, StreamBodyError, StreamExchange, StreamOp, StreamRequest, StreamStep,
 };
-use threadline_durable::streams::log::SqlLog;
+use threadline_durable::protocols::durable_streams::server::log::SqlLog;
+use threadline_durable::protocols::durable_streams::server::{feeds, Streams, MAX_BODY};
 use threadline_durable::streams::wire::{self, Reply};
-use threadline_durable::streams::{feeds, Streams, MAX_BODY};
 use threadline_durable::{query_pairs, wire::forward, ApiError};
 use worker::*;
 

@@ -22,8 +22,9 @@
 //!   use), naming no protocol.
 //! - [`feed`]: a subscriber's stream across the hop between the thread's
 //!   object and the Worker (replay then live), framed by a protocol's framer.
-//! - [`streams`]: a standalone Durable Stream's decisions (one object per
-//!   stream), and the Durable Streams wire (offsets, headers, producers).
+//! - [`streams`]: the Durable Streams wire (offsets, headers, producers),
+//!   under every protocol that speaks it; a standalone stream's server (one
+//!   object per stream) is `protocols::durable_streams::server`.
 //! - `directory`: an actor's directory (their threads, their send window,
 //!   what their turns used).
 //! - [`agent`]: the built-in agent: the orchestrator loop over an

@@ -7,8 +7,8 @@ mod support;
 
 use serde_json::json;
 use support::lite;
+use threadline_durable::protocols::durable_streams::server::log::{Message, SqlLog, StreamLog};
 use threadline_durable::storage::store::{ConfirmState, Confirmation, Driver, SqlStore};
-use threadline_durable::streams::log::{Message, SqlLog, StreamLog};
 use threadline_durable::streams::offset::Offset;
 use threadline_durable::{Directory, DirectoryOp, Kind, MemoryStore, Record, RunRecord, RunState, Store};
 

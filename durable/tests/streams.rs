@@ -3,9 +3,11 @@
 //! turns, ETag, TTL (lazy expiry), forks and soft delete.
 
 use threadline_durable::feed::Feed;
-use threadline_durable::streams::feeds::{PollFeed, SseFeed};
-use threadline_durable::streams::log::MemoryLog;
-use threadline_durable::streams::{AppendRequest, CreateRequest, ReadPlan, ReadRequest, Streams};
+use threadline_durable::protocols::durable_streams::server::feeds::{PollFeed, SseFeed};
+use threadline_durable::protocols::durable_streams::server::log::MemoryLog;
+use threadline_durable::protocols::durable_streams::server::{
+    AppendRequest, CreateRequest, ReadPlan, ReadRequest, Streams,
+};
 use threadline_durable::Reply;
 
 fn create(s: &mut Streams<MemoryLog>, ct: &str, body: &str, now: i64) -> Reply {
@@ -183,7 +185,7 @@ fn a_reader_behind_pages_to_the_tail_and_sees_each_message_once() {
     let mut pages = 0;
     while let Some(p) = step.page.take() {
         pages += 1;
-        let after = threadline_durable::streams::feeds::parse_page_request(&p).unwrap();
+        let after = threadline_durable::protocols::durable_streams::server::feeds::parse_page_request(&p).unwrap();
         step = feed.on_message(&s.batch(after, true, 12).encode(), 12, 1);
         out.extend_from_slice(&step.out);
     }
@@ -247,7 +249,7 @@ fn forks_copy_their_prefix_and_hold_their_source() {
 
 #[test]
 fn a_long_source_is_forked_page_by_page_and_reads_the_same() {
-    use threadline_durable::streams::FORK_PAGE_BYTES;
+    use threadline_durable::protocols::durable_streams::server::FORK_PAGE_BYTES;
     let mut src = Streams::new(MemoryLog::default());
     create(&mut src, "text/plain", "", 0);
     let chunk = "x".repeat(300_000);

@@ -10,6 +10,7 @@ pub mod stream;
 pub mod views;
 
 
+pub mod server;
 use super::{AtWorker, BodyKind, Gate, Target};
 use crate::access::{Access, Caller};
 use crate::effect::Effect;
@@ -141,14 +142,14 @@ impl super::Protocol for Route {
         if head.method == "OPTIONS" {
             return Ok(AtWorker::Reply(Reply::new(204)));
         }
-        let limit = crate::streams::MAX_BODY;
+        let limit = crate::protocols::durable_streams::server::MAX_BODY;
         if head.declared_length().is_some_and(|n| n > limit as u64) {
             return Ok(AtWorker::Reply(Reply::text(413, &format!("the body is over {limit} bytes"))));
         }
         let query = input::query_pairs(head.query);
         let if_none_match = (head.header)("if-none-match");
-        let live = crate::streams::feeds::plan(head.method, name, &query, if_none_match.as_deref(), settings.streams_long_poll_ms);
-        let context = crate::wire::forward::encode(&crate::streams::exchange::StreamOp::Client { path: name.clone() });
+        let live = crate::protocols::durable_streams::server::feeds::plan(head.method, name, &query, if_none_match.as_deref(), settings.streams_long_poll_ms);
+        let context = crate::wire::forward::encode(&crate::protocols::durable_streams::server::exchange::StreamOp::Client { path: name.clone() });
         Ok(AtWorker::Stream { name: name.clone(), context, live })
     }
 

@@ -15,8 +15,8 @@
 //!   (once the source answered).
 
 use super::log::StreamLog;
-use super::offset::Offset;
-use super::wire::{self, Reply};
+use crate::streams::offset::Offset;
+use crate::streams::wire::{self, Reply};
 use super::{
     AppendRequest, CreateRequest, ForkRequest, ForkSource, PreparedCreate, ReadPlan, ReadRequest, Streams, MAX_BODY,
 };

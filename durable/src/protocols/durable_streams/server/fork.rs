@@ -3,8 +3,8 @@
 //! A second `impl` of [`Streams`], apart from the reads and appends.
 
 use super::log::{Meta, StreamLog};
-use super::offset::Offset;
-use super::wire::{self, Reply};
+use crate::streams::offset::Offset;
+use crate::streams::wire::{self, Reply};
 use super::{decode_messages, unavailable, Streams};
 use serde::{Deserialize, Serialize};
 

@@ -17,8 +17,8 @@
 //! every message reaches the reader once, in order.
 
 use super::log::Message;
-use super::offset::Offset;
-use super::wire::{self, Reply};
+use crate::streams::offset::Offset;
+use crate::streams::wire::{self, Reply};
 use super::{data_reply, nothing_new, sse_turn, Batch, ReadRequest, SseState, Tail};
 use crate::feed::{Feed, Plan, Step};
 use base64::Engine as _;

@@ -4,8 +4,8 @@
 //! one block no other request interleaves with (Durable Object SQLite
 //! commits such a block atomically).
 
-use super::offset::Offset;
-use super::producer::ProducerState;
+use crate::streams::offset::Offset;
+use crate::streams::producer::ProducerState;
 use crate::storage::db::{Db, Value};
 use crate::storage::db::{StoreError, StoreResult};
 use crate::storage::migrations::{self, OpenError};
