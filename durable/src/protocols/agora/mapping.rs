@@ -39,9 +39,107 @@
 
 use crate::log::event::payload::RunFinish;
 use crate::log::event::{Event, FinishStatus, Kind, Payload};
+use crate::log::queued::QueueStart;
 use crate::wire::sse::Frame;
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::collections::HashSet;
+
+/// One frame of a run stream, in agora's words (`AgentStreamEvent`): its
+/// `kind` first, then its fields in the order agora's client reads them.
+/// Serialised in one place ([`encode`]); every frame the mapping makes is
+/// one of these.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum AgoraFrame {
+    Text {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
+    StepStart {},
+    #[serde(rename_all = "camelCase")]
+    StepFinish {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        usage: Option<StepUsage>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cost_usd: Option<f64>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ToolInputAvailable {
+        id: String,
+        name: String,
+        input: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_kind: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
+    },
+    ToolOutput {
+        id: String,
+        output: Value,
+    },
+    /// agora's `error`; `errorText` for readers of the AI SDK's word.
+    #[serde(rename_all = "camelCase")]
+    ToolOutputError {
+        id: String,
+        error: String,
+        error_text: String,
+    },
+    ToolOutputDenied {
+        id: String,
+        reason: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ApprovalRequested {
+        id: String,
+        request_id: String,
+        tool_name: String,
+        input: Value,
+        input_type: String,
+        approver: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        expires_at: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
+    ApprovalSettled {
+        id: String,
+        status: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        request_id: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        decided_by: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        decided_via: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        remember: Option<bool>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    Tasks {
+        tasks: Value,
+    },
+    Title {
+        title: String,
+    },
+    /// The queue as agora reads it ([`super::queue`]), and the message a
+    /// run's end started.
+    Queue {
+        queue: Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        started: Option<QueueStart>,
+    },
+    Cancelled {},
+}
+
+/// A step's token counts, as the provider reported them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepUsage {
+    pub input_tokens: Value,
+    pub output_tokens: Value,
+}
 
 #[derive(Debug, Clone, PartialEq)]
 struct Tail {
@@ -63,9 +161,9 @@ pub struct FrameMapper {
     /// `tool-output-denied` already sent.
     denied: HashSet<String>,
     /// The last step's `step-finish`, held until its tools ran.
-    step_finish: Option<Value>,
+    step_finish: Option<AgoraFrame>,
     /// `title` frames, held until the last step finished.
-    titles: Vec<Value>,
+    titles: Vec<AgoraFrame>,
     /// Frames produced so far (the last frame's id).
     pub count: u64,
 }
@@ -84,22 +182,22 @@ impl FrameMapper {
     }
 
     /// The frames of one event, numbered.
-    pub fn map(&mut self, ev: &Event) -> Vec<(u64, Value)> {
+    pub fn map(&mut self, ev: &Event) -> Vec<(u64, AgoraFrame)> {
         let frames = self.frames(ev);
         self.number(frames)
     }
 
     /// The frames a run's end releases, numbered: the held `step-finish`
     /// and `title`s, then `cancelled` for a cancelled run.
-    pub fn finish(&mut self, run_finish: &RunFinish) -> Vec<(u64, Value)> {
+    pub fn finish(&mut self, run_finish: &RunFinish) -> Vec<(u64, AgoraFrame)> {
         let mut frames = self.release(true);
         if run_finish.status == FinishStatus::Cancelled {
-            frames.push(json!({ "kind": "cancelled" }));
+            frames.push(AgoraFrame::Cancelled {});
         }
         self.number(frames)
     }
 
-    fn number(&mut self, frames: Vec<Value>) -> Vec<(u64, Value)> {
+    fn number(&mut self, frames: Vec<AgoraFrame>) -> Vec<(u64, AgoraFrame)> {
         frames
             .into_iter()
             .map(|f| {
@@ -110,15 +208,15 @@ impl FrameMapper {
     }
 
     /// The held `step-finish`, and at the run's end the held `title`s.
-    fn release(&mut self, end: bool) -> Vec<Value> {
-        let mut frames: Vec<Value> = self.step_finish.take().into_iter().collect();
+    fn release(&mut self, end: bool) -> Vec<AgoraFrame> {
+        let mut frames: Vec<AgoraFrame> = self.step_finish.take().into_iter().collect();
         if end {
             frames.append(&mut self.titles);
         }
         frames
     }
 
-    fn frames(&mut self, ev: &Event) -> Vec<Value> {
+    fn frames(&mut self, ev: &Event) -> Vec<AgoraFrame> {
         // A child's entry lands in the root's timeline: root text ends there.
         if let Payload::AgentSpawned(spawned) = &ev.payload {
             if spawned.parent_id == self.root {
@@ -185,44 +283,38 @@ impl FrameMapper {
                 if self.calls.insert(call.tool_call_id.clone()) {
                     self.tail = None;
                 }
-                let mut f = json!({ "kind": "tool-input-available", "id": call.tool_call_id, "name": call.tool_name, "input": call.args });
-                if let Some(k) = &call.tool_kind {
-                    f["toolKind"] = k.clone().into();
-                }
-                // An MCP tool: its server, by name.
-                if let Some(server) = &call.server {
-                    f["server"] = server.clone().into();
-                }
-                vec![f]
+                // An MCP tool names its server.
+                vec![AgoraFrame::ToolInputAvailable {
+                    id: call.tool_call_id.clone(),
+                    name: call.tool_name.clone(),
+                    input: call.args.clone(),
+                    tool_kind: call.tool_kind.clone(),
+                    server: call.server.clone(),
+                }]
             }
-            Payload::ToolResult(r) => vec![json!({ "kind": "tool-output", "id": r.tool_call_id, "output": r.result })],
+            Payload::ToolResult(r) => {
+                vec![AgoraFrame::ToolOutput { id: r.tool_call_id.clone(), output: r.result.clone() }]
+            }
             Payload::ToolError(e) | Payload::ToolInterrupted(e) if self.denied.contains(&e.tool_call_id) => Vec::new(),
-            // agora's `error`; `errorText` for readers of the AI SDK's word.
-            Payload::ToolError(e) | Payload::ToolInterrupted(e) => {
-                vec![json!({ "kind": "tool-output-error", "id": e.tool_call_id, "error": e.error, "errorText": e.error })]
-            }
+            Payload::ToolError(e) | Payload::ToolInterrupted(e) => vec![AgoraFrame::ToolOutputError {
+                id: e.tool_call_id.clone(),
+                error: e.error.clone(),
+                error_text: e.error.clone(),
+            }],
             Payload::ConfirmationSettled(c) => {
                 let id = c.tool_call_id.as_str();
                 let status = c.status.as_str();
                 // agora's words: a person's no is `rejected`.
                 let word = if status == "denied" { "rejected" } else { status };
-                let mut settled = json!({ "kind": "approval-settled", "id": id, "status": word });
-                if let Some(v) = &c.request_id {
-                    settled["requestId"] = v.clone().into();
-                }
-                if let Some(v) = &c.decided_by {
-                    settled["decidedBy"] = v.clone().into();
-                }
-                if let Some(v) = &c.decided_via {
-                    settled["decidedVia"] = v.clone().into();
-                }
-                if let Some(v) = c.remember {
-                    settled["remember"] = v.into();
-                }
-                if let Some(v) = &c.reason {
-                    settled["reason"] = v.clone().into();
-                }
-                let mut frames = vec![settled];
+                let mut frames = vec![AgoraFrame::ApprovalSettled {
+                    id: id.to_owned(),
+                    status: word.to_owned(),
+                    request_id: c.request_id.clone(),
+                    decided_by: c.decided_by.clone(),
+                    decided_via: c.decided_via.clone(),
+                    remember: c.remember,
+                    reason: c.reason.clone(),
+                }];
                 let reason = match status {
                     "expired" => Some("approval expired".to_owned()),
                     "denied" => Some(c.reason.clone().unwrap_or_else(|| "denied".to_owned())),
@@ -230,7 +322,7 @@ impl FrameMapper {
                 };
                 if let Some(reason) = reason {
                     self.denied.insert(id.to_owned());
-                    frames.push(json!({ "kind": "tool-output-denied", "id": id, "reason": reason }));
+                    frames.push(AgoraFrame::ToolOutputDenied { id: id.to_owned(), reason });
                 }
                 frames
             }
@@ -238,40 +330,32 @@ impl FrameMapper {
                 if self.calls.insert(req.tool_call_id.clone()) {
                     self.tail = None;
                 }
-                let mut f = json!({
-                    "kind": "approval-requested",
-                    "id": req.tool_call_id,
-                    "requestId": req.request_id,
-                    "toolName": req.tool_name,
-                    "input": req.args,
-                    "inputType": req.input_type.as_ref().map_or("approval", |t| t.as_str()),
-                    "approver": req.approver.as_deref().unwrap_or(crate::thread::REQUESTER),
-                });
-                if let Some(at) = req.expires_at {
-                    f["expiresAt"] = crate::wire::time::rfc3339(at).into();
-                }
-                vec![f]
+                vec![AgoraFrame::ApprovalRequested {
+                    id: req.tool_call_id.clone(),
+                    request_id: req.request_id.clone(),
+                    tool_name: req.tool_name.clone(),
+                    input: req.args.clone(),
+                    input_type: req.input_type.as_ref().map_or("approval", |t| t.as_str()).to_owned(),
+                    approver: req.approver.as_deref().unwrap_or(crate::thread::REQUESTER).to_owned(),
+                    expires_at: req.expires_at.map(crate::wire::time::rfc3339),
+                }]
             }
             Payload::StepStart(_) => {
                 let mut frames = self.release(false);
-                frames.push(json!({ "kind": "step-start" }));
+                frames.push(AgoraFrame::StepStart {});
                 frames
             }
             Payload::StepFinish(step) => {
-                let mut f = json!({ "kind": "step-finish" });
-                if let Some((input, output)) = step.token_counts() {
-                    f["usage"] = json!({ "inputTokens": input, "outputTokens": output });
-                }
-                if let Some(c) = step.cost_usd {
-                    f["costUsd"] = c.into();
-                }
+                let usage = step
+                    .token_counts()
+                    .map(|(input_tokens, output_tokens)| StepUsage { input_tokens, output_tokens });
                 let frames = self.release(false);
-                self.step_finish = Some(f);
+                self.step_finish = Some(AgoraFrame::StepFinish { usage, cost_usd: step.cost_usd });
                 frames
             }
-            Payload::TasksUpdate(tasks) => vec![json!({ "kind": "tasks", "tasks": tasks.list_json() })],
+            Payload::TasksUpdate(tasks) => vec![AgoraFrame::Tasks { tasks: tasks.list_json() }],
             Payload::ThreadTitleUpdated(title) => {
-                self.titles.push(json!({ "kind": "title", "title": title.title }));
+                self.titles.push(AgoraFrame::Title { title: title.title.clone() });
                 Vec::new()
             }
             Payload::QueueUpdated(update) => {
@@ -279,11 +363,7 @@ impl FrameMapper {
                 // the run's last event: what is held goes before it.
                 let handoff = update.started.is_some() || update.queue.paused;
                 let mut frames = if handoff { self.release(true) } else { Vec::new() };
-                let mut f = json!({ "kind": "queue", "queue": super::queue::of(&update.queue) });
-                if let Some(started) = &update.started {
-                    f["started"] = json!(started);
-                }
-                frames.push(f);
+                frames.push(AgoraFrame::Queue { queue: super::queue::of(&update.queue), started: update.started.clone() });
                 frames
             }
             // The run's start is the stream's `meta`, its end the stream's
@@ -302,20 +382,40 @@ impl FrameMapper {
     }
 }
 
-fn text_frame(reasoning: bool, text: &str) -> Value {
-    json!({ "kind": if reasoning { "reasoning" } else { "text" }, "text": text })
+fn text_frame(reasoning: bool, text: &str) -> AgoraFrame {
+    let text = text.to_owned();
+    if reasoning {
+        AgoraFrame::Reasoning { text }
+    } else {
+        AgoraFrame::Text { text }
+    }
 }
 
 /// Appends numbered frames to `out`.
-pub fn encode(frames: &[(u64, Value)], after: u64, out: &mut Vec<u8>) {
+pub fn encode(frames: &[(u64, AgoraFrame)], after: u64, out: &mut Vec<u8>) {
     for (id, f) in frames.iter().filter(|(id, _)| *id > after) {
-        Frame::data(&f.to_string()).id(*id).encode(out);
+        Frame::data(&serde_json::to_string(f).expect("a frame serialises")).id(*id).encode(out);
     }
+}
+
+/// `event: meta`: the run and thread a stream is of.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Meta<'a> {
+    run_id: &'a str,
+    thread_id: &'a str,
+}
+
+/// `event: error`: why a run failed, in agora's words.
+#[derive(Serialize)]
+struct Failed<'a> {
+    code: &'a str,
+    message: &'a str,
 }
 
 /// `event: meta` with the run and thread (no id).
 pub fn meta(run_id: &str, thread_id: &str, out: &mut Vec<u8>) {
-    let data = json!({ "runId": run_id, "threadId": thread_id }).to_string();
+    let data = serde_json::to_string(&Meta { run_id, thread_id }).expect("meta serialises");
     Frame::data(&data).event("meta").expect("a fixed name").encode(out);
 }
 
@@ -325,24 +425,21 @@ pub fn meta(run_id: &str, thread_id: &str, out: &mut Vec<u8>) {
 pub fn terminal(run_finish: &RunFinish, out: &mut Vec<u8>) {
     let status = run_finish.status.as_str();
     let reason = run_finish.reason.as_deref().unwrap_or_default();
+    let failed = |code, message| serde_json::to_string(&Failed { code, message }).expect("an error serialises");
     let (name, data) = match (status, reason) {
-        ("completed" | "cancelled", _) => ("done", json!({})),
-        (_, "quota_exceeded") => ("error", json!({ "code": reason, "message": "your budget for this period is spent" })),
-        (_, "structured_output_invalid") => {
-            ("error", json!({ "code": reason, "message": "the answer did not match the schema asked for" }))
-        }
-        (_, "output_rejected") => ("error", json!({ "code": reason, "message": "the output check refused the answer" })),
-        _ => (
-            "error",
-            json!({ "code": "run_failed", "message": if reason.is_empty() { status.to_owned() } else { reason.to_owned() } }),
-        ),
+        ("completed" | "cancelled", _) => ("done", "{}".to_owned()),
+        (_, "quota_exceeded") => ("error", failed(reason, "your budget for this period is spent")),
+        (_, "structured_output_invalid") => ("error", failed(reason, "the answer did not match the schema asked for")),
+        (_, "output_rejected") => ("error", failed(reason, "the output check refused the answer")),
+        _ => ("error", failed("run_failed", if reason.is_empty() { status } else { reason })),
     };
-    Frame::data(&data.to_string()).event(name).expect("fixed names").encode(out);
+    Frame::data(&data).event(name).expect("fixed names").encode(out);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
         let mut e = Event::from_json(kind, "r", agent, 0, payload).unwrap();
@@ -350,8 +447,14 @@ mod tests {
         e
     }
 
-    fn texts(frames: &[(u64, Value)]) -> Vec<(u64, String)> {
-        frames.iter().map(|(i, f)| (*i, f["text"].as_str().unwrap_or(f["kind"].as_str().unwrap()).to_owned())).collect()
+    fn texts(frames: &[(u64, AgoraFrame)]) -> Vec<(u64, String)> {
+        frames
+            .iter()
+            .map(|(i, f)| {
+                let f = serde_json::to_value(f).unwrap();
+                (*i, f["text"].as_str().unwrap_or(f["kind"].as_str().unwrap()).to_owned())
+            })
+            .collect()
     }
 
     #[test]
