@@ -144,7 +144,6 @@ pub struct Budget {
     pub since: i64,
 }
 
-/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -69,7 +69,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // Held against the limit the sender's last send carried: a run
         // resumed after a restart, before its sender sends again, is
         // charged but held against none (docs/agents.md, "Budgets").
-        let limit = self.budgets.get(&actor).map(|b| b.limit);
+        let limit = self.budgets.limit(&actor);
         let ask = match (self.config.quota_period, limit) {
             (Some(period), Some(limit)) => {
                 let since = period.window(now).0;
@@ -207,7 +207,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// What the thread knows of `actor`'s spend grows by `spend` (their
     /// directory's figure arrives with their next send).
     fn spent(&mut self, actor: &str, spend: Spend, now: i64) {
-        self.add_usage(actor, crate::agent::quota::Used { tokens: spend.tokens(), cost_usd: spend.cost_usd }, now);
+        self.budgets.add_usage(
+            actor,
+            crate::agent::quota::Used { tokens: spend.tokens(), cost_usd: spend.cost_usd },
+            now,
+        );
     }
 }
 
@@ -237,7 +241,7 @@ mod tests {
     fn send_as(t: &mut Thread<MemoryStore, NoSink>, actor: &str, limit: Option<Limit>) -> String {
         let run_id = format!("run-{actor}");
         if let Some(limit) = limit {
-            t.learn_budget(actor, crate::agent::quota::Budget { limit, used: Default::default(), since: 0 });
+            t.budgets.learn(actor, crate::agent::quota::Budget { limit, used: Default::default(), since: 0 });
         }
         let turn = Turn { actor: Some(actor.into()), ..Turn::default() };
         let run = StartRun {

@@ -34,6 +34,7 @@
 //! synchronous, so each is one block no other request can interleave with.
 
 mod agent;
+mod budgets;
 mod charges;
 mod confirmations;
 mod files;
@@ -47,7 +48,6 @@ mod subscribers;
 mod telemetry;
 mod transcript;
 
-use crate::agent::quota::{Budget, Used};
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
 use crate::effect::Effect;
@@ -61,11 +61,11 @@ use crate::wire::error::ApiError;
 use crate::wire::ids;
 use bytes::Bytes;
 use serde_json::{json, Value};
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 pub use crate::settings::Config;
 pub use crate::wire::ids::ROOT_AGENT;
+use budgets::Budgets;
 pub use confirmations::{check_decision, By, REQUESTER};
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
@@ -158,7 +158,7 @@ pub struct Thread<S: Store, K: Sink> {
     /// What the thread knows of its senders' budgets (`QUOTA`): learned with
     /// each send, plus what its own turns used since. A queued message is
     /// checked against its sender's as it starts.
-    budgets: BTreeMap<String, Budget>,
+    budgets: Budgets,
     /// Effects decided inside the publish path, for the next launch
     /// (`Thread::launch_started`): a run's end, told to its agent.
     outbox: Vec<Effect>,
@@ -220,6 +220,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut thread = Thread {
             store,
             thread_id: String::new(),
+            budgets: Budgets::new(config.quota_period),
             config,
             last_seq,
             active,
@@ -233,7 +234,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
             ids: Rc::new(ids::Counter::default()),
             last_write_at: now,
             send_origin: None,
-            budgets: BTreeMap::new(),
             outbox: Vec::new(),
             charge_retry: None,
         };
@@ -522,7 +522,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn take_next(&self, now: i64) -> (Queue, Option<QueueItem>) {
         let mut queue = self.queue.clone();
         let Some(head) = queue.items.first().filter(|_| !queue.paused) else { return (queue, None) };
-        if head.turn.actor.as_deref().is_some_and(|a| self.over_quota(a, now)) {
+        if head.turn.actor.as_deref().is_some_and(|a| self.budgets.over(a, now)) {
             queue.paused = true;
             queue.paused_reason = Some(QUOTA_EXCEEDED.to_owned());
             queue.paused_at = Some(now);
@@ -530,38 +530,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         let item = queue.pop_next();
         (queue, item)
-    }
-
-    /// Learns a sender's budget from their send: their directory's figure,
-    /// unless this thread has counted more in the same period (a turn's
-    /// usage on its way to the directory).
-    pub fn learn_budget(&mut self, actor: &str, budget: Budget) {
-        let known = self.budgets.entry(actor.to_owned()).or_insert(budget);
-        if known.since != budget.since {
-            *known = budget;
-        } else {
-            known.limit = budget.limit;
-            known.used = Used {
-                tokens: known.used.tokens.max(budget.used.tokens),
-                cost_usd: known.used.cost_usd.max(budget.used.cost_usd),
-            };
-        }
-    }
-
-    /// Whether `actor` has spent their budget for the period holding `now`,
-    /// as far as the thread knows.
-    pub fn over_quota(&self, actor: &str, now: i64) -> bool {
-        let Some(period) = self.config.quota_period else { return false };
-        self.budgets.get(actor).is_some_and(|b| b.since == period.window(now).0 && b.limit.exhausted(b.used))
-    }
-
-    /// Adds `used` to what the thread knows `actor` spent in the period
-    /// holding `now` (their model calls' charges).
-    fn add_usage(&mut self, actor: &str, used: Used, now: i64) {
-        let Some(period) = self.config.quota_period else { return };
-        if let Some(b) = self.budgets.get_mut(actor).filter(|b| b.since == period.window(now).0) {
-            b.used = b.used + used;
-        }
     }
 
     fn store_queue(&mut self, queue: &Queue) -> Result<(), ApiError> {

@@ -125,9 +125,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         Self::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
         if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
-            self.learn_budget(actor, budget);
+            self.budgets.learn(actor, budget);
         }
-        let spent = turn.actor.as_deref().is_some_and(|a| self.over_quota(a, now));
+        let spent = turn.actor.as_deref().is_some_and(|a| self.budgets.over(a, now));
         if who.reserve {
             return self.reserve_send(&send, spent, who, now);
         }

@@ -2,7 +2,7 @@
 //! format the stateless Worker relays to the client (who frames it for its
 //! protocol). The object holds no stream, only sockets: between publishes it
 //! can sleep, and it finds its subscribers again on waking
-//! ([`Thread::resubscribe`]).
+//! ([`Subscribers::add`](super::Subscribers::add)).
 //!
 //! Invariant (replay then live, no gap, no duplicate): [`Thread::subscribe`]
 //! takes the replay window `(after, high]`, the open segments' snapshot, and

@@ -5,6 +5,7 @@
 pub const HOUR: i64 = 3_600_000;
 pub const DAY: i64 = 24 * HOUR;
 
+/// Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
 pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
