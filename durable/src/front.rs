@@ -159,10 +159,10 @@ impl<'s> Exchange<'s> {
     }
 
     fn begin(&mut self, head: &Head) -> Result<Step, ApiError> {
-        let mount = protocols::agora::mount(self.settings).unwrap_or_else(|_| protocols::agora::MOUNT.to_owned());
+        let mount = protocols::agora::mount(self.settings).unwrap_or(protocols::agora::MOUNT);
         let parsed = match head.path {
             ROUTES_PATH if self.settings.debug_routes => Err(ApiError::not_found_route("answered below")),
-            _ => match protocols::agora::mounted(head.path, &mount) {
+            _ => match protocols::agora::mounted(head.path, mount) {
                 Some(path) => {
                     let (parsed, pattern) = protocols::parse(head.method, &path);
                     self.finish.route = pattern;

@@ -171,6 +171,9 @@ pub struct Settings {
     /// `config.path`); the agora protocol reads and checks it
     /// (`protocols::agora::mount`).
     pub agora_path: Option<String>,
+    /// `agora_path` read and checked, once per isolate: the check walks every
+    /// protocol's route table, which a request must not pay for.
+    pub agora_mount: std::cell::OnceCell<Result<String, String>>,
     /// Where spans go (`OTEL_EXPORTER_OTLP_*`); `None`: traces are off.
     pub otlp: Option<crate::trace::Otlp>,
     /// Why the OTLP variables could not be read (traces are off).
@@ -365,6 +368,7 @@ impl Settings {
         );
         Settings {
             agora_path: var("AGORA_PATH"),
+            agora_mount: std::cell::OnceCell::new(),
             otlp: otlp.clone().ok().flatten(),
             otlp_error: otlp.clone().err(),
             type_errors: type_errors.into_iter().map(|(_, why)| why).collect(),

@@ -504,8 +504,8 @@ pub fn mount_path(var: Option<&str>) -> Result<String, String> {
 /// Where agora's routes are mounted under `settings` (`AGORA_PATH`), or
 /// why the path it names is refused (agora's routes then stay under
 /// `/agent`).
-pub fn mount(settings: &Settings) -> Result<String, String> {
-    mount_path(settings.agora_path.as_deref())
+pub fn mount(settings: &Settings) -> Result<&str, &str> {
+    settings.agora_mount.get_or_init(|| mount_path(settings.agora_path.as_deref())).as_deref().map_err(String::as_str)
 }
 
 /// The path a request names as agora's table knows it: under `mount`
