@@ -42,24 +42,24 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// A stored producer's state (Durable Streams' idempotent appends), by
     /// its key.
-    pub fn producer_state(&self, key: &str) -> Result<Option<Value>, ApiError> {
+    pub fn producer_state<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ApiError> {
         Ok(self.store.meta(key)?.and_then(|v| serde_json::from_str(&v).ok()))
     }
 
     /// Publishes an appender's batch into run `run_id` and, with it, the
-    /// appender's new state (`key`, `state`): one synchronous block, so the
+    /// appender's new state (`key`, its JSON): one synchronous block, so the
     /// storage commits both or neither, and a retried append is recognised
     /// exactly when its batch is in the log. Returns the last seq.
     pub fn publish_as(
         &mut self,
         run_id: &str,
         batch: Vec<Value>,
-        producer: Option<(String, Value)>,
+        producer: Option<(String, String)>,
         now: i64,
     ) -> Result<u64, ApiError> {
         let last = self.publish(run_id, batch, now)?;
         if let Some((key, state)) = producer {
-            self.store.set_meta(&key, Some(&state.to_string()))?;
+            self.store.set_meta(&key, Some(&state))?;
         }
         Ok(last)
     }

@@ -312,35 +312,21 @@ pub fn accept_payload(kind: Kind, payload: Value) -> Result<Payload, SchemaError
     if !payload.is_object() {
         return err("`payload` must be a JSON object");
     }
+    // What a publisher may not set, or sets in a shape of its own, is read
+    // here; every other kind is read as the log reads it back.
     let text = |v: Value| typed::<payload::Text>(v).map(|t| payload::TextOut::plain(t.text));
     Ok(match kind {
-        Kind::RunStart => Payload::RunStart(typed(payload)?),
-        Kind::RunFinish => Payload::RunFinish(typed(payload)?),
         Kind::TextDelta => Payload::TextDelta(text(payload)?),
         Kind::ReasoningDelta => Payload::ReasoningDelta(text(payload)?),
         Kind::TextBlock => Payload::TextBlock(text(payload)?),
         Kind::ReasoningBlock => Payload::ReasoningBlock(text(payload)?),
-        Kind::ToolInputStart => Payload::ToolInputStart(typed(payload)?),
-        Kind::ToolCall => Payload::ToolCall(typed(payload)?),
-        Kind::ToolResult => Payload::ToolResult(typed(payload)?),
-        Kind::ToolError => Payload::ToolError(typed(payload)?),
-        Kind::ToolInterrupted => Payload::ToolInterrupted(typed(payload)?),
+        Kind::TasksUpdate => Payload::TasksUpdate(tasks_update(payload)?),
         Kind::AgentSpawned => {
             let mut spawned: payload::AgentSpawned = typed(payload)?;
             spawned.tools.get_or_insert_with(Vec::new);
             Payload::AgentSpawned(spawned)
         }
-        Kind::AgentCompleted => Payload::AgentCompleted(typed(payload)?),
-        Kind::ConfirmationRequest => Payload::ConfirmationRequest(typed(payload)?),
-        Kind::ConfirmationSettled => Payload::ConfirmationSettled(typed(payload)?),
-        Kind::TasksUpdate => Payload::TasksUpdate(tasks_update(payload)?),
-        Kind::Status => Payload::Status(typed(payload)?),
-        Kind::Error => Payload::Error(typed(payload)?),
-        Kind::ThreadTitleUpdated => Payload::ThreadTitleUpdated(typed(payload)?),
-        Kind::FilesystemRequest => Payload::FilesystemRequest(typed(payload)?),
-        Kind::QueueUpdated => Payload::QueueUpdated(typed(payload)?),
-        Kind::StepStart => Payload::StepStart(typed(payload)?),
-        Kind::StepFinish => Payload::StepFinish(typed(payload)?),
+        _ => Payload::from_stored(kind, payload)?,
     })
 }
 

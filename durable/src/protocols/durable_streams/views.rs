@@ -398,7 +398,7 @@ pub fn append<S: Store, K: Sink>(
     let batch = input::batch(input::json(body, limits.max_batch_bytes)?, BatchShape::Stream, limits.max_batch_events)?;
     let gen = t.generation(|| random)?;
     let state: Option<ProducerState> = match &producer {
-        Some(p) => t.producer_state(&producer_key(run, &p.id))?.and_then(|v| serde_json::from_value(v).ok()),
+        Some(p) => t.producer_state(&producer_key(run, &p.id))?,
         None => None,
     };
     match check_producer(run, producer.as_ref(), state.as_ref(), gen, t.last_seq(), now) {
@@ -413,7 +413,7 @@ pub fn append<S: Store, K: Sink>(
         Ok(RunAppend::Duplicate(reply)) => Ok(reply),
         Ok(RunAppend::Publish(admitted)) => {
             let producer_state =
-                admitted.map(|(key, s)| (key, serde_json::to_value(&s).expect("a producer's state serialises")));
+                admitted.map(|(key, s)| (key, serde_json::to_string(&s).expect("a producer's state serialises")));
             let last = t.publish_as(run, batch, producer_state, now)?;
             let closed = t.run(run).ok().flatten().is_some_and(|r| r.state != RunState::Running);
             let mut reply =
