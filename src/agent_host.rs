@@ -174,7 +174,7 @@ impl Host for WorkerHost {
         let key = {
             let mut slot = self.core.borrow_mut();
             let core = slot.as_mut().ok_or("the thread is gone")?;
-            core.store_agent_file(&new, ids::random_u64(), now_ms()).map_err(|e| e.message)?
+            core.store_agent_file(&new, ids::random_u64(), now_ms()).map_err(|e| e.to_string())?
         };
         crate::files::put_one(bucket, &key, bytes, media_type, &new.sha256).await?;
         Ok((new.reference(), key))
@@ -214,7 +214,7 @@ impl Host for WorkerHost {
         let mut slot = self.core.borrow_mut();
         let Some(core) = slot.as_mut() else { return Err(Stopped) };
         core.publish_agent(&self.run_id, scope, events, now_ms()).map_err(|e| {
-            if e.status != 409 {
+            if !e.is_conflict() {
                 console_error!("agent publish: {e}");
             }
             Stopped
@@ -256,7 +256,7 @@ impl Host for WorkerHost {
         let held = {
             let mut slot = self.core.borrow_mut();
             let core = slot.as_mut().ok_or("the thread is gone")?;
-            core.hold(&self.run_id, model, spend, price, now_ms()).map_err(|e| e.message)?
+            core.hold(&self.run_id, model, spend, price, now_ms()).map_err(|e| e.to_string())?
         };
         let Some(held) = held else { return Ok(None) };
         let Some((actor, op)) = held.ask else { return Ok(Some(held.id)) };

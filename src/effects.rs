@@ -76,7 +76,7 @@ impl Inner {
                     if !owed.is_empty() {
                         let kept = SqlStore::open(DoSql(self.storage.sql()))
                             .map_err(ApiError::from)
-                            .and_then(|mut s| live::Core::keep_charges(&mut s, &owed));
+                            .and_then(|mut s| live::Core::keep_charges(&mut s, &owed).map_err(ApiError::from));
                         match kept {
                             Ok(()) => self.arm_alarm().await,
                             Err(e) => console_error!("charges: {e}"),
@@ -98,7 +98,9 @@ impl Inner {
                 }
                 Effect::DeleteFiles { keys, ids } => match crate::files::delete(&self.env, &keys).await {
                     Ok(()) => {
-                        if let Err(e) = self.with_core(|c| c.files_deleted(&ids)).and_then(|r| r) {
+                        if let Err(e) =
+                            self.with_core(|c| c.files_deleted(&ids)).and_then(|r| r.map_err(ApiError::from))
+                        {
                             console_error!("files: {e}");
                         }
                     }

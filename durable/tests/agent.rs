@@ -262,7 +262,7 @@ impl Host for Host1 {
         media_type: &str,
     ) -> Result<(threadline_durable::files::FileRef, String), String> {
         let new = threadline_durable::files::NewFile::of(&bytes, media_type, None);
-        let key = self.fake.thread.borrow_mut().store_agent_file(&new, 7, 1_000).map_err(|e| e.message)?;
+        let key = self.fake.thread.borrow_mut().store_agent_file(&new, 7, 1_000).map_err(|e| e.to_string())?;
         self.fake.files.borrow_mut().push((new.sha256.clone(), bytes));
         Ok((new.reference(), key))
     }
@@ -312,7 +312,7 @@ impl Host for Host1 {
         price: Option<threadline_durable::Price>,
     ) -> Result<Option<String>, String> {
         let held = self.fake.thread.borrow_mut().hold(&self.run_id, model, spend, price, 1_000);
-        Ok(held.map_err(|e| e.message)?.map(|h| h.id))
+        Ok(held.map_err(|e| e.to_string())?.map(|h| h.id))
     }
 
     fn settle(&self, hold: &str, used: Option<threadline_durable::agent::charge::Spend>, streamed: usize) {

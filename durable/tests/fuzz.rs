@@ -116,6 +116,7 @@ proptest! {
         match t.publish("r", batch, 5) {
             Ok(_) => {}
             Err(e) => {
+                let e = threadline_durable::wire::error::ApiError::from(e);
                 prop_assert!(e.status >= 400 && e.status < 500, "{e}");
                 prop_assert_eq!(&t.store().records, &before);
                 prop_assert_eq!(&t.store().runs, &runs_before);
@@ -126,7 +127,7 @@ proptest! {
     #[test]
     fn decisions_and_tokens_never_panic(body in json_value(), kind in prop::sample::select(vec!["approval", "text", "questions", "plan-review"]), token in ".{0,80}") {
         if let Err(e) = threadline_durable::thread::check_decision(kind, &body) {
-            prop_assert_eq!(e.status, 400);
+            prop_assert_eq!(threadline_durable::wire::error::ApiError::from(e).status, 400);
         }
         let v = Verifier::new(Some("0123456789abcdef0123456789abcdef"), None, None, None).unwrap();
         prop_assert!(v.verify(&token, 0).is_err());

@@ -157,7 +157,7 @@ fn durable_log(t: &T) -> Vec<Event> {
 fn run_lock_is_a_compare_and_set() {
     let mut t = thread();
     start(&mut t, "r1", 0);
-    let err = t
+    let err: ApiError = t
         .start_run(
             StartRun {
                 run_id: "r2".into(),
@@ -170,7 +170,8 @@ fn run_lock_is_a_compare_and_set() {
             },
             1,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .into();
     assert_eq!((err.status, err.code), (409, "run_active"));
     assert_eq!(err.details["runId"], "r1");
     assert_eq!(t.cancel(2).unwrap().as_deref(), Some("r1"));
@@ -183,14 +184,15 @@ fn run_lock_is_a_compare_and_set() {
 fn publish_tokens_are_scoped_to_their_run() {
     let mut t = thread();
     start(&mut t, "r1", 0);
-    assert_eq!(t.authorize_publish("r1", None).unwrap_err().status, 401);
-    assert_eq!(t.authorize_publish("r1", Some("token-r2")).unwrap_err().status, 403);
-    assert_eq!(t.authorize_publish("nope", Some("token-r1")).unwrap_err().status, 404);
+    assert_eq!(ApiError::from(t.authorize_publish("r1", None).unwrap_err()).status, 401);
+    assert_eq!(ApiError::from(t.authorize_publish("r1", Some("token-r2")).unwrap_err()).status, 403);
+    assert_eq!(ApiError::from(t.authorize_publish("nope", Some("token-r1")).unwrap_err()).status, 404);
     t.authorize_publish("r1", Some("token-r1")).unwrap();
     // A finished run still knows its token: the answer is 409, not 403.
     t.cancel(1).unwrap();
     t.authorize_publish("r1", Some("token-r1")).unwrap();
-    let e = t.publish("r1", vec![json!({"type":"status","agentId":"a","payload":{"message":"x"}})], 2).unwrap_err();
+    let e: ApiError =
+        t.publish("r1", vec![json!({"type":"status","agentId":"a","payload":{"message":"x"}})], 2).unwrap_err().into();
     assert_eq!((e.status, e.code), (409, "run_finished"));
 }
 
@@ -199,7 +201,7 @@ fn invalid_batch_stores_nothing_and_names_the_index() {
     let mut t = thread();
     start(&mut t, "r1", 0);
     let before = t.store().records.len();
-    let e = t
+    let e: ApiError = t
         .publish(
             "r1",
             vec![
@@ -209,7 +211,8 @@ fn invalid_batch_stores_nothing_and_names_the_index() {
             ],
             1,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .into();
     assert_eq!((e.status, e.code), (400, "invalid_event"));
     assert_eq!(e.details["index"], 2);
     assert_eq!(t.store().records.len(), before);
@@ -222,13 +225,14 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
     start(&mut t, "r1", 0);
     let mut c = Conn::open(&mut t, 0);
     t.store_mut().fail_commits = 1;
-    let e = t
+    let e: ApiError = t
         .publish(
             "r1",
             vec![json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":"t","toolName":"n","args":{}}})],
             1,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .into();
     assert_eq!((e.status, e.code), (503, "storage_unavailable"));
     assert_eq!(t.last_seq(), 1);
     assert!(c.sink.messages.borrow().is_empty(), "nothing sent that was not stored");
@@ -269,7 +273,7 @@ fn a_full_thread_probes_its_subscribers() {
     let mut a = Conn::open(&mut t, 0);
     a.drain(&t);
     let before = a.out.len();
-    let err = t.subscribers().make_room(1).unwrap_err();
+    let err = ApiError::from(t.subscribers().make_room(1).unwrap_err());
     assert_eq!(err.code, "too_many_subscribers");
     a.pump();
     assert_eq!(&a.out[before..], threadline_durable::PING, "the probe is answered with the keep-alive");

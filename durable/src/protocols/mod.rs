@@ -19,6 +19,8 @@
 //! object with the request (`forward`), so the object serves exactly the
 //! route the Worker matched.
 
+mod error;
+
 use crate::access::{Access, Caller};
 use crate::directory;
 use crate::effect::Effect;
@@ -344,7 +346,7 @@ pub fn handle<S: Store, K: Sink>(
     }
     .and_then(|()| match route.access() {
         Access::Decide => Ok(Gate::ByRequest),
-        access => t.admit(access, route.not_found(), call.caller, None).map(Gate::Admitted),
+        access => Ok(Gate::Admitted(t.admit(access, route.not_found(), call.caller, None)?)),
     })
     .and_then(|gate| route.serve(t, call, &gate, settings, now, &mut effects))
     .or_else(|e| route.refused(e, t))

@@ -3,6 +3,7 @@
 //! run whose confirmations are all settled, and the recovery of a run whose
 //! loop died with the previous instance of the object.
 
+use super::error::{Error, Setting};
 use super::{Sink, Thread};
 use crate::agent::{self, BackgroundTask, Checkpoint, Job, Scope};
 use crate::effect::{Drive, Effect};
@@ -10,7 +11,6 @@ use crate::log::event::{Event, FinishStatus, Kind};
 use crate::settings::Settings;
 use crate::storage::store::{ConfirmState, Confirmation};
 use crate::storage::store::{Driver, RunRecord, RunState, Store};
-use crate::wire::error::ApiError;
 use serde_json::{json, Value};
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -29,12 +29,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Publishes a background task's events: allowed while the task runs,
     /// whether or not its run has finished.
-    pub fn publish_background(&mut self, task_id: &str, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+    pub fn publish_background(&mut self, task_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
         if !self.background.iter().any(|t| t.task_id == task_id) {
-            return Err(ApiError::task_finished());
+            return Err(Error::TaskFinished);
         }
         if events.iter().any(|e| e.kind() == Kind::RunFinish) {
-            return Err(ApiError::invalid_event("a background task cannot finish its run"));
+            return Err(Error::invalid_event("a background task cannot finish its run"));
         }
         self.publish_events(events, now)
     }
@@ -44,13 +44,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// events, the loop stops where it is, and nothing else would end the
     /// run: it ends here (`run-finish {error}`), rather than hold the lock
     /// until the idle timeout.
-    pub fn publish_agent(&mut self, run_id: &str, scope: &Scope, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+    pub fn publish_agent(&mut self, run_id: &str, scope: &Scope, events: Vec<Event>, now: i64) -> Result<(), Error> {
         let result = match scope {
             Scope::Run => self.publish_run(run_id, events, now),
             Scope::Background(task) => self.publish_background(task, events, now),
         };
         if let Err(e) = &result {
-            if e.code == "storage_unavailable" {
+            if matches!(e, Error::Storage(_)) {
                 let _ = self.end_run(run_id, FinishStatus::Error, "storage refused the run's events", now);
             }
         }
@@ -67,7 +67,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Stores the built-in agent's checkpoint for the active run (and the
     /// usage it carries, on the run's record).
-    pub fn save_checkpoint(&mut self, cp: &Checkpoint) -> Result<(), ApiError> {
+    pub fn save_checkpoint(&mut self, cp: &Checkpoint) -> Result<(), Error> {
         if self.active.as_ref().is_none_or(|a| a.record.run_id != cp.run_id) {
             return Ok(());
         }
@@ -80,7 +80,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The run's last checkpoint; an unreadable one counts as none.
-    pub fn checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, ApiError> {
+    pub fn checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, Error> {
         let data = self.store.checkpoint(run_id)?;
         Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
     }
@@ -109,11 +109,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Whether the built-in agent can run: a model is configured and `TOOLS`
     /// parses. Refusals are 503s with their own codes.
-    pub fn builtin_ready(settings: &Settings) -> Result<std::rc::Rc<agent::tools::Toolbox>, ApiError> {
+    pub fn builtin_ready(settings: &Settings) -> Result<std::rc::Rc<agent::tools::Toolbox>, Error> {
         if settings.llm.is_none() {
-            return Err(ApiError::agent_not_configured());
+            return Err(Error::AgentNotConfigured);
         }
-        settings.tools.clone().map_err(ApiError::invalid_tools)
+        settings.tools.clone().map_err(|why| Error::Misconfigured { setting: Setting::Tools, why })
     }
 
     /// The tools a client declared with its message (`[{name, description,
@@ -125,18 +125,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// the thread owner's to give (`Confirmation::decider`), so a policy
     /// that names an approver for the name would mean nothing for it, and a
     /// deployer who wrote one must not believe it applies.
-    pub fn client_tools(&self, declared: Option<&Value>, settings: &Settings) -> Result<Vec<Value>, ApiError> {
+    pub fn client_tools(&self, declared: Option<&Value>, settings: &Settings) -> Result<Vec<Value>, Error> {
         let declared = match declared {
             None | Some(Value::Null) => return Ok(Vec::new()),
             Some(Value::Array(a)) => a,
-            Some(_) => return Err(ApiError::invalid_client_tools("`tools` must be an array")),
+            Some(_) => return Err(Error::InvalidClientTools("`tools` must be an array".into())),
         };
         if declared.is_empty() || self.config.driver != Driver::Builtin {
             return Ok(Vec::new());
         }
-        let tools = Self::builtin_ready(settings)?.client_tools(declared).map_err(ApiError::invalid_client_tools)?;
+        let tools = Self::builtin_ready(settings)?.client_tools(declared).map_err(Error::InvalidClientTools)?;
         if let Some(t) = tools.iter().find(|t| self.config.approval_policy.get(&t.name).is_some()) {
-            return Err(ApiError::invalid_client_tools(format!(
+            return Err(Error::InvalidClientTools(format!(
                 "client tool name `{}` is taken: APPROVAL_POLICY names it, and a client tool's result is the thread owner's alone",
                 t.name
             )));
@@ -151,7 +151,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &self,
         run_id: &str,
         outputs: &[crate::input::ToolOutput],
-    ) -> Result<Vec<(Confirmation, Value)>, ApiError> {
+    ) -> Result<Vec<(Confirmation, Value)>, Error> {
         let mut answers = Vec::new();
         for o in outputs {
             let Some(c) = self.confirmation_for_call(&o.tool_call_id, Some(run_id))? else { continue };
@@ -198,10 +198,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         client_tools: Vec<Value>,
         settings: &Settings,
         now: i64,
-    ) -> Result<Effect, ApiError> {
+    ) -> Result<Effect, Error> {
         let tools = Self::builtin_ready(settings)?;
-        let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
-        agents.get(run.turn.agent.as_deref())?;
+        let agents = settings
+            .agents
+            .as_ref()
+            .map_err(|why| Error::Misconfigured { setting: Setting::Agents, why: why.clone() })?;
+        agents.get(run.turn.agent.as_deref()).map_err(Error::Input)?;
         let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
         let history = self.history(cfg.history_chars, &run.run_id)?;
         let first = self.store.runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
@@ -236,7 +239,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// A suspended built-in run whose confirmations are all settled resumes:
     /// the decisions are filled into its checkpoint's suspended step.
-    pub(super) fn resume_if_ready(&self, run_id: &str, settings: &Settings) -> Result<Option<Effect>, ApiError> {
+    pub(super) fn resume_if_ready(&self, run_id: &str, settings: &Settings) -> Result<Option<Effect>, Error> {
         let Some(run) = self.active_run().filter(|r| r.run_id == run_id).cloned() else { return Ok(None) };
         let Some(mut cp) = self.checkpoint(run_id)? else { return Ok(None) };
         let Some(calls) = cp.suspended.as_mut() else { return Ok(None) };
@@ -259,7 +262,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// flight (re-running a step whose tools had started could repeat their
     /// side effects); otherwise it ends `interrupted`. A suspended run waits
     /// in storage for its decisions: nothing to recover.
-    pub fn recovery(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+    pub fn recovery(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
         let Some(run) = self.active_run().cloned() else { return Ok(Vec::new()) };
         if run.driver != Driver::Builtin
             || run.state != RunState::Running
@@ -279,7 +282,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     Ok(vec![self.drive(&run, cp, tools, settings)])
                 }
                 Err(e) => {
-                    self.end_run(&run.run_id, FinishStatus::Error, &e.message, now)?;
+                    self.end_run(&run.run_id, FinishStatus::Error, &e.to_string(), now)?;
                     Ok(Vec::new())
                 }
             },

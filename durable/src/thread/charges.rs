@@ -13,13 +13,13 @@
 //!   estimate of what was sent and streamed;
 //! - a charge leaves the thread's storage only once its directory took it.
 
+use super::error::Error;
 use super::{Sink, Thread};
 use crate::agent::charge::{Charge, Spend};
 use crate::agent::models::Price;
 use crate::directory::Op;
 use crate::effect::Effect;
 use crate::storage::store::Store;
-use crate::wire::error::ApiError;
 use crate::wire::ids;
 
 /// A call's hold, as the thread took it.
@@ -50,7 +50,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         spend: Spend,
         price: Option<Price>,
         now: i64,
-    ) -> Result<Option<Held>, ApiError> {
+    ) -> Result<Option<Held>, Error> {
         let Some(run) = self.store.run(run_id)? else { return Ok(None) };
         let Some(actor) = run.turn.actor.clone() else { return Ok(None) };
         let id = ids::scoped(&self.thread_id, &self.ids.id("charge"));
@@ -82,20 +82,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The directory refused a hold: the call is not made, and costs
     /// nothing.
-    pub fn release(&mut self, id: &str) -> Result<(), ApiError> {
+    pub fn release(&mut self, id: &str) -> Result<(), Error> {
         Ok(self.store.delete_charge(id)?)
     }
 
     /// A call ended: `used` is what its provider reported, `None` for a call
     /// cut before it reported (charged its request and the `streamed`
     /// bytes). Returns the delivery to its directory.
-    pub fn settle(
-        &mut self,
-        id: &str,
-        used: Option<Spend>,
-        streamed: usize,
-        now: i64,
-    ) -> Result<Vec<Effect>, ApiError> {
+    pub fn settle(&mut self, id: &str, used: Option<Spend>, streamed: usize, now: i64) -> Result<Vec<Effect>, Error> {
         let charges = self.store.charges()?;
         let Some(mut charge) = charges.into_iter().find(|c| c.id == id && c.held) else { return Ok(Vec::new()) };
         charge.spend = match used {
@@ -111,7 +105,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The directory took these charges: they leave the thread.
-    pub fn charged(&mut self, ids: &[String]) -> Result<(), ApiError> {
+    pub fn charged(&mut self, ids: &[String]) -> Result<(), Error> {
         for id in ids {
             self.store.delete_charge(id)?;
         }
@@ -134,7 +128,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The alarm: when it is time, the undelivered charges go again (the
     /// next try is after the same wait, unless this one is reported).
-    pub(super) fn charge_alarm(&mut self, now: i64) -> Result<Vec<Effect>, ApiError> {
+    pub(super) fn charge_alarm(&mut self, now: i64) -> Result<Vec<Effect>, Error> {
         match self.charge_retry {
             Some((at, wait)) if at <= now => {
                 self.charge_retry = Some((now + wait, wait));
@@ -146,7 +140,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// On load: calls still held were cut with the instance that made them
     /// (settled as cut), and what is owed is delivered soon.
-    pub(super) fn charges_on_load(&mut self, now: i64) -> Result<(), ApiError> {
+    pub(super) fn charges_on_load(&mut self, now: i64) -> Result<(), Error> {
         let charges = self.store.charges()?;
         if charges.is_empty() {
             return Ok(());
@@ -159,7 +153,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Every settled charge the directories do not have yet, one delivery
     /// per actor. With `cut_held`, calls still held are settled first as
     /// cut (their instance is gone, or their thread is going).
-    pub fn deliveries(&mut self, cut_held: bool, now: i64) -> Result<Vec<Effect>, ApiError> {
+    pub fn deliveries(&mut self, cut_held: bool, now: i64) -> Result<Vec<Effect>, Error> {
         let mut charges = self.store.charges()?;
         if cut_held {
             for c in charges.iter_mut().filter(|c| c.held) {
@@ -185,19 +179,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Whether charges are still owed to a directory (a thread being
     /// deleted keeps them until they are delivered).
-    pub fn owes_charges(&self) -> Result<bool, ApiError> {
+    pub fn owes_charges(&self) -> Result<bool, Error> {
         Ok(!self.owed_charges()?.is_empty())
     }
 
     /// The charges the thread still owes: what a wipe keeps
     /// ([`Thread::keep_charges`]).
-    pub fn owed_charges(&self) -> Result<Vec<Charge>, ApiError> {
+    pub fn owed_charges(&self) -> Result<Vec<Charge>, Error> {
         Ok(self.store.charges()?)
     }
 
     /// Stores `charges` again in a wiped thread's storage: the thread that
     /// loads next delivers them (`charges_on_load`).
-    pub fn keep_charges(store: &mut S, charges: &[Charge]) -> Result<(), ApiError> {
+    pub fn keep_charges(store: &mut S, charges: &[Charge]) -> Result<(), Error> {
         for c in charges {
             store.put_charge(c)?;
         }

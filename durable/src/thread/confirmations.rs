@@ -3,6 +3,7 @@
 //! The rules of a request's life are `confirm`'s; who may decide is
 //! `access`'s; this file keeps the records and the run's suspension in step.
 
+use super::error::Error;
 use super::serve::held;
 use super::{Sink, Thread};
 use crate::access::{Access, Caller, Decider};
@@ -30,7 +31,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         local_id: &str,
         agent_request_id: Option<String>,
         now: i64,
-    ) -> Result<String, ApiError> {
+    ) -> Result<String, Error> {
         let (ev, record) = self.confirmation_event(run_id, agent_id, payload, local_id, agent_request_id, now)?;
         let request_id = record.request_id.clone();
         self.publish_run(run_id, vec![ev], now)?;
@@ -48,13 +49,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         local_id: &str,
         agent_request_id: Option<String>,
         now: i64,
-    ) -> Result<(Event, Confirmation), ApiError> {
+    ) -> Result<(Event, Confirmation), Error> {
         let request_id = crate::wire::ids::scoped(&self.thread_id, local_id);
         payload["requestId"] = request_id.clone().into();
         let mut request: event::payload::ConfirmationRequest =
-            event::accept(payload).map_err(|e| ApiError::invalid_event(e.0))?;
+            event::accept(payload).map_err(|e| Error::invalid_event(e.0))?;
         if self.store.confirmation(&request_id)?.is_some() {
-            return Err(ApiError::duplicate_request());
+            return Err(Error::DuplicateRequest);
         }
         let record = Confirmation::pending(
             request_id,
@@ -74,7 +75,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// Stores new pending requests; each suspends its run until settled.
-    pub(super) fn store_confirmations(&mut self, records: Vec<Confirmation>) -> Result<(), ApiError> {
+    pub(super) fn store_confirmations(&mut self, records: Vec<Confirmation>) -> Result<(), Error> {
         for record in records {
             self.store.put_confirmation(&record)?;
             if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == record.run_id) {
@@ -86,7 +87,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Settles `run_id`'s pending requests as cancelled (its run is ending):
     /// no decision applies any more.
-    pub(super) fn cancel_confirmations(&mut self, run_id: &str) -> Result<(), ApiError> {
+    pub(super) fn cancel_confirmations(&mut self, run_id: &str) -> Result<(), Error> {
         for mut c in self.store.pending_confirmations()? {
             if c.run_id == run_id {
                 c.state = ConfirmState::Cancelled;
@@ -104,7 +105,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// a cancel), 400 for a body that does not fit its input type. A
     /// `session` approval approves later calls of the same tool in this
     /// thread.
-    pub fn decide(&mut self, request_id: &str, body: &Value, by: By, now: i64) -> Result<Confirmation, ApiError> {
+    pub fn decide(&mut self, request_id: &str, body: &Value, by: By, now: i64) -> Result<Confirmation, Error> {
         let (c, decision) = self.check_decision(request_id, body, now)?;
         self.record_decision(c, decision, by, now)
     }
@@ -112,8 +113,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Checks a decision on `request_id` without recording it: the request
     /// as it stands (a lapsed one is settled as expired first) and the
     /// decision as it would be recorded, or the refusal `decide` answers.
-    fn check_decision(&mut self, request_id: &str, body: &Value, now: i64) -> Result<(Confirmation, Value), ApiError> {
-        let mut c = self.confirmation(request_id)?.ok_or_else(ApiError::confirmation_not_found)?;
+    fn check_decision(&mut self, request_id: &str, body: &Value, now: i64) -> Result<(Confirmation, Value), Error> {
+        let mut c = self.confirmation(request_id)?.ok_or(Error::ConfirmationNotFound)?;
         if c.lapsed(now) {
             self.expire(&mut c)?;
         }
@@ -127,13 +128,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Who decided and through which surface are stored on the request
     /// (`decidedBy`, `decidedVia`), and its run's log says how the request
     /// settled (`confirmation-settled`).
-    fn record_decision(
-        &mut self,
-        c: Confirmation,
-        decision: Value,
-        by: By,
-        now: i64,
-    ) -> Result<Confirmation, ApiError> {
+    fn record_decision(&mut self, c: Confirmation, decision: Value, by: By, now: i64) -> Result<Confirmation, Error> {
         let mut decided = c;
         decided.decided_by = by.actor.map(str::to_owned);
         decided.decided_via = Some(by.via.to_owned());
@@ -150,7 +145,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(decided)
     }
 
-    fn expire(&mut self, c: &mut Confirmation) -> Result<(), ApiError> {
+    fn expire(&mut self, c: &mut Confirmation) -> Result<(), Error> {
         let mut lapsed = c.clone();
         lapsed.state = ConfirmState::Expired;
         self.store.put_confirmation(&lapsed)?;
@@ -165,7 +160,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// `confirmation-settled` into the request's run, while it runs: how it
     /// settled, who decided, through which surface, remembered or why not.
-    fn announce_settled(&mut self, c: &Confirmation, now: i64) -> Result<(), ApiError> {
+    fn announce_settled(&mut self, c: &Confirmation, now: i64) -> Result<(), Error> {
         if self.active_run().is_none_or(|r| r.run_id != c.run_id) {
             return Ok(());
         }
@@ -192,7 +187,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// Settles every pending confirmation whose time is up; returns them.
-    pub fn expire_due(&mut self, now: i64) -> Result<Vec<Confirmation>, ApiError> {
+    pub fn expire_due(&mut self, now: i64) -> Result<Vec<Confirmation>, Error> {
         let mut out = Vec::new();
         for mut c in self.store.pending_confirmations()? {
             if c.lapsed(now) {
@@ -205,7 +200,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Settles the requests whose time is up (their runs go on), so a late
     /// decision meets 410 and no run is left waiting.
-    pub fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+    pub fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
         let mut effects = Vec::new();
         for lapsed in self.expire_due(now)? {
             effects.extend(self.after_settled(&lapsed, settings)?);
@@ -232,12 +227,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Error> {
         effects.extend(self.settle_lapsed(settings, now)?);
         let mut checked = Vec::with_capacity(answers.len());
         for (given, body) in answers {
             // The request as stored now, not as the caller read it.
-            let c = self.confirmation(&given.request_id)?.ok_or_else(ApiError::confirmation_not_found)?;
+            let c = self.confirmation(&given.request_id)?.ok_or(Error::ConfirmationNotFound)?;
             self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(Some(&c))))?;
             if c.state == ConfirmState::Pending
                 && !checked.iter().any(|(d, _): &(Confirmation, _)| d.request_id == c.request_id)
@@ -254,7 +249,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// When the next pending confirmation lapses.
-    pub fn next_expiry(&self) -> Result<Option<i64>, ApiError> {
+    pub fn next_expiry(&self) -> Result<Option<i64>, Error> {
         Ok(self.store.pending_confirmations()?.iter().filter_map(|c| c.expires_at).min())
     }
 
@@ -264,12 +259,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         &self,
         tool_call_id: &str,
         run_id: Option<&str>,
-    ) -> Result<Option<Confirmation>, ApiError> {
+    ) -> Result<Option<Confirmation>, Error> {
         let found = self.store.confirmation_by_call(tool_call_id)?;
         Ok(found.filter(|c| run_id.is_none_or(|r| r == c.run_id)))
     }
 
-    pub fn confirmation(&self, request_id: &str) -> Result<Option<Confirmation>, ApiError> {
+    pub fn confirmation(&self, request_id: &str) -> Result<Option<Confirmation>, Error> {
         Ok(self.store.confirmation(request_id)?)
     }
 
@@ -292,7 +287,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// Whether `tool` was approved with scope `session` on this thread.
-    pub fn session_approved(&self, tool: &str) -> Result<bool, ApiError> {
+    pub fn session_approved(&self, tool: &str) -> Result<bool, Error> {
         Ok(self.store.session_approved(tool)?)
     }
 }
@@ -388,11 +383,11 @@ impl Confirmation {
     /// `confirmation_expired` once it lapsed, 409 `confirmation_decided`
     /// once settled, 400 `invalid_decision` for a body that does not fit its
     /// input type. Returns the decision as it is recorded.
-    pub fn check(&self, body: &Value) -> Result<Value, ApiError> {
+    pub fn check(&self, body: &Value) -> Result<Value, Error> {
         match self.state {
             ConfirmState::Pending => {}
-            ConfirmState::Expired => return Err(ApiError::confirmation_expired()),
-            other => return Err(ApiError::confirmation_decided(other.as_str())),
+            ConfirmState::Expired => return Err(Error::ConfirmationExpired),
+            other => return Err(Error::ConfirmationDecided(other)),
         }
         check_decision(&self.input_type, body)
     }
@@ -428,8 +423,8 @@ impl Confirmation {
 /// - `client-tool`: `{result}` (any JSON) or `{error}` (a string): what the client's run of it gave
 /// - `text`, `questions`: `{answers: [{questionId, selectedOptions[], customText?, skipped?}]}`
 ///   (`approved` optional, default true)
-pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, ApiError> {
-    let bad = |m: &str| ApiError::invalid_decision(m.to_owned());
+pub fn check_decision(input_type: &str, body: &Value) -> Result<Value, Error> {
+    let bad = |m: &str| Error::InvalidDecision(m.to_owned());
     let Some(obj) = body.as_object() else { return Err(bad("the body must be a JSON object")) };
     let mut out = Map::new();
     let approved = match obj.get("approved") {

@@ -20,13 +20,13 @@
 //!   removal is decided until the shell reports it done, so a removal can
 //!   never take bytes a new send has just stored.
 
+use super::error::Error;
 use super::{Sink, Thread};
 use crate::agent::models::Catalog;
 use crate::effect::Effect;
 use crate::files::spec::{Source, Spec};
 use crate::files::{self, media, Attachment, FileRef, NewFile};
 use crate::storage::store::{FileRow, FileState, Store};
-use crate::wire::error::ApiError;
 use serde_json::{json, Value};
 
 /// Most files one alarm removes (the rest wait for the next).
@@ -45,7 +45,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         specs: &[Spec],
         inline: &[Option<NewFile>],
         reserving: bool,
-    ) -> Result<Vec<Attachment>, ApiError> {
+    ) -> Result<Vec<Attachment>, Error> {
         specs
             .iter()
             .map(|spec| {
@@ -56,7 +56,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                         let new = inline
                             .get(*n)
                             .and_then(Option::as_ref)
-                            .ok_or_else(|| ApiError::invalid_file(format!("no file was sent inline as #{n}")))?;
+                            .ok_or_else(|| Error::InvalidFile(format!("no file was sent inline as #{n}")))?;
                         if reserving {
                             Attachment::File(new.reference())
                         } else {
@@ -68,17 +68,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
                         media_type: spec
                             .media_type
                             .clone()
-                            .ok_or_else(|| ApiError::invalid_file("an attachment by URL needs its `mediaType`"))?,
+                            .ok_or_else(|| Error::InvalidFile("an attachment by URL needs its `mediaType`".into()))?,
                         name: spec.name.clone(),
                     },
                     // Bytes the Worker found left in the JSON: the file it
                     // decoded from them, known by their hash.
                     Source::Data(d) => {
-                        let (bytes, _) = files::spec::decode_data(d, usize::MAX)?;
+                        let (bytes, _) = files::spec::decode_data(d, usize::MAX).map_err(Error::Input)?;
                         let id = files::file_id(&hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
                         let new = inline.iter().flatten().find(|f| f.file_id == id).ok_or_else(|| {
-                            ApiError::invalid_file(
-                                "bytes inline in an attachment are read by the Worker's send routes only",
+                            Error::InvalidFile(
+                                "bytes inline in an attachment are read by the Worker's send routes only".into(),
                             )
                         })?;
                         if reserving {
@@ -98,31 +98,35 @@ impl<S: Store, K: Sink> Thread<S, K> {
         catalog: &Catalog,
         model: Option<&str>,
         attachments: &[Attachment],
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), Error> {
         let Some(id) = model else { return Ok(()) };
         let Some(entry) = catalog.models.get(id) else { return Ok(()) };
         for a in attachments {
             let input = media::input(a.media_type());
             if !entry.takes(input) {
-                return Err(ApiError::unsupported_attachment(id, a.media_type(), input.as_str()));
+                return Err(Error::UnsupportedAttachment {
+                    model: id.to_owned(),
+                    media_type: a.media_type().to_owned(),
+                    input: input.as_str().to_owned(),
+                });
             }
         }
         Ok(())
     }
 
     /// A file this thread holds and is not removing.
-    fn held_file(&self, file_id: &str) -> Result<FileRow, ApiError> {
+    fn held_file(&self, file_id: &str) -> Result<FileRow, Error> {
         match self.store.file(file_id)? {
-            Some(row) if row.state == FileState::Deleting => Err(ApiError::file_busy()),
+            Some(row) if row.state == FileState::Deleting => Err(Error::FileBusy),
             Some(row) => Ok(row),
-            None => Err(ApiError::file_not_found()),
+            None => Err(Error::FileNotFound),
         }
     }
 
     /// Reserves files whose bytes the Worker is about to store: `{reserved:
     /// [{fileId, key, put}], files: [{fileId, url, mediaType, size, name}]}`,
     /// `put: false` for bytes the thread already keeps for a message.
-    pub fn reserve_files(&mut self, new: &[NewFile], origin: &str, random: u64, now: i64) -> Result<Value, ApiError> {
+    pub fn reserve_files(&mut self, new: &[NewFile], origin: &str, random: u64, now: i64) -> Result<Value, Error> {
         let generation = self.generation(|| random)?;
         let mut reserved = Vec::new();
         let mut described = Vec::new();
@@ -132,7 +136,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let renamed =
                 |row: &FileRow| FileRef { name: f.name.clone().or(row.file.name.clone()), ..row.file.clone() };
             let put = match self.store.file(&f.file_id)? {
-                Some(row) if row.state == FileState::Deleting => return Err(ApiError::file_busy()),
+                Some(row) if row.state == FileState::Deleting => return Err(Error::FileBusy),
                 Some(row) if row.state == FileState::Attached => {
                     self.store.put_file(&FileRow { file: renamed(&row), ..row })?;
                     false
@@ -157,10 +161,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// An upload (`POST /v1/threads/:id/files`): its files reserved, as a
     /// send's are; the first write to a thread nobody owns claims it.
-    pub fn upload(&mut self, who: super::Sender, now: i64) -> Result<Value, ApiError> {
+    pub fn upload(&mut self, who: super::Sender, now: i64) -> Result<Value, Error> {
         let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
         if new.is_empty() {
-            return Err(ApiError::invalid_file("the upload holds no file"));
+            return Err(Error::InvalidFile("the upload holds no file".into()));
         }
         let reserved = self.reserve_files(&new, who.origin, who.random, now)?;
         self.claim(who)?;
@@ -170,18 +174,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A file a tool of the built-in agent returned (an MCP server's image):
     /// reserved and attached at once, since the run's record refers to it.
     /// Returns the key its bytes go to.
-    pub fn store_agent_file(&mut self, new: &NewFile, random: u64, now: i64) -> Result<String, ApiError> {
+    pub fn store_agent_file(&mut self, new: &NewFile, random: u64, now: i64) -> Result<String, Error> {
         let reserved = self.reserve_files(std::slice::from_ref(new), "", random, now)?;
         self.attach_files(&[Attachment::File(new.reference())])?;
         reserved["reserved"][0]["key"]
             .as_str()
             .map(str::to_owned)
-            .ok_or_else(|| ApiError::unavailable("no key was reserved"))
+            .ok_or_else(|| Error::Unavailable("no key was reserved".into()))
     }
 
     /// The message that carries `attachments` was accepted: their files are
     /// kept as long as the thread.
-    pub(super) fn attach_files(&mut self, attachments: &[Attachment]) -> Result<(), ApiError> {
+    pub(super) fn attach_files(&mut self, attachments: &[Attachment]) -> Result<(), Error> {
         for a in attachments {
             let Attachment::File(f) = a else { continue };
             if let Some(row) = self.store.file(&f.file_id)? {
@@ -195,30 +199,30 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// A file to read: its reference and its object's key (404
     /// `file_not_found` for one this thread does not hold).
-    pub fn read_file(&self, file_id: &str) -> Result<(FileRef, String), ApiError> {
+    pub fn read_file(&self, file_id: &str) -> Result<(FileRef, String), Error> {
         if !files::is_file_id(file_id) {
-            return Err(ApiError::file_not_found());
+            return Err(Error::FileNotFound);
         }
         let row = match self.store.file(file_id)? {
             Some(row) if row.state != FileState::Deleting => row,
-            _ => return Err(ApiError::file_not_found()),
+            _ => return Err(Error::FileNotFound),
         };
-        let generation = self.stored_generation()?.ok_or_else(ApiError::file_not_found)?;
+        let generation = self.stored_generation()?.ok_or(Error::FileNotFound)?;
         let key = files::key(&self.thread_id, generation, &row.file.sha256);
         Ok((row.file, key))
     }
 
     /// Where the thread's files are: the prefix of every key (none before a
     /// file was reserved).
-    pub fn files_prefix(&self) -> Result<Option<String>, ApiError> {
+    pub fn files_prefix(&self) -> Result<Option<String>, Error> {
         Ok(self.stored_generation()?.map(|g| files::prefix(&self.thread_id, g)))
     }
 
     /// Files reserved longer ago than `grace_ms` that no message refers
     /// to, and removals a lost instance left undone: marked `deleting`, and
     /// the shell asked to remove their bytes ([`Effect::DeleteFiles`]).
-    pub(super) fn sweep_files(&mut self, grace_ms: i64, now: i64) -> Result<Option<Effect>, ApiError> {
-        let store = |e| ApiError::storage(e);
+    pub(super) fn sweep_files(&mut self, grace_ms: i64, now: i64) -> Result<Option<Effect>, Error> {
+        let store = |e| Error::Storage(e);
         // Removals decided long enough ago and not reported done are asked
         // for again (removing absent bytes is harmless).
         let mut rows =
@@ -241,7 +245,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The shell removed these files' bytes: their rows go (unless the
     /// thread holds them again meanwhile, which `file_busy` prevents).
-    pub fn files_deleted(&mut self, ids: &[String]) -> Result<(), ApiError> {
+    pub fn files_deleted(&mut self, ids: &[String]) -> Result<(), Error> {
         for id in ids {
             if self.store.file(id)?.is_some_and(|r| r.state == FileState::Deleting) {
                 self.store.delete_file(id)?;

@@ -20,7 +20,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// restart sweep would end it (`run-finish {interrupted,
     /// crash_interrupted}`), so the send or resume that found it is not
     /// refused, nor queued behind it for ever. An external agent is told.
-    pub fn replace_dead_holder(&mut self, now: i64) -> Result<(), ApiError> {
+    pub fn replace_dead_holder(&mut self, now: i64) -> Result<(), Error> {
         if !self.dead_holder(now) {
             return Ok(());
         }
@@ -42,7 +42,7 @@ pub const CANCELLED_RESULT: &str = "[Tool call cancelled. User said: \"Run abort
 impl<S: Store, K: Sink> Thread<S, K> {
     /// Cancels the active run, if any: `run-finish {cancelled, user_cancelled}`.
     /// Idempotent: returns the cancelled run id, or `None` when nothing ran.
-    pub fn cancel(&mut self, now: i64) -> Result<Option<String>, ApiError> {
+    pub fn cancel(&mut self, now: i64) -> Result<Option<String>, Error> {
         let Some(run_id) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
             return Ok(None);
         };
@@ -54,7 +54,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// open tool calls settle first: a cancelled run's as cancelled tool
     /// results ([`CANCELLED_RESULT`], seed line 363), an interrupted run's
     /// as `tool-interrupted`.
-    pub fn end_run(&mut self, run_id: &str, status: FinishStatus, reason: &str, now: i64) -> Result<bool, ApiError> {
+    pub fn end_run(&mut self, run_id: &str, status: FinishStatus, reason: &str, now: i64) -> Result<bool, Error> {
         if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
             return Ok(false);
         }
@@ -88,13 +88,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The events of one run, parsed back from the log.
-    pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, ApiError> {
+    pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, Error> {
         let records = self.store.run_records(run_id)?;
         Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
     }
 
     /// Stores open segments that have been quiet for the idle-flush time.
-    pub fn flush_idle(&mut self, now: i64) -> Result<(), ApiError> {
+    pub fn flush_idle(&mut self, now: i64) -> Result<(), Error> {
         let blocks = self.coalescer.flush_idle(now);
         if blocks.is_empty() {
             return Ok(());
@@ -112,7 +112,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Its open tool calls get `tool-interrupted`, then `run-finish
     /// {interrupted, crash_interrupted}`. A run silent for
     /// `run_idle_timeout_ms` ends with `run-finish {error, timeout}`.
-    pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, ApiError> {
+    pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, Error> {
         let Some(a) = self.active.as_ref().filter(|a| a.pending == 0) else { return Ok(None) };
         let run_id = a.record.run_id.clone();
         let (status, reason) = if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {

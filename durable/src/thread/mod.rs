@@ -26,6 +26,9 @@
 //! - `agent`: what the built-in agent's loop stores and how it resumes;
 //! - `transcript`: status, messages with their agent trees, the conversation
 //!   memory a run starts from, and the debug figures.
+//! - `error`: why an operation did not happen, in the thread's terms
+//!   (conflicts, missing things, refusals, bad input); each protocol answers
+//!   it over HTTP through `protocols::error`.
 //!
 //! No protocol is named here: each protocol's routes (`protocols/`) are
 //! made of these operations.
@@ -37,6 +40,7 @@ mod agent;
 mod budgets;
 mod charges;
 mod confirmations;
+pub mod error;
 mod files;
 mod lifecycle;
 mod queue;
@@ -57,9 +61,9 @@ use crate::log::event::{self, Class, Event, FinishStatus, Kind, Payload};
 use crate::log::queued::{Queue, QueueItem};
 use crate::log::reducer::{self, TreeBuilder};
 use crate::storage::store::{Driver, Record, RunRecord, RunState, Store, Turn};
-use crate::wire::error::ApiError;
 use crate::wire::ids;
 use bytes::Bytes;
+use error::{Busy, Error};
 use serde_json::{json, Value};
 use std::rc::Rc;
 
@@ -208,7 +212,7 @@ const QUEUE_KEY: &str = "queue";
 impl<S: Store, K: Sink> Thread<S, K> {
     /// Opens a thread over `store`. A run found still open is remembered as
     /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
-    pub fn load(store: S, config: Config, now: i64) -> Result<Self, ApiError> {
+    pub fn load(store: S, config: Config, now: i64) -> Result<Self, Error> {
         let last_seq = store.last_seq()?;
         let pending = store.pending_confirmations()?;
         let active = store.running()?.map(|record| Active {
@@ -252,7 +256,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Folds the active run's stored events: on load, and after a failed
     /// commit left the in-memory fold ahead of the log.
-    fn refold_live_tree(&mut self) -> Result<(), ApiError> {
+    fn refold_live_tree(&mut self) -> Result<(), Error> {
         self.live_tree = match &self.active {
             Some(a) => {
                 let run_id = a.record.run_id.clone();
@@ -311,9 +315,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Starts a run: the compare-and-set of the thread's run lock. Refused
     /// with 409 `run_active` while another run holds it.
-    pub fn start_run(&mut self, start: StartRun, now: i64) -> Result<RunRecord, ApiError> {
+    pub fn start_run(&mut self, start: StartRun, now: i64) -> Result<RunRecord, Error> {
         if let Some(a) = &self.active {
-            return Err(ApiError::run_active(&a.record.run_id, "a run is already active on this thread"));
+            return Err(Error::run_active(&a.record.run_id, Busy::Start));
         }
         let record = RunRecord {
             run_id: start.run_id.clone(),
@@ -348,16 +352,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Checks a bearer publish token against `run_id`: 401 when absent, 403
     /// when it is not that run's token, 404 for a run the thread never had.
-    pub fn authorize_publish(&self, run_id: &str, token: Option<&str>) -> Result<(), ApiError> {
+    pub fn authorize_publish(&self, run_id: &str, token: Option<&str>) -> Result<(), Error> {
         let Some(token) = token.filter(|t| !t.is_empty()) else {
-            return Err(ApiError::unauthorized("a bearer publish token is required"));
+            return Err(Error::PublishTokenMissing);
         };
         let run = match &self.active {
             Some(a) if a.record.run_id == run_id => a.record.clone(),
-            _ => self.store.run(run_id)?.ok_or_else(ApiError::run_not_found)?,
+            _ => self.store.run(run_id)?.ok_or(Error::RunNotFound)?,
         };
         if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
-            return Err(ApiError::forbidden("this token does not publish to this run"));
+            return Err(Error::PublishTokenWrong);
         }
         Ok(())
     }
@@ -368,19 +372,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// its `index`, and nothing of it is stored. A finished run refuses with
     /// 409 `run_finished`, so a cancelled agent's late events never land.
     /// `run-start` is the server's; `run-finish` may only end a batch.
-    pub fn publish(&mut self, run_id: &str, batch: Vec<Value>, now: i64) -> Result<u64, ApiError> {
+    pub fn publish(&mut self, run_id: &str, batch: Vec<Value>, now: i64) -> Result<u64, Error> {
         if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
-            return Err(ApiError::run_finished(run_id));
+            return Err(Error::RunFinished { run_id: run_id.to_owned() });
         }
         let n = batch.len();
         let mut events = Vec::with_capacity(n);
         for (index, value) in batch.into_iter().enumerate() {
-            let ev = event::parse_published(value, run_id, now).map_err(|e| ApiError::invalid_event_at(index, e))?;
+            let ev = event::parse_published(value, run_id, now).map_err(|e| Error::invalid_event_at(index, e))?;
             if ev.kind() == Kind::RunStart {
-                return Err(ApiError::invalid_event_at(index, "`run-start` is emitted by the server"));
+                return Err(Error::invalid_event_at(index, "`run-start` is emitted by the server"));
             }
             if ev.kind().class() == Class::Coalesced {
-                return Err(ApiError::invalid_event_at(
+                return Err(Error::invalid_event_at(
                     index,
                     format!(
                         "`{}` is made by the server from deltas; publish `text-delta` / `reasoning-delta`",
@@ -390,10 +394,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             let size = ev.payload.encoded_len();
             if size > self.config.max_event_bytes {
-                return Err(ApiError::event_too_large(index, size, self.config.max_event_bytes));
+                return Err(Error::EventTooLarge { index, size, limit: self.config.max_event_bytes });
             }
             if ev.kind() == Kind::RunFinish && index + 1 != n {
-                return Err(ApiError::invalid_event_at(index, "`run-finish` must be the last event of a batch"));
+                return Err(Error::invalid_event_at(index, "`run-finish` must be the last event of a batch"));
             }
             events.push(ev);
         }
@@ -405,7 +409,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let Payload::ConfirmationRequest(request) = &ev.payload else { continue };
             let theirs = request.request_id.clone();
             let local = ids::id(&theirs)
-                .map_err(|_| ApiError::invalid_event_at(index, "`requestId` must be 1 to 128 of A-Z a-z 0-9 _ -"))?;
+                .map_err(|_| Error::invalid_event_at(index, "`requestId` must be 1 to 128 of A-Z a-z 0-9 _ -"))?;
             let (rewritten, record) =
                 self.confirmation_event(run_id, &ev.agent_id, ev.payload_json(), &local, Some(theirs), now)?;
             ev.payload = rewritten.payload;
@@ -423,9 +427,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A refused publish (a storage error: 503) leaves the run as it was: an
     /// external agent told 503 may retry; a built-in agent's refused publish
     /// ends its run (`Thread::publish_agent`).
-    pub fn publish_run(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+    pub fn publish_run(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
         if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
-            return Err(ApiError::run_finished(run_id));
+            return Err(Error::RunFinished { run_id: run_id.to_owned() });
         }
         self.publish_events(events, now)?;
         if let Some(active) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
@@ -445,7 +449,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `started`, or the queue paused and why), so the run's own stream
     /// carries the handoff; the next message takes the lock in the same
     /// block, exactly once.
-    pub fn publish_events(&mut self, mut events: Vec<Event>, now: i64) -> Result<(), ApiError> {
+    pub fn publish_events(&mut self, mut events: Vec<Event>, now: i64) -> Result<(), Error> {
         let finished = events.iter().rev().find_map(|e| match &e.payload {
             Payload::RunFinish(fin) => Some((e.run_id.clone(), fin.clone())),
             _ => None,
@@ -532,12 +536,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         (queue, item)
     }
 
-    fn store_queue(&mut self, queue: &Queue) -> Result<(), ApiError> {
+    fn store_queue(&mut self, queue: &Queue) -> Result<(), Error> {
         let doc = serde_json::to_string(queue).expect("the queue serialises");
         Ok(self.store.set_meta(QUEUE_KEY, Some(&doc))?)
     }
 
-    fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), ApiError> {
+    fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), Error> {
         let staged = self.stage(events);
         self.persist_then_send(staged, run)
     }
@@ -621,7 +625,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ///
     /// Invariant: a fact is sent only once stored (never in neither store),
     /// and seqs stay contiguous: on a failed commit `last_seq` does not move.
-    fn persist_then_send(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), ApiError> {
+    fn persist_then_send(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), Error> {
         let mut records = Vec::new();
         // The message every subscriber gets, and the one of those that
         // follow durable records only.
@@ -648,7 +652,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 // durable, and a segment must not hold text no one was sent.
                 self.coalescer = Coalescer::default();
                 self.refold_live_tree()?;
-                return Err(ApiError::storage(e));
+                return Err(Error::Storage(e));
             }
         }
         self.last_seq = seq;

@@ -3,11 +3,11 @@
 //! starting what waits. Each stores the new queue and announces it before
 //! the queue in memory changes (`Thread::save_queue`).
 
+use super::error::{Busy, Error};
 use super::{Admitted, Sink, StartRun, Started, Thread, ROOT_AGENT};
 use crate::log::event::{Event, FinishStatus, Payload};
 use crate::log::queued::{Queue, QueueItem, QueuePatch};
 use crate::storage::store::{RunRecord, Store, Turn};
-use crate::wire::error::ApiError;
 use crate::wire::ids;
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -25,14 +25,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         turn: Turn,
         given: Option<(String, String)>,
         now: i64,
-    ) -> Result<(QueueItem, usize, Option<RunRecord>), ApiError> {
+    ) -> Result<(QueueItem, usize, Option<RunRecord>), Error> {
         let item = self.new_item(message, model, turn, given, now);
         if self.active.is_none() && self.queue.items.is_empty() && !self.queue.paused {
             let run = self.start_item(item.clone(), now)?;
             return Ok((item, 0, Some(run)));
         }
         let mut queue = self.queue.clone();
-        let position = queue.push(item.clone())?;
+        let position = queue.push(item.clone()).map_err(Error::Input)?;
         self.save_queue(queue, now)?;
         // A paused queue on an idle thread keeps it; otherwise it may start.
         self.start_next(now)?;
@@ -48,7 +48,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         turn: Turn,
         given: Option<(String, String)>,
         now: i64,
-    ) -> Result<(QueueItem, Option<String>), ApiError> {
+    ) -> Result<(QueueItem, Option<String>), Error> {
         let item = self.new_item(message, model, turn, given, now);
         let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
             self.start_item(item.clone(), now)?;
@@ -73,9 +73,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         settings: &crate::settings::Settings,
         now: i64,
         effects: &mut Vec<crate::effect::Effect>,
-    ) -> Result<Option<String>, ApiError> {
+    ) -> Result<Option<String>, Error> {
         let mut queue = self.queue.clone();
-        let item = queue.remove(message_id)?;
+        let item = queue.remove(message_id).map_err(Error::Input)?;
         self.save_queue(queue, now)?;
         let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
             self.start_item(item, now)?;
@@ -93,7 +93,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Removes every waiting message (the queue's pause stays as it is).
     /// Returns whether any waited.
-    pub fn queue_clear(&mut self, _: &Admitted, now: i64) -> Result<bool, ApiError> {
+    pub fn queue_clear(&mut self, _: &Admitted, now: i64) -> Result<bool, Error> {
         if self.queue.items.is_empty() {
             return Ok(false);
         }
@@ -105,31 +105,31 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Queue routes: edit, move, remove, pause, resume. Each stores and
     /// announces the new queue.
-    pub fn queue_edit(&mut self, a: &Admitted, message_id: &str, message: String, now: i64) -> Result<(), ApiError> {
+    pub fn queue_edit(&mut self, a: &Admitted, message_id: &str, message: String, now: i64) -> Result<(), Error> {
         self.queue_patch(a, message_id, QueuePatch { message: Some(message), ..QueuePatch::default() }, now)
     }
 
-    pub fn queue_move(&mut self, a: &Admitted, message_id: &str, position: usize, now: i64) -> Result<(), ApiError> {
+    pub fn queue_move(&mut self, a: &Admitted, message_id: &str, position: usize, now: i64) -> Result<(), Error> {
         self.queue_patch(a, message_id, QueuePatch { position: Some(position), ..QueuePatch::default() }, now)
     }
 
     /// Several changes to one waiting message, stored and announced as one.
-    pub fn queue_patch(&mut self, _: &Admitted, message_id: &str, patch: QueuePatch, now: i64) -> Result<(), ApiError> {
+    pub fn queue_patch(&mut self, _: &Admitted, message_id: &str, patch: QueuePatch, now: i64) -> Result<(), Error> {
         let mut queue = self.queue.clone();
-        queue.patch(message_id, patch, now)?;
+        queue.patch(message_id, patch, now).map_err(Error::Input)?;
         self.save_queue(queue, now)
     }
 
-    pub fn queue_remove(&mut self, _: &Admitted, message_id: &str, now: i64) -> Result<(), ApiError> {
+    pub fn queue_remove(&mut self, _: &Admitted, message_id: &str, now: i64) -> Result<(), Error> {
         let mut queue = self.queue.clone();
-        let item = queue.remove(message_id)?;
+        let item = queue.remove(message_id).map_err(Error::Input)?;
         self.save_queue_dropping(queue, vec![item.run_id], now)
     }
 
     /// Pausing keeps every message; resuming clears why the queue paused,
     /// replaces a dead holder (`Thread::replace_dead_holder`), and starts the
     /// head when nothing runs (its sender's budget is checked again).
-    pub fn queue_pause(&mut self, _: &Admitted, paused: bool, now: i64) -> Result<(), ApiError> {
+    pub fn queue_pause(&mut self, _: &Admitted, paused: bool, now: i64) -> Result<(), Error> {
         if !paused {
             self.replace_dead_holder(now)?;
         }
@@ -140,13 +140,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// `regenerate: true`: answers the thread's last user message again under
     /// a new run; the answer it replaces no longer feeds the model.
-    pub fn regenerate(&mut self, model: Option<String>, turn: Turn, now: i64) -> Result<RunRecord, ApiError> {
+    pub fn regenerate(&mut self, model: Option<String>, turn: Turn, now: i64) -> Result<RunRecord, Error> {
         if let Some(a) = &self.active {
-            return Err(ApiError::run_active(&a.record.run_id, "a run is active; regenerate after it settles"));
+            return Err(Error::run_active(&a.record.run_id, Busy::Regenerate));
         }
         let (runs, _) = self.store.runs_page(0, 1)?;
         let Some(mut last) = runs.into_iter().next() else {
-            return Err(ApiError::thread_required("regenerate needs a thread with a message"));
+            return Err(Error::NothingToRegenerate);
         };
         last.replaced = true;
         self.store.commit(&[], std::slice::from_ref(&last))?;
@@ -179,7 +179,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Takes the run lock for `item`; the run waits in `started` for the
     /// service to launch it.
-    pub(super) fn start_item(&mut self, item: QueueItem, now: i64) -> Result<RunRecord, ApiError> {
+    pub(super) fn start_item(&mut self, item: QueueItem, now: i64) -> Result<RunRecord, Error> {
         let token = self.ids.token();
         let run = self.start_run(
             StartRun {
@@ -201,7 +201,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Starts the next message when no run holds the thread: an interrupting
     /// one first, else the queue's head (unless paused, see [`Thread::take_next`]).
-    pub(super) fn start_next(&mut self, now: i64) -> Result<(), ApiError> {
+    pub(super) fn start_next(&mut self, now: i64) -> Result<(), Error> {
         if self.active.is_some() {
             return Ok(());
         }
@@ -225,7 +225,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ///
     /// Invariant: the stored queue, one row and one event, stays under
     /// `max_queue_bytes` (413 `queue_too_large`, nothing changed).
-    pub(super) fn save_queue(&mut self, queue: Queue, now: i64) -> Result<(), ApiError> {
+    pub(super) fn save_queue(&mut self, queue: Queue, now: i64) -> Result<(), Error> {
         self.save_queue_dropping(queue, Vec::new(), now)
     }
 
@@ -233,12 +233,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// never run (removed, cleared): their run ids ride on the event as
     /// `dropped`, so a view that shows submissions settles each (Flue's
     /// `submission-settled {outcome: "aborted"}`).
-    pub(super) fn save_queue_dropping(&mut self, queue: Queue, dropped: Vec<String>, now: i64) -> Result<(), ApiError> {
+    pub(super) fn save_queue_dropping(&mut self, queue: Queue, dropped: Vec<String>, now: i64) -> Result<(), Error> {
         let doc = serde_json::to_string(&queue).expect("the queue serialises");
         if doc.len() > self.config.max_queue_bytes
             && doc.len() > serde_json::to_string(&self.queue).map_or(0, |d| d.len())
         {
-            return Err(ApiError::queue_too_large(doc.len(), self.config.max_queue_bytes));
+            return Err(Error::QueueTooLarge { size: doc.len(), limit: self.config.max_queue_bytes });
         }
         self.store_queue(&queue)?;
         self.queue = queue;

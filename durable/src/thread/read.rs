@@ -4,45 +4,45 @@
 //! protocols read through these, never through the store, so what a
 //! protocol may see of a thread is this file (and `transcript.rs`'s views).
 
+use super::error::Error;
 use super::{Sink, Thread};
 use crate::storage::store::{Confirmation, Record, RunRecord, Store};
-use crate::wire::error::ApiError;
 use serde_json::Value;
 
 impl<S: Store, K: Sink> Thread<S, K> {
     /// The log's records after `after` up to `up_to`, at most `limit`.
-    pub fn log_page(&self, after: u64, up_to: u64, limit: usize) -> Result<Vec<Record>, ApiError> {
+    pub fn log_page(&self, after: u64, up_to: u64, limit: usize) -> Result<Vec<Record>, Error> {
         Ok(self.store.read_range(after, up_to, limit)?)
     }
 
     /// A run of this thread, or `None`.
-    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, ApiError> {
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, Error> {
         Ok(self.store.run(run_id)?)
     }
 
     /// A run of this thread, or 404 `run_not_found`.
-    pub fn known_run(&self, run_id: &str) -> Result<RunRecord, ApiError> {
-        self.run(run_id)?.ok_or_else(ApiError::run_not_found)
+    pub fn known_run(&self, run_id: &str) -> Result<RunRecord, Error> {
+        self.run(run_id)?.ok_or(Error::RunNotFound)
     }
 
     /// Every record of a run, in order.
-    pub fn run_records(&self, run_id: &str) -> Result<Vec<Record>, ApiError> {
+    pub fn run_records(&self, run_id: &str) -> Result<Vec<Record>, Error> {
         Ok(self.store.run_records(run_id)?)
     }
 
     /// A run's records after `after`, at most `limit`.
-    pub fn run_page(&self, run_id: &str, after: u64, limit: usize) -> Result<Vec<Record>, ApiError> {
+    pub fn run_page(&self, run_id: &str, after: u64, limit: usize) -> Result<Vec<Record>, Error> {
         Ok(self.store.run_range(run_id, after, limit)?)
     }
 
     /// The request for a person a tool call raised, whatever its state.
-    pub fn request_for_call(&self, tool_call_id: &str) -> Result<Option<Confirmation>, ApiError> {
+    pub fn request_for_call(&self, tool_call_id: &str) -> Result<Option<Confirmation>, Error> {
         Ok(self.store.confirmation_by_call(tool_call_id)?)
     }
 
     /// A stored producer's state (Durable Streams' idempotent appends), by
     /// its key.
-    pub fn producer_state<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, ApiError> {
+    pub fn producer_state<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
         Ok(self.store.meta(key)?.and_then(|v| serde_json::from_str(&v).ok()))
     }
 
@@ -56,7 +56,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         batch: Vec<Value>,
         producer: Option<(String, String)>,
         now: i64,
-    ) -> Result<u64, ApiError> {
+    ) -> Result<u64, Error> {
         let last = self.publish(run_id, batch, now)?;
         if let Some((key, state)) = producer {
             self.store.set_meta(&key, Some(&state))?;

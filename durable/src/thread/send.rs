@@ -2,6 +2,7 @@
 //! (start, queue, interrupt or regenerate), a client's own message ids, and
 //! the launch of the runs a send (or the queue) started.
 
+use super::error::{Busy, Error, Setting};
 use super::{Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
 use crate::access::{Caller, Grant};
 use crate::agent;
@@ -14,7 +15,6 @@ use crate::input::{Asked, Mode, Send};
 use crate::log::event::{Event, FinishStatus, Kind};
 use crate::settings::Settings;
 use crate::storage::store::{Driver, RunRecord, Store, Turn};
-use crate::wire::error::ApiError;
 use crate::wire::ids;
 use serde_json::{json, Value};
 
@@ -110,9 +110,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
-    ) -> Result<Sent, ApiError> {
+    ) -> Result<Sent, Error> {
         let catalog = self.ready_to_send(settings)?;
-        let mut send = Send::parse(body, settings.limits.max_message_bytes, &self.thread_id, settings.files.max_files)?;
+        let mut send = Send::parse(body, settings.limits.max_message_bytes, &self.thread_id, settings.files.max_files)
+            .map_err(Error::Input)?;
         if let Send::Message { mode: mode @ Mode::Auto, .. } = &mut send {
             *mode = if self.active_run().is_some() { Mode::Queue } else { Mode::Reject };
         }
@@ -170,9 +171,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 Sent::Run { run_id: run.run_id, regenerated: false }
             }
             // A queued message is checked now, not when it starts.
-            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => {
-                return Err(ApiError::quota_exceeded())
-            }
+            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => return Err(Error::QuotaExceeded),
             Send::Message { message, mode: Mode::Queue, .. } => {
                 let (item, position, started) = self.enqueue(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
@@ -196,16 +195,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A send checked as far as it can be before it is made (its files'
     /// bytes are stored between this and the send): refused as the send
     /// would be now, else its inline files reserved.
-    fn reserve_send(&mut self, send: &Send, spent: bool, who: Sender, now: i64) -> Result<Sent, ApiError> {
+    fn reserve_send(&mut self, send: &Send, spent: bool, who: Sender, now: i64) -> Result<Sent, Error> {
         let busy = self.active_run().map(|r| r.run_id.clone());
         match send {
             Send::Regenerate { .. } | Send::Message { mode: Mode::Reject | Mode::Auto, .. } if busy.is_some() => {
                 let run = busy.unwrap_or_default();
-                return Err(ApiError::run_active(&run, "a run is already active on this thread"));
+                return Err(Error::run_active(&run, Busy::Start));
             }
-            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => {
-                return Err(ApiError::quota_exceeded())
-            }
+            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => return Err(Error::QuotaExceeded),
             _ => {}
         }
         let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
@@ -214,7 +211,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The attachments of the thread's last message (what a regenerated
     /// answer is given again).
-    fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, ApiError> {
+    fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, Error> {
         let (runs, _) = self.store.runs_page(0, 1)?;
         Ok(runs.into_iter().next().map(|r| r.turn.attachments).unwrap_or_default())
     }
@@ -230,11 +227,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
         who: &Sender,
         catalog: &Catalog,
         settings: &Settings,
-    ) -> Result<(Option<String>, Turn), ApiError> {
-        let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
-        let (agent_id, agent) = agents.get(asked.agent.as_deref())?;
+    ) -> Result<(Option<String>, Turn), Error> {
+        let agents = settings
+            .agents
+            .as_ref()
+            .map_err(|why| Error::Misconfigured { setting: Setting::Agents, why: why.clone() })?;
+        let (agent_id, agent) = agents.get(asked.agent.as_deref()).map_err(Error::Input)?;
         let pin = self.pin()?;
-        let model = catalog.pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(who.caller.roles()))?.to_owned();
+        let model = catalog
+            .pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(who.caller.roles()))
+            .map_err(Error::Input)?
+            .to_owned();
         let turn = Turn {
             agent: asked.agent.as_ref().map(|_| agent_id.to_owned()),
             page_context: asked.page_context.clone(),
@@ -252,7 +255,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// A turn whose sender's budget is spent ends as it starts, with an
     /// `error` and `run-finish {error, quota_exceeded}`; its agent never runs.
-    fn end_over_quota(&mut self, run_id: &str, now: i64) -> Result<(), ApiError> {
+    fn end_over_quota(&mut self, run_id: &str, now: i64) -> Result<(), Error> {
         self.started.retain(|s| s.run.run_id != run_id);
         let why = json!({ "content": "Your budget for this period is spent.", "code": QUOTA_EXCEEDED });
         let err = Event::built(Kind::Error, run_id, ROOT_AGENT, now, why);
@@ -263,11 +266,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// What a send needs before it is read: a readable policy and catalog,
     /// and (for the built-in agent) a model and tools. Refusals are 503s.
-    fn ready_to_send<'s>(&self, settings: &'s Settings) -> Result<&'s crate::agent::models::Catalog, ApiError> {
+    fn ready_to_send<'s>(&self, settings: &'s Settings) -> Result<&'s crate::agent::models::Catalog, Error> {
         if let Some(e) = &settings.policy_error {
-            return Err(ApiError::invalid_approval_policy(e.clone()));
+            return Err(Error::Misconfigured { setting: Setting::ApprovalPolicy, why: e.clone() });
         }
-        let catalog = settings.catalog.as_ref().map_err(|e| ApiError::invalid_models(e.clone()))?;
+        let catalog = settings
+            .catalog
+            .as_ref()
+            .map_err(|why| Error::Misconfigured { setting: Setting::Models, why: why.clone() })?;
         if self.config.driver == Driver::Builtin {
             Self::builtin_ready(settings)?;
         }
@@ -277,7 +283,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// An accepted send claims a thread nobody owns, and its origin is
     /// where the runs it starts tell their agent to publish (unless
     /// `PUBLIC_URL` says): never another request's Host.
-    pub(super) fn claim(&mut self, who: Sender) -> Result<(), ApiError> {
+    pub(super) fn claim(&mut self, who: Sender) -> Result<(), Error> {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
             self.store.set_meta(OWNER_KEY, Some(id))?;
             self.end_others_follows(&who);
@@ -311,22 +317,22 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// nothing: its run while active, else 409 `message_already_sent` (also
     /// while it waits in the queue). One message is one run, whichever
     /// protocol sent it.
-    pub fn message_run(&self, id: &str) -> Result<Seen, ApiError> {
+    pub fn message_run(&self, id: &str) -> Result<Seen, Error> {
         let run_id = ids::client_message_run(&self.thread_id, id);
         if let Some(run) = self.store.run(&run_id)? {
             if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
                 return Ok(Seen::Active(run.run_id));
             }
-            return Err(ApiError::message_already_sent(&run.run_id));
+            return Err(Error::MessageAlreadySent { run_id: run.run_id.clone() });
         }
         if self.queue.items.iter().any(|i| i.message_id == id) {
-            return Err(ApiError::message_already_sent(&run_id));
+            return Err(Error::MessageAlreadySent { run_id: run_id.clone() });
         }
         Ok(Seen::New(run_id))
     }
 
     /// The actor who created the thread.
-    pub fn owner(&self) -> Result<Option<String>, ApiError> {
+    pub fn owner(&self) -> Result<Option<String>, Error> {
         Ok(self.store.meta(OWNER_KEY)?)
     }
 
@@ -353,7 +359,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             effects.push(Effect::Directory { actor: owner, op });
         }
         let started = match run.driver {
-            Driver::Builtin => self.start_builtin(run, s.client_tools.clone(), settings, now).map_err(|e| e.message),
+            Driver::Builtin => {
+                self.start_builtin(run, s.client_tools.clone(), settings, now).map_err(|e| e.to_string())
+            }
             Driver::Webhook => match &settings.webhook_url {
                 None => Err("no agent webhook is configured".to_owned()),
                 Some(_) => Ok(Effect::Webhook {
@@ -371,7 +379,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The origin of the last accepted send, stored (meta `send_origin`)
     /// when it changes.
-    fn record_send_origin(&mut self, origin: &str) -> Result<(), ApiError> {
+    fn record_send_origin(&mut self, origin: &str) -> Result<(), Error> {
         if self.send_origin()?.as_deref() == Some(origin) || origin.is_empty() {
             return Ok(());
         }
@@ -380,7 +388,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(())
     }
 
-    fn send_origin(&mut self) -> Result<Option<String>, ApiError> {
+    fn send_origin(&mut self) -> Result<Option<String>, Error> {
         if self.send_origin.is_none() {
             self.send_origin = Some(self.store.meta(SEND_ORIGIN_KEY)?);
         }

@@ -4,6 +4,7 @@
 //! decide, delete, the alarm). Which route does what is each protocol's
 //! (`protocols/<name>/mod.rs`); none of them is named here.
 
+use super::error::Error;
 use super::send::tell_agent;
 use super::{Follow, Sink, Thread};
 use crate::access::{self, Access, Caller, Facts, Grant};
@@ -126,25 +127,26 @@ impl<S: Store, K: Sink> Thread<S, K> {
         not_found: ApiError,
         caller: &Caller,
         request: Option<access::Request>,
-    ) -> Result<Admitted, ApiError> {
+    ) -> Result<Admitted, Error> {
         // Publishing depends on the run's token only: no read on the hot path.
         let owner = if access == Access::Publish { None } else { self.owner()? };
         let exists = owner.is_some() || self.last_seq > 0;
-        let grant = access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })?;
+        let grant = access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })
+            .map_err(Error::Denied)?;
         Ok(Admitted { grant })
     }
 
     /// Follows `follow` from seq `after`: the stream the Worker relays, once
     /// there is room for one more.
-    pub fn follow(&mut self, follow: Follow, after: u64, settings: &Settings) -> Result<Answer, ApiError> {
+    pub fn follow(&mut self, follow: Follow, after: u64, settings: &Settings) -> Result<Answer, Error> {
         self.subscribers.make_room(settings.limits.max_subscribers)?;
         Ok(Answer::Follow { follow, after })
     }
 
     /// Follows run `run` of this thread from seq `after` (404
     /// `nothing_to_resume` for a run it never had).
-    pub fn follow_run(&mut self, run: &str, after: u64, settings: &Settings) -> Result<Answer, ApiError> {
-        self.store.run(run)?.ok_or_else(ApiError::nothing_to_resume)?;
+    pub fn follow_run(&mut self, run: &str, after: u64, settings: &Settings) -> Result<Answer, Error> {
+        self.store.run(run)?.ok_or(Error::NothingToResume)?;
         self.follow(Follow::run(run), after, settings)
     }
 
@@ -163,7 +165,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
         background: bool,
         effects: &mut Vec<Effect>,
-    ) -> Result<Option<String>, ApiError> {
+    ) -> Result<Option<String>, Error> {
         let cancelled = self.cancel(now)?;
         if cancelled.is_some() || background {
             effects.push(Effect::StopAgents);
@@ -176,7 +178,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Deletes the thread: its agents stop, its storage is wiped (its
     /// streams end), and its owner's directory forgets it.
-    pub fn delete(&mut self, _: &Admitted, now: i64, effects: &mut Vec<Effect>) -> Result<(), ApiError> {
+    pub fn delete(&mut self, _: &Admitted, now: i64, effects: &mut Vec<Effect>) -> Result<(), Error> {
         effects.push(Effect::StopAgents);
         // What the thread's calls cost goes to their senders first: the
         // calls in flight are charged as cut, and a charge the directory
@@ -191,12 +193,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The thread's pinned model, if any.
-    pub fn pin(&self) -> Result<Option<String>, ApiError> {
+    pub fn pin(&self) -> Result<Option<String>, Error> {
         Ok(self.store.meta(PIN_KEY)?)
     }
 
     /// Pins a model for the thread's later sends (`None` unpins).
-    pub fn set_pin(&mut self, model: Option<&str>) -> Result<(), ApiError> {
+    pub fn set_pin(&mut self, model: Option<&str>) -> Result<(), Error> {
         Ok(self.store.set_meta(PIN_KEY, model)?)
     }
 
@@ -213,7 +215,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         settings: &Settings,
         now: i64,
         effects: &mut Vec<Effect>,
-    ) -> Result<Confirmation, ApiError> {
+    ) -> Result<Confirmation, Error> {
         effects.extend(self.settle_lapsed(settings, now)?);
         let found = self.confirmation(request_id)?;
         self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(found.as_ref())))?;
@@ -225,7 +227,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A confirmation was decided or lapsed: its run goes on. The built-in
     /// agent resumes once every request of its step is settled; an external
     /// agent is told through its webhook.
-    pub(super) fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, ApiError> {
+    pub(super) fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, Error> {
         let driver = self.store.run(&c.run_id)?.map(|r| r.driver);
         Ok(match driver {
             Some(Driver::Builtin) => self.resume_if_ready(&c.run_id, settings)?.into_iter().collect(),
@@ -236,7 +238,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The alarm: the thread's TTL, lapsed confirmations, idle flushes and
     /// run deadlines, each decided here.
-    pub fn on_alarm(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, ApiError> {
+    pub fn on_alarm(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
         if self.expiry(settings.thread_ttl_ms).is_some_and(|t| t <= now) {
             // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
             let mut effects = Vec::new();

@@ -10,13 +10,13 @@
 //! reaches the sink live, every one at or below it is in the window (the
 //! hello's first page, then the pages the Worker asks for).
 
+use super::error::Error;
 use super::subscribers::Subscribers;
 use super::{Sink, Thread};
 use crate::agent::BackgroundTask;
 use crate::feed::socket;
 use crate::log::reducer::AgentNode;
 use crate::storage::store::{Record, RunState, Store};
-use crate::wire::error::ApiError;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -72,7 +72,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// log is first read from a position and stored with it. A reader's
     /// position names it, and deleting the thread deletes it, so a position
     /// in a deleted log is never taken for one in the log that replaced it.
-    pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, ApiError> {
+    pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
         if let Some(g) = self.stored_generation()? {
             return Ok(g);
         }
@@ -84,7 +84,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The log's generation if one was drawn (a log never read from a
     /// position has none yet).
-    pub fn stored_generation(&self) -> Result<Option<u64>, ApiError> {
+    pub fn stored_generation(&self) -> Result<Option<u64>, Error> {
         Ok(self.store.meta(GENERATION_KEY)?.and_then(|v| v.parse().ok()))
     }
 
@@ -92,7 +92,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// everything up to `after`, and returns the hello to send it first: the
     /// window `(after, last_seq]`, its first page, and (unless it follows
     /// durable records only) the open segments' text so far.
-    pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, ApiError> {
+    pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, Error> {
         let high = self.last_seq;
         let gen = self.stored_generation()?.unwrap_or(0);
         let mut out = Vec::new();
@@ -176,20 +176,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The next replay page of `follow`: records in `(after, high]`, and
     /// where the page ends (`high` once nothing more is left up to it).
-    pub fn replay_page(&self, follow: &Follow, after: u64, high: u64) -> Result<Bytes, ApiError> {
+    pub fn replay_page(&self, follow: &Follow, after: u64, high: u64) -> Result<Bytes, Error> {
         let mut out = Vec::new();
         self.page_into(follow, after, high, self.config.replay_page, &mut out)?;
         Ok(Bytes::from(out))
     }
 
-    fn page_into(
-        &self,
-        follow: &Follow,
-        after: u64,
-        high: u64,
-        limit: usize,
-        out: &mut Vec<u8>,
-    ) -> Result<(), ApiError> {
+    fn page_into(&self, follow: &Follow, after: u64, high: u64, limit: usize, out: &mut Vec<u8>) -> Result<(), Error> {
         let records: Vec<Record> = match &follow.run {
             None => self.store.read_range(after, high, limit),
             Some(run) => {

@@ -4,8 +4,8 @@
 //! be, and whose follows end when the thread gets an owner. It holds no
 //! log: what a new subscriber is sent first is `subscribe.rs`'s.
 
+use super::error::Error;
 use super::{Follow, Sink, Staged};
-use crate::wire::error::ApiError;
 use bytes::Bytes;
 
 struct Subscriber<K> {
@@ -54,13 +54,13 @@ impl<K: Sink> Subscribers<K> {
     /// then refuses with 429 `too_many_subscribers` at `max`, probing every
     /// subscriber ([`super::PROBE`]) so that those whose client left are
     /// found and leave, and a retry finds the room.
-    pub fn make_room(&mut self, max: usize) -> Result<(), ApiError> {
+    pub fn make_room(&mut self, max: usize) -> Result<(), Error> {
         self.prune();
         if self.list.len() >= max {
             for sub in &mut self.list {
                 sub.sink.send(Bytes::from_static(super::PROBE));
             }
-            return Err(ApiError::too_many_subscribers(max));
+            return Err(Error::TooManySubscribers { max });
         }
         Ok(())
     }
@@ -166,7 +166,7 @@ mod tests {
         subs.add(1, prospect("ann"), a.clone());
         subs.add(2, prospect("bob"), b.clone());
         let err = subs.make_room(2).unwrap_err();
-        assert_eq!(err.status, 429);
+        assert!(matches!(err, super::Error::TooManySubscribers { max: 2 }), "{err:?}");
         assert_eq!(a.got.borrow().as_slice(), [Bytes::from_static(super::super::PROBE)]);
         *b.closed.borrow_mut() = true;
         assert!(subs.make_room(2).is_ok(), "a gone subscriber is pruned");

@@ -1,16 +1,16 @@
 //! What a thread shows: its status, its messages with their agent trees,
 //! the conversation memory a new run starts from, and the debug figures.
 
+use super::error::Error;
 use super::{Sink, Thread};
 use crate::log::event::Event;
 use crate::log::reducer;
 use crate::storage::store::{RunRecord, RunState, Store};
-use crate::wire::error::ApiError;
 use serde_json::{json, Value};
 
 /// What a protocol adds to a run's user and assistant messages
 /// ([`Thread::messages_with`]), given the run and its events.
-pub type ExtendMessages<'a> = dyn FnMut(&RunRecord, &[Event], &mut Value, &mut Value) -> Result<(), ApiError> + 'a;
+pub type ExtendMessages<'a, E> = dyn FnMut(&RunRecord, &[Event], &mut Value, &mut Value) -> Result<(), E> + 'a;
 
 /// Whether a conversation shows `run`: every run but an answer a
 /// regenerate replaced. The one rule every history view applies, through
@@ -24,7 +24,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// (newest page first), oldest first within it, and how many runs the
     /// thread has. Every protocol's history reads the conversation here,
     /// never through the store.
-    pub fn conversation_page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), ApiError> {
+    pub fn conversation_page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
         let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit)?;
         Ok((runs.into_iter().rev().filter(shown).collect(), total))
     }
@@ -46,7 +46,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Whether agent `name` serves the thread (Flue's `/agents/:name/:id`):
     /// it ran one of its turns (`default` for a turn that named none, and
     /// for a thread with no turn yet).
-    pub fn served_by(&self, name: &str) -> Result<bool, ApiError> {
+    pub fn served_by(&self, name: &str) -> Result<bool, Error> {
         let (runs, _) = self.store.runs_page(0, 10_000)?;
         if runs.is_empty() {
             return Ok(name == crate::agent::personas::DEFAULT);
@@ -60,20 +60,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// tree folded from the log, times in ISO 8601. `nextEventId` is read in the same block, so a
     /// client that connects from `nextEventId - 1` sees nothing twice.
     /// A user message's attachments carry their URL on `origin`.
-    pub fn messages(&self, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
+    pub fn messages(&self, limit: usize, page: usize, origin: &str) -> Result<Value, Error> {
         self.messages_with(limit, page, origin, &mut |_, _, _, _| Ok(()))
     }
 
     /// [`Thread::messages`], each run's user and assistant messages handed
     /// to `extend` with the run and its events (read once), for a protocol
     /// whose view says more of them.
-    pub fn messages_with(
+    pub fn messages_with<E: From<Error>>(
         &self,
         limit: usize,
         page: usize,
         origin: &str,
-        extend: &mut ExtendMessages,
-    ) -> Result<Value, ApiError> {
+        extend: &mut ExtendMessages<E>,
+    ) -> Result<Value, E> {
         let thread_id = &self.thread_id;
         let (runs, total) = self.conversation_page(limit, page)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
@@ -126,7 +126,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// `GET /instance-ai/threads/:threadId/usage`: what the thread's runs
     /// used, per model (regenerated answers count: their tokens were spent).
-    pub fn usage(&self) -> Result<Value, ApiError> {
+    pub fn usage(&self) -> Result<Value, Error> {
         const PAGE: usize = 500;
         let mut runs = Vec::new();
         for page in 0.. {
@@ -156,7 +156,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Conversation memory for a new run: earlier runs' user messages, answers
     /// and tool results as chat messages, newest kept first within
     /// `budget_chars`, read run by run (never the whole history at once).
-    pub fn history(&self, budget_chars: usize, exclude_run: &str) -> Result<Vec<Value>, ApiError> {
+    pub fn history(&self, budget_chars: usize, exclude_run: &str) -> Result<Vec<Value>, Error> {
         let mut newest_first: Vec<Vec<Value>> = Vec::new();
         let mut used = 0;
         let prefix = self.files_prefix()?.unwrap_or_default();

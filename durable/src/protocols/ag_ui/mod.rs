@@ -171,7 +171,7 @@ impl super::Protocol for Route {
             // The run's stream, replayed from the start (the Worker drops
             // what the cursor says was seen).
             R::Stream { run, .. } => {
-                t.follow_run(run, 0, settings)
+                Ok(t.follow_run(run, 0, settings)?)
             }
             R::Messages { .. } => {
                 let (limit, page) = input::messages_page(call.query)?;

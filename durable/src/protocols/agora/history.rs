@@ -43,7 +43,7 @@ pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value
     };
     // Each run's earlier steps, by run, put before its last row below.
     let mut earlier: Vec<(String, Vec<Value>)> = Vec::new();
-    let mut view = t.messages_with(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
+    let mut view = t.messages_with::<ApiError>(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
         merge(user, user_message(run));
         let mut rows = steps(t, run, events)?;
         let last = rows.pop().unwrap_or_default();

@@ -345,7 +345,7 @@ impl super::Protocol for Route {
             // The whole run: frames are numbered by their position in it, and
             // the Worker leaves out those the client saw.
             R::Stream { run, .. } => {
-                t.follow_run(run, 0, settings)
+                Ok(t.follow_run(run, 0, settings)?)
             }
             R::Cancel { run, .. } => {
                 t.known_run(run)?;

@@ -185,7 +185,7 @@ impl super::Protocol for Route {
                 chat(t, &body, who, settings, now, effects)
             }
             R::Stream { .. } => match t.active_run().map(|r| r.run_id.clone()) {
-                Some(run) => t.follow(Follow::run(&run), 0, settings),
+                Some(run) => Ok(t.follow(Follow::run(&run), 0, settings)?),
                 None => Ok(Answer::Reply(Reply::new(204))),
             },
             R::RunStream { run, after, .. } => {
@@ -193,7 +193,7 @@ impl super::Protocol for Route {
                     Some(a) => *a,
                     None => input::cursor(None, input::query_first(call.query, "after").as_deref())?,
                 };
-                t.follow_run(run, after, settings)
+                Ok(t.follow_run(run, after, settings)?)
             }
             R::Messages { .. } => {
                 let (limit, page) = input::messages_page(call.query)?;

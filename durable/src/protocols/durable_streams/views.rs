@@ -347,7 +347,7 @@ pub fn read_versioned<S: Store, K: Sink>(
         // (it skips to the reader's offset itself: `View::skip_to`), unless
         // the reader asked from `now`.
         let from = if version.is_some() && offsets != ["now"] { 0 } else { after };
-        return t.follow(follow, from, settings);
+        return Ok(t.follow(follow, from, settings)?);
     }
     let (mut records, pos) = batch(t, &scope, gen, after, tail)?;
     if let (Some(v), Scope::Run(run)) = (version, &scope) {

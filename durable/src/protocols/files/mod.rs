@@ -96,7 +96,7 @@ impl super::Protocol for Route {
                     return Err(ApiError::invalid_file("an upload's files are read by the Worker"));
                 }
                 let who = Sender::of(grant, call);
-                t.upload(who, now).map(|v| Answer::json(200, &v))
+                Ok(t.upload(who, now).map(|v| Answer::json(200, &v))?)
             }
             R::Read { file, .. } => read(t, file, call),
         }

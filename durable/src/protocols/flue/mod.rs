@@ -25,6 +25,7 @@ use crate::input;
 use crate::wire::route::Spec;
 use crate::settings::Settings;
 use crate::storage::store::Store;
+use crate::thread::error::Error;
 use crate::thread::{Answer, Call, Follow, Sink, Thread};
 use projection::Resume;
 use serde::{Deserialize, Serialize};
@@ -342,7 +343,7 @@ pub fn read<S: Store, K: Sink>(
                 None => history::updates(t, conversation, gen, from, resume, if_none_match.as_deref()).map(Answer::Reply),
                 // The projection is rebuilt from the log's start: the
                 // relay drops what lies up to the reader's offset.
-                Some("sse" | "long-poll") => t.follow(Follow::log(), 0, settings),
+                Some("sse" | "long-poll") => Ok(t.follow(Follow::log(), 0, settings)?),
                 Some(_) => Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
             }
         }
@@ -396,10 +397,10 @@ fn send_message<S: Store, K: Sink>(
             Ok(Seen::New(run)) => run,
             Ok(Seen::Active(run)) => return Ok(receipt(&run, "-1".into(), true)),
             // Sent before (answered, or waiting in the queue): the same receipt.
-            Err(e) if e.code == "message_already_sent" => {
+            Err(Error::MessageAlreadySent { .. }) => {
                 return Ok(receipt(&crate::wire::ids::client_message_run(thread, id), "-1".into(), true))
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         given.ids = Some((id.clone(), run));
     }

@@ -301,7 +301,7 @@ impl super::Protocol for Route {
                 if grant == crate::access::Grant::Prospect {
                     follow.prospect = call.caller.id().map(str::to_owned);
                 }
-                t.follow(follow, after, settings)
+                Ok(t.follow(follow, after, settings)?)
             }
             R::Publish { run, .. } => {
                 t.authorize_publish(run, input::bearer((call.header)("authorization").as_deref()))?;
