@@ -165,7 +165,7 @@ fn a_send_with_inline_files_reserves_stores_then_sends() {
     assert_eq!(json[0]["mediaType"], "image/png");
     assert_eq!(json[0]["size"], PNG.len());
     assert!(t.store().file_count().unwrap() == 2);
-    let start = &t.run_events(&run.run_id).unwrap()[0];
+    let start = &t.conversation().run_events(&run.run_id).unwrap()[0];
     assert_eq!(start.payload_json()["attachments"][1]["name"], "notes.txt");
 
     // Read back: the plan the Worker streams the bytes by.

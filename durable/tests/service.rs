@@ -162,7 +162,7 @@ fn regenerate_answers_the_last_message_again_and_drops_the_old_answer() {
     assert_eq!((status, again["regenerated"].as_bool()), (200, Some(true)));
     let active = t.active_run().unwrap();
     assert_eq!((active.message.as_str(), active.run_id != run), ("question", true));
-    let messages = t.messages(50, 0, "https://threads.test").unwrap();
+    let messages = t.conversation().messages(50, 0, "https://threads.test").unwrap();
     let runs: Vec<_> = messages["messages"].as_array().unwrap().iter().map(|m| m["runId"].clone()).collect();
     assert!(!runs.contains(&json!(run)), "the replaced answer leaves the messages view");
 }

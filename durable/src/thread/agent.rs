@@ -206,10 +206,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
             .map_err(|why| Error::Misconfigured { setting: Setting::Agents, why: why.clone() })?;
         agents.get(run.turn.agent.as_deref()).map_err(Error::Input)?;
         let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
-        let history = self.history(cfg.history_chars, &run.run_id)?;
+        let history = self.conversation().history(cfg.history_chars, &run.run_id)?;
         let first = self.store.runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
         let sent_at = settings.message_timestamps.then(|| run.turn.sent_at.unwrap_or(run.created_at));
-        let prefix = self.files_prefix()?.unwrap_or_default();
+        let prefix = self.conversation().files_prefix()?.unwrap_or_default();
         let user = agent::UserTurn {
             message: &run.message,
             attachments: &run.turn.attachments,

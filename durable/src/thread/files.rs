@@ -207,15 +207,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Some(row) if row.state != FileState::Deleting => row,
             _ => return Err(Error::FileNotFound),
         };
-        let generation = self.stored_generation()?.ok_or(Error::FileNotFound)?;
+        let generation = self.conversation().stored_generation()?.ok_or(Error::FileNotFound)?;
         let key = files::key(&self.thread_id, generation, &row.file.sha256);
         Ok((row.file, key))
-    }
-
-    /// Where the thread's files are: the prefix of every key (none before a
-    /// file was reserved).
-    pub fn files_prefix(&self) -> Result<Option<String>, Error> {
-        Ok(self.stored_generation()?.map(|g| files::prefix(&self.thread_id, g)))
     }
 
     /// Files reserved longer ago than `grace_ms` that no message refers
@@ -237,7 +231,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if rows.is_empty() {
             return Ok(None);
         }
-        let generation = self.stored_generation()?.unwrap_or(0);
+        let generation = self.conversation().stored_generation()?.unwrap_or(0);
         let keys = rows.iter().map(|r| files::key(&self.thread_id, generation, &r.file.sha256)).collect();
         let ids = rows.into_iter().map(|r| r.file.file_id).collect();
         Ok(Some(Effect::DeleteFiles { keys, ids }))

@@ -87,12 +87,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(true)
     }
 
-    /// The events of one run, parsed back from the log.
-    pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, Error> {
-        let records = self.store.run_records(run_id)?;
-        Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
-    }
-
     /// Stores open segments that have been quiet for the idle-flush time.
     pub fn flush_idle(&mut self, now: i64) -> Result<(), Error> {
         let blocks = self.coalescer.flush_idle(now);

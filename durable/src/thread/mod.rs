@@ -40,17 +40,17 @@ mod agent;
 mod budgets;
 mod charges;
 mod confirmations;
+pub mod conversation;
 pub mod error;
 mod files;
 mod lifecycle;
 mod queue;
-mod read;
 pub mod send;
 pub mod serve;
+mod status;
 mod subscribe;
 mod subscribers;
 mod telemetry;
-mod transcript;
 
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
@@ -260,7 +260,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.live_tree = match &self.active {
             Some(a) => {
                 let run_id = a.record.run_id.clone();
-                let events = self.run_events(&run_id)?;
+                let events = self.conversation().run_events(&run_id)?;
                 Some((run_id, reducer::fold(&events)))
             }
             None => None,
@@ -419,6 +419,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.store_confirmations(confirmations)?;
         Ok(self.last_seq)
     }
+    /// The conversation as it stands, to read (in this synchronous block):
+    /// what protocols see of the thread.
+    pub fn conversation(&self) -> conversation::Conversation<'_, S> {
+        conversation::Conversation::new(&self.store, &self.thread_id, self.last_seq, &self.queue)
+    }
 
     /// Publishes into the active run `run_id` (409 `run_finished` otherwise)
     /// and marks it alive: its idle deadline moves, and a run found open on
@@ -437,6 +442,23 @@ impl<S: Store, K: Sink> Thread<S, K> {
             active.found_on_load = None;
         }
         Ok(())
+    }
+    /// Publishes an appender's batch into run `run_id` and, with it, the
+    /// appender's new state (`key`, its JSON): one synchronous block, so the
+    /// storage commits both or neither, and a retried append is recognised
+    /// exactly when its batch is in the log. Returns the last seq.
+    pub fn publish_as(
+        &mut self,
+        run_id: &str,
+        batch: Vec<Value>,
+        producer: Option<(String, String)>,
+        now: i64,
+    ) -> Result<u64, Error> {
+        let last = self.publish(run_id, batch, now)?;
+        if let Some((key, state)) = producer {
+            self.store.set_meta(&key, Some(&state))?;
+        }
+        Ok(last)
     }
 
     /// The one publish path. Coalesces deltas, assigns seqs, persists the

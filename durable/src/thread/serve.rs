@@ -184,7 +184,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // calls in flight are charged as cut, and a charge the directory
         // does not take survives the wipe (`Thread::owes_charges`).
         effects.extend(self.deliveries(true, now)?);
-        effects.push(Effect::Wipe { files: self.files_prefix()? });
+        effects.push(Effect::Wipe { files: self.conversation().files_prefix()? });
         if let Some(owner) = self.owner()? {
             let op = crate::directory::Op::Unregister { thread_id: self.thread_id.clone() };
             effects.push(Effect::Directory { actor: owner, op });

@@ -73,7 +73,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// position names it, and deleting the thread deletes it, so a position
     /// in a deleted log is never taken for one in the log that replaced it.
     pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
-        if let Some(g) = self.stored_generation()? {
+        if let Some(g) = self.conversation().stored_generation()? {
             return Ok(g);
         }
         // 1..=10^15: fits the 16 digits of an offset half, never 0.
@@ -82,19 +82,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(g)
     }
 
-    /// The log's generation if one was drawn (a log never read from a
-    /// position has none yet).
-    pub fn stored_generation(&self) -> Result<Option<u64>, Error> {
-        Ok(self.store.meta(GENERATION_KEY)?.and_then(|v| v.parse().ok()))
-    }
-
     /// Registers `sink` (as subscriber `id`) for `follow`, having seen
     /// everything up to `after`, and returns the hello to send it first: the
     /// window `(after, last_seq]`, its first page, and (unless it follows
     /// durable records only) the open segments' text so far.
     pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, Error> {
         let high = self.last_seq;
-        let gen = self.stored_generation()?.unwrap_or(0);
+        let gen = self.conversation().stored_generation()?.unwrap_or(0);
         let mut out = Vec::new();
         socket::hello(high, gen, after, &mut out);
         // A short first page: the Worker frames a whole message before it
@@ -209,7 +203,7 @@ mod tests {
     #[test]
     fn the_generation_is_drawn_once_and_stored() {
         let mut t: Thread<MemoryStore, Discard> = Thread::load(MemoryStore::default(), Default::default(), 0).unwrap();
-        assert_eq!(t.stored_generation().unwrap(), None);
+        assert_eq!(t.conversation().stored_generation().unwrap(), None);
         assert_eq!(t.generation(|| 41).unwrap(), 42);
         assert_eq!(t.generation(|| 7).unwrap(), 42);
         // Deleting the log (its meta) draws another.

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 /// oldest first). A running run's answer is left out: its stream brings it.
 /// Files are media parts with their URL on `origin`.
 pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
-    let (runs, _) = t.conversation_page(limit, page)?;
+    let (runs, _) = t.conversation().page(limit, page)?;
     let mut fold = AguiMessages::default();
     for run in &runs {
         let running = run.state == RunState::Running;
@@ -27,7 +27,7 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
             ] } }));
             continue;
         }
-        let events = t.run_events(&run.run_id)?;
+        let events = t.conversation().run_events(&run.run_id)?;
         // The client tool results the client sent, by call: the history
         // shows them under the client's message ids.
         let mut client_results = std::collections::HashMap::new();

@@ -43,7 +43,7 @@ pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value
     };
     // Each run's earlier steps, by run, put before its last row below.
     let mut earlier: Vec<(String, Vec<Value>)> = Vec::new();
-    let mut view = t.messages_with::<ApiError>(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
+    let mut view = t.conversation().messages_with::<ApiError>(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
         merge(user, user_message(run));
         let mut rows = steps(t, run, events)?;
         let last = rows.pop().unwrap_or_default();
@@ -231,7 +231,7 @@ fn row<S: Store, K: Sink>(
     for c in &mut calls {
         let id = c["id"].as_str().unwrap_or_default().to_owned();
         let result = results.iter().find(|(r, _)| *r == id).map(|(_, v)| v);
-        let request = t.request_for_call(&id)?;
+        let request = t.conversation().request_for_call(&id)?;
         let state = request.as_ref().map(|r| r.state);
         let status = match (&request, result) {
             (Some(r), _) if r.state == ConfirmState::Pending => {

@@ -348,7 +348,7 @@ impl super::Protocol for Route {
                 Ok(t.follow_run(run, 0, settings)?)
             }
             R::Cancel { run, .. } => {
-                t.known_run(run)?;
+                t.conversation().known_run(run)?;
                 let active = t.active_run().is_some_and(|r| r.run_id == *run);
                 let cancelled = if active { t.cancel_run(gate.admitted()?, settings, now, false, effects)? } else { None };
                 // agora's `{aborted}`; `cancelled` for readers of the first form.

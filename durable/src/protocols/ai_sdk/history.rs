@@ -15,7 +15,7 @@ use serde_json::Value;
 /// person is in, with its request to answer. Files are `file` parts with
 /// their URL on `origin`.
 pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
-    let (runs, _) = t.conversation_page(limit, page)?;
+    let (runs, _) = t.conversation().page(limit, page)?;
     let mut out = Vec::with_capacity(runs.len() * 2);
     for run in &runs {
         out.push(mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, t.thread_id()));
@@ -23,7 +23,7 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
         if running && !(t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended()) {
             continue;
         }
-        let events = t.run_events(&run.run_id)?;
+        let events = t.conversation().run_events(&run.run_id)?;
         out.push(mapping::fold(&run.run_id, &run.agent_id, &events).to_json());
     }
     Ok(Value::Array(out))

@@ -288,7 +288,7 @@ fn resume<S: Store, K: Sink>(
     now: i64,
     effects: &mut Vec<Effect>,
 ) -> Result<Answer, ApiError> {
-    let run = t.run(message_id)?.ok_or_else(|| {
+    let run = t.conversation().run(message_id)?.ok_or_else(|| {
         ApiError::nothing_to_continue("the assistant message to continue is not a run of this thread")
     })?;
     let mut answers = Vec::new();
@@ -310,7 +310,7 @@ fn resume<S: Store, K: Sink>(
     t.decide_batch(caller, &answers, settings, now, effects)?;
     let requests: Vec<&str> = answers.iter().map(|(c, _)| c.request_id.as_str()).collect();
     // The stream goes on after the earliest request the client answered.
-    let records = t.run_records(&run.run_id)?;
+    let records = t.conversation().run_records(&run.run_id)?;
     let after = records
         .iter()
         .filter(|r| r.data.contains("\"confirmation-request\"") && requests.iter().any(|q| r.data.contains(q)))

@@ -263,25 +263,25 @@ fn batch<S: Store, K: Sink>(
     let last = t.last_seq();
     match scope {
         Scope::Thread => {
-            let records = t.log_page(after, last, PAGE)?;
+            let records = t.conversation().log_page(after, last, PAGE)?;
             let seq = records.last().map_or(after, |r| r.seq);
             Ok((records, Position { gen, seq, up_to_date: seq >= last, closed: false }))
         }
         Scope::Run(run) => {
-            let record = t.known_run(run)?;
+            let record = t.conversation().known_run(run)?;
             // `tail=N` is a bounded diagnostic read of the run's suffix;
             // every other read pages through the run's index after `after`.
             let (records, up_to_date) = match tail {
                 Some(n) => {
                     let mut all: Vec<Record> = t
-                        .run_records(run)?
+                        .conversation().run_records(run)?
                         .into_iter()
                         .filter(|r| r.seq > after)
                         .collect();
                     (all.split_off(all.len().saturating_sub(n)), true)
                 }
                 None => {
-                    let page = t.run_page(run, after, PAGE)?;
+                    let page = t.conversation().run_page(run, after, PAGE)?;
                     let full = page.len() == PAGE;
                     (page, !full)
                 }
@@ -339,7 +339,7 @@ pub fn read_versioned<S: Store, K: Sink>(
     let last = t.last_seq();
     let after = resolve(&offsets, gen, last)?.unwrap_or(0);
     if let Scope::Run(run) = &scope {
-        t.known_run(run)?;
+        t.conversation().known_run(run)?;
     }
     if live {
         let follow = Follow { run: run.map(str::to_owned), durable: true, prospect: None };
@@ -355,7 +355,7 @@ pub fn read_versioned<S: Store, K: Sink>(
         // Primed with the run's records before this page; a read from the
         // run's start has none to read.
         if let Some(first) = records.first().map(|r| r.seq).filter(|_| after > 0 || tail.is_some()) {
-            for r in t.run_records(run)?.iter().take_while(|r| r.seq < first) {
+            for r in t.conversation().run_records(run)?.iter().take_while(|r| r.seq < first) {
                 text.delta(&r.data);
             }
         }
@@ -398,7 +398,7 @@ pub fn append<S: Store, K: Sink>(
     let batch = input::batch(input::json(body, limits.max_batch_bytes)?, BatchShape::Stream, limits.max_batch_events)?;
     let gen = t.generation(|| random)?;
     let state: Option<ProducerState> = match &producer {
-        Some(p) => t.producer_state(&producer_key(run, &p.id))?,
+        Some(p) => t.conversation().producer_state(&producer_key(run, &p.id))?,
         None => None,
     };
     match check_producer(run, producer.as_ref(), state.as_ref(), gen, t.last_seq(), now) {
@@ -415,7 +415,7 @@ pub fn append<S: Store, K: Sink>(
             let producer_state =
                 admitted.map(|(key, s)| (key, serde_json::to_string(&s).expect("a producer's state serialises")));
             let last = t.publish_as(run, batch, producer_state, now)?;
-            let closed = t.run(run).ok().flatten().is_some_and(|r| r.state != RunState::Running);
+            let closed = t.conversation().run(run).ok().flatten().is_some_and(|r| r.state != RunState::Running);
             let mut reply =
                 Reply::new(if producer.is_some() { 200 } else { 204 }).header(wire::NEXT_OFFSET, offset(gen, last));
             if let Some(p) = &producer {

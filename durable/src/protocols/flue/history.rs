@@ -33,7 +33,7 @@ fn records<S: Store, K: Sink>(
 ) -> Result<(), ApiError> {
     let mut after = 0;
     while after < up_to {
-        let page = t.log_page(after, up_to, READ)?;
+        let page = t.conversation().log_page(after, up_to, READ)?;
         let Some(last) = page.last().map(|r| r.seq) else { break };
         for r in &page {
             if !each(r.seq, &r.data) {

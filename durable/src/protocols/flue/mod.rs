@@ -186,7 +186,7 @@ impl super::Protocol for Route {
                 send_message(t, thread, name, send, crate::thread::Sender::of(grant, call), settings, now, effects)
             }
             R::Abort { name, .. } => {
-                if !t.served_by(name)? {
+                if !t.conversation().served_by(name)? {
                     return Err(ApiError::thread_not_found());
                 }
                 // The queue first: a cancelled run must not hand the thread on.
@@ -196,7 +196,7 @@ impl super::Protocol for Route {
             }
             R::Agent { thread, name } => {
                 // A name that does not serve the thread is no such stream.
-                if !t.served_by(name)? {
+                if !t.conversation().served_by(name)? {
                     return Err(ApiError::thread_not_found());
                 }
                 read(t, thread, call, settings, true)
@@ -207,7 +207,7 @@ impl super::Protocol for Route {
                 Ok(run_etag(answer, call))
             }
             R::Attachment { name, file, .. } => {
-                if !t.served_by(name)? {
+                if !t.conversation().served_by(name)? {
                     return Err(ApiError::file_not_found());
                 }
                 super::files::read(t, file, call)
@@ -377,7 +377,7 @@ fn send_message<S: Store, K: Sink>(
         Some(Some(u)) if *u != uid || !exists => return Err(ApiError::agent_instance_not_found()),
         _ => {}
     }
-    if exists && !t.served_by(name)? {
+    if exists && !t.conversation().served_by(name)? {
         return Err(ApiError::thread_not_found());
     }
     let stream_url = format!("{}/agents/{name}/{thread}", who.origin);

@@ -316,10 +316,10 @@ impl super::Protocol for Route {
             }
             R::Messages { .. } => {
                 let (limit, page) = input::messages_page(call.query)?;
-                ok(t.messages(limit, page, call.origin)?)
+                ok(t.conversation().messages(limit, page, call.origin)?)
             }
             R::Usage { .. } => {
-                ok(t.usage()?)
+                ok(t.conversation().usage()?)
             }
             R::ActorUsage => Err(ApiError::not_found_route("this route is answered by the Worker")),
             R::Stats { .. } => {

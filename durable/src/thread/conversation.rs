@@ -1,46 +1,94 @@
-//! What a thread shows: its status, its messages with their agent trees,
-//! the conversation memory a new run starts from, and the debug figures.
+//! The conversation as the protocols read it: the log a page at a time, a
+//! run's record and its records, the runs the conversation shows with their
+//! messages and agent trees, what the thread used, and the memory a new run
+//! starts from.
+//!
+//! A [`Conversation`] borrows the thread's store read-only, so nothing read
+//! through it can change the thread; protocols read a thread here, never
+//! through its store, so what a protocol may see of a thread is this file.
+//! Which runs a conversation shows is decided once, by [`shown`].
 
 use super::error::Error;
-use super::{Sink, Thread};
 use crate::log::event::Event;
+use crate::log::queued::Queue;
 use crate::log::reducer;
-use crate::storage::store::{RunRecord, RunState, Store};
+use crate::storage::store::{Confirmation, Record, RunRecord, RunState, Store};
 use serde_json::{json, Value};
 
 /// What a protocol adds to a run's user and assistant messages
-/// ([`Thread::messages_with`]), given the run and its events.
+/// ([`Conversation::messages_with`]), given the run and its events.
 pub type ExtendMessages<'a, E> = dyn FnMut(&RunRecord, &[Event], &mut Value, &mut Value) -> Result<(), E> + 'a;
 
 /// Whether a conversation shows `run`: every run but an answer a
 /// regenerate replaced. The one rule every history view applies, through
-/// [`Thread::conversation_page`].
+/// [`Conversation::page`] (and the memory a run starts from).
 fn shown(run: &RunRecord) -> bool {
     !run.replaced
 }
 
-impl<S: Store, K: Sink> Thread<S, K> {
+/// A thread's conversation, read in one synchronous block
+/// ([`Thread::conversation`](super::Thread::conversation)): the log's last
+/// seq and the queue are as they were when it was taken.
+pub struct Conversation<'t, S: Store> {
+    store: &'t S,
+    thread_id: &'t str,
+    last_seq: u64,
+    queue: &'t Queue,
+}
+
+impl<'t, S: Store> Conversation<'t, S> {
+    pub(super) fn new(store: &'t S, thread_id: &'t str, last_seq: u64, queue: &'t Queue) -> Self {
+        Conversation { store, thread_id, last_seq, queue }
+    }
+    /// The log's records after `after` up to `up_to`, at most `limit`.
+    pub fn log_page(&self, after: u64, up_to: u64, limit: usize) -> Result<Vec<Record>, Error> {
+        Ok(self.store.read_range(after, up_to, limit)?)
+    }
+
+    /// A run of this thread, or `None`.
+    pub fn run(&self, run_id: &str) -> Result<Option<RunRecord>, Error> {
+        Ok(self.store.run(run_id)?)
+    }
+
+    /// A run of this thread, or 404 `run_not_found`.
+    pub fn known_run(&self, run_id: &str) -> Result<RunRecord, Error> {
+        self.run(run_id)?.ok_or(Error::RunNotFound)
+    }
+
+    /// Every record of a run, in order.
+    pub fn run_records(&self, run_id: &str) -> Result<Vec<Record>, Error> {
+        Ok(self.store.run_records(run_id)?)
+    }
+
+    /// A run's records after `after`, at most `limit`.
+    pub fn run_page(&self, run_id: &str, after: u64, limit: usize) -> Result<Vec<Record>, Error> {
+        Ok(self.store.run_range(run_id, after, limit)?)
+    }
+
+    /// The events of one run, parsed back from the log.
+    pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, Error> {
+        let records = self.store.run_records(run_id)?;
+        Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
+    }
+
+    /// The request for a person a tool call raised, whatever its state.
+    pub fn request_for_call(&self, tool_call_id: &str) -> Result<Option<Confirmation>, Error> {
+        Ok(self.store.confirmation_by_call(tool_call_id)?)
+    }
+
+    /// A stored producer's state (Durable Streams' idempotent appends), by
+    /// its key.
+    pub fn producer_state<T: serde::de::DeserializeOwned>(&self, key: &str) -> Result<Option<T>, Error> {
+        Ok(self.store.meta(key)?.and_then(|v| serde_json::from_str(&v).ok()))
+    }
+
     /// The runs the conversation shows on page `page` of `limit` runs
     /// (newest page first), oldest first within it, and how many runs the
     /// thread has. Every protocol's history reads the conversation here,
     /// never through the store.
-    pub fn conversation_page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
+    pub fn page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
         let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit)?;
         Ok((runs.into_iter().rev().filter(shown).collect(), total))
-    }
-
-    /// `GET .../status`.
-    pub fn status(&self) -> Value {
-        let mut v = json!({
-            "hasActiveRun": self.active.is_some(),
-            "isSuspended": self.is_suspended(),
-            "backgroundTasks": self.background,
-            "queue": self.queue,
-        });
-        if let Some(a) = &self.active {
-            v["runId"] = a.record.run_id.clone().into();
-        }
-        v
     }
 
     /// Whether agent `name` serves the thread (Flue's `/agents/:name/:id`):
@@ -64,7 +112,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.messages_with(limit, page, origin, &mut |_, _, _, _| Ok(()))
     }
 
-    /// [`Thread::messages`], each run's user and assistant messages handed
+    /// [`Conversation::messages`], each run's user and assistant messages handed
     /// to `extend` with the run and its events (read once), for a protocol
     /// whose view says more of them.
     pub fn messages_with<E: From<Error>>(
@@ -74,8 +122,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         origin: &str,
         extend: &mut ExtendMessages<E>,
     ) -> Result<Value, E> {
-        let thread_id = &self.thread_id;
-        let (runs, total) = self.conversation_page(limit, page)?;
+        let thread_id = self.thread_id;
+        let (runs, total) = self.page(limit, page)?;
         let mut messages = Vec::with_capacity(runs.len() * 2);
         for run in &runs {
             // A user message names no run, as n8n's own history does: n8n's
@@ -139,18 +187,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         }
         let mut out = crate::agent::usage::view(crate::agent::usage::sum(runs), None);
-        out["threadId"] = self.thread_id.clone().into();
+        out["threadId"] = self.thread_id.to_owned().into();
         Ok(out)
-    }
-
-    /// Rows written since the store was opened.
-    pub fn rows_written(&self) -> u64 {
-        self.store.rows_written()
-    }
-
-    /// Bytes of delta text held in memory, not yet stored.
-    pub fn buffered_bytes(&self) -> usize {
-        self.coalescer.buffered_bytes()
     }
 
     /// Conversation memory for a new run: earlier runs' user messages, answers
@@ -196,20 +234,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(newest_first.into_iter().rev().flatten().collect())
     }
 
-    /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
-    /// written since the store opened, subscribers, unstored delta bytes,
-    /// the files the thread holds, and the object's instance as its shell
-    /// reports it.
-    pub fn stats(&mut self, instance: &super::serve::Instance) -> Value {
-        self.subscribers.prune();
-        json!({
-            "lastEventId": self.last_seq,
-            "rowsWritten": self.rows_written(),
-            "subscribers": self.subscribers.len(),
-            "bufferedBytes": self.buffered_bytes(),
-            "files": self.store.file_count().unwrap_or(0),
-            "instance": instance,
-        })
+    /// Where the thread's files are: the prefix of every key (none before a
+    /// file was reserved).
+    pub fn files_prefix(&self) -> Result<Option<String>, Error> {
+        Ok(self.stored_generation()?.map(|g| crate::files::prefix(self.thread_id, g)))
+    }
+
+    /// The log's generation if one was drawn (a log never read from a
+    /// position has none yet).
+    pub fn stored_generation(&self) -> Result<Option<u64>, Error> {
+        Ok(self.store.meta(super::subscribe::GENERATION_KEY)?.and_then(|v| v.parse().ok()))
     }
 }
 
@@ -221,4 +255,69 @@ fn usage_view(stored: &str) -> Option<Value> {
         o.remove("model");
     }
     Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::store::{Driver, MemoryStore};
+
+    fn run(id: &str, message: &str, at: i64, replaced: bool) -> RunRecord {
+        RunRecord {
+            run_id: id.into(),
+            message_id: format!("m-{id}"),
+            message: message.into(),
+            agent_id: "root".into(),
+            state: RunState::Completed,
+            reason: None,
+            token_hash: String::new(),
+            created_at: at,
+            finished_at: Some(at + 1),
+            driver: Driver::Webhook,
+            usage: None,
+            model: None,
+            replaced,
+            turn: Default::default(),
+        }
+    }
+
+    fn store() -> MemoryStore {
+        let mut s = MemoryStore::default();
+        let runs = [run("r1", "first", 1, false), run("r2", "answered twice", 2, true), run("r3", "again", 3, false)];
+        s.commit(&[], &runs).unwrap();
+        s
+    }
+
+    /// A replaced answer is in the store and in the thread's usage, never in
+    /// what the conversation shows or in the memory a run starts from.
+    #[test]
+    fn the_conversation_shows_every_run_but_a_replaced_answer() {
+        let s = store();
+        let queue = Queue::default();
+        let c = Conversation::new(&s, "t", 0, &queue);
+        let (runs, total) = c.page(10, 0).unwrap();
+        assert_eq!(runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
+        assert_eq!(total, 3, "the total counts every stored run");
+        let view = c.messages(10, 0, "https://x.test").unwrap();
+        let ids: Vec<_> = view["messages"].as_array().unwrap().iter().map(|m| m["id"].clone()).collect();
+        assert_eq!(ids, [json!("m-r1"), json!("r1:assistant"), json!("m-r3"), json!("r3:assistant")]);
+        let memory = c.history(10_000, "none").unwrap();
+        let said: Vec<_> = memory.iter().map(|m| m["content"].to_string()).collect();
+        assert!(said.iter().all(|m| !m.contains("answered twice")), "{said:?}");
+        assert_eq!(memory.len(), 2, "two user messages without answers: {memory:?}");
+    }
+
+    #[test]
+    fn pages_run_newest_first_and_oldest_first_within() {
+        let s = store();
+        let queue = Queue::default();
+        let c = Conversation::new(&s, "t", 0, &queue);
+        let (newest, _) = c.page(1, 0).unwrap();
+        assert_eq!(newest[0].run_id, "r3");
+        let (older, _) = c.page(1, 1).unwrap();
+        assert!(older.is_empty(), "the replaced run's page shows nothing");
+        let (oldest, _) = c.page(1, 2).unwrap();
+        assert_eq!(oldest[0].run_id, "r1");
+        assert!(c.known_run("r9").is_err_and(|e| matches!(e, Error::RunNotFound)));
+    }
 }
