@@ -174,7 +174,7 @@ impl Host for WorkerHost {
         let key = {
             let mut slot = self.core.borrow_mut();
             let core = slot.as_mut().ok_or("the thread is gone")?;
-            core.store_agent_file(&new, ids::random_u64(), now_ms()).map_err(|e| e.to_string())?
+            core.files_mut().store_agent_file(&new, ids::random_u64(), now_ms()).map_err(|e| e.to_string())?
         };
         crate::files::put_one(bucket, &key, bytes, media_type, &new.sha256).await?;
         Ok((new.reference(), key))

@@ -98,8 +98,9 @@ impl Inner {
                 }
                 Effect::DeleteFiles { keys, ids } => match crate::files::delete(&self.env, &keys).await {
                     Ok(()) => {
-                        if let Err(e) =
-                            self.with_core(|c| c.files_deleted(&ids)).and_then(|r| r.map_err(ApiError::from))
+                        if let Err(e) = self
+                            .with_core(|c| c.files_mut().files_deleted(&ids))
+                            .and_then(|r| r.map_err(ApiError::from))
                         {
                             console_error!("files: {e}");
                         }

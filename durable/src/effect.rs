@@ -36,7 +36,7 @@ pub enum Effect {
     /// whose key starts with it. Deletion and the idle TTL.
     Wipe { files: Option<String> },
     /// Remove these objects from the bucket, then report the files' `ids`
-    /// removed (`Thread::files_deleted`).
+    /// removed (`Files::files_deleted`).
     DeleteFiles { keys: Vec<String>, ids: Vec<String> },
     /// Write `log` (a JSON line) and export `spans` (empty when traces are
     /// off), off the request's path.

@@ -262,7 +262,8 @@ impl Host for Host1 {
         media_type: &str,
     ) -> Result<(threadline_durable::files::FileRef, String), String> {
         let new = threadline_durable::files::NewFile::of(&bytes, media_type, None);
-        let key = self.fake.thread.borrow_mut().store_agent_file(&new, 7, 1_000).map_err(|e| e.to_string())?;
+        let key =
+            self.fake.thread.borrow_mut().files_mut().store_agent_file(&new, 7, 1_000).map_err(|e| e.to_string())?;
         self.fake.files.borrow_mut().push((new.sha256.clone(), bytes));
         Ok((new.reference(), key))
     }

@@ -371,7 +371,7 @@ fn unsent_uploads_are_removed_after_the_grace_period() {
     let end = w.request("POST", "/v1/threads/t1/files", &[("content-type", "text/plain")], b"never sent");
     assert!(matches!(&end, End::Reply(409, b) if b["error"]["code"] == "file_busy"), "{end:?}");
     let t = w.threads.get_mut("t1").unwrap();
-    t.files_deleted(ids).unwrap();
+    t.files_mut().files_deleted(ids).unwrap();
     assert_eq!(t.store().file_count().unwrap(), 0);
     // An attached file is never removed.
     let body = ui_chat("t1", "m1", &[("keep.txt", "text/plain", b"kept")]);

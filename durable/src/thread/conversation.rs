@@ -243,8 +243,13 @@ impl<'t, S: Store> Conversation<'t, S> {
     /// The log's generation if one was drawn (a log never read from a
     /// position has none yet).
     pub fn stored_generation(&self) -> Result<Option<u64>, Error> {
-        Ok(self.store.meta(super::subscribe::GENERATION_KEY)?.and_then(|v| v.parse().ok()))
+        stored_generation(self.store)
     }
+}
+
+/// The log's generation if one was drawn.
+pub(super) fn stored_generation<S: Store>(store: &S) -> Result<Option<u64>, Error> {
+    Ok(store.meta(super::subscribe::GENERATION_KEY)?.and_then(|v| v.parse().ok()))
 }
 
 /// A run's stored usage as the messages view shows it: the model's own

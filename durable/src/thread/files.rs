@@ -28,6 +28,7 @@ use crate::files::spec::{Source, Spec};
 use crate::files::{self, media, Attachment, FileRef, NewFile};
 use crate::storage::store::{FileRow, FileState, Store};
 use serde_json::{json, Value};
+use std::ops::{Deref, DerefMut};
 
 /// Most files one alarm removes (the rest wait for the next).
 const SWEEP_BATCH: usize = 100;
@@ -35,12 +36,24 @@ const SWEEP_BATCH: usize = 100;
 /// instance that was doing it may have been evicted).
 const RETRY_REMOVAL_MS: i64 = 60_000;
 
-impl<S: Store, K: Sink> Thread<S, K> {
+/// The thread's files: a borrow of its store (shared to read, exclusive to
+/// change) and its id, so a file's rows are changed here and nowhere else
+/// ([`Thread::files`]).
+pub struct Files<'t, St> {
+    store: St,
+    thread_id: &'t str,
+}
+
+impl<'t, S: Store, St: Deref<Target = S>> Files<'t, St> {
+    pub(super) fn new(store: St, thread_id: &'t str) -> Self {
+        Files { store, thread_id }
+    }
+
     /// A send's attachments as its message will hold them: each stored file
     /// this thread holds (404 `file_not_found` for any other), each inline
     /// file the Worker read (`inline`, by marker index; reserved already
     /// unless `reserving`), each URL as it is.
-    pub(super) fn attachments_of(
+    pub fn attachments_of(
         &self,
         specs: &[Spec],
         inline: &[Option<NewFile>],
@@ -92,28 +105,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
             .collect()
     }
 
-    /// Checks that `model` takes every attachment (its catalog `input`):
-    /// 400 `unsupported_attachment` naming the model and the type.
-    pub(super) fn check_model_input(
-        catalog: &Catalog,
-        model: Option<&str>,
-        attachments: &[Attachment],
-    ) -> Result<(), Error> {
-        let Some(id) = model else { return Ok(()) };
-        let Some(entry) = catalog.models.get(id) else { return Ok(()) };
-        for a in attachments {
-            let input = media::input(a.media_type());
-            if !entry.takes(input) {
-                return Err(Error::UnsupportedAttachment {
-                    model: id.to_owned(),
-                    media_type: a.media_type().to_owned(),
-                    input: input.as_str().to_owned(),
-                });
-            }
-        }
-        Ok(())
-    }
-
     /// A file this thread holds and is not removing.
     fn held_file(&self, file_id: &str) -> Result<FileRow, Error> {
         match self.store.file(file_id)? {
@@ -123,11 +114,36 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
     }
 
+    /// A file to read: its reference and its object's key (404
+    /// `file_not_found` for one this thread does not hold).
+    pub fn read_file(&self, file_id: &str) -> Result<(FileRef, String), Error> {
+        if !files::is_file_id(file_id) {
+            return Err(Error::FileNotFound);
+        }
+        let row = match self.store.file(file_id)? {
+            Some(row) if row.state != FileState::Deleting => row,
+            _ => return Err(Error::FileNotFound),
+        };
+        let generation = super::conversation::stored_generation(&*self.store)?.ok_or(Error::FileNotFound)?;
+        let key = files::key(self.thread_id, generation, &row.file.sha256);
+        Ok((row.file, key))
+    }
+
+    /// When the next file is due for removal.
+    pub fn next_sweep(&self, grace_ms: i64) -> Option<i64> {
+        let oldest = |state| self.store.files_in(state, None, 1).ok()?.into_iter().next();
+        let reserved = oldest(FileState::Reserved).map(|r| r.reserved_at + grace_ms);
+        let deleting = oldest(FileState::Deleting).map(|r| r.reserved_at + RETRY_REMOVAL_MS);
+        reserved.into_iter().chain(deleting).min()
+    }
+}
+
+impl<'t, S: Store, St: DerefMut<Target = S>> Files<'t, St> {
     /// Reserves files whose bytes the Worker is about to store: `{reserved:
     /// [{fileId, key, put}], files: [{fileId, url, mediaType, size, name}]}`,
     /// `put: false` for bytes the thread already keeps for a message.
     pub fn reserve_files(&mut self, new: &[NewFile], origin: &str, random: u64, now: i64) -> Result<Value, Error> {
-        let generation = self.generation(|| random)?;
+        let generation = super::subscribe::generation(&mut *self.store, || random)?;
         let mut reserved = Vec::new();
         let mut described = Vec::new();
         for f in new {
@@ -152,23 +168,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     true
                 }
             };
-            let key = files::key(&self.thread_id, generation, &f.sha256);
+            let key = files::key(self.thread_id, generation, &f.sha256);
             reserved.push(json!({ "fileId": f.file_id, "key": key, "put": put }));
-            described.push(Attachment::File(f.reference()).to_json(origin, &self.thread_id));
+            described.push(Attachment::File(f.reference()).to_json(origin, self.thread_id));
         }
         Ok(json!({ "reserved": reserved, "files": described }))
-    }
-
-    /// An upload (`POST /v1/threads/:id/files`): its files reserved, as a
-    /// send's are; the first write to a thread nobody owns claims it.
-    pub fn upload(&mut self, who: super::Sender, now: i64) -> Result<Value, Error> {
-        let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
-        if new.is_empty() {
-            return Err(Error::InvalidFile("the upload holds no file".into()));
-        }
-        let reserved = self.reserve_files(&new, who.origin, who.random, now)?;
-        self.claim(who)?;
-        Ok(reserved)
     }
 
     /// A file a tool of the built-in agent returned (an MCP server's image):
@@ -185,7 +189,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The message that carries `attachments` was accepted: their files are
     /// kept as long as the thread.
-    pub(super) fn attach_files(&mut self, attachments: &[Attachment]) -> Result<(), Error> {
+    pub fn attach_files(&mut self, attachments: &[Attachment]) -> Result<(), Error> {
         for a in attachments {
             let Attachment::File(f) = a else { continue };
             if let Some(row) = self.store.file(&f.file_id)? {
@@ -197,25 +201,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(())
     }
 
-    /// A file to read: its reference and its object's key (404
-    /// `file_not_found` for one this thread does not hold).
-    pub fn read_file(&self, file_id: &str) -> Result<(FileRef, String), Error> {
-        if !files::is_file_id(file_id) {
-            return Err(Error::FileNotFound);
-        }
-        let row = match self.store.file(file_id)? {
-            Some(row) if row.state != FileState::Deleting => row,
-            _ => return Err(Error::FileNotFound),
-        };
-        let generation = self.conversation().stored_generation()?.ok_or(Error::FileNotFound)?;
-        let key = files::key(&self.thread_id, generation, &row.file.sha256);
-        Ok((row.file, key))
-    }
-
     /// Files reserved longer ago than `grace_ms` that no message refers
     /// to, and removals a lost instance left undone: marked `deleting`, and
     /// the shell asked to remove their bytes ([`Effect::DeleteFiles`]).
-    pub(super) fn sweep_files(&mut self, grace_ms: i64, now: i64) -> Result<Option<Effect>, Error> {
+    pub fn sweep_files(&mut self, grace_ms: i64, now: i64) -> Result<Option<Effect>, Error> {
         let store = |e| Error::Storage(e);
         // Removals decided long enough ago and not reported done are asked
         // for again (removing absent bytes is harmless).
@@ -231,8 +220,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if rows.is_empty() {
             return Ok(None);
         }
-        let generation = self.conversation().stored_generation()?.unwrap_or(0);
-        let keys = rows.iter().map(|r| files::key(&self.thread_id, generation, &r.file.sha256)).collect();
+        let generation = super::conversation::stored_generation(&*self.store)?.unwrap_or(0);
+        let keys = rows.iter().map(|r| files::key(self.thread_id, generation, &r.file.sha256)).collect();
         let ids = rows.into_iter().map(|r| r.file.file_id).collect();
         Ok(Some(Effect::DeleteFiles { keys, ids }))
     }
@@ -247,12 +236,88 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         Ok(())
     }
+}
 
-    /// When the next file is due for removal.
-    pub(super) fn next_sweep(&self, grace_ms: i64) -> Option<i64> {
-        let oldest = |state| self.store.files_in(state, None, 1).ok()?.into_iter().next();
-        let reserved = oldest(FileState::Reserved).map(|r| r.reserved_at + grace_ms);
-        let deleting = oldest(FileState::Deleting).map(|r| r.reserved_at + RETRY_REMOVAL_MS);
-        reserved.into_iter().chain(deleting).min()
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// The thread's files, to read.
+    pub fn files(&self) -> Files<'_, &S> {
+        Files::new(&self.store, &self.thread_id)
+    }
+
+    /// The thread's files, to change.
+    pub fn files_mut(&mut self) -> Files<'_, &mut S> {
+        Files::new(&mut self.store, &self.thread_id)
+    }
+
+    /// An upload (`POST /v1/threads/:id/files`): its files reserved, as a
+    /// send's are; the first write to a thread nobody owns claims it.
+    pub fn upload(&mut self, who: super::Sender, now: i64) -> Result<Value, Error> {
+        let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
+        if new.is_empty() {
+            return Err(Error::InvalidFile("the upload holds no file".into()));
+        }
+        let reserved = self.files_mut().reserve_files(&new, who.origin, who.random, now)?;
+        self.claim(who)?;
+        Ok(reserved)
+    }
+}
+
+/// Checks that `model` takes every attachment (its catalog `input`):
+/// 400 `unsupported_attachment` naming the model and the type.
+pub(super) fn check_model_input(
+    catalog: &Catalog,
+    model: Option<&str>,
+    attachments: &[Attachment],
+) -> Result<(), Error> {
+    let Some(id) = model else { return Ok(()) };
+    let Some(entry) = catalog.models.get(id) else { return Ok(()) };
+    for a in attachments {
+        let input = media::input(a.media_type());
+        if !entry.takes(input) {
+            return Err(Error::UnsupportedAttachment {
+                model: id.to_owned(),
+                media_type: a.media_type().to_owned(),
+                input: input.as_str().to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::store::MemoryStore;
+
+    /// An unsent upload lives out its grace period, then is marked for
+    /// removal; while its removal is under way the same bytes are refused
+    /// (`file_busy`), and once the shell reports it done they may come again.
+    /// A file a message holds is never removed.
+    #[test]
+    fn an_unsent_file_is_removed_after_its_grace_and_never_while_held() {
+        let mut store = MemoryStore::default();
+        let (unsent, held) = (NewFile::of(b"unsent", "text/plain", None), NewFile::of(b"held", "text/plain", None));
+        let mut files = Files::new(&mut store, "t1");
+        files.reserve_files(&[unsent.clone(), held.clone()], "https://x.test", 6, 1_000).unwrap();
+        files.attach_files(&[Attachment::File(held.reference())]).unwrap();
+        assert_eq!(files.next_sweep(500), Some(1_500));
+        assert!(files.sweep_files(500, 1_499).unwrap().is_none(), "not before its grace ends");
+        let Some(Effect::DeleteFiles { keys, ids }) = files.sweep_files(500, 1_500).unwrap() else { panic!() };
+        assert_eq!(ids, [unsent.file_id.clone()]);
+        assert_eq!(keys, [crate::files::key("t1", 7, &unsent.sha256)]);
+        assert!(matches!(files.reserve_files(&[unsent.clone()], "", 6, 1_600), Err(Error::FileBusy)));
+        assert!(matches!(files.read_file(&unsent.file_id), Err(Error::FileNotFound)));
+        assert_eq!(files.read_file(&held.file_id).unwrap().0, held.reference());
+        files.files_deleted(&ids).unwrap();
+        files.reserve_files(&[unsent.clone()], "", 6, 1_700).unwrap();
+        assert!(files.read_file(&unsent.file_id).is_ok(), "sent again once removed");
+    }
+
+    #[test]
+    fn another_thread_s_file_or_a_malformed_id_is_not_found() {
+        let store = MemoryStore::default();
+        let files = Files::new(&store, "t1");
+        assert!(matches!(files.read_file("f_0123"), Err(Error::FileNotFound)));
+        assert!(matches!(files.read_file("../etc/passwd"), Err(Error::FileNotFound)));
     }
 }

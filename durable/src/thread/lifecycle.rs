@@ -152,7 +152,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let running_builtin = self.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.is_suspended();
         let run = self.run_deadline().map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
         let expiry = self.next_expiry().ok().flatten();
-        let sweep = self.next_sweep(settings.files.grace_ms);
+        let sweep = self.files().next_sweep(settings.files.grace_ms);
         [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline()].into_iter().flatten().min()
     }
 }

@@ -77,7 +77,7 @@ pub enum Sent {
     /// The 202 body of a queued (or interrupting) send.
     Queued(Value),
     /// Checked, and its files reserved (`Sender::reserve`): the 200 body
-    /// the Worker stores the bytes by (`Thread::reserve_files`).
+    /// the Worker stores the bytes by (`Files::reserve_files`).
     Reserved(Value),
 }
 
@@ -122,9 +122,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         turn.attachments = match &send {
             // An answer again to the last message, with its files.
             Send::Regenerate { .. } => self.last_attachments()?,
-            Send::Message { .. } => self.attachments_of(&asked.attachments, who.files, who.reserve)?,
+            Send::Message { .. } => self.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
         };
-        Self::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
+        super::files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
         if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
             self.budgets.learn(actor, budget);
         }
@@ -133,7 +133,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return self.reserve_send(&send, spent, who, now);
         }
         self.replace_dead_holder(now)?;
-        self.attach_files(&turn.attachments)?;
+        self.files_mut().attach_files(&turn.attachments)?;
         // The thread becomes the sender's: other actors' follows of it from
         // before it existed end before any of its events is sent.
         self.end_others_follows(&who);
@@ -206,7 +206,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             _ => {}
         }
         let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
-        self.reserve_files(&new, who.origin, who.random, now).map(Sent::Reserved)
+        self.files_mut().reserve_files(&new, who.origin, who.random, now).map(Sent::Reserved)
     }
 
     /// The attachments of the thread's last message (what a regenerated

@@ -247,7 +247,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         let mut effects = self.settle_lapsed(settings, now)?;
         effects.extend(self.charge_alarm(now)?);
-        effects.extend(self.sweep_files(settings.files.grace_ms, now)?);
+        effects.extend(self.files_mut().sweep_files(settings.files.grace_ms, now)?);
         self.flush_idle(now)?;
         if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
             effects.extend(tell_agent(settings, crate::webhook::cancel(&run_id, reason)));

@@ -67,19 +67,24 @@ pub struct RunSnapshot {
     pub background_tasks: Vec<BackgroundTask>,
 }
 
+/// The log's generation: a random number drawn (from `draw`) when the log is
+/// first read from a position and stored with it. A reader's position names
+/// it, and deleting the thread deletes it, so a position in a deleted log is
+/// never taken for one in the log that replaced it.
+pub(super) fn generation<S: Store>(store: &mut S, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
+    if let Some(g) = super::conversation::stored_generation(store)? {
+        return Ok(g);
+    }
+    // 1..=10^15: fits the 16 digits of an offset half, never 0.
+    let g = draw() % 1_000_000_000_000_000 + 1;
+    store.set_meta(GENERATION_KEY, Some(&g.to_string()))?;
+    Ok(g)
+}
+
 impl<S: Store, K: Sink> Thread<S, K> {
-    /// The log's generation: a random number drawn (from `draw`) when the
-    /// log is first read from a position and stored with it. A reader's
-    /// position names it, and deleting the thread deletes it, so a position
-    /// in a deleted log is never taken for one in the log that replaced it.
+    /// The log's generation ([`generation`]), drawn from `draw` if none was.
     pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
-        if let Some(g) = self.conversation().stored_generation()? {
-            return Ok(g);
-        }
-        // 1..=10^15: fits the 16 digits of an offset half, never 0.
-        let g = draw() % 1_000_000_000_000_000 + 1;
-        self.store.set_meta(GENERATION_KEY, Some(&g.to_string()))?;
-        Ok(g)
+        generation(&mut self.store, draw)
     }
 
     /// Registers `sink` (as subscriber `id`) for `follow`, having seen
