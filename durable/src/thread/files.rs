@@ -305,11 +305,11 @@ mod tests {
         let Some(Effect::DeleteFiles { keys, ids }) = files.sweep_files(500, 1_500).unwrap() else { panic!() };
         assert_eq!(ids, [unsent.file_id.clone()]);
         assert_eq!(keys, [crate::files::key("t1", 7, &unsent.sha256)]);
-        assert!(matches!(files.reserve_files(&[unsent.clone()], "", 6, 1_600), Err(Error::FileBusy)));
+        assert!(matches!(files.reserve_files(std::slice::from_ref(&unsent), "", 6, 1_600), Err(Error::FileBusy)));
         assert!(matches!(files.read_file(&unsent.file_id), Err(Error::FileNotFound)));
         assert_eq!(files.read_file(&held.file_id).unwrap().0, held.reference());
         files.files_deleted(&ids).unwrap();
-        files.reserve_files(&[unsent.clone()], "", 6, 1_700).unwrap();
+        files.reserve_files(std::slice::from_ref(&unsent), "", 6, 1_700).unwrap();
         assert!(files.read_file(&unsent.file_id).is_ok(), "sent again once removed");
     }
 
