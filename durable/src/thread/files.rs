@@ -303,7 +303,7 @@ mod tests {
         assert_eq!(files.next_sweep(500), Some(1_500));
         assert!(files.sweep_files(500, 1_499).unwrap().is_none(), "not before its grace ends");
         let Some(Effect::DeleteFiles { keys, ids }) = files.sweep_files(500, 1_500).unwrap() else { panic!() };
-        assert_eq!(ids, [unsent.file_id.clone()]);
+        assert_eq!(ids, std::slice::from_ref(&unsent.file_id));
         assert_eq!(keys, [crate::files::key("t1", 7, &unsent.sha256)]);
         assert!(matches!(files.reserve_files(std::slice::from_ref(&unsent), "", 6, 1_600), Err(Error::FileBusy)));
         assert!(matches!(files.read_file(&unsent.file_id), Err(Error::FileNotFound)));
