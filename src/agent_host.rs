@@ -256,7 +256,7 @@ impl Host for WorkerHost {
         let held = {
             let mut slot = self.core.borrow_mut();
             let core = slot.as_mut().ok_or("the thread is gone")?;
-            core.hold(&self.run_id, model, spend, price, now_ms()).map_err(|e| e.to_string())?
+            core.charges().hold(&self.run_id, model, spend, price, now_ms()).map_err(|e| e.to_string())?
         };
         let Some(held) = held else { return Ok(None) };
         let Some((actor, op)) = held.ask else { return Ok(Some(held.id)) };
@@ -266,7 +266,7 @@ impl Host for WorkerHost {
             Ok(200..=299) => Ok(Some(held.id)),
             // Refused: the directory holds nothing, and nothing was used.
             Ok(429) => {
-                if let Some(Err(e)) = self.core.borrow_mut().as_mut().map(|c| c.release(&held.id)) {
+                if let Some(Err(e)) = self.core.borrow_mut().as_mut().map(|c| c.charges().release(&held.id)) {
                     console_error!("release: {e}");
                 }
                 Err(QUOTA_SPENT.to_owned())
@@ -284,7 +284,7 @@ impl Host for WorkerHost {
     }
 
     fn settle(&self, hold: &str, used: Option<Spend>, streamed: usize) {
-        let settled = self.core.borrow_mut().as_mut().map(|c| c.settle(hold, used, streamed, now_ms()));
+        let settled = self.core.borrow_mut().as_mut().map(|c| c.charges().settle(hold, used, streamed, now_ms()));
         match settled {
             Some(Ok(effects)) => {
                 let (env, core) = (self.env.clone(), self.core.clone());

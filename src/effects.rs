@@ -62,7 +62,8 @@ impl Inner {
                     // Charges their directories did not take outlive the
                     // thread: they are stored again after the wipe, and the
                     // alarm delivers them.
-                    let owed = self.with_core(|c| c.owed_charges()).ok().and_then(|r| r.ok()).unwrap_or_default();
+                    let owed =
+                        self.with_core(|c| c.charges().owed_charges()).ok().and_then(|r| r.ok()).unwrap_or_default();
                     // The thread is gone: its subscribers' streams end.
                     *self.core.borrow_mut() = None;
                     for ws in self.state.get_websockets_with_tag(live::TAG) {
@@ -74,9 +75,10 @@ impl Inner {
                     let _ = self.storage.delete_alarm().await;
                     self.alarm_at.set(Some(None));
                     if !owed.is_empty() {
-                        let kept = SqlStore::open(DoSql(self.storage.sql()))
-                            .map_err(ApiError::from)
-                            .and_then(|mut s| live::Core::keep_charges(&mut s, &owed).map_err(ApiError::from));
+                        let kept =
+                            SqlStore::open(DoSql(self.storage.sql())).map_err(ApiError::from).and_then(|mut s| {
+                                threadline_durable::thread::keep_charges(&mut s, &owed).map_err(ApiError::from)
+                            });
                         match kept {
                             Ok(()) => self.arm_alarm().await,
                             Err(e) => console_error!("charges: {e}"),
@@ -224,11 +226,11 @@ pub(crate) async fn deliver_charges(env: &Env, core: &Shared, actor: &str, charg
     let mut slot = core.borrow_mut();
     let Some(core) = slot.as_mut() else { return };
     if delivered {
-        if let Err(e) = core.charged(&ids) {
+        if let Err(e) = core.charges().charged(&ids) {
             console_error!("charges: {e}");
         }
     } else {
-        core.charge_failed(now_ms());
+        core.charges().charge_failed(now_ms());
     }
 }
 

@@ -312,12 +312,12 @@ impl Host for Host1 {
         spend: threadline_durable::agent::charge::Spend,
         price: Option<threadline_durable::Price>,
     ) -> Result<Option<String>, String> {
-        let held = self.fake.thread.borrow_mut().hold(&self.run_id, model, spend, price, 1_000);
+        let held = self.fake.thread.borrow_mut().charges().hold(&self.run_id, model, spend, price, 1_000);
         Ok(held.map_err(|e| e.to_string())?.map(|h| h.id))
     }
 
     fn settle(&self, hold: &str, used: Option<threadline_durable::agent::charge::Spend>, streamed: usize) {
-        let effects = self.fake.thread.borrow_mut().settle(hold, used, streamed, 1_000).unwrap();
+        let effects = self.fake.thread.borrow_mut().charges().settle(hold, used, streamed, 1_000).unwrap();
         for e in effects {
             if let Effect::Charge { charges, .. } = e {
                 self.fake.charges.borrow_mut().extend(charges);

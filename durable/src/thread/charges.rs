@@ -13,10 +13,12 @@
 //!   estimate of what was sent and streamed;
 //! - a charge leaves the thread's storage only once its directory took it.
 
+use super::budgets::Budgets;
 use super::error::Error;
 use super::{Sink, Thread};
 use crate::agent::charge::{Charge, Spend};
 use crate::agent::models::Price;
+use crate::agent::quota::Period;
 use crate::directory::Op;
 use crate::effect::Effect;
 use crate::storage::store::Store;
@@ -39,7 +41,45 @@ const RETRY_MAX_MS: i64 = 300_000;
 /// Most charges one delivery carries (an op travels in one header).
 const BATCH: usize = 20;
 
+/// When undelivered charges are next tried, and the wait before that
+/// (doubled after each failure, up to [`RETRY_MAX_MS`]); `None` when
+/// nothing is owed.
+#[derive(Debug, Default)]
+pub struct Retry(Option<(i64, i64)>);
+
+/// A thread's charges: its store's charge rows, the retry of their
+/// delivery, and what the thread knows of its senders' budgets, borrowed
+/// from the thread ([`Thread::charges`]) so a charge changes here and
+/// nowhere else.
+pub struct Charges<'t, S> {
+    store: &'t mut S,
+    retry: &'t mut Retry,
+    budgets: &'t mut Budgets,
+    thread_id: &'t str,
+    ids: &'t dyn ids::Random,
+    quota_period: Option<Period>,
+}
+
 impl<S: Store, K: Sink> Thread<S, K> {
+    /// The thread's charges, to hold, settle and deliver.
+    pub fn charges(&mut self) -> Charges<'_, S> {
+        Charges {
+            store: &mut self.store,
+            retry: &mut self.charge_retry,
+            budgets: &mut self.budgets,
+            thread_id: &self.thread_id,
+            ids: &*self.ids,
+            quota_period: self.config.quota_period,
+        }
+    }
+
+    /// When undelivered charges are next tried (the alarm's).
+    pub fn charge_deadline(&self) -> Option<i64> {
+        self.charge_retry.0.map(|(at, _)| at)
+    }
+}
+
+impl<S: Store> Charges<'_, S> {
     /// Holds what a model call of run `run_id` may use (`spend`, at `price`,
     /// on `model`), for the actor whose turn the run is. `None` when the run
     /// has no actor to charge (an unauthenticated caller's).
@@ -53,7 +93,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<Option<Held>, Error> {
         let Some(run) = self.store.run(run_id)? else { return Ok(None) };
         let Some(actor) = run.turn.actor.clone() else { return Ok(None) };
-        let id = ids::scoped(&self.thread_id, &self.ids.id("charge"));
+        let id = ids::scoped(self.thread_id, &self.ids.id("charge"));
         let charge = Charge {
             id: id.clone(),
             actor: actor.clone(),
@@ -70,7 +110,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // resumed after a restart, before its sender sends again, is
         // charged but held against none (docs/agents.md, "Budgets").
         let limit = self.budgets.limit(&actor);
-        let ask = match (self.config.quota_period, limit) {
+        let ask = match (self.quota_period, limit) {
             (Some(period), Some(limit)) => {
                 let since = period.window(now).0;
                 Some((actor, Op::Hold { id: id.clone(), at: now, spend, limit, since }))
@@ -110,28 +150,23 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.store.delete_charge(id)?;
         }
         if self.store.charges()?.iter().all(|c| c.held) {
-            self.charge_retry = None;
+            *self.retry = Retry(None);
         }
         Ok(())
     }
 
     /// A delivery failed: the alarm tries again, later each time.
     pub fn charge_failed(&mut self, now: i64) {
-        let wait = self.charge_retry.map_or(RETRY_MS, |(_, wait)| (wait * 2).min(RETRY_MAX_MS));
-        self.charge_retry = Some((now + wait, wait));
-    }
-
-    /// When undelivered charges are next tried (the alarm's).
-    pub fn charge_deadline(&self) -> Option<i64> {
-        self.charge_retry.map(|(at, _)| at)
+        let wait = self.retry.0.map_or(RETRY_MS, |(_, wait)| (wait * 2).min(RETRY_MAX_MS));
+        *self.retry = Retry(Some((now + wait, wait)));
     }
 
     /// The alarm: when it is time, the undelivered charges go again (the
     /// next try is after the same wait, unless this one is reported).
-    pub(super) fn charge_alarm(&mut self, now: i64) -> Result<Vec<Effect>, Error> {
-        match self.charge_retry {
+    pub fn charge_alarm(&mut self, now: i64) -> Result<Vec<Effect>, Error> {
+        match self.retry.0 {
             Some((at, wait)) if at <= now => {
-                self.charge_retry = Some((now + wait, wait));
+                *self.retry = Retry(Some((now + wait, wait)));
                 self.deliveries(false, now)
             }
             _ => Ok(Vec::new()),
@@ -140,13 +175,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// On load: calls still held were cut with the instance that made them
     /// (settled as cut), and what is owed is delivered soon.
-    pub(super) fn charges_on_load(&mut self, now: i64) -> Result<(), Error> {
+    pub fn charges_on_load(&mut self, now: i64) -> Result<(), Error> {
         let charges = self.store.charges()?;
         if charges.is_empty() {
             return Ok(());
         }
         self.deliveries(true, now)?;
-        self.charge_retry = Some((now, RETRY_MS));
+        *self.retry = Retry(Some((now, RETRY_MS)));
         Ok(())
     }
 
@@ -184,18 +219,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The charges the thread still owes: what a wipe keeps
-    /// ([`Thread::keep_charges`]).
+    /// ([`keep_charges`]).
     pub fn owed_charges(&self) -> Result<Vec<Charge>, Error> {
         Ok(self.store.charges()?)
-    }
-
-    /// Stores `charges` again in a wiped thread's storage: the thread that
-    /// loads next delivers them (`charges_on_load`).
-    pub fn keep_charges(store: &mut S, charges: &[Charge]) -> Result<(), Error> {
-        for c in charges {
-            store.put_charge(c)?;
-        }
-        Ok(())
     }
 
     /// What the thread knows of `actor`'s spend grows by `spend` (their
@@ -207,6 +233,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
             now,
         );
     }
+}
+
+/// Stores `charges` again in a wiped thread's storage: the thread that
+/// loads next delivers them (`Charges::charges_on_load`).
+pub fn keep_charges<S: Store>(store: &mut S, charges: &[Charge]) -> Result<(), Error> {
+    for c in charges {
+        store.put_charge(c)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -259,26 +294,26 @@ mod tests {
     fn a_call_is_held_then_charged_once_and_kept_until_its_directory_has_it() {
         let mut t = builtin_thread(Some(Period::Day));
         let run = send_as(&mut t, "alice", Some(Limit { tokens: Some(1_000), cost_usd: None }));
-        let held = t.hold(&run, Some("m"), spend(100, 50), None, 10).unwrap().unwrap();
+        let held = t.charges().hold(&run, Some("m"), spend(100, 50), None, 10).unwrap().unwrap();
         let (actor, op) = held.ask.clone().expect("a hold is asked for with QUOTA and a limit");
         assert_eq!(actor, "alice");
         assert!(matches!(op, Op::Hold { ref id, spend: s, .. } if *id == held.id && s == spend(100, 50)));
-        assert!(t.deliveries(false, 11).unwrap().is_empty(), "a held call is not delivered");
-        let effects = t.settle(&held.id, Some(spend(70, 5)), 0, 20).unwrap();
+        assert!(t.charges().deliveries(false, 11).unwrap().is_empty(), "a held call is not delivered");
+        let effects = t.charges().settle(&held.id, Some(spend(70, 5)), 0, 20).unwrap();
         let [Effect::Charge { actor, charges }] = effects.as_slice() else { panic!("{effects:?}") };
         assert_eq!((actor.as_str(), charges.len(), charges[0].spend), ("alice", 1, spend(70, 5)));
         assert!(!charges[0].held && !charges[0].estimated);
         // Settling twice charges once.
-        assert!(t.settle(&held.id, Some(spend(70, 5)), 0, 21).unwrap().is_empty());
+        assert!(t.charges().settle(&held.id, Some(spend(70, 5)), 0, 21).unwrap().is_empty());
         // Until the directory took it, it is owed, and delivered again.
-        assert!(t.owes_charges().unwrap());
-        t.charge_failed(30);
+        assert!(t.charges().owes_charges().unwrap());
+        t.charges().charge_failed(30);
         assert_eq!(t.charge_deadline(), Some(30 + RETRY_MS));
-        t.charge_failed(40);
+        t.charges().charge_failed(40);
         assert_eq!(t.charge_deadline(), Some(40 + 2 * RETRY_MS), "later each time");
-        assert_eq!(t.deliveries(false, 50).unwrap().len(), 1);
-        t.charged(std::slice::from_ref(&held.id)).unwrap();
-        assert!(!t.owes_charges().unwrap());
+        assert_eq!(t.charges().deliveries(false, 50).unwrap().len(), 1);
+        t.charges().charged(std::slice::from_ref(&held.id)).unwrap();
+        assert!(!t.charges().owes_charges().unwrap());
         assert_eq!(t.charge_deadline(), None);
     }
 
@@ -286,9 +321,9 @@ mod tests {
     fn a_cut_call_is_charged_its_request_and_what_it_streamed() {
         let mut t = builtin_thread(None);
         let run = send_as(&mut t, "bob", None);
-        let held = t.hold(&run, None, spend(300, 4_096), None, 0).unwrap().unwrap();
+        let held = t.charges().hold(&run, None, spend(300, 4_096), None, 0).unwrap().unwrap();
         assert_eq!(held.ask, None, "no QUOTA: nothing to reserve");
-        let effects = t.settle(&held.id, None, 30, 5).unwrap();
+        let effects = t.charges().settle(&held.id, None, 30, 5).unwrap();
         let [Effect::Charge { charges, .. }] = effects.as_slice() else { panic!() };
         assert_eq!(charges[0].spend, spend(300, 10));
         assert!(charges[0].estimated);
@@ -298,10 +333,10 @@ mod tests {
     fn calls_still_held_when_their_instance_is_gone_are_charged_as_cut() {
         let mut t = builtin_thread(None);
         let run = send_as(&mut t, "carol", None);
-        let a = t.hold(&run, None, spend(10, 100), None, 0).unwrap().unwrap();
-        let b = t.hold(&run, None, spend(20, 100), None, 0).unwrap().unwrap();
-        t.settle(&b.id, Some(spend(20, 3)), 0, 1).unwrap();
-        let effects = t.deliveries(true, 2).unwrap();
+        let a = t.charges().hold(&run, None, spend(10, 100), None, 0).unwrap().unwrap();
+        let b = t.charges().hold(&run, None, spend(20, 100), None, 0).unwrap().unwrap();
+        t.charges().settle(&b.id, Some(spend(20, 3)), 0, 1).unwrap();
+        let effects = t.charges().deliveries(true, 2).unwrap();
         let [Effect::Charge { charges, .. }] = effects.as_slice() else { panic!("{effects:?}") };
         let by = |id: &str| charges.iter().find(|c| c.id == id).unwrap().clone();
         assert_eq!(by(&a.id).spend, spend(10, 0));
@@ -313,9 +348,9 @@ mod tests {
     fn a_refused_hold_costs_nothing_and_a_run_without_an_actor_holds_nothing() {
         let mut t = builtin_thread(Some(Period::Day));
         let run = send_as(&mut t, "dave", Some(Limit { tokens: Some(1), cost_usd: None }));
-        let held = t.hold(&run, None, spend(1, 1), None, 0).unwrap().unwrap();
-        t.release(&held.id).unwrap();
-        assert!(!t.owes_charges().unwrap());
-        assert_eq!(t.hold("no-such-run", None, spend(1, 1), None, 0).unwrap(), None);
+        let held = t.charges().hold(&run, None, spend(1, 1), None, 0).unwrap().unwrap();
+        t.charges().release(&held.id).unwrap();
+        assert!(!t.charges().owes_charges().unwrap());
+        assert_eq!(t.charges().hold("no-such-run", None, spend(1, 1), None, 0).unwrap(), None);
     }
 }

@@ -70,7 +70,10 @@ use std::rc::Rc;
 pub use crate::settings::Config;
 pub use crate::wire::ids::ROOT_AGENT;
 use budgets::Budgets;
+pub use charges::{keep_charges, Charges, Held};
 pub use confirmations::{check_decision, By, REQUESTER};
+pub use conversation::Conversation;
+pub use files::Files;
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
@@ -168,7 +171,7 @@ pub struct Thread<S: Store, K: Sink> {
     outbox: Vec<Effect>,
     /// When undelivered charges are next tried, and the wait before that
     /// (doubled after each failure): `thread/charges.rs`.
-    charge_retry: Option<(i64, i64)>,
+    charge_retry: charges::Retry,
 }
 
 /// What follows a finished run ([`Thread::handoff`]).
@@ -239,7 +242,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             last_write_at: now,
             send_origin: None,
             outbox: Vec::new(),
-            charge_retry: None,
+            charge_retry: charges::Retry::default(),
         };
         if let Some(last) = thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1)?.first() {
             if let Ok(ev) = serde_json::from_str::<Event>(&last.data) {
@@ -250,7 +253,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             thread.queue = serde_json::from_str(&q).unwrap_or_default();
         }
         thread.refold_live_tree()?;
-        thread.charges_on_load(now)?;
+        thread.charges().charges_on_load(now)?;
         Ok(thread)
     }
 

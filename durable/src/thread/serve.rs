@@ -183,7 +183,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // What the thread's calls cost goes to their senders first: the
         // calls in flight are charged as cut, and a charge the directory
         // does not take survives the wipe (`Thread::owes_charges`).
-        effects.extend(self.deliveries(true, now)?);
+        effects.extend(self.charges().deliveries(true, now)?);
         effects.push(Effect::Wipe { files: self.conversation().files_prefix()? });
         if let Some(owner) = self.owner()? {
             let op = crate::directory::Op::Unregister { thread_id: self.thread_id.clone() };
@@ -246,7 +246,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Ok(effects);
         }
         let mut effects = self.settle_lapsed(settings, now)?;
-        effects.extend(self.charge_alarm(now)?);
+        effects.extend(self.charges().charge_alarm(now)?);
         effects.extend(self.files_mut().sweep_files(settings.files.grace_ms, now)?);
         self.flush_idle(now)?;
         if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
