@@ -150,7 +150,7 @@ pub fn subscribe(state: &State, core: &Shared, follow: Follow, after: u64) -> Re
 /// not woken for it: a closed socket is not among those it finds on waking).
 pub fn gone(core: &Shared, ws: &WebSocket) {
     if let (Some(a), Some(core)) = (attachment(ws), core.borrow_mut().as_mut()) {
-        core.subscribers().remove(a.id);
+        core.journal_mut().subscribers().remove(a.id);
     }
     let _ = ws.close(Some(1000), Some("closed"));
 }

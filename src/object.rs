@@ -155,7 +155,7 @@ impl Inner {
             core.woke(now_ms());
         }
         for (a, sink) in sockets {
-            core.subscribers().add(a.id, a.follow, sink);
+            core.journal_mut().subscribers().add(a.id, a.follow, sink);
         }
         let effects = core.recovery(&self.settings, now_ms())?;
         *self.core.borrow_mut() = Some(core);

@@ -83,7 +83,7 @@ fn fixture(s: &Settings) -> (T, String, String, String) {
         decided_by: None,
         decided_via: None,
     };
-    t.store_mut().put_confirmation(&legacy).unwrap();
+    t.journal_mut().store_mut().put_confirmation(&legacy).unwrap();
     let queued = serve(
         &mut t,
         s,
@@ -267,7 +267,7 @@ fn every_caller_on_every_route() {
     for (method, path, body, kind) in &routes {
         for who in EVERYONE {
             let (mut t, _, token, _) = fixture(&s);
-            let before = t.store().records.clone();
+            let before = t.journal().store().records.clone();
             let (c, authorization) = caller(who, &token);
             let mut req = Req::new(method, path, c);
             if !body.is_null() {
@@ -285,7 +285,7 @@ fn every_caller_on_every_route() {
             };
             assert_eq!(answer, want, "{who:?} {method} {path}");
             if want != Got::Ok {
-                assert_eq!(t.store().records, before, "{who:?} {method} {path}: a refusal stores nothing");
+                assert_eq!(t.journal().store().records, before, "{who:?} {method} {path}: a refusal stores nothing");
                 assert!(outcome.effects.is_empty(), "{who:?} {method} {path}: a refusal does nothing");
             }
             cells += 1;
@@ -395,11 +395,11 @@ fn a_batch_of_answers_is_admitted_whole_or_not_at_all() {
     for (entries, code) in [(json!([wipe, bad_answer]), "invalid_decision"), (json!([wipe, pay]), "approver_required")]
     {
         let (mut t, _, _, _) = fixture(&s);
-        let (records, confirmations) = (t.store().records.clone(), t.store().confirmations.clone());
+        let (records, confirmations) = (t.journal().store().records.clone(), t.journal().store().confirmations.clone());
         let refused = serve(&mut t, &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&resume(entries)), 10);
         assert_eq!(support::code(&refused), code);
-        assert_eq!(t.store().records, records, "{code}: nothing of the batch is in the log");
-        assert_eq!(t.store().confirmations, confirmations, "{code}: no request is decided");
+        assert_eq!(t.journal().store().records, records, "{code}: nothing of the batch is in the log");
+        assert_eq!(t.journal().store().confirmations, confirmations, "{code}: no request is decided");
         assert!(refused.effects.is_empty(), "{code}: no agent is told anything");
         assert_eq!(t.confirmation("t1.r-wipe").unwrap().unwrap().state, ConfirmState::Pending);
     }
@@ -437,7 +437,7 @@ fn a_thread_nobody_owns_yet_is_served_empty_and_stays_nobodys() {
         matches!(events.answer, Answer::Follow { ref follow, .. } if follow.prospect.as_deref() == Some("mallory"))
     );
     assert_eq!(t.owner().unwrap(), None);
-    assert!(t.store().records.is_empty(), "nothing is stored");
+    assert!(t.journal().store().records.is_empty(), "nothing is stored");
     // Routes that are their owner's alone still refuse.
     let delete = serve(&mut t, &s, Req::new("DELETE", "/instance-ai/threads/t1", actor("mallory", &[])), 1);
     assert_eq!(got(&delete), no(404, "thread_not_found"));

@@ -715,7 +715,7 @@ fn a_refused_publish_ends_the_built_in_run() {
         panic!("no drive")
     };
     // Storage refuses the loop's next write; the run must not hold the lock.
-    f.thread.borrow_mut().store_mut().fail_commits = 1;
+    f.thread.borrow_mut().journal_mut().store_mut().fail_commits = 1;
     assert_eq!(drive(&f, d, CancelToken::default()), End::Stopped);
     assert!(f.thread.borrow().active_run().is_none());
     assert_eq!(finish_of(&f), json!({"status": "error", "reason": "storage refused the run's events"}));
@@ -949,7 +949,7 @@ fn an_mcp_image_is_a_file_of_the_thread_the_model_sees() {
     assert_eq!(image["mediaType"], "image/png");
     let file_id = image["fileId"].as_str().unwrap();
     assert!(image["url"].as_str().unwrap().ends_with(file_id));
-    assert_eq!(f.thread.borrow().store().file_count().unwrap(), 1, "kept as a file of the thread");
+    assert_eq!(f.thread.borrow().journal().store().file_count().unwrap(), 1, "kept as a file of the thread");
     let next = f.requests.borrow()[1]["messages"].clone();
     let shown = next.as_array().unwrap().last().unwrap().clone();
     assert_eq!(shown["role"], "user");

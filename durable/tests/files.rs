@@ -164,7 +164,7 @@ fn a_send_with_inline_files_reserves_stores_then_sends() {
     assert_eq!(json[0]["name"], "shot.png");
     assert_eq!(json[0]["mediaType"], "image/png");
     assert_eq!(json[0]["size"], PNG.len());
-    assert!(t.store().file_count().unwrap() == 2);
+    assert!(t.journal().store().file_count().unwrap() == 2);
     let start = &t.conversation().run_events(&run.run_id).unwrap()[0];
     assert_eq!(start.payload_json()["attachments"][1]["name"], "notes.txt");
 
@@ -230,7 +230,7 @@ fn refusals_store_nothing() {
         assert_eq!((*got, b["error"]["code"].as_str().unwrap()), (status, code), "{what}");
         assert!(w.bucket.is_empty(), "{what}: the bucket is as it was");
         assert!(
-            w.threads.values().all(|t| t.last_seq() == 0 && t.store().file_count().unwrap() == 0),
+            w.threads.values().all(|t| t.last_seq() == 0 && t.journal().store().file_count().unwrap() == 0),
             "{what}: nothing stored"
         );
     }
@@ -245,7 +245,7 @@ fn a_model_that_cannot_take_a_type_refuses_before_anything_is_stored() {
     assert!(b["error"]["message"].as_str().unwrap().contains("image"), "{b}");
     assert_eq!(w.calls, [true], "refused at the reservation");
     assert!(w.bucket.is_empty());
-    assert_eq!(w.thread("t1").store().file_count().unwrap(), 0);
+    assert_eq!(w.thread("t1").journal().store().file_count().unwrap(), 0);
     // Text files it takes.
     let end = w.request("POST", "/api/chat", &[], &ui_chat("t1", "m2", &[("a.csv", "text/csv", b"a,b")]));
     assert!(matches!(end, End::Followed), "{end:?}");
@@ -372,7 +372,7 @@ fn unsent_uploads_are_removed_after_the_grace_period() {
     assert!(matches!(&end, End::Reply(409, b) if b["error"]["code"] == "file_busy"), "{end:?}");
     let t = w.threads.get_mut("t1").unwrap();
     t.files_mut().files_deleted(ids).unwrap();
-    assert_eq!(t.store().file_count().unwrap(), 0);
+    assert_eq!(t.journal().store().file_count().unwrap(), 0);
     // An attached file is never removed.
     let body = ui_chat("t1", "m1", &[("keep.txt", "text/plain", b"kept")]);
     assert!(matches!(w.request("POST", "/api/chat", &[], &body), End::Followed));

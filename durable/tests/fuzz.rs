@@ -111,15 +111,15 @@ proptest! {
     #[test]
     fn refused_batches_leave_the_log_byte_identical(batch in prop::collection::vec(json_value(), 0..6)) {
         let mut t = thread();
-        let before: Vec<_> = t.store().records.clone();
-        let runs_before = t.store().runs.clone();
+        let before: Vec<_> = t.journal().store().records.clone();
+        let runs_before = t.journal().store().runs.clone();
         match t.publish("r", batch, 5) {
             Ok(_) => {}
             Err(e) => {
                 let e = threadline_durable::wire::error::ApiError::from(e);
                 prop_assert!(e.status >= 400 && e.status < 500, "{e}");
-                prop_assert_eq!(&t.store().records, &before);
-                prop_assert_eq!(&t.store().runs, &runs_before);
+                prop_assert_eq!(&t.journal().store().records, &before);
+                prop_assert_eq!(&t.journal().store().runs, &runs_before);
             }
         }
     }

@@ -126,7 +126,7 @@ fn queue_edits_are_stored_and_announced_and_survive_a_reload() {
     assert_eq!(last.payload_json()["paused"], true);
     assert_eq!(last.payload_json()["items"].as_array().unwrap().len(), 2);
     // A reload (a new instance over the same storage) has the same queue.
-    let store = std::mem::take(t.store_mut());
+    let store = std::mem::take(t.journal_mut().store_mut());
     let reloaded: T = Thread::load(store, s.thread.clone(), 4).unwrap();
     assert_eq!(reloaded.queue(), t.queue());
 }
@@ -277,7 +277,7 @@ fn cancel_while_suspended_settles_every_request() {
 fn a_suspended_run_waits_through_a_reload() {
     let s = settings();
     let (mut t, run, _) = suspended(&s);
-    let store: MemoryStore = std::mem::take(t.store_mut());
+    let store: MemoryStore = std::mem::take(t.journal_mut().store_mut());
     let mut reloaded: T = Thread::load(store, s.thread.clone(), 10_000_000).unwrap();
     assert!(reloaded.is_suspended(), "its pending requests are in storage");
     assert_eq!(reloaded.check_run_deadlines(20_000_000).unwrap(), None, "no sweep or timeout while a person decides");
@@ -308,7 +308,8 @@ fn the_stored_queue_stays_under_its_byte_limit_and_a_refusal_changes_nothing() {
     );
     assert_eq!(accepted, 6, "six fit in 200 KB");
     assert_eq!(t.queue().items.len(), accepted, "memory holds what storage holds");
-    let stored: threadline_durable::Queue = serde_json::from_str(&t.store().meta("queue").unwrap().unwrap()).unwrap();
+    let stored: threadline_durable::Queue =
+        serde_json::from_str(&t.journal().store().meta("queue").unwrap().unwrap()).unwrap();
     assert_eq!(&stored, t.queue());
     // The queue goes on working: a small message fits, and an edit that
     // shrinks an item is always allowed.

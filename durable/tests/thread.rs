@@ -150,7 +150,7 @@ fn tree(events: &[Event]) -> Option<AgentNode> {
 }
 
 fn durable_log(t: &T) -> Vec<Event> {
-    t.store().records.iter().map(|r| serde_json::from_str(&r.data).unwrap()).collect()
+    t.journal().store().records.iter().map(|r| serde_json::from_str(&r.data).unwrap()).collect()
 }
 
 #[test]
@@ -200,7 +200,7 @@ fn publish_tokens_are_scoped_to_their_run() {
 fn invalid_batch_stores_nothing_and_names_the_index() {
     let mut t = thread();
     start(&mut t, "r1", 0);
-    let before = t.store().records.len();
+    let before = t.journal().store().records.len();
     let e: ApiError = t
         .publish(
             "r1",
@@ -215,8 +215,8 @@ fn invalid_batch_stores_nothing_and_names_the_index() {
         .into();
     assert_eq!((e.status, e.code), (400, "invalid_event"));
     assert_eq!(e.details["index"], 2);
-    assert_eq!(t.store().records.len(), before);
-    assert_eq!(t.buffered_bytes(), 0, "the refused batch's delta was not buffered");
+    assert_eq!(t.journal().store().records.len(), before);
+    assert_eq!(t.journal().buffered_bytes(), 0, "the refused batch's delta was not buffered");
 }
 
 #[test]
@@ -224,7 +224,7 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
     let mut t = thread();
     start(&mut t, "r1", 0);
     let mut c = Conn::open(&mut t, 0);
-    t.store_mut().fail_commits = 1;
+    t.journal_mut().store_mut().fail_commits = 1;
     let e: ApiError = t
         .publish(
             "r1",
@@ -242,7 +242,7 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
         2,
     )
     .unwrap();
-    let seqs: Vec<u64> = t.store().records.iter().map(|r| r.seq).collect();
+    let seqs: Vec<u64> = t.journal().store().records.iter().map(|r| r.seq).collect();
     assert_eq!(seqs, vec![1, 2]);
     // The subscriber got the replay (1), then 2 live: the refused fact never.
     let ids: Vec<_> = c.received().into_iter().map(|(id, _)| id).collect();
@@ -255,12 +255,12 @@ fn closed_subscribers_are_dropped_on_the_next_send() {
     start(&mut t, "r1", 0);
     let a = Conn::open(&mut t, 0);
     let _b = Conn::open(&mut t, 0);
-    assert_eq!(t.subscribers().len(), 2);
+    assert_eq!(t.journal_mut().subscribers().len(), 2);
     *a.sink.closed.borrow_mut() = true;
-    t.subscribers().prune();
-    assert_eq!(t.subscribers().len(), 1);
-    t.subscribers().remove(2);
-    assert_eq!(t.subscribers().len(), 0);
+    t.journal_mut().subscribers().prune();
+    assert_eq!(t.journal_mut().subscribers().len(), 1);
+    t.journal_mut().subscribers().remove(2);
+    assert_eq!(t.journal_mut().subscribers().len(), 0);
 }
 
 /// A full thread refuses the next subscriber and probes those it has: each
@@ -273,13 +273,13 @@ fn a_full_thread_probes_its_subscribers() {
     let mut a = Conn::open(&mut t, 0);
     a.drain(&t);
     let before = a.out.len();
-    let err = ApiError::from(t.subscribers().make_room(1).unwrap_err());
+    let err = ApiError::from(t.journal_mut().subscribers().make_room(1).unwrap_err());
     assert_eq!(err.code, "too_many_subscribers");
     a.pump();
     assert_eq!(&a.out[before..], threadline_durable::PING, "the probe is answered with the keep-alive");
     // The client left: its relay ends and unsubscribes; the room is back.
-    t.subscribers().remove(NEXT.with(|n| n.get()));
-    assert!(t.subscribers().make_room(1).is_ok());
+    t.journal_mut().subscribers().remove(NEXT.with(|n| n.get()));
+    assert!(t.journal_mut().subscribers().make_room(1).is_ok());
 }
 
 #[test]
@@ -297,7 +297,7 @@ fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
         1,
     )
     .unwrap();
-    let store = std::mem::take(t.store_mut());
+    let store = std::mem::take(t.journal_mut().store_mut());
 
     // Healthy: it publishes after the restart, within the grace.
     let mut healthy: T = Thread::load(clone_store(&store), config.clone(), 10_000).unwrap();
@@ -318,7 +318,7 @@ fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
     assert_eq!(tail[0].1["toolCallId"], "open");
     assert_eq!(tail[1].1["toolCallId"], "sub-open");
     assert_eq!(tail[2], ("run-finish", json!({"status":"interrupted","reason":"crash_interrupted"})));
-    assert_eq!(dead.store().running().unwrap(), None);
+    assert_eq!(dead.journal().store().running().unwrap(), None);
 }
 
 #[test]
@@ -329,7 +329,7 @@ fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last
     start(&mut t, "r1", 0);
     let (item, position, started) = t.enqueue("next".into(), None, Default::default(), None, 5).unwrap();
     assert_eq!((position, started.is_none()), (0, true));
-    let store = std::mem::take(t.store_mut());
+    let store = std::mem::take(t.journal_mut().store_mut());
 
     // The object restarted: the run is found open, its agent gone with the
     // old instance. Within the grace of its last event it may be alive.
@@ -377,18 +377,18 @@ fn idle_timeout_ends_a_silent_run() {
 fn a_thousand_deltas_cost_one_row() {
     let mut t = thread();
     start(&mut t, "r1", 0);
-    let before = t.rows_written();
+    let before = t.journal().store().rows_written();
     for chunk in 0..10 {
         let batch = (0..100)
             .map(|i| json!({"type":"text-delta","agentId":"orchestrator","responseId":"s","payload":{"text":format!("{chunk}-{i} ")}}))
             .collect();
         t.publish("r1", batch, 1).unwrap();
     }
-    assert_eq!(t.rows_written(), before, "deltas are not stored one by one");
+    assert_eq!(t.journal().store().rows_written(), before, "deltas are not stored one by one");
     t.publish("r1", vec![json!({"type":"run-finish","agentId":"orchestrator","payload":{"status":"completed"}})], 2)
         .unwrap();
     // The block, run-finish, and the run's record.
-    assert_eq!(t.rows_written() - before, 3);
+    assert_eq!(t.journal().store().rows_written() - before, 3);
 }
 
 // ---------------------------------------------------------------------------
@@ -528,7 +528,7 @@ proptest! {
                     c.conn.drain(&t); // what was in flight arrives before the drop
                     c.absorb();
                     *c.conn.sink.closed.borrow_mut() = true;
-                    t.subscribers().prune();
+                    t.journal_mut().subscribers().prune();
                     c.conn = Conn::open(&mut t, c.max_id);
                 }
             }
@@ -559,7 +559,7 @@ fn flue_catch_up_pages_never_split_a_record() {
     use threadline_durable::protocols::flue::history;
     let mut t = thread();
     start(&mut t, "r1", 0);
-    let root = t.store().records[0].data.clone();
+    let root = t.journal().store().records[0].data.clone();
     let root: Value = serde_json::from_str(&root).unwrap();
     let agent = root["agentId"].as_str().unwrap().to_owned();
     // Each tool-call projects to one chunk, each run-finish to two: more

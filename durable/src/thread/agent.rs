@@ -72,7 +72,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Ok(());
         }
         let data = serde_json::to_string(cp).expect("checkpoints serialise");
-        self.store.save_checkpoint(&cp.run_id, &data)?;
+        self.journal.store_mut().save_checkpoint(&cp.run_id, &data)?;
         if let Some(usage) = &cp.usage {
             self.record_usage(&cp.run_id, usage);
         }
@@ -81,7 +81,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The run's last checkpoint; an unreadable one counts as none.
     pub fn checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, Error> {
-        let data = self.store.checkpoint(run_id)?;
+        let data = self.journal.store().checkpoint(run_id)?;
         Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
     }
 
@@ -180,7 +180,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Effect {
         let (endpoint, config) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
         let job = Job {
-            thread_id: self.thread_id.clone(),
+            thread_id: self.journal.thread_id().to_owned(),
             run_id: run.run_id.clone(),
             root_agent: run.agent_id.clone(),
             checkpoint,
@@ -207,7 +207,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         agents.get(run.turn.agent.as_deref()).map_err(Error::Input)?;
         let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
         let history = self.conversation().history(cfg.history_chars, &run.run_id)?;
-        let first = self.store.runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
+        let first = self.journal.store().runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
         let sent_at = settings.message_timestamps.then(|| run.turn.sent_at.unwrap_or(run.created_at));
         let prefix = self.conversation().files_prefix()?.unwrap_or_default();
         let user = agent::UserTurn {
@@ -219,7 +219,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let checkpoint = Checkpoint {
             run_id: run.run_id.clone(),
-            thread_id: self.thread_id.clone(),
+            thread_id: self.journal.thread_id().to_owned(),
             step: 0,
             messages: agent::initial_messages(&cfg, history, user),
             tasks: Vec::new(),

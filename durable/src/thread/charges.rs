@@ -63,11 +63,12 @@ pub struct Charges<'t, S> {
 impl<S: Store, K: Sink> Thread<S, K> {
     /// The thread's charges, to hold, settle and deliver.
     pub fn charges(&mut self) -> Charges<'_, S> {
+        let (store, thread_id) = self.journal.store_and_id();
         Charges {
-            store: &mut self.store,
+            store,
             retry: &mut self.charge_retry,
             budgets: &mut self.budgets,
-            thread_id: &self.thread_id,
+            thread_id,
             ids: &*self.ids,
             quota_period: self.config.quota_period,
         }

@@ -50,11 +50,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         agent_request_id: Option<String>,
         now: i64,
     ) -> Result<(Event, Confirmation), Error> {
-        let request_id = crate::wire::ids::scoped(&self.thread_id, local_id);
+        let request_id = crate::wire::ids::scoped(self.journal.thread_id(), local_id);
         payload["requestId"] = request_id.clone().into();
         let mut request: event::payload::ConfirmationRequest =
             event::accept(payload).map_err(|e| Error::invalid_event(e.0))?;
-        if self.store.confirmation(&request_id)?.is_some() {
+        if self.journal.store().confirmation(&request_id)?.is_some() {
             return Err(Error::DuplicateRequest);
         }
         let record = Confirmation::pending(
@@ -77,7 +77,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Stores new pending requests; each suspends its run until settled.
     pub(super) fn store_confirmations(&mut self, records: Vec<Confirmation>) -> Result<(), Error> {
         for record in records {
-            self.store.put_confirmation(&record)?;
+            self.journal.store_mut().put_confirmation(&record)?;
             if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == record.run_id) {
                 a.pending += 1;
             }
@@ -88,10 +88,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Settles `run_id`'s pending requests as cancelled (its run is ending):
     /// no decision applies any more.
     pub(super) fn cancel_confirmations(&mut self, run_id: &str) -> Result<(), Error> {
-        for mut c in self.store.pending_confirmations()? {
+        for mut c in self.journal.store().pending_confirmations()? {
             if c.run_id == run_id {
                 c.state = ConfirmState::Cancelled;
-                self.store.put_confirmation(&c)?;
+                self.journal.store_mut().put_confirmation(&c)?;
             }
         }
         Ok(())
@@ -133,9 +133,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         decided.decided_by = by.actor.map(str::to_owned);
         decided.decided_via = Some(by.via.to_owned());
         let session = decided.apply(decision);
-        self.store.put_confirmation(&decided)?;
+        self.journal.store_mut().put_confirmation(&decided)?;
         if let Some(tool) = session {
-            self.store.approve_for_session(&tool)?;
+            self.journal.store_mut().approve_for_session(&tool)?;
         }
         self.settled(&decided.run_id, now);
         if let Some(told) = self.decision_settled(&decided, now) {
@@ -148,7 +148,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn expire(&mut self, c: &mut Confirmation) -> Result<(), Error> {
         let mut lapsed = c.clone();
         lapsed.state = ConfirmState::Expired;
-        self.store.put_confirmation(&lapsed)?;
+        self.journal.store_mut().put_confirmation(&lapsed)?;
         *c = lapsed;
         let now = c.expires_at.unwrap_or_default();
         self.settled(&c.run_id, now);
@@ -189,7 +189,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Settles every pending confirmation whose time is up; returns them.
     pub fn expire_due(&mut self, now: i64) -> Result<Vec<Confirmation>, Error> {
         let mut out = Vec::new();
-        for mut c in self.store.pending_confirmations()? {
+        for mut c in self.journal.store().pending_confirmations()? {
             if c.lapsed(now) {
                 self.expire(&mut c)?;
                 out.push(c);
@@ -250,7 +250,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// When the next pending confirmation lapses.
     pub fn next_expiry(&self) -> Result<Option<i64>, Error> {
-        Ok(self.store.pending_confirmations()?.iter().filter_map(|c| c.expires_at).min())
+        Ok(self.journal.store().pending_confirmations()?.iter().filter_map(|c| c.expires_at).min())
     }
 
     /// The confirmation of tool call `tool_call_id` (of `run_id`, if given):
@@ -260,12 +260,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         tool_call_id: &str,
         run_id: Option<&str>,
     ) -> Result<Option<Confirmation>, Error> {
-        let found = self.store.confirmation_by_call(tool_call_id)?;
+        let found = self.journal.store().confirmation_by_call(tool_call_id)?;
         Ok(found.filter(|c| run_id.is_none_or(|r| r == c.run_id)))
     }
 
     pub fn confirmation(&self, request_id: &str) -> Result<Option<Confirmation>, Error> {
-        Ok(self.store.confirmation(request_id)?)
+        Ok(self.journal.store().confirmation(request_id)?)
     }
 
     /// Whether calling `tool` first needs a person's approval: declared
@@ -288,7 +288,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Whether `tool` was approved with scope `session` on this thread.
     pub fn session_approved(&self, tool: &str) -> Result<bool, Error> {
-        Ok(self.store.session_approved(tool)?)
+        Ok(self.journal.store().session_approved(tool)?)
     }
 }
 

@@ -241,12 +241,12 @@ impl<'t, S: Store, St: DerefMut<Target = S>> Files<'t, St> {
 impl<S: Store, K: Sink> Thread<S, K> {
     /// The thread's files, to read.
     pub fn files(&self) -> Files<'_, &S> {
-        Files::new(&self.store, &self.thread_id)
+        self.journal.files()
     }
 
     /// The thread's files, to change.
     pub fn files_mut(&mut self) -> Files<'_, &mut S> {
-        Files::new(&mut self.store, &self.thread_id)
+        self.journal.files_mut()
     }
 
     /// An upload (`POST /v1/threads/:id/files`): its files reserved, as a

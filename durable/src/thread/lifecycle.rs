@@ -12,7 +12,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// event, and waiting for no person.
     pub fn dead_holder(&self, now: i64) -> bool {
         self.active.as_ref().is_some_and(|a| {
-            a.found_on_load.is_some() && a.pending == 0 && now - self.last_write_at >= self.config.restart_grace_ms
+            a.found_on_load.is_some()
+                && a.pending == 0
+                && now - self.journal.last_write_at() >= self.config.restart_grace_ms
         })
     }
 
@@ -89,12 +91,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Stores open segments that have been quiet for the idle-flush time.
     pub fn flush_idle(&mut self, now: i64) -> Result<(), Error> {
-        let blocks = self.coalescer.flush_idle(now);
-        if blocks.is_empty() {
-            return Ok(());
+        if let Err(e) = self.journal.flush_idle(now) {
+            self.refold_live_tree()?;
+            return Err(Error::Storage(e));
         }
-        // The segments stay open: their blocks go straight to the log.
-        self.persist_then_send(blocks.into_iter().map(Staged::Durable).collect(), None)
+        Ok(())
     }
 
     /// Ends the active run if one of its deadlines has passed; returns the
@@ -123,12 +124,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// When the thread falls idle past `ttl_ms` and may be deleted: never
     /// while a run holds it or a person's decision is awaited.
     pub fn expiry(&self, ttl_ms: i64) -> Option<i64> {
-        (ttl_ms > 0 && self.active.is_none() && self.last_seq > 0).then_some(self.last_write_at + ttl_ms)
+        (ttl_ms > 0 && self.active.is_none() && self.journal.last_seq() > 0)
+            .then_some(self.journal.last_write_at() + ttl_ms)
     }
 
     /// When the next idle flush is due, if any text is unstored.
     pub fn flush_deadline(&self) -> Option<i64> {
-        self.coalescer.next_idle_deadline()
+        self.journal.flush_deadline()
     }
 
     /// When [`Thread::check_run_deadlines`] next has something to decide.

@@ -43,6 +43,7 @@ mod confirmations;
 pub mod conversation;
 pub mod error;
 mod files;
+mod journal;
 mod lifecycle;
 mod queue;
 pub mod send;
@@ -55,12 +56,10 @@ mod telemetry;
 use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
 use crate::effect::Effect;
-use crate::feed;
-use crate::log::coalesce::Coalescer;
 use crate::log::event::{self, Class, Event, FinishStatus, Kind, Payload};
 use crate::log::queued::{Queue, QueueItem};
 use crate::log::reducer::{self, TreeBuilder};
-use crate::storage::store::{Driver, Record, RunRecord, RunState, Store, Turn};
+use crate::storage::store::{Driver, RunRecord, RunState, Store, Turn};
 use crate::wire::ids;
 use bytes::Bytes;
 use error::{Busy, Error};
@@ -74,6 +73,7 @@ pub use charges::{keep_charges, Charges, Held};
 pub use confirmations::{check_decision, By, REQUESTER};
 pub use conversation::Conversation;
 pub use files::Files;
+pub use journal::Journal;
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
@@ -136,17 +136,13 @@ struct Active {
 }
 
 pub struct Thread<S: Store, K: Sink> {
-    store: S,
-    thread_id: String,
+    /// The store, the sequence counter, the open segments and the
+    /// subscribers: where events become the log (persist, then fan out).
+    journal: Journal<S, K>,
     config: Config,
-    last_seq: u64,
     active: Option<Active>,
-    coalescer: Coalescer,
     /// The active run folded so far: what decides where segments end.
     live_tree: Option<(String, TreeBuilder)>,
-    /// Every subscriber (a socket the Worker relays to a client), with what
-    /// it follows.
-    subscribers: Subscribers<K>,
     /// Background sub-agents still running (they outlive their run's finish).
     background: Vec<BackgroundTask>,
     queue: Queue,
@@ -157,8 +153,6 @@ pub struct Thread<S: Store, K: Sink> {
     started: Vec<Started>,
     /// Random ids and tokens (the platform's CSPRNG in the Worker).
     ids: Rc<dyn ids::Random>,
-    /// When the log last grew (ms): a thread idle past its TTL is deleted.
-    last_write_at: i64,
     /// The origin of the last accepted send (publish URLs without
     /// `PUBLIC_URL`), as stored under `send_origin`: loaded on first use.
     send_origin: Option<Option<String>>,
@@ -216,7 +210,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Opens a thread over `store`. A run found still open is remembered as
     /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
     pub fn load(store: S, config: Config, now: i64) -> Result<Self, Error> {
-        let last_seq = store.last_seq()?;
         let pending = store.pending_confirmations()?;
         let active = store.running()?.map(|record| Active {
             pending: pending.iter().filter(|c| c.run_id == record.run_id).count(),
@@ -225,31 +218,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
             found_on_load: Some(now),
         });
         let mut thread = Thread {
-            store,
-            thread_id: String::new(),
+            journal: Journal::open(store, now)?,
             budgets: Budgets::new(config.quota_period),
             config,
-            last_seq,
             active,
-            coalescer: Coalescer::default(),
             live_tree: None,
-            subscribers: Subscribers::default(),
             background: Vec::new(),
             queue: Queue::default(),
             interrupting: None,
             started: Vec::new(),
             ids: Rc::new(ids::Counter::default()),
-            last_write_at: now,
             send_origin: None,
             outbox: Vec::new(),
             charge_retry: charges::Retry::default(),
         };
-        if let Some(last) = thread.store.read_range(last_seq.saturating_sub(1), last_seq, 1)?.first() {
-            if let Ok(ev) = serde_json::from_str::<Event>(&last.data) {
-                thread.last_write_at = ev.ts;
-            }
-        }
-        if let Some(q) = thread.store.meta(QUEUE_KEY)? {
+        if let Some(q) = thread.journal.store().meta(QUEUE_KEY)? {
             thread.queue = serde_json::from_str(&q).unwrap_or_default();
         }
         thread.refold_live_tree()?;
@@ -271,24 +254,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(())
     }
 
-    /// The store itself, for the tests and the shell. Protocols read
-    /// through the thread (`read.rs`), never through it (`make lint`).
-    pub fn store(&self) -> &S {
-        &self.store
-    }
-
-    /// The store, for fault injection in tests and for moving it out
-    /// (tests only: every write goes through a thread operation).
-    pub fn store_mut(&mut self) -> &mut S {
-        &mut self.store
-    }
-
     pub fn config(&self) -> &Config {
         &self.config
     }
 
     pub fn last_seq(&self) -> u64 {
-        self.last_seq
+        self.journal.last_seq()
     }
 
     pub fn active_run(&self) -> Option<&RunRecord> {
@@ -297,13 +268,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The thread's id, as the Worker routed it (request ids embed it).
     pub fn set_thread_id(&mut self, thread_id: &str) {
-        if self.thread_id != thread_id {
-            self.thread_id = thread_id.to_owned();
-        }
+        self.journal.set_thread_id(thread_id);
     }
 
     pub fn thread_id(&self) -> &str {
-        &self.thread_id
+        self.journal.thread_id()
     }
 
     /// Replaces the id source (the Worker's is its CSPRNG).
@@ -361,7 +330,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let run = match &self.active {
             Some(a) if a.record.run_id == run_id => a.record.clone(),
-            _ => self.store.run(run_id)?.ok_or(Error::RunNotFound)?,
+            _ => self.journal.store().run(run_id)?.ok_or(Error::RunNotFound)?,
         };
         if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
             return Err(Error::PublishTokenWrong);
@@ -420,12 +389,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.publish_run(run_id, events, now)?;
         self.store_confirmations(confirmations)?;
-        Ok(self.last_seq)
+        Ok(self.journal.last_seq())
     }
     /// The conversation as it stands, to read (in this synchronous block):
     /// what protocols see of the thread.
     pub fn conversation(&self) -> conversation::Conversation<'_, S> {
-        conversation::Conversation::new(&self.store, &self.thread_id, self.last_seq, &self.queue)
+        self.journal.conversation(&self.queue)
     }
 
     /// Publishes into the active run `run_id` (409 `run_finished` otherwise)
@@ -459,7 +428,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<u64, Error> {
         let last = self.publish(run_id, batch, now)?;
         if let Some((key, state)) = producer {
-            self.store.set_meta(&key, Some(&state))?;
+            self.journal.store_mut().set_meta(&key, Some(&state))?;
         }
         Ok(last)
     }
@@ -563,126 +532,22 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     fn store_queue(&mut self, queue: &Queue) -> Result<(), Error> {
         let doc = serde_json::to_string(queue).expect("the queue serialises");
-        Ok(self.store.set_meta(QUEUE_KEY, Some(&doc))?)
+        Ok(self.journal.store_mut().set_meta(QUEUE_KEY, Some(&doc))?)
     }
 
+    /// Stages `events` and appends them (with `run`) to the journal: stored,
+    /// then sent. A failed commit kept nothing, and the active run's fold,
+    /// which went ahead of the log, is folded again from it.
     fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), Error> {
-        let staged = self.stage(events);
-        self.persist_then_send(staged, run)
+        let staged = self.journal.stage(events, &mut self.live_tree, &self.background);
+        self.append(staged, run)
     }
 
-    /// Puts events in log order, with the blocks of text segments where a
-    /// reader's timeline needs them.
-    ///
-    /// The active run is folded as it goes (`live_tree`), so the thread knows
-    /// what a client's reducer does: a delta joins its segment or starts one
-    /// (closing the agent's others); a durable fact first flushes its agent's
-    /// segments, and ends every segment whose agent's timeline it extends.
-    fn stage(&mut self, events: Vec<Event>) -> Vec<Staged> {
-        let mut staged = Vec::with_capacity(events.len() + 2);
-        for mut ev in events {
-            let live = self.live_tree.as_mut().filter(|(run, _)| *run == ev.run_id).map(|(_, t)| t);
-            match ev.kind().class() {
-                Class::Ephemeral => {
-                    // Distinct from every other segment of this agent: no two of
-                    // its segments open before the same durable seq.
-                    let fresh = format!("seg-{}", self.last_seq + staged.len() as u64 + 1);
-                    let closed = self.coalescer.push_delta(&mut ev, || fresh);
-                    staged.extend(closed.into_iter().map(Staged::Durable));
-                    if let Some(tree) = live {
-                        tree.apply(&ev);
-                    }
-                    staged.push(Staged::Live(ev));
-                }
-                Class::Coalesced | Class::Structural if ev.kind() == Kind::RunFinish => {
-                    // A run's end clears its transient status lines, for
-                    // every reader: a live one (n8n's editor keeps the last
-                    // `status` it saw) and a replay (which has none) agree.
-                    if let Some(tree) = live {
-                        for agent in tree.with_status_message() {
-                            let clear = Event::new(
-                                Payload::Status(event::payload::StatusMsg { message: String::new() }),
-                                &ev.run_id,
-                                &agent,
-                                ev.ts,
-                            );
-                            tree.apply(&clear);
-                            staged.push(Staged::Live(clear));
-                        }
-                    }
-                    let going_on: Vec<&str> =
-                        self.background.iter().filter(|t| t.run_id == ev.run_id).map(|t| t.agent_id.as_str()).collect();
-                    let closed = self.coalescer.close_run(&ev.run_id, &going_on);
-                    staged.extend(closed.into_iter().map(Staged::Durable));
-                    staged.push(Staged::Durable(ev));
-                }
-                Class::Coalesced | Class::Structural if ev.kind() == Kind::AgentCompleted => {
-                    // An agent that ended has nothing more to say.
-                    let closed = self.coalescer.close_agent(&ev.run_id, &ev.agent_id);
-                    staged.extend(closed.into_iter().map(Staged::Durable));
-                    if let Some(tree) = live {
-                        tree.apply(&ev);
-                    }
-                    staged.push(Staged::Durable(ev));
-                }
-                Class::Coalesced | Class::Structural => {
-                    let mut blocks = self.coalescer.flush_agent(&ev.run_id, &ev.agent_id);
-                    if let Some(tree) = live {
-                        let agents = self.coalescer.open_agents(&ev.run_id);
-                        let before: Vec<_> = agents.iter().map(|a| tree.timeline_len(a)).collect();
-                        tree.apply(&ev);
-                        for (agent, len) in agents.iter().zip(before) {
-                            if tree.timeline_len(agent) != len {
-                                blocks.extend(self.coalescer.close_agent(&ev.run_id, agent));
-                            }
-                        }
-                    }
-                    staged.extend(blocks.into_iter().map(Staged::Durable));
-                    staged.push(Staged::Durable(ev));
-                }
-            }
+    fn append(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), Error> {
+        if let Err(e) = self.journal.append(staged, run) {
+            self.refold_live_tree()?;
+            return Err(Error::Storage(e));
         }
-        staged
-    }
-
-    /// Assigns seqs, stores the durable facts (and `run`) in one commit, and
-    /// only then sends every frame to every subscriber, one chunk each.
-    ///
-    /// Invariant: a fact is sent only once stored (never in neither store),
-    /// and seqs stay contiguous: on a failed commit `last_seq` does not move.
-    fn persist_then_send(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), Error> {
-        let mut records = Vec::new();
-        // The message every subscriber gets, and the one of those that
-        // follow durable records only.
-        let mut message = Vec::new();
-        let mut durable = Vec::new();
-        let mut seq = self.last_seq;
-        for s in &staged {
-            match s {
-                Staged::Durable(ev) => {
-                    seq += 1;
-                    let data = ev.to_json();
-                    feed::socket::durable(seq, &data, &mut message);
-                    feed::socket::durable(seq, &data, &mut durable);
-                    records.push(Record { seq, run_id: ev.run_id.clone(), kind: ev.kind(), data });
-                }
-                Staged::Live(ev) => feed::socket::live(&ev.to_json(), &mut message),
-            }
-        }
-        let runs: Vec<RunRecord> = run.into_iter().collect();
-        if !records.is_empty() || !runs.is_empty() {
-            if let Err(e) = self.store.commit(&records, &runs) {
-                // Nothing was stored and nothing is sent. The deltas folded
-                // into open segments are dropped with them: they were never
-                // durable, and a segment must not hold text no one was sent.
-                self.coalescer = Coalescer::default();
-                self.refold_live_tree()?;
-                return Err(Error::Storage(e));
-            }
-        }
-        self.last_seq = seq;
-        self.last_write_at = staged.iter().map(|s| s.event().ts).fold(self.last_write_at, i64::max);
-        self.subscribers.fan_out(&staged, Bytes::from(message), Bytes::from(durable));
         Ok(())
     }
 }

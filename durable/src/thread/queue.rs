@@ -144,14 +144,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Some(a) = &self.active {
             return Err(Error::run_active(&a.record.run_id, Busy::Regenerate));
         }
-        let (runs, _) = self.store.runs_page(0, 1)?;
+        let (runs, _) = self.journal.store().runs_page(0, 1)?;
         let Some(mut last) = runs.into_iter().next() else {
             return Err(Error::NothingToRegenerate);
         };
         last.replaced = true;
-        self.store.commit(&[], std::slice::from_ref(&last))?;
+        self.journal.store_mut().commit(&[], std::slice::from_ref(&last))?;
         // The same user message, answered again: it keeps its id.
-        let run_id = crate::wire::ids::scoped(&self.thread_id, &self.ids.id("run"));
+        let run_id = crate::wire::ids::scoped(self.journal.thread_id(), &self.ids.id("run"));
         let item = self.new_item(last.message, model, turn, Some((last.message_id, run_id)), now);
         self.start_item(item, now)
     }
@@ -171,7 +171,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
     ) -> QueueItem {
         let (message_id, run_id) = given.unwrap_or_else(|| {
-            let id = ids::scoped(&self.thread_id, &self.ids.id("msg"));
+            let id = ids::scoped(self.journal.thread_id(), &self.ids.id("msg"));
             (id.clone(), id)
         });
         QueueItem { message_id, run_id, message, queued_at: now, updated_at: None, model, turn }

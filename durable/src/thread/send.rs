@@ -112,8 +112,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects: &mut Vec<Effect>,
     ) -> Result<Sent, Error> {
         let catalog = self.ready_to_send(settings)?;
-        let mut send = Send::parse(body, settings.limits.max_message_bytes, &self.thread_id, settings.files.max_files)
-            .map_err(Error::Input)?;
+        let mut send =
+            Send::parse(body, settings.limits.max_message_bytes, self.journal.thread_id(), settings.files.max_files)
+                .map_err(Error::Input)?;
         if let Send::Message { mode: mode @ Mode::Auto, .. } = &mut send {
             *mode = if self.active_run().is_some() { Mode::Queue } else { Mode::Reject };
         }
@@ -137,7 +138,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // The thread becomes the sender's: other actors' follows of it from
         // before it existed end before any of its events is sent.
         self.end_others_follows(&who);
-        let thread = self.thread_id.clone();
+        let thread = self.journal.thread_id().to_owned();
         let sent = match send {
             Send::Regenerate { .. } => {
                 let run = self.regenerate(model, turn, now)?;
@@ -212,7 +213,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The attachments of the thread's last message (what a regenerated
     /// answer is given again).
     fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, Error> {
-        let (runs, _) = self.store.runs_page(0, 1)?;
+        let (runs, _) = self.journal.store().runs_page(0, 1)?;
         Ok(runs.into_iter().next().map(|r| r.turn.attachments).unwrap_or_default())
     }
 
@@ -285,7 +286,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `PUBLIC_URL` says): never another request's Host.
     pub(super) fn claim(&mut self, who: Sender) -> Result<(), Error> {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
-            self.store.set_meta(OWNER_KEY, Some(id))?;
+            self.journal.store_mut().set_meta(OWNER_KEY, Some(id))?;
             self.end_others_follows(&who);
         }
         self.record_send_origin(who.origin)
@@ -295,7 +296,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// before it existed ends (`Thread::claimed_by`).
     fn end_others_follows(&mut self, who: &Sender) {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
-            let ended = self.subscribers.claimed_by(id);
+            let ended = self.journal.subscribers().claimed_by(id);
             if !ended.is_empty() {
                 self.outbox.push(Effect::EndFollows { ids: ended });
             }
@@ -305,7 +306,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The 202 body of a queued send: `{queued, threadId, messageId,
     /// position, queue: {items, paused}, runId?}`.
     fn queued_reply(&self, message_id: &str, position: usize, run_id: Option<String>) -> Value {
-        let mut body = json!({ "queued": true, "threadId": self.thread_id, "messageId": message_id, "position": position, "queue": self.queue });
+        let mut body = json!({ "queued": true, "threadId": self.journal.thread_id(), "messageId": message_id, "position": position, "queue": self.queue });
         if let Some(run_id) = run_id {
             body["runId"] = run_id.into();
         }
@@ -318,8 +319,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// while it waits in the queue). One message is one run, whichever
     /// protocol sent it.
     pub fn message_run(&self, id: &str) -> Result<Seen, Error> {
-        let run_id = ids::client_message_run(&self.thread_id, id);
-        if let Some(run) = self.store.run(&run_id)? {
+        let run_id = ids::client_message_run(self.journal.thread_id(), id);
+        if let Some(run) = self.journal.store().run(&run_id)? {
             if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
                 return Ok(Seen::Active(run.run_id));
             }
@@ -333,7 +334,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The actor who created the thread.
     pub fn owner(&self) -> Result<Option<String>, Error> {
-        Ok(self.store.meta(OWNER_KEY)?)
+        Ok(self.journal.store().meta(OWNER_KEY)?)
     }
 
     /// Launches the runs the thread started (a send, or the queue when a run
@@ -355,7 +356,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut effects = Vec::new();
         if let Ok(Some(owner)) = self.owner() {
             let title = agent::title_for(&run.message, &run.turn.attachments);
-            let op = Op::Register { thread_id: self.thread_id.clone(), title, at: run.created_at };
+            let op = Op::Register { thread_id: self.journal.thread_id().to_owned(), title, at: run.created_at };
             effects.push(Effect::Directory { actor: owner, op });
         }
         let started = match run.driver {
@@ -383,14 +384,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.send_origin()?.as_deref() == Some(origin) || origin.is_empty() {
             return Ok(());
         }
-        self.store.set_meta(SEND_ORIGIN_KEY, Some(origin))?;
+        self.journal.store_mut().set_meta(SEND_ORIGIN_KEY, Some(origin))?;
         self.send_origin = Some(Some(origin.to_owned()));
         Ok(())
     }
 
     fn send_origin(&mut self) -> Result<Option<String>, Error> {
         if self.send_origin.is_none() {
-            self.send_origin = Some(self.store.meta(SEND_ORIGIN_KEY)?);
+            self.send_origin = Some(self.journal.store().meta(SEND_ORIGIN_KEY)?);
         }
         Ok(self.send_origin.clone().flatten())
     }
@@ -399,7 +400,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// else on the origin of the send that started the run.
     fn start_signal(&mut self, run: &RunRecord, token: &str, settings: &Settings) -> Value {
         let origin = settings.public_url.clone().or_else(|| self.send_origin().ok().flatten()).unwrap_or_default();
-        crate::webhook::start(&self.thread_id, run, token, &origin)
+        crate::webhook::start(self.journal.thread_id(), run, token, &origin)
     }
 
     /// A run's agent could not start (`why`): the run ends with an `error`

@@ -130,7 +130,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<Admitted, Error> {
         // Publishing depends on the run's token only: no read on the hot path.
         let owner = if access == Access::Publish { None } else { self.owner()? };
-        let exists = owner.is_some() || self.last_seq > 0;
+        let exists = owner.is_some() || self.journal.last_seq() > 0;
         let grant = access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })
             .map_err(Error::Denied)?;
         Ok(Admitted { grant })
@@ -139,14 +139,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Follows `follow` from seq `after`: the stream the Worker relays, once
     /// there is room for one more.
     pub fn follow(&mut self, follow: Follow, after: u64, settings: &Settings) -> Result<Answer, Error> {
-        self.subscribers.make_room(settings.limits.max_subscribers)?;
+        self.journal.subscribers().make_room(settings.limits.max_subscribers)?;
         Ok(Answer::Follow { follow, after })
     }
 
     /// Follows run `run` of this thread from seq `after` (404
     /// `nothing_to_resume` for a run it never had).
     pub fn follow_run(&mut self, run: &str, after: u64, settings: &Settings) -> Result<Answer, Error> {
-        self.store.run(run)?.ok_or(Error::NothingToResume)?;
+        self.journal.store().run(run)?.ok_or(Error::NothingToResume)?;
         self.follow(Follow::run(run), after, settings)
     }
 
@@ -186,7 +186,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects.extend(self.charges().deliveries(true, now)?);
         effects.push(Effect::Wipe { files: self.conversation().files_prefix()? });
         if let Some(owner) = self.owner()? {
-            let op = crate::directory::Op::Unregister { thread_id: self.thread_id.clone() };
+            let op = crate::directory::Op::Unregister { thread_id: self.journal.thread_id().to_owned() };
             effects.push(Effect::Directory { actor: owner, op });
         }
         Ok(())
@@ -194,12 +194,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// The thread's pinned model, if any.
     pub fn pin(&self) -> Result<Option<String>, Error> {
-        Ok(self.store.meta(PIN_KEY)?)
+        Ok(self.journal.store().meta(PIN_KEY)?)
     }
 
     /// Pins a model for the thread's later sends (`None` unpins).
     pub fn set_pin(&mut self, model: Option<&str>) -> Result<(), Error> {
-        Ok(self.store.set_meta(PIN_KEY, model)?)
+        Ok(self.journal.store_mut().set_meta(PIN_KEY, model)?)
     }
 
     /// Decides request `request_id` for `caller` with decision `body`:
@@ -228,7 +228,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// agent resumes once every request of its step is settled; an external
     /// agent is told through its webhook.
     pub(super) fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, Error> {
-        let driver = self.store.run(&c.run_id)?.map(|r| r.driver);
+        let driver = self.journal.store().run(&c.run_id)?.map(|r| r.driver);
         Ok(match driver {
             Some(Driver::Builtin) => self.resume_if_ready(&c.run_id, settings)?.into_iter().collect(),
             Some(Driver::Webhook) => tell_agent(settings, c.webhook_signal()),

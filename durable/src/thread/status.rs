@@ -19,28 +19,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
         v
     }
 
-    /// Rows written since the store was opened.
-    pub fn rows_written(&self) -> u64 {
-        self.store.rows_written()
-    }
-
-    /// Bytes of delta text held in memory, not yet stored.
-    pub fn buffered_bytes(&self) -> usize {
-        self.coalescer.buffered_bytes()
-    }
-
     /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
     /// written since the store opened, subscribers, unstored delta bytes,
     /// the files the thread holds, and the object's instance as its shell
     /// reports it.
     pub fn stats(&mut self, instance: &super::serve::Instance) -> Value {
-        self.subscribers.prune();
+        self.journal.subscribers().prune();
         json!({
-            "lastEventId": self.last_seq,
-            "rowsWritten": self.rows_written(),
-            "subscribers": self.subscribers.len(),
-            "bufferedBytes": self.buffered_bytes(),
-            "files": self.store.file_count().unwrap_or(0),
+            "lastEventId": self.journal.last_seq(),
+            "rowsWritten": self.journal.store().rows_written(),
+            "subscribers": self.journal.subscribers().len(),
+            "bufferedBytes": self.journal.buffered_bytes(),
+            "files": self.journal.store().file_count().unwrap_or(0),
             "instance": instance,
         })
     }

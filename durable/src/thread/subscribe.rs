@@ -11,12 +11,10 @@
 //! hello's first page, then the pages the Worker asks for).
 
 use super::error::Error;
-use super::subscribers::Subscribers;
-use super::{Sink, Thread};
+use super::{Journal, Sink, Thread};
 use crate::agent::BackgroundTask;
-use crate::feed::socket;
 use crate::log::reducer::AgentNode;
-use crate::storage::store::{Record, RunState, Store};
+use crate::storage::store::Store;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -82,52 +80,14 @@ pub(super) fn generation<S: Store>(store: &mut S, draw: impl FnOnce() -> u64) ->
 }
 
 impl<S: Store, K: Sink> Thread<S, K> {
-    /// The log's generation ([`generation`]), drawn from `draw` if none was.
-    pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
-        generation(&mut self.store, draw)
-    }
-
     /// Registers `sink` (as subscriber `id`) for `follow`, having seen
-    /// everything up to `after`, and returns the hello to send it first: the
-    /// window `(after, last_seq]`, its first page, and (unless it follows
-    /// durable records only) the open segments' text so far.
+    /// everything up to `after`, and returns the hello to send it first
+    /// ([`Journal::subscribe`](super::Journal::subscribe)): its replay's
+    /// first page, the active run's state for a client joining the log
+    /// ([`Thread::run_state`]), and the open segments' text so far.
     pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, Error> {
-        let high = self.last_seq;
-        let gen = self.conversation().stored_generation()?.unwrap_or(0);
-        let mut out = Vec::new();
-        socket::hello(high, gen, after, &mut out);
-        // A short first page: the Worker frames a whole message before it
-        // writes, so the client's first byte waits for this page only; the
-        // pages it asks for next are full ones.
-        self.page_into(&follow, after, high, FIRST_PAGE.min(self.config.replay_page), &mut out)?;
-        if let Some(run) = &follow.run {
-            // Its `run-finish` is stored in the same commit as the state.
-            if self.store.run(run)?.is_some_and(|r| r.state != RunState::Running) {
-                socket::ended(&mut out);
-            }
-        }
-        if !follow.durable && follow.run.is_none() {
-            if let Some(state) = self.run_state() {
-                socket::sync(&serde_json::to_string(&state).expect("a run state serialises"), &mut out);
-            }
-        }
-        if !follow.durable {
-            for ev in self.coalescer.snapshots() {
-                if follow.run.as_ref().is_none_or(|r| *r == ev.run_id) {
-                    socket::snapshot(&ev.to_json(), &mut out);
-                }
-            }
-        }
-        self.subscribers.add(id, follow, sink);
-        Ok(Bytes::from(out))
-    }
-
-    /// The text of every segment still open and not yet stored: one id-less
-    /// delta each, holding the segment's whole text so far and
-    /// `snapshot: true`. A snapshot view taken mid-answer folds these after
-    /// the log, so it shows what was already streamed.
-    pub fn open_segments(&self) -> Vec<crate::log::event::Event> {
-        self.coalescer.snapshots()
+        let sync = self.run_state().map(|state| serde_json::to_string(&state).expect("a run state serialises"));
+        self.journal.subscribe(id, follow, after, sink, self.config.replay_page, sync)
     }
 
     /// The active run's state, for a client joining the thread's log: its
@@ -144,8 +104,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub fn run_state(&self) -> Option<RunSnapshot> {
         let a = self.active.as_ref()?;
         let open: Vec<_> = self
-            .coalescer
-            .snapshots()
+            .journal
+            .open_segments()
             .into_iter()
             .filter(|e| e.run_id == a.record.run_id)
             .map(|e| {
@@ -167,36 +127,28 @@ impl<S: Store, K: Sink> Thread<S, K> {
         })
     }
 
-    /// Its subscribers: register one again after the object slept
-    /// (`add`), drop one (`remove`), count them.
-    pub fn subscribers(&mut self) -> &mut Subscribers<K> {
-        &mut self.subscribers
+    /// The log's generation ([`generation`]), drawn from `draw` if none was:
+    /// what a reader's position names.
+    pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
+        self.journal.generation(draw)
     }
 
-    /// The next replay page of `follow`: records in `(after, high]`, and
-    /// where the page ends (`high` once nothing more is left up to it).
+    /// The next replay page of `follow`: records in `(after, high]` (a page
+    /// of `replay_page` at most), and where the page ends.
     pub fn replay_page(&self, follow: &Follow, after: u64, high: u64) -> Result<Bytes, Error> {
-        let mut out = Vec::new();
-        self.page_into(follow, after, high, self.config.replay_page, &mut out)?;
-        Ok(Bytes::from(out))
+        self.journal.replay_page(follow, after, high, self.config.replay_page)
     }
 
-    fn page_into(&self, follow: &Follow, after: u64, high: u64, limit: usize, out: &mut Vec<u8>) -> Result<(), Error> {
-        let records: Vec<Record> = match &follow.run {
-            None => self.store.read_range(after, high, limit),
-            Some(run) => {
-                self.store.run_range(run, after, limit).map(|r| r.into_iter().filter(|r| r.seq <= high).collect())
-            }
-        }?;
-        for r in &records {
-            socket::durable(r.seq, &r.data, out);
-        }
-        let last = match records.last() {
-            Some(r) if records.len() == limit && r.seq < high => r.seq,
-            _ => high,
-        };
-        socket::page_end(last, out);
-        Ok(())
+    /// The journal: the log's store, counter, open segments and
+    /// subscribers, to read.
+    pub fn journal(&self) -> &Journal<S, K> {
+        &self.journal
+    }
+
+    /// The journal, to reach its subscribers and the store's writes that
+    /// are not the log (the shell's, the tests').
+    pub fn journal_mut(&mut self) -> &mut Journal<S, K> {
+        &mut self.journal
     }
 }
 
@@ -212,7 +164,7 @@ mod tests {
         assert_eq!(t.generation(|| 41).unwrap(), 42);
         assert_eq!(t.generation(|| 7).unwrap(), 42);
         // Deleting the log (its meta) draws another.
-        t.store_mut().meta.clear();
+        t.journal_mut().store_mut().meta.clear();
         assert_eq!(t.generation(|| 7).unwrap(), 8);
     }
 }

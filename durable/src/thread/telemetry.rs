@@ -12,7 +12,7 @@ use serde_json::json;
 impl<S: Store, K: Sink> Thread<S, K> {
     /// The run's trace: under the request that sent it when that was kept.
     pub(super) fn run_trace(&self, run: &RunRecord) -> RunTrace {
-        RunTrace::of(&self.thread_id, &run.run_id, run.turn.trace.as_deref())
+        RunTrace::of(self.journal.thread_id(), &run.run_id, run.turn.trace.as_deref())
     }
 
     /// A run ended: its log line, and its span with traces on.
@@ -21,7 +21,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let end = run.finished_at.unwrap_or(run.created_at);
         let usage = run.usage.as_deref().and_then(|u| crate::agent::usage::of_run(u, run.model.as_deref()));
         let mut fields = json!({
-            "threadId": self.thread_id,
+            "threadId": self.journal.thread_id(),
             "runId": run.run_id,
             "status": run.state.as_str(),
             "driver": run.driver.as_str(),
@@ -42,8 +42,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 .run_span(run.created_at, end)
                 .attr("gen_ai.operation.name", "invoke_agent")
                 .attr("gen_ai.agent.name", run.agent_id.clone())
-                .attr("gen_ai.conversation.id", self.thread_id.clone())
-                .attr("threadline.thread.id", self.thread_id.clone())
+                .attr("gen_ai.conversation.id", self.journal.thread_id().to_owned())
+                .attr("threadline.thread.id", self.journal.thread_id().to_owned())
                 .attr("threadline.run.id", run.run_id.clone())
                 .attr("threadline.run.status", run.state.as_str())
                 .attr("threadline.run.driver", run.driver.as_str());
@@ -69,11 +69,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let run = self.active.as_ref().map(|a| &a.record).filter(|r| r.run_id == c.run_id);
         let trace = match run {
             Some(r) => self.run_trace(r),
-            None => RunTrace::of(&self.thread_id, &c.run_id, None),
+            None => RunTrace::of(self.journal.thread_id(), &c.run_id, None),
         };
         let mut span = trace
             .child(&c.request_id, format!("await_decision {}", c.tool_name), SpanKind::Internal, c.created_at, now)
-            .attr("threadline.thread.id", self.thread_id.clone())
+            .attr("threadline.thread.id", self.journal.thread_id().to_owned())
             .attr("threadline.run.id", c.run_id.clone())
             .attr("threadline.confirmation.id", c.request_id.clone())
             .attr("threadline.confirmation.input_type", c.input_type.clone())

@@ -144,7 +144,7 @@ pub fn parse(bytes: &[u8]) -> Vec<(Option<u64>, Event)> {
 
 /// The thread's durable log, parsed.
 pub fn log(t: &T) -> Vec<Event> {
-    t.store().records.iter().map(|r| serde_json::from_str(&r.data).unwrap()).collect()
+    t.journal().store().records.iter().map(|r| serde_json::from_str(&r.data).unwrap()).collect()
 }
 
 /// An in-memory SQLite (the engine Durable Objects run) as the core's

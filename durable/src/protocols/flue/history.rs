@@ -90,7 +90,7 @@ pub fn history<S: Store, K: Sink>(
     if_none_match: Option<&str>,
 ) -> Result<Reply, ApiError> {
     let last = t.last_seq();
-    let open = t.open_segments();
+    let open = t.journal().open_segments();
     // Nothing streaming: the answer's offset is the log's, and a client
     // that holds it is told so before anything is folded.
     if open.is_empty() {
