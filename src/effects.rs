@@ -138,7 +138,7 @@ impl Inner {
             let end = agent::run_orchestrator(host, Rc::new(config), tools, mcp, token, job).await;
             // Keep the token while background sub-agents of this run go on.
             let background =
-                inner.with_core(|c| c.background_tasks().iter().any(|t| t.run_id == run_id)).unwrap_or(false);
+                inner.with_core(|c| c.runs().background_tasks().iter().any(|t| t.run_id == run_id)).unwrap_or(false);
             if end != agent::End::Stopped && !background {
                 inner.agents.borrow_mut().retain(|(r, _, _)| *r != run_id);
             }
@@ -188,7 +188,7 @@ impl Inner {
 }
 
 fn arm_flush_timer(core: Shared, timer: Rc<Cell<Option<i64>>>) {
-    let Some(deadline) = core.borrow().as_ref().and_then(|c| c.flush_deadline()) else { return };
+    let Some(deadline) = core.borrow().as_ref().and_then(|c| c.journal().flush_deadline()) else { return };
     if timer.get().is_some_and(|armed| armed <= deadline) {
         return;
     }

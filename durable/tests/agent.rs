@@ -519,7 +519,7 @@ fn a_call_that_needs_approval_suspends_the_run_and_a_decision_resumes_it() {
         ],
     );
     assert_eq!(send(&f, &s, "wipe it"), [End::Suspended]);
-    assert!(f.thread.borrow().is_suspended());
+    assert!(f.thread.borrow().runs().is_suspended());
     assert!(f.calls.borrow().is_empty(), "nothing ran before the decision");
     let request = events(&f).iter().find(|e| e.kind() == Kind::ConfirmationRequest).unwrap().payload_json();
     assert_eq!(request["severity"], "destructive");
@@ -611,7 +611,7 @@ fn a_background_sub_agent_outlives_its_run() {
     let fin = evs.iter().position(|e| e.kind() == Kind::RunFinish).unwrap();
     let done = evs.iter().position(|e| e.kind() == Kind::AgentCompleted).unwrap();
     assert!(done > fin, "the background agent completed after its run finished");
-    assert!(f.thread.borrow().background_tasks().is_empty(), "and left the list");
+    assert!(f.thread.borrow().runs().background_tasks().is_empty(), "and left the list");
 }
 
 #[test]
@@ -717,7 +717,7 @@ fn a_refused_publish_ends_the_built_in_run() {
     // Storage refuses the loop's next write; the run must not hold the lock.
     f.thread.borrow_mut().journal_mut().store_mut().fail_commits = 1;
     assert_eq!(drive(&f, d, CancelToken::default()), End::Stopped);
-    assert!(f.thread.borrow().active_run().is_none());
+    assert!(f.thread.borrow().runs().active_run().is_none());
     assert_eq!(finish_of(&f), json!({"status": "error", "reason": "storage refused the run's events"}));
 }
 

@@ -158,7 +158,7 @@ fn a_send_with_inline_files_reserves_stores_then_sends() {
     // The message holds references; the files are attached; the log's
     // run-start names them.
     let t = w.thread("t1");
-    let run = t.active_run().unwrap().clone();
+    let run = t.runs().active_run().unwrap().clone();
     assert_eq!(run.turn.attachments.len(), 2);
     let json = serde_json::to_value(&run.turn.attachments).unwrap();
     assert_eq!(json[0]["name"], "shot.png");
@@ -182,14 +182,14 @@ fn a_send_with_inline_files_reserves_stores_then_sends() {
 fn the_same_bytes_are_stored_once() {
     let mut w = World::new(&[]);
     w.request("POST", "/api/chat", &[], &ui_chat("t1", "m1", &[("a.png", "image/png", PNG)]));
-    let id = w.thread("t1").active_run().unwrap().run_id.clone();
+    let id = w.thread("t1").runs().active_run().unwrap().run_id.clone();
     w.threads.get_mut("t1").unwrap().cancel(2_000).unwrap();
-    assert!(w.thread("t1").active_run().is_none(), "{id} ended");
+    assert!(w.thread("t1").runs().active_run().is_none(), "{id} ended");
     w.calls.clear();
     let end = w.request("POST", "/api/chat", &[], &ui_chat("t1", "m2", &[("again.png", "image/png", PNG)]));
     assert!(matches!(end, End::Followed), "{end:?}");
     assert_eq!(w.bucket.len(), 1, "one object for the same bytes");
-    let run = w.thread("t1").active_run().unwrap().clone();
+    let run = w.thread("t1").runs().active_run().unwrap().clone();
     assert_eq!(
         serde_json::to_value(&run.turn.attachments).unwrap()[0]["name"],
         "again.png",
@@ -255,7 +255,7 @@ fn a_model_that_cannot_take_a_type_refuses_before_anything_is_stored() {
 fn a_busy_thread_refuses_at_the_reservation() {
     let mut w = World::new(&[]);
     w.request("POST", "/api/chat", &[], &ui_chat("t1", "m1", &[]));
-    assert!(w.thread("t1").active_run().is_some());
+    assert!(w.thread("t1").runs().active_run().is_some());
     let end = w.request("POST", "/api/chat", &[], &ui_chat("t1", "m2", &[("a.png", "image/png", PNG)]));
     assert!(matches!(&end, End::Reply(409, b) if b["error"]["code"] == "run_active"), "{end:?}");
     assert!(w.bucket.is_empty());
@@ -292,7 +292,7 @@ fn uploads_then_a_send_by_file_id() {
     ]);
     let end = w.request("POST", "/instance-ai/chat/t1", &[], send.as_bytes());
     assert!(matches!(&end, End::Reply(200, b) if b["runId"].is_string()), "{end:?}");
-    let run = w.thread("t1").active_run().unwrap().clone();
+    let run = w.thread("t1").runs().active_run().unwrap().clone();
     assert_eq!(serde_json::to_value(&run.turn.attachments).unwrap()[0]["name"], "résumé.pdf");
 
     // n8n's own shape: base64 inline.
@@ -319,7 +319,7 @@ fn the_same_bytes_uploaded_again_under_another_name_are_named_as_last_uploaded()
     assert_eq!(up(&mut w, "raw.txt"), first, "one file for the same bytes");
     let send = json!({"message": "x", "attachments": [{"fileId": first}]}).to_string();
     assert!(matches!(w.request("POST", "/instance-ai/chat/t1", &[], send.as_bytes()), End::Reply(200, _)));
-    let run = w.thread("t1").active_run().unwrap().clone();
+    let run = w.thread("t1").runs().active_run().unwrap().clone();
     assert_eq!(run.turn.attachments[0].name(), Some("raw.txt"));
     assert_eq!(w.bucket.len(), 1);
 }

@@ -75,7 +75,7 @@ fn busy_threads_reject_queue_or_interrupt() {
     assert_eq!(third["position"], 1);
     // The run's finish starts the head of the queue in the same block.
     let effects = finish(&mut t, &s, &run, &token, 5);
-    let next = t.active_run().expect("the next message holds the lock").clone();
+    let next = t.runs().active_run().expect("the next message holds the lock").clone();
     assert_eq!((next.message.as_str(), next.run_id.as_str()), ("two", queued["messageId"].as_str().unwrap()));
     assert!(effects.iter().any(|e| matches!(e, Effect::Webhook { start_of: Some(r), .. } if *r == next.run_id)));
     assert_eq!(queue_ids(&t), ["three"]);
@@ -86,7 +86,7 @@ fn busy_threads_reject_queue_or_interrupt() {
     assert!(effects.iter().any(
         |e| matches!(e, Effect::Webhook { body, .. } if body["type"] == "cancel" && body["reason"] == "interrupted")
     ));
-    assert_eq!(t.active_run().unwrap().message, "now!");
+    assert_eq!(t.runs().active_run().unwrap().message, "now!");
     assert_eq!(queue_ids(&t), ["three"], "the interrupting message did not join the queue");
     let fins: Vec<_> =
         support::log(&t).into_iter().filter(|e| e.kind() == Kind::RunFinish).map(|e| e.payload_json()).collect();
@@ -141,9 +141,9 @@ fn a_paused_queue_waits_and_resuming_starts_its_head() {
     send(&mut t, &s, json!({"message": "two", "mode": "queue"}), 2);
     serve(&mut t, &s, Req::new("POST", "/instance-ai/threads/t1/queue/pause", alice()), 3);
     finish(&mut t, &s, &run, &token, 4);
-    assert!(t.active_run().is_none(), "a paused queue keeps its messages");
+    assert!(t.runs().active_run().is_none(), "a paused queue keeps its messages");
     let resumed = serve(&mut t, &s, Req::new("POST", "/instance-ai/threads/t1/queue/resume", alice()), 5);
-    assert_eq!(t.active_run().unwrap().message, "two");
+    assert_eq!(t.runs().active_run().unwrap().message, "two");
     assert!(resumed.effects.iter().any(|e| matches!(e, Effect::Webhook { start_of: Some(_), .. })));
 }
 
@@ -160,7 +160,7 @@ fn regenerate_answers_the_last_message_again_and_drops_the_old_answer() {
     finish(&mut t, &s, &run, &token_of(&effects, &run), 4);
     let (status, again, _) = send(&mut t, &s, json!({"regenerate": true}), 5);
     assert_eq!((status, again["regenerated"].as_bool()), (200, Some(true)));
-    let active = t.active_run().unwrap();
+    let active = t.runs().active_run().unwrap();
     assert_eq!((active.message.as_str(), active.run_id != run), ("question", true));
     let messages = t.conversation().messages(50, 0, "https://threads.test").unwrap();
     let runs: Vec<_> = messages["messages"].as_array().unwrap().iter().map(|m| m["runId"].clone()).collect();
@@ -189,7 +189,7 @@ fn suspended(s: &Settings) -> (T, String, String) {
         Req::new("POST", &path, Caller::Nobody).body(&batch).header("authorization", &format!("Bearer {token}")),
         2,
     );
-    assert!(t.is_suspended());
+    assert!(t.runs().is_suspended());
     (t, run, token)
 }
 
@@ -229,7 +229,7 @@ fn a_request_is_decided_once_and_the_agent_is_told() {
         t.confirmation("t1.ask").unwrap().unwrap().decision.unwrap()["answers"][0]["selectedOptions"],
         json!(["b"])
     );
-    assert!(t.is_suspended(), "still waiting for `slow`");
+    assert!(t.runs().is_suspended(), "still waiting for `slow`");
 }
 
 #[test]
@@ -268,7 +268,7 @@ fn cancel_while_suspended_settles_every_request() {
         let (status, body, _) = decide(&mut t, &s, id, json!({"approved": true}), 4);
         assert_eq!((status, body["error"]["state"].as_str()), (409, Some("cancelled")), "{id}");
     }
-    assert!(!t.is_suspended());
+    assert!(!t.runs().is_suspended());
     let fin = support::log(&t).into_iter().rev().find(|e| e.kind() == Kind::RunFinish).unwrap();
     assert_eq!(fin.payload_json(), json!({"status": "cancelled", "reason": "user_cancelled"}));
 }
@@ -279,11 +279,11 @@ fn a_suspended_run_waits_through_a_reload() {
     let (mut t, run, _) = suspended(&s);
     let store: MemoryStore = std::mem::take(t.journal_mut().store_mut());
     let mut reloaded: T = Thread::load(store, s.thread.clone(), 10_000_000).unwrap();
-    assert!(reloaded.is_suspended(), "its pending requests are in storage");
+    assert!(reloaded.runs().is_suspended(), "its pending requests are in storage");
     assert_eq!(reloaded.check_run_deadlines(20_000_000).unwrap(), None, "no sweep or timeout while a person decides");
     let (status, _, _) = decide(&mut reloaded, &s, "once", json!({"approved": true}), 20_000_001);
     assert_eq!(status, 200);
-    assert_eq!(reloaded.active_run().unwrap().run_id, run);
+    assert_eq!(reloaded.runs().active_run().unwrap().run_id, run);
 }
 
 #[test]

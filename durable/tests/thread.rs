@@ -177,7 +177,7 @@ fn run_lock_is_a_compare_and_set() {
     assert_eq!(t.cancel(2).unwrap().as_deref(), Some("r1"));
     assert_eq!(t.cancel(3).unwrap(), None, "idempotent");
     start(&mut t, "r2", 4);
-    assert_eq!(t.active_run().unwrap().run_id, "r2");
+    assert_eq!(t.runs().active_run().unwrap().run_id, "r2");
 }
 
 #[test]
@@ -301,12 +301,12 @@ fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
 
     // Healthy: it publishes after the restart, within the grace.
     let mut healthy: T = Thread::load(clone_store(&store), config.clone(), 10_000).unwrap();
-    assert_eq!(healthy.run_deadline(), Some(11_000));
+    assert_eq!(healthy.runs().deadline(healthy.config()), Some(11_000));
     healthy
         .publish("r1", vec![json!({"type":"status","agentId":"orchestrator","payload":{"message":"alive"}})], 10_500)
         .unwrap();
     assert_eq!(healthy.check_run_deadlines(20_000).unwrap(), None);
-    assert!(healthy.active_run().is_some());
+    assert!(healthy.runs().active_run().is_some());
 
     // Silent: swept after the grace, not before.
     let mut dead: T = Thread::load(store, config, 10_000).unwrap();
@@ -337,13 +337,13 @@ fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last
     after.set_thread_id("t");
     assert!(!after.dead_holder(900));
     after.replace_dead_holder(900).unwrap();
-    assert_eq!(after.active_run().unwrap().run_id, "r1");
+    assert_eq!(after.runs().active_run().unwrap().run_id, "r1");
     // Silent past the grace: the resume replaces it, and the queue's head starts.
     // A sender on a thread nobody owns is let in to resume its queue.
     let sender = threadline_durable::Caller::Actor { id: "u".into(), roles: Vec::new() };
     let admitted = after.admit(Access::Send, ApiError::thread_not_found(), &sender, None).unwrap();
     after.queue_pause(&admitted, false, 1_500).unwrap();
-    assert_eq!(after.active_run().unwrap().run_id, item.run_id);
+    assert_eq!(after.runs().active_run().unwrap().run_id, item.run_id);
     let log = durable_log(&after);
     let r1: Vec<_> = log.iter().filter(|e| e.run_id == "r1").collect();
     let (handoff, finish) = (r1[r1.len() - 2], r1[r1.len() - 1]);
@@ -367,7 +367,7 @@ fn idle_timeout_ends_a_silent_run() {
         Thread::load(MemoryStore::default(), Config { run_idle_timeout_ms: 100, ..Config::default() }, 0).unwrap();
     start(&mut t, "r1", 0);
     t.publish("r1", vec![json!({"type":"status","agentId":"orchestrator","payload":{"message":"x"}})], 50).unwrap();
-    assert_eq!(t.run_deadline(), Some(150));
+    assert_eq!(t.runs().deadline(t.config()), Some(150));
     assert_eq!(t.check_run_deadlines(149).unwrap(), None);
     assert_eq!(t.check_run_deadlines(150).unwrap(), Some(("r1".into(), "timeout")));
     assert_eq!(durable_log(&t).last().unwrap().payload_json(), json!({"status":"error","reason":"timeout"}));

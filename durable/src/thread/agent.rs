@@ -14,23 +14,20 @@ use crate::storage::store::{Driver, RunRecord, RunState, Store};
 use serde_json::{json, Value};
 
 impl<S: Store, K: Sink> Thread<S, K> {
-    /// Records a background task's state; an ended task leaves the list.
-    pub fn set_background(&mut self, task: BackgroundTask) {
-        self.background.retain(|t| t.task_id != task.task_id);
-        if task.status == "running" {
-            self.background.push(task);
-        }
+    /// The object woke from sleep ([`RunLock::woke`](super::RunLock::woke)).
+    pub fn woke(&mut self, now: i64) {
+        self.runs.woke(now);
     }
 
-    /// Background tasks of the thread still running.
-    pub fn background_tasks(&self) -> &[BackgroundTask] {
-        &self.background
+    /// Records a background task's state; an ended task leaves the list.
+    pub fn set_background(&mut self, task: BackgroundTask) {
+        self.runs.set_background(task);
     }
 
     /// Publishes a background task's events: allowed while the task runs,
     /// whether or not its run has finished.
     pub fn publish_background(&mut self, task_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
-        if !self.background.iter().any(|t| t.task_id == task_id) {
+        if !self.runs.background_tasks().iter().any(|t| t.task_id == task_id) {
             return Err(Error::TaskFinished);
         }
         if events.iter().any(|e| e.kind() == Kind::RunFinish) {
@@ -57,24 +54,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
         result
     }
 
-    /// Adds a model's token usage to the active run's record (stored with its
-    /// `run-finish`).
-    pub fn record_usage(&mut self, run_id: &str, usage: &Value) {
-        if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
-            a.record.usage = Some(usage.to_string());
-        }
-    }
-
     /// Stores the built-in agent's checkpoint for the active run (and the
     /// usage it carries, on the run's record).
     pub fn save_checkpoint(&mut self, cp: &Checkpoint) -> Result<(), Error> {
-        if self.active.as_ref().is_none_or(|a| a.record.run_id != cp.run_id) {
+        if !self.runs.holds(&cp.run_id) {
             return Ok(());
         }
         let data = serde_json::to_string(cp).expect("checkpoints serialise");
         self.journal.store_mut().save_checkpoint(&cp.run_id, &data)?;
         if let Some(usage) = &cp.usage {
-            self.record_usage(&cp.run_id, usage);
+            self.runs.record_usage(&cp.run_id, usage);
         }
         Ok(())
     }
@@ -83,28 +72,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub fn checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, Error> {
         let data = self.journal.store().checkpoint(run_id)?;
         Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
-    }
-
-    /// The object woke from sleep (its subscribers' sockets outlived the
-    /// last instance): it did not restart, so an external agent's run found
-    /// open is alive elsewhere, and only its idle timeout applies. (A
-    /// built-in run never lets its object sleep: one found open lost its
-    /// loop, see [`Thread::recovery`].)
-    pub fn woke(&mut self, now: i64) {
-        if let Some(a) = self.active.as_mut().filter(|a| a.record.driver == Driver::Webhook) {
-            a.found_on_load = None;
-            a.last_activity = a.last_activity.max(now);
-        }
-    }
-
-    /// The run was found open when the thread loaded (its driver may be gone).
-    pub fn found_on_load(&self) -> bool {
-        self.active.as_ref().is_some_and(|a| a.found_on_load.is_some())
-    }
-
-    /// Whether the active run has tool calls in flight (not safe to resume).
-    pub fn active_has_open_tool_calls(&self) -> bool {
-        self.live_tree.as_ref().is_some_and(|(_, t)| !t.open_tool_calls().is_empty())
     }
 
     /// Whether the built-in agent can run: a model is configured and `TOOLS`
@@ -240,7 +207,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A suspended built-in run whose confirmations are all settled resumes:
     /// the decisions are filled into its checkpoint's suspended step.
     pub(super) fn resume_if_ready(&self, run_id: &str, settings: &Settings) -> Result<Option<Effect>, Error> {
-        let Some(run) = self.active_run().filter(|r| r.run_id == run_id).cloned() else { return Ok(None) };
+        let Some(run) = self.runs.active_run().filter(|r| r.run_id == run_id).cloned() else { return Ok(None) };
         let Some(mut cp) = self.checkpoint(run_id)? else { return Ok(None) };
         let Some(calls) = cp.suspended.as_mut() else { return Ok(None) };
         for call in calls.iter_mut() {
@@ -263,22 +230,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// side effects); otherwise it ends `interrupted`. A suspended run waits
     /// in storage for its decisions: nothing to recover.
     pub fn recovery(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
-        let Some(run) = self.active_run().cloned() else { return Ok(Vec::new()) };
+        let Some(run) = self.runs.active_run().cloned() else { return Ok(Vec::new()) };
         if run.driver != Driver::Builtin
             || run.state != RunState::Running
-            || !self.found_on_load()
-            || self.is_suspended()
+            || !self.runs.found_on_load()
+            || self.runs.is_suspended()
         {
             return Ok(Vec::new());
         }
         let checkpoint = self.checkpoint(&run.run_id)?;
         match checkpoint {
-            Some(cp) if !self.active_has_open_tool_calls() => match Self::builtin_ready(settings) {
+            Some(cp) if self.runs.open_tool_calls().is_empty() => match Self::builtin_ready(settings) {
                 Ok(tools) => {
-                    if let Some(a) = self.active.as_mut() {
-                        a.found_on_load = None;
-                        a.last_activity = now;
-                    }
+                    // Resumed here: no longer a run whose driver went away.
+                    self.runs.spoke(&run.run_id, now);
                     Ok(vec![self.drive(&run, cp, tools, settings)])
                 }
                 Err(e) => {

@@ -78,9 +78,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub(super) fn store_confirmations(&mut self, records: Vec<Confirmation>) -> Result<(), Error> {
         for record in records {
             self.journal.store_mut().put_confirmation(&record)?;
-            if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == record.run_id) {
-                a.pending += 1;
-            }
+            self.runs.suspend(&record.run_id);
         }
         Ok(())
     }
@@ -137,7 +135,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Some(tool) = session {
             self.journal.store_mut().approve_for_session(&tool)?;
         }
-        self.settled(&decided.run_id, now);
+        self.runs.settled(&decided.run_id, now);
         if let Some(told) = self.decision_settled(&decided, now) {
             self.outbox.push(told);
         }
@@ -151,7 +149,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.journal.store_mut().put_confirmation(&lapsed)?;
         *c = lapsed;
         let now = c.expires_at.unwrap_or_default();
-        self.settled(&c.run_id, now);
+        self.runs.settled(&c.run_id, now);
         if let Some(told) = self.decision_settled(c, now) {
             self.outbox.push(told);
         }
@@ -161,7 +159,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `confirmation-settled` into the request's run, while it runs: how it
     /// settled, who decided, through which surface, remembered or why not.
     fn announce_settled(&mut self, c: &Confirmation, now: i64) -> Result<(), Error> {
-        if self.active_run().is_none_or(|r| r.run_id != c.run_id) {
+        if self.runs.active_run().is_none_or(|r| r.run_id != c.run_id) {
             return Ok(());
         }
         let mut p = serde_json::json!({
@@ -175,15 +173,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         let ev = Event::built(Kind::ConfirmationSettled, &c.run_id, &c.agent_id, now, p);
         self.publish_run(&c.run_id, vec![ev], now)
-    }
-
-    fn settled(&mut self, run_id: &str, now: i64) {
-        if let Some(a) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
-            a.pending = a.pending.saturating_sub(1);
-            // The wait is over; the run's deadlines start again from now.
-            a.last_activity = now.max(a.last_activity);
-            a.found_on_load = None;
-        }
     }
 
     /// Settles every pending confirmation whose time is up; returns them.

@@ -11,11 +11,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// runs elsewhere), silent since, for `restart_grace_ms` past its last
     /// event, and waiting for no person.
     pub fn dead_holder(&self, now: i64) -> bool {
-        self.active.as_ref().is_some_and(|a| {
-            a.found_on_load.is_some()
-                && a.pending == 0
-                && now - self.journal.last_write_at() >= self.config.restart_grace_ms
-        })
+        self.runs.dead_holder(self.journal.last_write_at(), &self.config, now)
     }
 
     /// Replaces a dead holder ([`Thread::dead_holder`]): it ends as the
@@ -26,7 +22,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if !self.dead_holder(now) {
             return Ok(());
         }
-        let Some(run) = self.active_run().cloned() else { return Ok(()) };
+        let Some(run) = self.runs.active_run().cloned() else { return Ok(()) };
         self.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
         if run.driver == Driver::Webhook {
             let body = crate::webhook::cancel(&run.run_id, "crash_interrupted");
@@ -45,7 +41,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Cancels the active run, if any: `run-finish {cancelled, user_cancelled}`.
     /// Idempotent: returns the cancelled run id, or `None` when nothing ran.
     pub fn cancel(&mut self, now: i64) -> Result<Option<String>, Error> {
-        let Some(run_id) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+        let Some(run_id) = self.runs.holder().map(str::to_owned) else {
             return Ok(None);
         };
         self.end_run(&run_id, FinishStatus::Cancelled, "user_cancelled", now)?;
@@ -57,7 +53,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// results ([`CANCELLED_RESULT`], seed line 363), an interrupted run's
     /// as `tool-interrupted`.
     pub fn end_run(&mut self, run_id: &str, status: FinishStatus, reason: &str, now: i64) -> Result<bool, Error> {
-        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+        if !self.runs.holds(run_id) {
             return Ok(false);
         }
         // No dangling tool calls: what was in flight settles first, as
@@ -75,7 +71,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             FinishStatus::Completed | FinishStatus::Error => None,
         };
         let mut events = Vec::new();
-        let open = self.live_tree.as_ref().map(|(_, t)| t.open_tool_calls()).unwrap_or_default();
+        let open = self.runs.open_tool_calls();
         for (agent, call) in open {
             if let Some(payload) = settle(&call) {
                 events.push(Event::new(payload, run_id, &agent, now));
@@ -108,15 +104,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// {interrupted, crash_interrupted}`. A run silent for
     /// `run_idle_timeout_ms` ends with `run-finish {error, timeout}`.
     pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, Error> {
-        let Some(a) = self.active.as_ref().filter(|a| a.pending == 0) else { return Ok(None) };
-        let run_id = a.record.run_id.clone();
-        let (status, reason) = if a.found_on_load.is_some_and(|t| now - t >= self.config.restart_grace_ms) {
-            (FinishStatus::Interrupted, "crash_interrupted")
-        } else if now - a.last_activity >= self.config.run_idle_timeout_ms {
-            (FinishStatus::Error, "timeout")
-        } else {
-            return Ok(None);
-        };
+        let Some((run_id, status, reason)) = self.runs.due(&self.config, now) else { return Ok(None) };
         self.end_run(&run_id, status, reason, now)?;
         Ok(Some((run_id, reason)))
     }
@@ -124,24 +112,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// When the thread falls idle past `ttl_ms` and may be deleted: never
     /// while a run holds it or a person's decision is awaited.
     pub fn expiry(&self, ttl_ms: i64) -> Option<i64> {
-        (ttl_ms > 0 && self.active.is_none() && self.journal.last_seq() > 0)
+        (ttl_ms > 0 && self.runs.holder().is_none() && self.journal.last_seq() > 0)
             .then_some(self.journal.last_write_at() + ttl_ms)
-    }
-
-    /// When the next idle flush is due, if any text is unstored.
-    pub fn flush_deadline(&self) -> Option<i64> {
-        self.journal.flush_deadline()
-    }
-
-    /// When [`Thread::check_run_deadlines`] next has something to decide.
-    pub fn run_deadline(&self) -> Option<i64> {
-        self.active.as_ref().filter(|a| a.pending == 0).map(|a| {
-            let idle = a.last_activity + self.config.run_idle_timeout_ms;
-            match a.found_on_load {
-                Some(t) => idle.min(t + self.config.restart_grace_ms),
-                None => idle,
-            }
-        })
     }
 
     /// When the storage alarm should next fire: the active run's idle or
@@ -151,8 +123,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// confirmation to lapse, the next unsent upload to remove, the next
     /// try of undelivered charges, and the thread's TTL.
     pub fn next_alarm(&self, now: i64, settings: &crate::settings::Settings) -> Option<i64> {
-        let running_builtin = self.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.is_suspended();
-        let run = self.run_deadline().map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
+        let running_builtin =
+            self.runs.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.runs.is_suspended();
+        let run =
+            self.runs
+                .deadline(&self.config)
+                .map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
         let expiry = self.next_expiry().ok().flatten();
         let sweep = self.files().next_sweep(settings.files.grace_ms);
         [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline()].into_iter().flatten().min()

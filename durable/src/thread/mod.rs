@@ -46,6 +46,7 @@ mod files;
 mod journal;
 mod lifecycle;
 mod queue;
+mod run_lock;
 pub mod send;
 pub mod serve;
 mod status;
@@ -53,12 +54,10 @@ mod subscribe;
 mod subscribers;
 mod telemetry;
 
-use crate::agent::BackgroundTask;
 use crate::auth::{constant_time_eq, hash_token};
 use crate::effect::Effect;
 use crate::log::event::{self, Class, Event, FinishStatus, Kind, Payload};
 use crate::log::queued::{Queue, QueueItem};
-use crate::log::reducer::{self, TreeBuilder};
 use crate::storage::store::{Driver, RunRecord, RunState, Store, Turn};
 use crate::wire::ids;
 use bytes::Bytes;
@@ -74,6 +73,7 @@ pub use confirmations::{check_decision, By, REQUESTER};
 pub use conversation::Conversation;
 pub use files::Files;
 pub use journal::Journal;
+pub use run_lock::RunLock;
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
@@ -122,29 +122,13 @@ pub struct StartRun {
     pub turn: Turn,
 }
 
-#[derive(Debug)]
-struct Active {
-    record: RunRecord,
-    /// Last time an event was published into the run (ms).
-    last_activity: i64,
-    /// Set when the run was found open on load: the time it was found.
-    found_on_load: Option<i64>,
-    /// Confirmations of this run awaiting a person: while any is pending the
-    /// run is suspended, and neither the idle timeout nor the restart sweep
-    /// applies (the wait may last hours and costs nothing).
-    pending: usize,
-}
-
 pub struct Thread<S: Store, K: Sink> {
     /// The store, the sequence counter, the open segments and the
     /// subscribers: where events become the log (persist, then fan out).
     journal: Journal<S, K>,
     config: Config,
-    active: Option<Active>,
-    /// The active run folded so far: what decides where segments end.
-    live_tree: Option<(String, TreeBuilder)>,
-    /// Background sub-agents still running (they outlive their run's finish).
-    background: Vec<BackgroundTask>,
+    /// The run lock, the run holding it and the background agents.
+    runs: RunLock,
     queue: Queue,
     /// A message that interrupted the active run: it starts next, first.
     interrupting: Option<QueueItem>,
@@ -211,19 +195,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
     pub fn load(store: S, config: Config, now: i64) -> Result<Self, Error> {
         let pending = store.pending_confirmations()?;
-        let active = store.running()?.map(|record| Active {
-            pending: pending.iter().filter(|c| c.run_id == record.run_id).count(),
-            record,
-            last_activity: now,
-            found_on_load: Some(now),
-        });
+        let running = store.running()?;
+        let waiting = running.as_ref().map_or(0, |r| pending.iter().filter(|c| c.run_id == r.run_id).count());
         let mut thread = Thread {
             journal: Journal::open(store, now)?,
             budgets: Budgets::new(config.quota_period),
             config,
-            active,
-            live_tree: None,
-            background: Vec::new(),
+            runs: RunLock::found(running, waiting, now),
             queue: Queue::default(),
             interrupting: None,
             started: Vec::new(),
@@ -243,15 +221,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Folds the active run's stored events: on load, and after a failed
     /// commit left the in-memory fold ahead of the log.
     fn refold_live_tree(&mut self) -> Result<(), Error> {
-        self.live_tree = match &self.active {
-            Some(a) => {
-                let run_id = a.record.run_id.clone();
-                let events = self.conversation().run_events(&run_id)?;
-                Some((run_id, reducer::fold(&events)))
-            }
-            None => None,
-        };
-        Ok(())
+        let conversation = self.journal.conversation(&self.queue);
+        self.runs.refold(|run| conversation.run_events(run))
     }
 
     pub fn config(&self) -> &Config {
@@ -262,8 +233,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.journal.last_seq()
     }
 
-    pub fn active_run(&self) -> Option<&RunRecord> {
-        self.active.as_ref().map(|a| &a.record)
+    /// The run lock: the run holding it, whether it waits for a person,
+    /// the background agents.
+    pub fn runs(&self) -> &RunLock {
+        &self.runs
     }
 
     /// The thread's id, as the Worker routed it (request ids embed it).
@@ -280,17 +253,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.ids = ids;
     }
 
-    /// Whether the active run waits for a person.
-    pub fn is_suspended(&self) -> bool {
-        self.active.as_ref().is_some_and(|a| a.pending > 0)
-    }
-
     /// Starts a run: the compare-and-set of the thread's run lock. Refused
     /// with 409 `run_active` while another run holds it.
     pub fn start_run(&mut self, start: StartRun, now: i64) -> Result<RunRecord, Error> {
-        if let Some(a) = &self.active {
-            return Err(Error::run_active(&a.record.run_id, Busy::Start));
-        }
+        self.runs.check_free(Busy::Start)?;
         let record = RunRecord {
             run_id: start.run_id.clone(),
             message_id: start.message_id.clone(),
@@ -316,9 +282,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             payload["attachments"] = serde_json::to_value(&record.turn.attachments).unwrap_or_default();
         }
         let run_start = Event::built(Kind::RunStart, &start.run_id, ROOT_AGENT, now, payload);
-        self.live_tree = Some((record.run_id.clone(), TreeBuilder::default()));
+        self.runs.fold_from_start(&record.run_id);
         self.commit(vec![run_start], Some(record.clone()))?;
-        self.active = Some(Active { record: record.clone(), last_activity: now, found_on_load: None, pending: 0 });
+        self.runs.take(record.clone(), now)?;
         Ok(record)
     }
 
@@ -328,8 +294,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let Some(token) = token.filter(|t| !t.is_empty()) else {
             return Err(Error::PublishTokenMissing);
         };
-        let run = match &self.active {
-            Some(a) if a.record.run_id == run_id => a.record.clone(),
+        let run = match self.runs.active_run() {
+            Some(r) if r.run_id == run_id => r.clone(),
             _ => self.journal.store().run(run_id)?.ok_or(Error::RunNotFound)?,
         };
         if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
@@ -345,7 +311,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// 409 `run_finished`, so a cancelled agent's late events never land.
     /// `run-start` is the server's; `run-finish` may only end a batch.
     pub fn publish(&mut self, run_id: &str, batch: Vec<Value>, now: i64) -> Result<u64, Error> {
-        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+        if !self.runs.holds(run_id) {
             return Err(Error::RunFinished { run_id: run_id.to_owned() });
         }
         let n = batch.len();
@@ -405,14 +371,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// external agent told 503 may retry; a built-in agent's refused publish
     /// ends its run (`Thread::publish_agent`).
     pub fn publish_run(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
-        if self.active.as_ref().is_none_or(|a| a.record.run_id != run_id) {
+        if !self.runs.holds(run_id) {
             return Err(Error::RunFinished { run_id: run_id.to_owned() });
         }
         self.publish_events(events, now)?;
-        if let Some(active) = self.active.as_mut().filter(|a| a.record.run_id == run_id) {
-            active.last_activity = now;
-            active.found_on_load = None;
-        }
+        self.runs.spoke(run_id, now);
         Ok(())
     }
     /// Publishes an appender's batch into run `run_id` and, with it, the
@@ -448,16 +411,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Payload::RunFinish(fin) => Some((e.run_id.clone(), fin.clone())),
             _ => None,
         });
-        let run_update = match (&finished, &self.active) {
-            (Some((run_id, fin)), Some(a)) if a.record.run_id == *run_id => {
-                let mut rec = a.record.clone();
-                rec.state = fin.status.into();
-                rec.reason = fin.reason.clone();
-                rec.finished_at = Some(now);
-                Some(rec)
-            }
-            _ => None,
-        };
+        let run_update = finished
+            .as_ref()
+            .and_then(|(run_id, fin)| self.runs.finished_record(run_id, fin.status, fin.reason.clone(), now));
         let handoff = match (&run_update, &finished) {
             (Some(_), Some((run_id, _))) => self.handoff(run_id, now),
             _ => None,
@@ -479,8 +435,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Some(rec) = &run_update {
             let told = self.run_ended(rec);
             self.outbox.push(told);
-            self.active = None;
-            self.live_tree = None;
+            self.runs.release();
         }
         if let Some(h) = handoff {
             self.queue = h.queue;
@@ -539,7 +494,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// then sent. A failed commit kept nothing, and the active run's fold,
     /// which went ahead of the log, is folded again from it.
     fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), Error> {
-        let staged = self.journal.stage(events, &mut self.live_tree, &self.background);
+        let (live_tree, background) = self.runs.staging();
+        let staged = self.journal.stage(events, live_tree, background);
         self.append(staged, run)
     }
 

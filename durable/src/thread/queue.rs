@@ -27,7 +27,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
     ) -> Result<(QueueItem, usize, Option<RunRecord>), Error> {
         let item = self.new_item(message, model, turn, given, now);
-        if self.active.is_none() && self.queue.items.is_empty() && !self.queue.paused {
+        if self.runs.holder().is_none() && self.queue.items.is_empty() && !self.queue.paused {
             let run = self.start_item(item.clone(), now)?;
             return Ok((item, 0, Some(run)));
         }
@@ -50,7 +50,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
     ) -> Result<(QueueItem, Option<String>), Error> {
         let item = self.new_item(message, model, turn, given, now);
-        let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+        let Some(active) = self.runs.holder().map(str::to_owned) else {
             self.start_item(item.clone(), now)?;
             return Ok((item, None));
         };
@@ -77,7 +77,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut queue = self.queue.clone();
         let item = queue.remove(message_id).map_err(Error::Input)?;
         self.save_queue(queue, now)?;
-        let Some(active) = self.active.as_ref().map(|a| a.record.run_id.clone()) else {
+        let Some(active) = self.runs.holder().map(str::to_owned) else {
             self.start_item(item, now)?;
             return Ok(None);
         };
@@ -141,9 +141,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `regenerate: true`: answers the thread's last user message again under
     /// a new run; the answer it replaces no longer feeds the model.
     pub fn regenerate(&mut self, model: Option<String>, turn: Turn, now: i64) -> Result<RunRecord, Error> {
-        if let Some(a) = &self.active {
-            return Err(Error::run_active(&a.record.run_id, Busy::Regenerate));
-        }
+        self.runs.check_free(Busy::Regenerate)?;
         let (runs, _) = self.journal.store().runs_page(0, 1)?;
         let Some(mut last) = runs.into_iter().next() else {
             return Err(Error::NothingToRegenerate);
@@ -202,7 +200,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Starts the next message when no run holds the thread: an interrupting
     /// one first, else the queue's head (unless paused, see [`Thread::take_next`]).
     pub(super) fn start_next(&mut self, now: i64) -> Result<(), Error> {
-        if self.active.is_some() {
+        if self.runs.holder().is_some() {
             return Ok(());
         }
         if let Some(item) = self.interrupting.take() {
@@ -242,7 +240,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         self.store_queue(&queue)?;
         self.queue = queue;
-        let run_id = self.active.as_ref().map_or("thread".to_owned(), |a| a.record.run_id.clone());
+        let run_id = self.runs.holder().unwrap_or("thread").to_owned();
         let update = crate::log::queued::QueueUpdate { queue: self.queue.clone(), started: None, dropped };
         let ev = Event::new(Payload::QueueUpdated(update), &run_id, ROOT_AGENT, now);
         self.commit(vec![ev], None)

@@ -116,7 +116,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Send::parse(body, settings.limits.max_message_bytes, self.journal.thread_id(), settings.files.max_files)
                 .map_err(Error::Input)?;
         if let Send::Message { mode: mode @ Mode::Auto, .. } = &mut send {
-            *mode = if self.active_run().is_some() { Mode::Queue } else { Mode::Reject };
+            *mode = if self.runs.active_run().is_some() { Mode::Queue } else { Mode::Reject };
         }
         let (Send::Regenerate { asked } | Send::Message { asked, .. }) = &send;
         let (model, mut turn) = self.resolve_turn(asked, &who, catalog, settings)?;
@@ -197,7 +197,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// bytes are stored between this and the send): refused as the send
     /// would be now, else its inline files reserved.
     fn reserve_send(&mut self, send: &Send, spent: bool, who: Sender, now: i64) -> Result<Sent, Error> {
-        let busy = self.active_run().map(|r| r.run_id.clone());
+        let busy = self.runs.active_run().map(|r| r.run_id.clone());
         match send {
             Send::Regenerate { .. } | Send::Message { mode: Mode::Reject | Mode::Auto, .. } if busy.is_some() => {
                 let run = busy.unwrap_or_default();
@@ -321,7 +321,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub fn message_run(&self, id: &str) -> Result<Seen, Error> {
         let run_id = ids::client_message_run(self.journal.thread_id(), id);
         if let Some(run) = self.journal.store().run(&run_id)? {
-            if self.active_run().is_some_and(|a| a.run_id == run.run_id) {
+            if self.runs.active_run().is_some_and(|a| a.run_id == run.run_id) {
                 return Ok(Seen::Active(run.run_id));
             }
             return Err(Error::MessageAlreadySent { run_id: run.run_id.clone() });
@@ -406,7 +406,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// A run's agent could not start (`why`): the run ends with an `error`
     /// event and `run-finish {error}`; the next queued message may start.
     pub fn launch_failed(&mut self, run_id: &str, why: &str, now: i64) {
-        let Some(run) = self.active_run().filter(|r| r.run_id == run_id).cloned() else { return };
+        let Some(run) = self.runs.active_run().filter(|r| r.run_id == run_id).cloned() else { return };
         let reason = if run.driver == Driver::Webhook { "agent webhook failed" } else { "agent failed to start" };
         let err = Event::built(Kind::Error, run_id, &run.agent_id, now, json!({ "content": why }));
         // A storage failure here leaves the run to its idle timeout.

@@ -8,13 +8,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `GET .../status`.
     pub fn status(&self) -> Value {
         let mut v = json!({
-            "hasActiveRun": self.active.is_some(),
-            "isSuspended": self.is_suspended(),
-            "backgroundTasks": self.background,
+            "hasActiveRun": self.runs.holder().is_some(),
+            "isSuspended": self.runs.is_suspended(),
+            "backgroundTasks": self.runs.background_tasks(),
             "queue": self.queue,
         });
-        if let Some(a) = &self.active {
-            v["runId"] = a.record.run_id.clone().into();
+        if let Some(run_id) = self.runs.holder() {
+            v["runId"] = run_id.into();
         }
         v
     }

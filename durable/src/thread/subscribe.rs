@@ -102,28 +102,24 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// which a client adds to the tree it took (so each piece of text is
     /// shown once, whether a client joins mid-answer or reconnects).
     pub fn run_state(&self) -> Option<RunSnapshot> {
-        let a = self.active.as_ref()?;
+        let run_id = self.runs.holder()?;
         let open: Vec<_> = self
             .journal
             .open_segments()
             .into_iter()
-            .filter(|e| e.run_id == a.record.run_id)
+            .filter(|e| e.run_id == run_id)
             .map(|e| {
                 let text = e.payload.text().map(|(t, _, _)| t.text.clone()).unwrap_or_default();
                 let kind = e.kind();
                 (e.agent_id, kind, e.response_id, text)
             })
             .collect();
-        let tree = self
-            .live_tree
-            .as_ref()
-            .filter(|(run, _)| *run == a.record.run_id)
-            .and_then(|(_, t)| t.tree_without(&open))?;
+        let tree = self.runs.tree_without(&open)?;
         Some(RunSnapshot {
-            run_id: a.record.run_id.clone(),
+            run_id: run_id.to_owned(),
             agent_tree: tree,
-            suspended: self.is_suspended(),
-            background_tasks: self.background.clone(),
+            suspended: self.runs.is_suspended(),
+            background_tasks: self.runs.background_tasks().to_vec(),
         })
     }
 

@@ -66,7 +66,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if !self.config.tracing {
             return None;
         }
-        let run = self.active.as_ref().map(|a| &a.record).filter(|r| r.run_id == c.run_id);
+        let run = self.runs.active_run().filter(|r| r.run_id == c.run_id);
         let trace = match run {
             Some(r) => self.run_trace(r),
             None => RunTrace::of(self.journal.thread_id(), &c.run_id, None),

@@ -19,7 +19,7 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
     let mut fold = AguiMessages::default();
     for run in &runs {
         let running = run.state == RunState::Running;
-        let waiting = t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended();
+        let waiting = t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended();
         if running && !waiting {
             let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, t.thread_id());
             fold.apply(&json!({ "type": "RUN_STARTED", "input": { "messages": [

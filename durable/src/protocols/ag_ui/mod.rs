@@ -259,8 +259,9 @@ fn run<S: Store, K: Sink>(
         AguiRun::ToolResults(outputs) => {
             // The run waiting on the client: the active one.
             let run = t
-                .active_run()
-                .map(|r| r.run_id.clone())
+                .runs()
+                .holder()
+                .map(str::to_owned)
                 .ok_or_else(|| ApiError::nothing_to_continue("no run of this thread waits for a client tool"))?;
             let answers = t.client_tool_answers(&run, &outputs)?;
             if answers.is_empty() {

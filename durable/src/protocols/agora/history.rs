@@ -81,7 +81,7 @@ pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value
         *messages = out;
     }
     view["queue"] = super::queue::of(t.queue());
-    view["activeRunId"] = t.active_run().map(|r| r.run_id.clone()).into();
+    view["activeRunId"] = t.runs().active_run().map(|r| r.run_id.clone()).into();
     view["model"] = t.pin()?.into();
     view["status"] = t.status();
     Ok(view)

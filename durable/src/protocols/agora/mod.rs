@@ -333,7 +333,7 @@ impl super::Protocol for Route {
         match self {
             R::Chat { thread } => {
                 let who = Sender::of(gate.admitted()?, call);
-                let body = bodies::agora_send(json_body()?, t.active_run().is_some())?;
+                let body = bodies::agora_send(json_body()?, t.runs().active_run().is_some())?;
                 match t.send(&body, Given::default(), who, settings, now, effects)? {
                     // The Worker follows this answer with the run's stream
                     // (`after_send`).
@@ -349,7 +349,7 @@ impl super::Protocol for Route {
             }
             R::Cancel { run, .. } => {
                 t.conversation().known_run(run)?;
-                let active = t.active_run().is_some_and(|r| r.run_id == *run);
+                let active = t.runs().active_run().is_some_and(|r| r.run_id == *run);
                 let cancelled = if active { t.cancel_run(gate.admitted()?, settings, now, false, effects)? } else { None };
                 // agora's `{aborted}`; `cancelled` for readers of the first form.
                 let aborted = cancelled.is_some();
@@ -401,11 +401,11 @@ impl super::Protocol for Route {
                 Ok(queue(t))
             }
             R::QueuePause { paused, .. } => {
-                let before = t.active_run().map(|r| r.run_id.clone());
+                let before = t.runs().active_run().map(|r| r.run_id.clone());
                 t.queue_pause(gate.admitted()?, *paused, now)?;
                 // `runId`: the head started on resume.
                 let mut body = queue::of(t.queue());
-                if let Some(run) = t.active_run().map(|r| r.run_id.clone()).filter(|r| Some(r) != before.as_ref()) {
+                if let Some(run) = t.runs().active_run().map(|r| r.run_id.clone()).filter(|r| Some(r) != before.as_ref()) {
                     body["runId"] = run.into();
                 }
                 Ok(Answer::json(200, &body))

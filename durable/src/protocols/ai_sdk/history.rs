@@ -20,7 +20,7 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
     for run in &runs {
         out.push(mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, t.thread_id()));
         let running = run.state == RunState::Running;
-        if running && !(t.active_run().is_some_and(|a| a.run_id == run.run_id) && t.is_suspended()) {
+        if running && !(t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended()) {
             continue;
         }
         let events = t.conversation().run_events(&run.run_id)?;

@@ -184,7 +184,7 @@ impl super::Protocol for Route {
                 let body = input::json(call.body, settings.limits.max_body_bytes)?;
                 chat(t, &body, who, settings, now, effects)
             }
-            R::Stream { .. } => match t.active_run().map(|r| r.run_id.clone()) {
+            R::Stream { .. } => match t.runs().active_run().map(|r| r.run_id.clone()) {
                 Some(run) => Ok(t.follow(Follow::run(&run), 0, settings)?),
                 None => Ok(Answer::Reply(Reply::new(204))),
             },
