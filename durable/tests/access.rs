@@ -364,11 +364,11 @@ fn only_an_accepted_send_claims_a_thread() {
     ] {
         let refused = serve(&mut t, &s, Req::new("POST", "/instance-ai/chat/t1", actor("mallory", &[])).body(&body), 1);
         assert_eq!(support::status(&refused) / 100, 4, "{body}");
-        assert_eq!(t.owner().unwrap(), None, "{body}: a refused send claims nothing");
+        assert_eq!(t.conversation().owner().unwrap(), None, "{body}: a refused send claims nothing");
     }
     let status = serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/status", actor("mallory", &[])), 1);
     assert_eq!(support::json(&status)["hasActiveRun"], false, "a thread nobody owns is an empty one");
-    assert_eq!(t.owner().unwrap(), None, "and a read claims nothing");
+    assert_eq!(t.conversation().owner().unwrap(), None, "and a read claims nothing");
     let ok = serve(
         &mut t,
         &s,
@@ -376,7 +376,7 @@ fn only_an_accepted_send_claims_a_thread() {
         2,
     );
     assert_eq!(support::status(&ok), 200);
-    assert_eq!(t.owner().unwrap().as_deref(), Some("bob"));
+    assert_eq!(t.conversation().owner().unwrap().as_deref(), Some("bob"));
     assert!(matches!(
         serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/status", actor("mallory", &[])), 3).answer,
         Answer::Reply(ref r) if r.status == 404
@@ -436,7 +436,7 @@ fn a_thread_nobody_owns_yet_is_served_empty_and_stays_nobodys() {
     assert!(
         matches!(events.answer, Answer::Follow { ref follow, .. } if follow.prospect.as_deref() == Some("mallory"))
     );
-    assert_eq!(t.owner().unwrap(), None);
+    assert_eq!(t.conversation().owner().unwrap(), None);
     assert!(t.journal().store().records.is_empty(), "nothing is stored");
     // Routes that are their owner's alone still refuse.
     let delete = serve(&mut t, &s, Req::new("DELETE", "/instance-ai/threads/t1", actor("mallory", &[])), 1);

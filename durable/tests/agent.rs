@@ -777,7 +777,7 @@ fn a_client_tool_call_waits_for_the_clients_result_which_feeds_the_model() {
     assert_eq!(request["inputType"], "client-tool");
     let call = request["toolCallId"].as_str().unwrap().to_owned();
     // The checkpoint keeps the tools: a run resumed after a restart offers them.
-    let cp = f.thread.borrow().checkpoint(&run).unwrap().unwrap();
+    let cp = f.thread.borrow().conversation().checkpoint(&run).unwrap().unwrap();
     assert_eq!(cp.client_tools, tools.as_array().unwrap().clone());
     // The client's tool message: its content is the result.
     let mut answer = body.clone();

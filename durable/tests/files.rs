@@ -277,7 +277,7 @@ fn uploads_then_a_send_by_file_id() {
     assert!(file["url"].as_str().unwrap().starts_with("https://w.test/v1/threads/t1/files/f_"));
     assert_eq!(w.bucket.len(), 1);
     let t = w.thread("t1");
-    assert_eq!(t.owner().unwrap().as_deref(), Some("dev"), "an upload claims a thread nobody owns");
+    assert_eq!(t.conversation().owner().unwrap().as_deref(), Some("dev"), "an upload claims a thread nobody owns");
 
     // Instance AI's send names it (threadline's extension); the model must
     // take PDFs.

@@ -68,21 +68,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(())
     }
 
-    /// The run's last checkpoint; an unreadable one counts as none.
-    pub fn checkpoint(&self, run_id: &str) -> Result<Option<Checkpoint>, Error> {
-        let data = self.journal.store().checkpoint(run_id)?;
-        Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
-    }
-
-    /// Whether the built-in agent can run: a model is configured and `TOOLS`
-    /// parses. Refusals are 503s with their own codes.
-    pub fn builtin_ready(settings: &Settings) -> Result<std::rc::Rc<agent::tools::Toolbox>, Error> {
-        if settings.llm.is_none() {
-            return Err(Error::AgentNotConfigured);
-        }
-        settings.tools.clone().map_err(|why| Error::Misconfigured { setting: Setting::Tools, why })
-    }
-
     /// The tools a client declared with its message (`[{name, description,
     /// parameters}]`, the shape protocols' clients declare them in), checked
     /// against the server's; offered to the built-in agent only.
@@ -101,7 +86,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if declared.is_empty() || self.config.driver != Driver::Builtin {
             return Ok(Vec::new());
         }
-        let tools = Self::builtin_ready(settings)?.client_tools(declared).map_err(Error::InvalidClientTools)?;
+        let tools = builtin_ready(settings)?.client_tools(declared).map_err(Error::InvalidClientTools)?;
         if let Some(t) = tools.iter().find(|t| self.config.approval_policy.get(&t.name).is_some()) {
             return Err(Error::InvalidClientTools(format!(
                 "client tool name `{}` is taken: APPROVAL_POLICY names it, and a client tool's result is the thread owner's alone",
@@ -152,7 +137,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             root_agent: run.agent_id.clone(),
             checkpoint,
             usage: None,
-            trace: self.config.tracing.then(|| self.run_trace(run)),
+            trace: self.config.tracing.then(|| super::telemetry::run_trace(self.journal.thread_id(), run)),
         };
         Effect::Drive(Box::new(Drive { job, endpoint, config, tools, mcp: settings.mcp.clone() }))
     }
@@ -166,7 +151,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         settings: &Settings,
         now: i64,
     ) -> Result<Effect, Error> {
-        let tools = Self::builtin_ready(settings)?;
+        let tools = builtin_ready(settings)?;
         let agents = settings
             .agents
             .as_ref()
@@ -208,7 +193,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// the decisions are filled into its checkpoint's suspended step.
     pub(super) fn resume_if_ready(&self, run_id: &str, settings: &Settings) -> Result<Option<Effect>, Error> {
         let Some(run) = self.runs.active_run().filter(|r| r.run_id == run_id).cloned() else { return Ok(None) };
-        let Some(mut cp) = self.checkpoint(run_id)? else { return Ok(None) };
+        let Some(mut cp) = self.conversation().checkpoint(run_id)? else { return Ok(None) };
         let Some(calls) = cp.suspended.as_mut() else { return Ok(None) };
         for call in calls.iter_mut() {
             if let Some(rid) = &call.request_id {
@@ -220,7 +205,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 call.decision = c.decision;
             }
         }
-        let tools = Self::builtin_ready(settings)?;
+        let tools = builtin_ready(settings)?;
         Ok(Some(self.drive(&run, cp, tools, settings)))
     }
 
@@ -238,9 +223,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         {
             return Ok(Vec::new());
         }
-        let checkpoint = self.checkpoint(&run.run_id)?;
+        let checkpoint = self.conversation().checkpoint(&run.run_id)?;
         match checkpoint {
-            Some(cp) if self.runs.open_tool_calls().is_empty() => match Self::builtin_ready(settings) {
+            Some(cp) if self.runs.open_tool_calls().is_empty() => match builtin_ready(settings) {
                 Ok(tools) => {
                     // Resumed here: no longer a run whose driver went away.
                     self.runs.spoke(&run.run_id, now);
@@ -257,4 +242,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
         }
     }
+}
+
+/// Whether the built-in agent can run: a model is configured and `TOOLS`
+/// parses. Refusals are 503s with their own codes.
+pub fn builtin_ready(settings: &Settings) -> Result<std::rc::Rc<agent::tools::Toolbox>, Error> {
+    if settings.llm.is_none() {
+        return Err(Error::AgentNotConfigured);
+    }
+    settings.tools.clone().map_err(|why| Error::Misconfigured { setting: Setting::Tools, why })
 }

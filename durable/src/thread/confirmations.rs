@@ -136,7 +136,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.journal.store_mut().approve_for_session(&tool)?;
         }
         self.runs.settled(&decided.run_id, now);
-        if let Some(told) = self.decision_settled(&decided, now) {
+        if let Some(told) = super::telemetry::decision_settled(
+            self.journal.thread_id(),
+            self.config.tracing,
+            self.runs.active_run(),
+            &decided,
+            now,
+        ) {
             self.outbox.push(told);
         }
         self.announce_settled(&decided, now)?;
@@ -150,7 +156,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         *c = lapsed;
         let now = c.expires_at.unwrap_or_default();
         self.runs.settled(&c.run_id, now);
-        if let Some(told) = self.decision_settled(c, now) {
+        if let Some(told) = super::telemetry::decision_settled(
+            self.journal.thread_id(),
+            self.config.tracing,
+            self.runs.active_run(),
+            c,
+            now,
+        ) {
             self.outbox.push(told);
         }
         self.announce_settled(c, now)

@@ -240,6 +240,29 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok(self.stored_generation()?.map(|g| crate::files::prefix(self.thread_id, g)))
     }
 
+    /// The attachments of the thread's last message (what a regenerated
+    /// answer is given again).
+    pub fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, Error> {
+        let (runs, _) = self.store.runs_page(0, 1)?;
+        Ok(runs.into_iter().next().map(|r| r.turn.attachments).unwrap_or_default())
+    }
+
+    /// The actor who created the thread.
+    pub fn owner(&self) -> Result<Option<String>, Error> {
+        Ok(self.store.meta(super::send::OWNER_KEY)?)
+    }
+
+    /// The thread's pinned model, if any.
+    pub fn pin(&self) -> Result<Option<String>, Error> {
+        Ok(self.store.meta(super::serve::PIN_KEY)?)
+    }
+
+    /// The run's last checkpoint; an unreadable one counts as none.
+    pub fn checkpoint(&self, run_id: &str) -> Result<Option<crate::agent::Checkpoint>, Error> {
+        let data = self.store.checkpoint(run_id)?;
+        Ok(data.and_then(|d| serde_json::from_str(&d).ok()))
+    }
+
     /// The log's generation if one was drawn (a log never read from a
     /// position has none yet).
     pub fn stored_generation(&self) -> Result<Option<u64>, Error> {

@@ -433,7 +433,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Err(e);
         }
         if let Some(rec) = &run_update {
-            let told = self.run_ended(rec);
+            let told = telemetry::run_ended(self.journal.thread_id(), self.config.tracing, rec);
             self.outbox.push(told);
             self.runs.release();
         }

@@ -13,6 +13,7 @@ use crate::effect::Effect;
 use crate::files::NewFile;
 use crate::input::{Asked, Mode, Send};
 use crate::log::event::{Event, FinishStatus, Kind};
+use crate::log::queued::Queue;
 use crate::settings::Settings;
 use crate::storage::store::{Driver, RunRecord, Store, Turn};
 use crate::wire::ids;
@@ -111,7 +112,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Sent, Error> {
-        let catalog = self.ready_to_send(settings)?;
+        let catalog = ready_to_send(self.config.driver, settings)?;
         let mut send =
             Send::parse(body, settings.limits.max_message_bytes, self.journal.thread_id(), settings.files.max_files)
                 .map_err(Error::Input)?;
@@ -122,7 +123,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let (model, mut turn) = self.resolve_turn(asked, &who, catalog, settings)?;
         turn.attachments = match &send {
             // An answer again to the last message, with its files.
-            Send::Regenerate { .. } => self.last_attachments()?,
+            Send::Regenerate { .. } => self.conversation().last_attachments()?,
             Send::Message { .. } => self.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
         };
         super::files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
@@ -176,12 +177,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Send::Message { message, mode: Mode::Queue, .. } => {
                 let (item, position, started) = self.enqueue(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
-                Sent::Queued(self.queued_reply(&item.message_id, position, started.map(|r| r.run_id)))
+                Sent::Queued(queued_reply(
+                    self.journal.thread_id(),
+                    &self.queue,
+                    &item.message_id,
+                    position,
+                    started.map(|r| r.run_id),
+                ))
             }
             Send::Message { message, mode: Mode::Interrupt, .. } => {
                 let (item, interrupted) = self.interrupt(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
-                let mut body = self.queued_reply(&item.message_id, 0, Some(item.run_id.clone()));
+                let mut body =
+                    queued_reply(self.journal.thread_id(), &self.queue, &item.message_id, 0, Some(item.run_id.clone()));
                 if let Some(old) = interrupted {
                     effects.push(Effect::StopAgents);
                     effects.extend(tell_agent(settings, crate::webhook::cancel(&old, "interrupted")));
@@ -210,13 +218,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.files_mut().reserve_files(&new, who.origin, who.random, now).map(Sent::Reserved)
     }
 
-    /// The attachments of the thread's last message (what a regenerated
-    /// answer is given again).
-    fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, Error> {
-        let (runs, _) = self.journal.store().runs_page(0, 1)?;
-        Ok(runs.into_iter().next().map(|r| r.turn.attachments).unwrap_or_default())
-    }
-
     /// The turn a send asks for: the agent it runs as (400 `agent_not_found`
     /// for one the deployment does not offer), its model (a locked agent's,
     /// else the send's pick, the pin, the agent's, the default; 400
@@ -234,7 +235,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             .as_ref()
             .map_err(|why| Error::Misconfigured { setting: Setting::Agents, why: why.clone() })?;
         let (agent_id, agent) = agents.get(asked.agent.as_deref()).map_err(Error::Input)?;
-        let pin = self.pin()?;
+        let pin = self.conversation().pin()?;
         let model = catalog
             .pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(who.caller.roles()))
             .map_err(Error::Input)?
@@ -265,22 +266,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(())
     }
 
-    /// What a send needs before it is read: a readable policy and catalog,
-    /// and (for the built-in agent) a model and tools. Refusals are 503s.
-    fn ready_to_send<'s>(&self, settings: &'s Settings) -> Result<&'s crate::agent::models::Catalog, Error> {
-        if let Some(e) = &settings.policy_error {
-            return Err(Error::Misconfigured { setting: Setting::ApprovalPolicy, why: e.clone() });
-        }
-        let catalog = settings
-            .catalog
-            .as_ref()
-            .map_err(|why| Error::Misconfigured { setting: Setting::Models, why: why.clone() })?;
-        if self.config.driver == Driver::Builtin {
-            Self::builtin_ready(settings)?;
-        }
-        Ok(catalog)
-    }
-
     /// An accepted send claims a thread nobody owns, and its origin is
     /// where the runs it starts tell their agent to publish (unless
     /// `PUBLIC_URL` says): never another request's Host.
@@ -303,16 +288,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
     }
 
-    /// The 202 body of a queued send: `{queued, threadId, messageId,
-    /// position, queue: {items, paused}, runId?}`.
-    fn queued_reply(&self, message_id: &str, position: usize, run_id: Option<String>) -> Value {
-        let mut body = json!({ "queued": true, "threadId": self.journal.thread_id(), "messageId": message_id, "position": position, "queue": self.queue });
-        if let Some(run_id) = run_id {
-            body["runId"] = run_id.into();
-        }
-        body
-    }
-
     /// The run of the client's user message `id` (`<thread>.u_<id>`, so
     /// finding it needs no scan). A message the thread has seen starts
     /// nothing: its run while active, else 409 `message_already_sent` (also
@@ -332,11 +307,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(Seen::New(run_id))
     }
 
-    /// The actor who created the thread.
-    pub fn owner(&self) -> Result<Option<String>, Error> {
-        Ok(self.journal.store().meta(OWNER_KEY)?)
-    }
-
     /// Launches the runs the thread started (a send, or the queue when a run
     /// ended): lists the thread in its owner's directory, then starts the
     /// built-in agent or signals the external one. A run whose agent cannot
@@ -354,7 +324,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn launch(&mut self, s: Started, settings: &Settings, now: i64) -> Vec<Effect> {
         let run = &s.run;
         let mut effects = Vec::new();
-        if let Ok(Some(owner)) = self.owner() {
+        if let Ok(Some(owner)) = self.conversation().owner() {
             let title = agent::title_for(&run.message, &run.turn.attachments);
             let op = Op::Register { thread_id: self.journal.thread_id().to_owned(), title, at: run.created_at };
             effects.push(Effect::Directory { actor: owner, op });
@@ -414,6 +384,31 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let _ = self.end_run(run_id, FinishStatus::Error, reason, now);
         }
     }
+}
+
+/// What a send needs before it is read: a readable policy and catalog,
+/// and (for the built-in agent) a model and tools. Refusals are 503s.
+fn ready_to_send(driver: Driver, settings: &Settings) -> Result<&crate::agent::models::Catalog, Error> {
+    if let Some(e) = &settings.policy_error {
+        return Err(Error::Misconfigured { setting: Setting::ApprovalPolicy, why: e.clone() });
+    }
+    let catalog =
+        settings.catalog.as_ref().map_err(|why| Error::Misconfigured { setting: Setting::Models, why: why.clone() })?;
+    if driver == Driver::Builtin {
+        super::agent::builtin_ready(settings)?;
+    }
+    Ok(catalog)
+}
+
+/// The 202 body of a queued send: `{queued, threadId, messageId,
+/// position, queue: {items, paused}, runId?}`.
+fn queued_reply(thread_id: &str, queue: &Queue, message_id: &str, position: usize, run_id: Option<String>) -> Value {
+    let mut body =
+        json!({ "queued": true, "threadId": thread_id, "messageId": message_id, "position": position, "queue": queue });
+    if let Some(run_id) = run_id {
+        body["runId"] = run_id.into();
+    }
+    body
 }
 
 /// A signal to the external agent, when there is one.

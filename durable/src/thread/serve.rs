@@ -129,7 +129,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         request: Option<access::Request>,
     ) -> Result<Admitted, Error> {
         // Publishing depends on the run's token only: no read on the hot path.
-        let owner = if access == Access::Publish { None } else { self.owner()? };
+        let owner = if access == Access::Publish { None } else { self.conversation().owner()? };
         let exists = owner.is_some() || self.journal.last_seq() > 0;
         let grant = access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })
             .map_err(Error::Denied)?;
@@ -185,16 +185,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // does not take survives the wipe (`Thread::owes_charges`).
         effects.extend(self.charges().deliveries(true, now)?);
         effects.push(Effect::Wipe { files: self.conversation().files_prefix()? });
-        if let Some(owner) = self.owner()? {
+        if let Some(owner) = self.conversation().owner()? {
             let op = crate::directory::Op::Unregister { thread_id: self.journal.thread_id().to_owned() };
             effects.push(Effect::Directory { actor: owner, op });
         }
         Ok(())
-    }
-
-    /// The thread's pinned model, if any.
-    pub fn pin(&self) -> Result<Option<String>, Error> {
-        Ok(self.journal.store().meta(PIN_KEY)?)
     }
 
     /// Pins a model for the thread's later sends (`None` unpins).

@@ -82,7 +82,7 @@ pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value
     }
     view["queue"] = super::queue::of(t.queue());
     view["activeRunId"] = t.runs().active_run().map(|r| r.run_id.clone()).into();
-    view["model"] = t.pin()?.into();
+    view["model"] = t.conversation().pin()?.into();
     view["status"] = t.status();
     Ok(view)
 }
