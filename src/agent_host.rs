@@ -240,7 +240,7 @@ impl Host for WorkerHost {
     }
 
     fn approval(&self, tool: &str, declared: bool) -> agent::Asking {
-        self.core.borrow().as_ref().map_or(agent::Asking::Ask, |core| core.approval(tool, declared))
+        self.core.borrow().as_ref().map_or(agent::Asking::Ask, |core| core.requests().approval(tool, declared))
     }
 
     fn span(&self, span: threadline_durable::trace::Span) {

@@ -334,7 +334,7 @@ fn an_approver_decides_only_requests_naming_a_role_they_hold_and_cannot_widen_it
         10,
     );
     assert_eq!(got(&wipe), no(404, "confirmation_not_found"));
-    assert!(!t.session_approved("wipe").unwrap());
+    assert!(!t.requests().session_approved("wipe").unwrap());
     let pay = serve(
         &mut t,
         &s,
@@ -401,7 +401,7 @@ fn a_batch_of_answers_is_admitted_whole_or_not_at_all() {
         assert_eq!(t.journal().store().records, records, "{code}: nothing of the batch is in the log");
         assert_eq!(t.journal().store().confirmations, confirmations, "{code}: no request is decided");
         assert!(refused.effects.is_empty(), "{code}: no agent is told anything");
-        assert_eq!(t.confirmation("t1.r-wipe").unwrap().unwrap().state, ConfirmState::Pending);
+        assert_eq!(t.requests().get("t1.r-wipe").unwrap().unwrap().state, ConfirmState::Pending);
     }
     // The same batch, every answer fitting: both decided, the agent told of each.
     let (mut t, _, _, _) = fixture(&s);
@@ -409,7 +409,7 @@ fn a_batch_of_answers_is_admitted_whole_or_not_at_all() {
     let ok = serve(&mut t, &s, Req::new("POST", "/ag-ui", actor("alice", &[])).body(&resume(json!([wipe, good]))), 10);
     assert_eq!(support::status(&ok), 200, "{:?}", ok.answer);
     for id in ["t1.r-wipe", "t1.r-ask"] {
-        assert_ne!(t.confirmation(id).unwrap().unwrap().state, ConfirmState::Pending, "{id}");
+        assert_ne!(t.requests().get(id).unwrap().unwrap().state, ConfirmState::Pending, "{id}");
     }
     let told = ok
         .effects

@@ -290,7 +290,7 @@ impl Host for Host1 {
     }
 
     fn approval(&self, tool: &str, declared: bool) -> threadline_durable::agent::Asking {
-        self.fake.thread.borrow().approval(tool, declared)
+        self.fake.thread.borrow().requests().approval(tool, declared)
     }
 
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> Result<String, Stopped> {

@@ -218,7 +218,7 @@ fn a_request_is_decided_once_and_the_agent_is_told() {
         (Some("confirmation"), Some("once"), Some(run.as_str()))
     );
     assert_eq!(told["decision"], json!({"approved": true, "scope": "session", "state": "approved"}));
-    assert!(!t.needs_approval("drop", true), "a session approval covers later calls");
+    assert!(!t.requests().needs_approval("drop", true), "a session approval covers later calls");
     let (status, again, _) = decide(&mut t, &s, "once", json!({"approved": false}), 4);
     assert_eq!((status, again["error"]["state"].as_str()), (409, Some("approved")));
     // Questions need answers; then they are recorded.
@@ -226,7 +226,7 @@ fn a_request_is_decided_once_and_the_agent_is_told() {
     let answers = json!({"answers": [{"questionId": "q1", "selectedOptions": ["b"]}]});
     assert_eq!(decide(&mut t, &s, "ask", answers, 5).0, 200);
     assert_eq!(
-        t.confirmation("t1.ask").unwrap().unwrap().decision.unwrap()["answers"][0]["selectedOptions"],
+        t.requests().get("t1.ask").unwrap().unwrap().decision.unwrap()["answers"][0]["selectedOptions"],
         json!(["b"])
     );
     assert!(t.runs().is_suspended(), "still waiting for `slow`");

@@ -106,7 +106,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<Vec<(Confirmation, Value)>, Error> {
         let mut answers = Vec::new();
         for o in outputs {
-            let Some(c) = self.confirmation_for_call(&o.tool_call_id, Some(run_id))? else { continue };
+            let Some(c) = self.requests().for_call(&o.tool_call_id, Some(run_id))? else { continue };
             if c.input_type != crate::storage::store::CLIENT_TOOL {
                 continue;
             }
@@ -197,7 +197,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let Some(calls) = cp.suspended.as_mut() else { return Ok(None) };
         for call in calls.iter_mut() {
             if let Some(rid) = &call.request_id {
-                let Some(c) = self.confirmation(rid)? else { return Ok(None) };
+                let Some(c) = self.requests().get(rid)? else { return Ok(None) };
                 if c.state == ConfirmState::Pending {
                     return Ok(None);
                 }

@@ -4,8 +4,10 @@
 //! `access`'s; this file keeps the records and the run's suspension in step.
 
 use super::error::Error;
+use super::journal::{publish_in_run, Journal};
+use super::run_lock::RunLock;
 use super::serve::held;
-use super::{Sink, Thread};
+use super::{Config, Sink, Thread};
 use crate::access::{Access, Caller, Decider};
 use crate::agent::Asking;
 use crate::effect::Effect;
@@ -19,10 +21,19 @@ use serde_json::Map;
 use serde_json::Value;
 
 impl<S: Store, K: Sink> Thread<S, K> {
+    /// The thread's requests waiting for a person, and the approval policy
+    /// that raises them, to read.
+    pub fn requests(&self) -> Requests<'_, S> {
+        Requests { store: self.journal.store(), policy: &self.config.approval_policy }
+    }
+
+    /// The thread's requests, to raise, decide, lapse and cancel.
+    pub(super) fn decisions(&mut self) -> Decisions<'_, S, K> {
+        Decisions { journal: &mut self.journal, runs: &mut self.runs, config: &self.config, outbox: &mut self.outbox }
+    }
+
     /// Publishes a `confirmation-request` into `run_id` and records it as
-    /// pending, with the approval policy's TTL and approver for its tool.
-    /// `payload` is the request; its `requestId` is replaced by a
-    /// thread-scoped one made from `local_id`. Returns the request id.
+    /// pending ([`Decisions::request`]). Returns the request id.
     pub fn request_confirmation(
         &mut self,
         run_id: &str,
@@ -32,16 +43,143 @@ impl<S: Store, K: Sink> Thread<S, K> {
         agent_request_id: Option<String>,
         now: i64,
     ) -> Result<String, Error> {
-        let (ev, record) = self.confirmation_event(run_id, agent_id, payload, local_id, agent_request_id, now)?;
+        self.decisions().request(run_id, agent_id, payload, local_id, agent_request_id, now)
+    }
+
+    /// Settles the requests whose time is up (their runs go on), so a late
+    /// decision meets 410 and no run is left waiting.
+    pub fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
+        let mut effects = Vec::new();
+        for lapsed in self.decisions().expire_due(now)? {
+            effects.extend(self.after_settled(&lapsed, settings)?);
+        }
+        Ok(effects)
+    }
+
+    /// Decides, for a protocol's client that answers several at once, the
+    /// requests it answered, each with the confirm route's decision body,
+    /// and pushes what the runs that go on need onto `effects`.
+    ///
+    /// Invariant: a batch is admitted whole or not at all. Requests whose
+    /// time is up settle first (that is the alarm's work, done early, and
+    /// stands whatever the batch); then every answer is admitted as the
+    /// confirm route would admit it and checked against its request before
+    /// any is recorded, so a refusal (who answers, or an answer that does
+    /// not fit its request) stores nothing and tells no agent anything. An
+    /// answer to a request already settled (in another tab) is skipped, its
+    /// outcome being in the log.
+    pub fn decide_batch(
+        &mut self,
+        caller: &Caller,
+        answers: &[(Confirmation, Value)],
+        settings: &Settings,
+        now: i64,
+        effects: &mut Vec<Effect>,
+    ) -> Result<(), Error> {
+        effects.extend(self.settle_lapsed(settings, now)?);
+        let mut checked = Vec::with_capacity(answers.len());
+        for (given, body) in answers {
+            // The request as stored now, not as the caller read it.
+            let c = self.requests().get(&given.request_id)?.ok_or(Error::ConfirmationNotFound)?;
+            self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(Some(&c))))?;
+            if c.state == ConfirmState::Pending
+                && !checked.iter().any(|(d, _): &(Confirmation, _)| d.request_id == c.request_id)
+            {
+                let decision = c.check(body)?;
+                checked.push((c, decision));
+            }
+        }
+        for (c, decision) in checked {
+            let decided = self.decisions().record(c, decision, By { actor: caller.id(), via: "web" }, now)?;
+            effects.extend(self.after_settled(&decided, settings)?);
+        }
+        Ok(())
+    }
+}
+
+/// The thread's requests, read: each by its id or its tool call, when the
+/// next lapses, and whether a tool's call needs a person's approval.
+pub struct Requests<'t, S> {
+    store: &'t S,
+    policy: &'t Policy,
+}
+
+impl<S: Store> Requests<'_, S> {
+    pub fn get(&self, request_id: &str) -> Result<Option<Confirmation>, Error> {
+        Ok(self.store.confirmation(request_id)?)
+    }
+
+    /// The confirmation of tool call `tool_call_id` (of `run_id`, if given):
+    /// a route may name the call rather than the request.
+    pub fn for_call(&self, tool_call_id: &str, run_id: Option<&str>) -> Result<Option<Confirmation>, Error> {
+        let found = self.store.confirmation_by_call(tool_call_id)?;
+        Ok(found.filter(|c| run_id.is_none_or(|r| r == c.run_id)))
+    }
+
+    /// When the next pending confirmation lapses.
+    pub fn next_expiry(&self) -> Result<Option<i64>, Error> {
+        Ok(self.store.pending_confirmations()?.iter().filter_map(|c| c.expires_at).min())
+    }
+
+    /// Whether calling `tool` first needs a person's approval: declared
+    /// `approval: "required"` (`declared`) or required by `APPROVAL_POLICY`,
+    /// and not already approved for the thread's session. When the session
+    /// store cannot be read, it asks: never run unapproved.
+    pub fn needs_approval(&self, tool: &str, declared: bool) -> bool {
+        self.approval(tool, declared) == Asking::Ask
+    }
+
+    /// [`Requests::needs_approval`], telling a remembered approval apart.
+    pub fn approval(&self, tool: &str, declared: bool) -> Asking {
+        let required = self.policy.get(tool).and_then(|p| p.required).unwrap_or(declared);
+        match (required, self.session_approved(tool).unwrap_or(false)) {
+            (false, _) => Asking::Free,
+            (true, true) => Asking::Remembered,
+            (true, false) => Asking::Ask,
+        }
+    }
+
+    /// Whether `tool` was approved with scope `session` on this thread.
+    pub fn session_approved(&self, tool: &str) -> Result<bool, Error> {
+        Ok(self.store.session_approved(tool)?)
+    }
+}
+
+/// The thread's requests, changed: each raised as its run publishes it,
+/// decided once, lapsed, or cancelled with its run. Borrows the journal
+/// (where a request and how it settled are announced), the run lock (which
+/// a pending request suspends) and the outbox (what an operator is told).
+pub struct Decisions<'t, S: Store, K: Sink> {
+    journal: &'t mut Journal<S, K>,
+    runs: &'t mut RunLock,
+    config: &'t Config,
+    outbox: &'t mut Vec<Effect>,
+}
+
+impl<S: Store, K: Sink> Decisions<'_, S, K> {
+    /// Publishes a `confirmation-request` into `run_id` and records it as
+    /// pending, with the approval policy's TTL and approver for its tool.
+    /// `payload` is the request; its `requestId` is replaced by a
+    /// thread-scoped one made from `local_id`. Returns the request id.
+    pub fn request(
+        &mut self,
+        run_id: &str,
+        agent_id: &str,
+        payload: Value,
+        local_id: &str,
+        agent_request_id: Option<String>,
+        now: i64,
+    ) -> Result<String, Error> {
+        let (ev, record) = self.event(run_id, agent_id, payload, local_id, agent_request_id, now)?;
         let request_id = record.request_id.clone();
-        self.publish_run(run_id, vec![ev], now)?;
-        self.store_confirmations(vec![record])?;
+        publish_in_run(self.journal, self.runs, run_id, vec![ev], now)?;
+        self.store_pending(vec![record])?;
         Ok(request_id)
     }
 
     /// The event and the pending record of a new request (409
     /// `duplicate_request` when the thread already holds its id).
-    pub(super) fn confirmation_event(
+    pub(super) fn event(
         &self,
         run_id: &str,
         agent_id: &str,
@@ -54,7 +192,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         payload["requestId"] = request_id.clone().into();
         let mut request: event::payload::ConfirmationRequest =
             event::accept(payload).map_err(|e| Error::invalid_event(e.0))?;
-        if self.journal.store().confirmation(&request_id)?.is_some() {
+        if self.store().confirmation(&request_id)?.is_some() {
             return Err(Error::DuplicateRequest);
         }
         let record = Confirmation::pending(
@@ -75,7 +213,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// Stores new pending requests; each suspends its run until settled.
-    pub(super) fn store_confirmations(&mut self, records: Vec<Confirmation>) -> Result<(), Error> {
+    pub(super) fn store_pending(&mut self, records: Vec<Confirmation>) -> Result<(), Error> {
         for record in records {
             self.journal.store_mut().put_confirmation(&record)?;
             self.runs.suspend(&record.run_id);
@@ -85,8 +223,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Settles `run_id`'s pending requests as cancelled (its run is ending):
     /// no decision applies any more.
-    pub(super) fn cancel_confirmations(&mut self, run_id: &str) -> Result<(), Error> {
-        for mut c in self.journal.store().pending_confirmations()? {
+    pub(super) fn cancel_of(&mut self, run_id: &str) -> Result<(), Error> {
+        for mut c in self.store().pending_confirmations()? {
             if c.run_id == run_id {
                 c.state = ConfirmState::Cancelled;
                 self.journal.store_mut().put_confirmation(&c)?;
@@ -104,15 +242,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `session` approval approves later calls of the same tool in this
     /// thread.
     pub fn decide(&mut self, request_id: &str, body: &Value, by: By, now: i64) -> Result<Confirmation, Error> {
-        let (c, decision) = self.check_decision(request_id, body, now)?;
-        self.record_decision(c, decision, by, now)
+        let (c, decision) = self.check(request_id, body, now)?;
+        self.record(c, decision, by, now)
     }
 
     /// Checks a decision on `request_id` without recording it: the request
     /// as it stands (a lapsed one is settled as expired first) and the
     /// decision as it would be recorded, or the refusal `decide` answers.
-    fn check_decision(&mut self, request_id: &str, body: &Value, now: i64) -> Result<(Confirmation, Value), Error> {
-        let mut c = self.confirmation(request_id)?.ok_or(Error::ConfirmationNotFound)?;
+    fn check(&mut self, request_id: &str, body: &Value, now: i64) -> Result<(Confirmation, Value), Error> {
+        let mut c = self.store().confirmation(request_id)?.ok_or(Error::ConfirmationNotFound)?;
         if c.lapsed(now) {
             self.expire(&mut c)?;
         }
@@ -126,7 +264,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Who decided and through which surface are stored on the request
     /// (`decidedBy`, `decidedVia`), and its run's log says how the request
     /// settled (`confirmation-settled`).
-    fn record_decision(&mut self, c: Confirmation, decision: Value, by: By, now: i64) -> Result<Confirmation, Error> {
+    pub(super) fn record(&mut self, c: Confirmation, decision: Value, by: By, now: i64) -> Result<Confirmation, Error> {
         let mut decided = c;
         decided.decided_by = by.actor.map(str::to_owned);
         decided.decided_via = Some(by.via.to_owned());
@@ -171,7 +309,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `confirmation-settled` into the request's run, while it runs: how it
     /// settled, who decided, through which surface, remembered or why not.
     fn announce_settled(&mut self, c: &Confirmation, now: i64) -> Result<(), Error> {
-        if self.runs.active_run().is_none_or(|r| r.run_id != c.run_id) {
+        if !self.runs.holds(&c.run_id) {
             return Ok(());
         }
         let mut p = serde_json::json!({
@@ -184,13 +322,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
             fields.extend(c.settlement());
         }
         let ev = Event::built(Kind::ConfirmationSettled, &c.run_id, &c.agent_id, now, p);
-        self.publish_run(&c.run_id, vec![ev], now)
+        publish_in_run(self.journal, self.runs, &c.run_id, vec![ev], now)
     }
 
     /// Settles every pending confirmation whose time is up; returns them.
     pub fn expire_due(&mut self, now: i64) -> Result<Vec<Confirmation>, Error> {
         let mut out = Vec::new();
-        for mut c in self.journal.store().pending_confirmations()? {
+        for mut c in self.store().pending_confirmations()? {
             if c.lapsed(now) {
                 self.expire(&mut c)?;
                 out.push(c);
@@ -199,97 +337,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(out)
     }
 
-    /// Settles the requests whose time is up (their runs go on), so a late
-    /// decision meets 410 and no run is left waiting.
-    pub fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
-        let mut effects = Vec::new();
-        for lapsed in self.expire_due(now)? {
-            effects.extend(self.after_settled(&lapsed, settings)?);
-        }
-        Ok(effects)
-    }
-
-    /// Decides, for a protocol's client that answers several at once, the
-    /// requests it answered, each with the confirm route's decision body,
-    /// and pushes what the runs that go on need onto `effects`.
-    ///
-    /// Invariant: a batch is admitted whole or not at all. Requests whose
-    /// time is up settle first (that is the alarm's work, done early, and
-    /// stands whatever the batch); then every answer is admitted as the
-    /// confirm route would admit it and checked against its request before
-    /// any is recorded, so a refusal (who answers, or an answer that does
-    /// not fit its request) stores nothing and tells no agent anything. An
-    /// answer to a request already settled (in another tab) is skipped, its
-    /// outcome being in the log.
-    pub fn decide_batch(
-        &mut self,
-        caller: &Caller,
-        answers: &[(Confirmation, Value)],
-        settings: &Settings,
-        now: i64,
-        effects: &mut Vec<Effect>,
-    ) -> Result<(), Error> {
-        effects.extend(self.settle_lapsed(settings, now)?);
-        let mut checked = Vec::with_capacity(answers.len());
-        for (given, body) in answers {
-            // The request as stored now, not as the caller read it.
-            let c = self.confirmation(&given.request_id)?.ok_or(Error::ConfirmationNotFound)?;
-            self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(Some(&c))))?;
-            if c.state == ConfirmState::Pending
-                && !checked.iter().any(|(d, _): &(Confirmation, _)| d.request_id == c.request_id)
-            {
-                let decision = c.check(body)?;
-                checked.push((c, decision));
-            }
-        }
-        for (c, decision) in checked {
-            let decided = self.record_decision(c, decision, By { actor: caller.id(), via: "web" }, now)?;
-            effects.extend(self.after_settled(&decided, settings)?);
-        }
-        Ok(())
-    }
-
-    /// When the next pending confirmation lapses.
-    pub fn next_expiry(&self) -> Result<Option<i64>, Error> {
-        Ok(self.journal.store().pending_confirmations()?.iter().filter_map(|c| c.expires_at).min())
-    }
-
-    /// The confirmation of tool call `tool_call_id` (of `run_id`, if given):
-    /// a route may name the call rather than the request.
-    pub fn confirmation_for_call(
-        &self,
-        tool_call_id: &str,
-        run_id: Option<&str>,
-    ) -> Result<Option<Confirmation>, Error> {
-        let found = self.journal.store().confirmation_by_call(tool_call_id)?;
-        Ok(found.filter(|c| run_id.is_none_or(|r| r == c.run_id)))
-    }
-
-    pub fn confirmation(&self, request_id: &str) -> Result<Option<Confirmation>, Error> {
-        Ok(self.journal.store().confirmation(request_id)?)
-    }
-
-    /// Whether calling `tool` first needs a person's approval: declared
-    /// `approval: "required"` (`declared`) or required by `APPROVAL_POLICY`,
-    /// and not already approved for the thread's session. When the session
-    /// store cannot be read, it asks: never run unapproved.
-    pub fn needs_approval(&self, tool: &str, declared: bool) -> bool {
-        self.approval(tool, declared) == Asking::Ask
-    }
-
-    /// [`Thread::needs_approval`], telling a remembered approval apart.
-    pub fn approval(&self, tool: &str, declared: bool) -> Asking {
-        let required = self.config.approval_policy.get(tool).and_then(|p| p.required).unwrap_or(declared);
-        match (required, self.session_approved(tool).unwrap_or(false)) {
-            (false, _) => Asking::Free,
-            (true, true) => Asking::Remembered,
-            (true, false) => Asking::Ask,
-        }
-    }
-
-    /// Whether `tool` was approved with scope `session` on this thread.
-    pub fn session_approved(&self, tool: &str) -> Result<bool, Error> {
-        Ok(self.journal.store().session_approved(tool)?)
+    fn store(&self) -> &S {
+        self.journal.store()
     }
 }
 
@@ -532,5 +581,111 @@ mod tests {
         assert!(check_decision("questions", &json!({"answers":[{"selectedOptions":[]}]})).is_err());
         assert!(check_decision("text", &json!({"approved":true})).is_err());
         assert!(check_decision("text", &json!([])).is_err());
+    }
+}
+
+#[cfg(test)]
+mod decision_tests {
+    use super::*;
+    use crate::storage::store::{Driver, MemoryStore, RunRecord, RunState};
+    use crate::thread::Discard;
+    use serde_json::json;
+
+    struct Parts {
+        journal: Journal<MemoryStore, Discard>,
+        runs: RunLock,
+        config: Config,
+        outbox: Vec<Effect>,
+    }
+
+    impl Parts {
+        fn new(policy: &str) -> Parts {
+            let mut journal = Journal::open(MemoryStore::default(), 0).unwrap();
+            journal.set_thread_id("t1");
+            let mut runs = RunLock::default();
+            let record = RunRecord {
+                run_id: "r1".into(),
+                message_id: "m1".into(),
+                message: "hi".into(),
+                agent_id: "root".into(),
+                state: RunState::Running,
+                reason: None,
+                token_hash: String::new(),
+                created_at: 0,
+                finished_at: None,
+                driver: Driver::Webhook,
+                usage: None,
+                model: None,
+                replaced: false,
+                turn: Default::default(),
+            };
+            runs.take(record, 0).unwrap();
+            let config = Config { approval_policy: Policy::parse(Some(policy)).unwrap(), ..Config::default() };
+            Parts { journal, runs, config, outbox: Vec::new() }
+        }
+
+        fn decisions(&mut self) -> Decisions<'_, MemoryStore, Discard> {
+            Decisions {
+                journal: &mut self.journal,
+                runs: &mut self.runs,
+                config: &self.config,
+                outbox: &mut self.outbox,
+            }
+        }
+
+        fn requests(&self) -> Requests<'_, MemoryStore> {
+            Requests { store: self.journal.store(), policy: &self.config.approval_policy }
+        }
+    }
+
+    fn ask(tool: &str, call: &str) -> Value {
+        json!({"toolCallId": call, "toolName": tool, "args": {}, "severity": "info", "message": "ok?"})
+    }
+
+    /// A request suspends its run until it is decided, once; the decision is
+    /// announced in the run, and a second one is refused without a change.
+    #[test]
+    fn a_request_suspends_its_run_until_decided_once() {
+        let mut p = Parts::new(r#"{"deploy": {"required": true}}"#);
+        let id = p.decisions().request("r1", "root", ask("deploy", "c1"), "q1", None, 5).unwrap();
+        assert_eq!(id, crate::wire::ids::scoped("t1", "q1"));
+        assert!(p.runs.is_suspended());
+        assert!(p.requests().needs_approval("deploy", false));
+        assert_eq!(p.requests().for_call("c1", Some("r1")).unwrap().unwrap().request_id, id);
+        let by = By { actor: Some("ann"), via: "web" };
+        let decided = p.decisions().decide(&id, &json!({"approved": true}), by, 6).unwrap();
+        assert_eq!(decided.state, ConfirmState::Approved);
+        assert_eq!(decided.decided_by.as_deref(), Some("ann"));
+        assert!(!p.runs.is_suspended(), "nothing else of the run waits");
+        let seq = p.journal.last_seq();
+        let again = p.decisions().decide(&id, &json!({"approved": false}), by, 7).unwrap_err();
+        assert!(matches!(again, Error::ConfirmationDecided(ConfirmState::Approved)), "{again:?}");
+        assert_eq!(p.journal.last_seq(), seq, "a refused decision announces nothing");
+        let err = p.decisions().request("r1", "root", ask("deploy", "c2"), "q1", None, 8).unwrap_err();
+        assert!(matches!(err, Error::DuplicateRequest));
+    }
+
+    /// A request whose time is up lapses with the alarm: its run goes on, a
+    /// late decision meets `confirmation_expired`.
+    #[test]
+    fn a_lapsed_request_is_expired_and_its_run_goes_on() {
+        let mut p = Parts::new(r#"{"ttlMs": 100, "tools": {"deploy": {"required": true}}}"#);
+        let id = p.decisions().request("r1", "root", ask("deploy", "c1"), "q1", None, 0).unwrap();
+        assert_eq!(p.requests().next_expiry().unwrap(), Some(100));
+        assert!(p.decisions().expire_due(99).unwrap().is_empty());
+        let lapsed = p.decisions().expire_due(100).unwrap();
+        assert_eq!(lapsed.len(), 1);
+        assert!(!p.runs.is_suspended());
+        let late = p.decisions().decide(&id, &json!({"approved": true}), By { actor: None, via: "web" }, 101);
+        assert!(matches!(late, Err(Error::ConfirmationExpired)));
+        assert_eq!(p.requests().next_expiry().unwrap(), None);
+    }
+
+    #[test]
+    fn a_request_outside_the_active_run_is_refused() {
+        let mut p = Parts::new("{}");
+        let err = p.decisions().request("r9", "root", ask("deploy", "c1"), "q1", None, 0).unwrap_err();
+        assert!(matches!(err, Error::RunFinished { .. }));
+        assert!(p.requests().get(&crate::wire::ids::scoped("t1", "q1")).unwrap().is_none(), "nothing stored");
     }
 }

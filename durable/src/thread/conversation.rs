@@ -67,8 +67,7 @@ impl<'t, S: Store> Conversation<'t, S> {
 
     /// The events of one run, parsed back from the log.
     pub fn run_events(&self, run_id: &str) -> Result<Vec<Event>, Error> {
-        let records = self.store.run_records(run_id)?;
-        Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
+        run_events(self.store, run_id)
     }
 
     /// The request for a person a tool call raised, whatever its state.
@@ -268,6 +267,13 @@ impl<'t, S: Store> Conversation<'t, S> {
     pub fn stored_generation(&self) -> Result<Option<u64>, Error> {
         stored_generation(self.store)
     }
+}
+
+/// Every event of a run, in order (a record that does not read back is
+/// left out).
+pub(super) fn run_events<S: Store>(store: &S, run_id: &str) -> Result<Vec<Event>, Error> {
+    let records = store.run_records(run_id)?;
+    Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
 }
 
 /// The log's generation if one was drawn.

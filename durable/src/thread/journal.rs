@@ -16,6 +16,7 @@
 use super::conversation::{self, Conversation};
 use super::error::Error;
 use super::files::Files;
+use super::run_lock::RunLock;
 use super::subscribe::{Follow, FIRST_PAGE};
 use super::subscribers::Subscribers;
 use super::{Sink, Staged};
@@ -343,4 +344,31 @@ impl<S: Store, K: Sink> Journal<S, K> {
         socket::page_end(last, out);
         Ok(())
     }
+}
+
+/// Publishes `events`, none of them a run's end, into `run_id` while it holds
+/// the lock (409 `run_finished` otherwise): staged with the run's fold,
+/// stored, then sent, and the run marked alive. A run's end is the thread's
+/// to publish (`Thread::publish_events`): what follows it is decided with it.
+///
+/// A failed commit keeps nothing and refolds the run from the log.
+pub(super) fn publish_in_run<S: Store, K: Sink>(
+    journal: &mut Journal<S, K>,
+    runs: &mut RunLock,
+    run_id: &str,
+    events: Vec<Event>,
+    now: i64,
+) -> Result<(), Error> {
+    if !runs.holds(run_id) {
+        return Err(Error::RunFinished { run_id: run_id.to_owned() });
+    }
+    debug_assert!(events.iter().all(|e| e.kind() != Kind::RunFinish), "a run's end is the thread's to publish");
+    let (live_tree, background) = runs.staging();
+    let staged = journal.stage(events, live_tree, background);
+    if let Err(e) = journal.append(staged, None) {
+        runs.refold(|run| conversation::run_events(&journal.store, run))?;
+        return Err(Error::Storage(e));
+    }
+    runs.spoke(run_id, now);
+    Ok(())
 }

@@ -81,7 +81,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         events.push(Event::new(Payload::RunFinish(fin), run_id, ROOT_AGENT, now));
         self.publish_events(events, now)?;
         // Its pending confirmations are settled: no decision applies any more.
-        self.cancel_confirmations(run_id)?;
+        self.decisions().cancel_of(run_id)?;
         Ok(true)
     }
 
@@ -129,7 +129,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.runs
                 .deadline(&self.config)
                 .map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
-        let expiry = self.next_expiry().ok().flatten();
+        let expiry = self.requests().next_expiry().ok().flatten();
         let sweep = self.files().next_sweep(settings.files.grace_ms);
         [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline()].into_iter().flatten().min()
     }

@@ -349,12 +349,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let local = ids::id(&theirs)
                 .map_err(|_| Error::invalid_event_at(index, "`requestId` must be 1 to 128 of A-Z a-z 0-9 _ -"))?;
             let (rewritten, record) =
-                self.confirmation_event(run_id, &ev.agent_id, ev.payload_json(), &local, Some(theirs), now)?;
+                self.decisions().event(run_id, &ev.agent_id, ev.payload_json(), &local, Some(theirs), now)?;
             ev.payload = rewritten.payload;
             confirmations.push(record);
         }
         self.publish_run(run_id, events, now)?;
-        self.store_confirmations(confirmations)?;
+        self.decisions().store_pending(confirmations)?;
         Ok(self.journal.last_seq())
     }
     /// The conversation as it stands, to read (in this synchronous block):

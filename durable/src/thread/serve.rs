@@ -212,9 +212,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         effects: &mut Vec<Effect>,
     ) -> Result<Confirmation, Error> {
         effects.extend(self.settle_lapsed(settings, now)?);
-        let found = self.confirmation(request_id)?;
+        let found = self.requests().get(request_id)?;
         self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(found.as_ref())))?;
-        let c = self.decide(request_id, body, super::By { actor: caller.id(), via }, now)?;
+        let c = self.decisions().decide(request_id, body, super::By { actor: caller.id(), via }, now)?;
         effects.extend(self.after_settled(&c, settings)?);
         Ok(c)
     }

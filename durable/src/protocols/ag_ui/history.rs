@@ -41,7 +41,7 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
             }
         });
         for call in outcomes {
-            if let Some(c) = t.confirmation_for_call(call, Some(&run.run_id))? {
+            if let Some(c) = t.requests().for_call(call, Some(&run.run_id))? {
                 if let Some(m) = c.decision.as_ref().and_then(|d| d["messageId"].as_str()) {
                     client_results.insert(call.to_owned(), m.to_owned());
                 }

@@ -241,7 +241,7 @@ fn run<S: Store, K: Sink>(
             let mut run: Option<String> = None;
             let mut decisions = Vec::new();
             for a in &answers {
-                let c = t.confirmation(&a.interrupt_id)?.ok_or_else(ApiError::confirmation_not_found)?;
+                let c = t.requests().get(&a.interrupt_id)?.ok_or_else(ApiError::confirmation_not_found)?;
                 match &run {
                     Some(r) if *r != c.run_id => {
                         return Err(ApiError::invalid_decision("`resume` answers the interrupts of one run"))

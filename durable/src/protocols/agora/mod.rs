@@ -458,7 +458,7 @@ impl Route {
         effects: &mut Vec<Effect>,
     ) -> Result<Confirmation, ApiError> {
         effects.extend(t.settle_lapsed(settings, now)?);
-        let found = t.confirmation_for_call(tool_call_id, run)?;
+        let found = t.requests().for_call(tool_call_id, run)?;
         t.admit(Access::Decide, super::Protocol::not_found(self), call.caller, Some(held(found.as_ref())))?;
         found.ok_or_else(ApiError::tool_call_not_found)
     }

@@ -293,7 +293,7 @@ fn resume<S: Store, K: Sink>(
     })?;
     let mut answers = Vec::new();
     for a in approvals {
-        let Some(c) = t.confirmation(&a.id)?.filter(|c| c.run_id == run.run_id) else { continue };
+        let Some(c) = t.requests().get(&a.id)?.filter(|c| c.run_id == run.run_id) else { continue };
         let mut decision = json!({ "approved": a.approved });
         if let Some(reason) = &a.reason {
             decision["userInput"] = reason.clone().into();
