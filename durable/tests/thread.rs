@@ -342,7 +342,7 @@ fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last
     // A sender on a thread nobody owns is let in to resume its queue.
     let sender = threadline_durable::Caller::Actor { id: "u".into(), roles: Vec::new() };
     let admitted = after.admit(Access::Send, ApiError::thread_not_found(), &sender, None).unwrap();
-    after.queue_pause(&admitted, false, 1_500).unwrap();
+    after.edit_queue(&admitted, threadline_durable::thread::QueueEdit::Pause(false), 1_500).unwrap();
     assert_eq!(after.runs().active_run().unwrap().run_id, item.run_id);
     let log = durable_log(&after);
     let r1: Vec<_> = log.iter().filter(|e| e.run_id == "r1").collect();

@@ -73,6 +73,7 @@ pub use confirmations::{check_decision, By, REQUESTER};
 pub use conversation::Conversation;
 pub use files::Files;
 pub use journal::Journal;
+pub use queue::QueueEdit;
 pub use run_lock::RunLock;
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};

@@ -10,6 +10,22 @@ use crate::log::queued::{Queue, QueueItem, QueuePatch};
 use crate::storage::store::{RunRecord, Store, Turn};
 use crate::wire::ids;
 
+/// A person's change to the waiting messages.
+#[derive(Clone, Debug)]
+pub enum QueueEdit<'a> {
+    /// Every waiting message leaves (the queue's pause stays as it is).
+    Clear,
+    /// One waiting message changes: its text, its files, its place (an
+    /// edit and a move are patches).
+    Patch { message_id: &'a str, patch: QueuePatch },
+    /// One waiting message leaves; it will never run.
+    Remove { message_id: &'a str },
+    /// Pausing keeps every message; resuming clears why the queue paused,
+    /// replaces a dead holder (`Thread::replace_dead_holder`), and starts
+    /// the head when nothing runs (its sender's budget is checked again).
+    Pause(bool),
+}
+
 impl<S: Store, K: Sink> Thread<S, K> {
     pub fn queue(&self) -> &Queue {
         &self.queue
@@ -91,51 +107,40 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(Some(active))
     }
 
-    /// Removes every waiting message (the queue's pause stays as it is).
-    /// Returns whether any waited.
-    pub fn queue_clear(&mut self, _: &Admitted, now: i64) -> Result<bool, Error> {
-        if self.queue.items.is_empty() {
-            return Ok(false);
+    /// A person's change to the waiting messages (the queue routes), stored
+    /// and announced as one. Returns whether it changed anything: `false`
+    /// only for clearing a queue with nothing waiting.
+    pub fn edit_queue(&mut self, _: &Admitted, edit: QueueEdit<'_>, now: i64) -> Result<bool, Error> {
+        match edit {
+            QueueEdit::Clear => {
+                if self.queue.items.is_empty() {
+                    return Ok(false);
+                }
+                let dropped = self.queue.items.iter().map(|i| i.run_id.clone()).collect();
+                let queue = Queue { items: Vec::new(), ..self.queue.clone() };
+                self.save_queue_dropping(queue, dropped, now)?;
+            }
+            QueueEdit::Patch { message_id, patch } => {
+                let mut queue = self.queue.clone();
+                queue.patch(message_id, patch, now).map_err(Error::Input)?;
+                self.save_queue(queue, now)?;
+            }
+            QueueEdit::Remove { message_id } => {
+                let mut queue = self.queue.clone();
+                let item = queue.remove(message_id).map_err(Error::Input)?;
+                self.save_queue_dropping(queue, vec![item.run_id], now)?;
+            }
+            QueueEdit::Pause(paused) => {
+                if !paused {
+                    self.replace_dead_holder(now)?;
+                }
+                let queue =
+                    Queue { paused, paused_reason: None, paused_at: paused.then_some(now), ..self.queue.clone() };
+                self.save_queue(queue, now)?;
+                self.start_next(now)?;
+            }
         }
-        let dropped = self.queue.items.iter().map(|i| i.run_id.clone()).collect();
-        let queue = Queue { items: Vec::new(), ..self.queue.clone() };
-        self.save_queue_dropping(queue, dropped, now)?;
         Ok(true)
-    }
-
-    /// Queue routes: edit, move, remove, pause, resume. Each stores and
-    /// announces the new queue.
-    pub fn queue_edit(&mut self, a: &Admitted, message_id: &str, message: String, now: i64) -> Result<(), Error> {
-        self.queue_patch(a, message_id, QueuePatch { message: Some(message), ..QueuePatch::default() }, now)
-    }
-
-    pub fn queue_move(&mut self, a: &Admitted, message_id: &str, position: usize, now: i64) -> Result<(), Error> {
-        self.queue_patch(a, message_id, QueuePatch { position: Some(position), ..QueuePatch::default() }, now)
-    }
-
-    /// Several changes to one waiting message, stored and announced as one.
-    pub fn queue_patch(&mut self, _: &Admitted, message_id: &str, patch: QueuePatch, now: i64) -> Result<(), Error> {
-        let mut queue = self.queue.clone();
-        queue.patch(message_id, patch, now).map_err(Error::Input)?;
-        self.save_queue(queue, now)
-    }
-
-    pub fn queue_remove(&mut self, _: &Admitted, message_id: &str, now: i64) -> Result<(), Error> {
-        let mut queue = self.queue.clone();
-        let item = queue.remove(message_id).map_err(Error::Input)?;
-        self.save_queue_dropping(queue, vec![item.run_id], now)
-    }
-
-    /// Pausing keeps every message; resuming clears why the queue paused,
-    /// replaces a dead holder (`Thread::replace_dead_holder`), and starts the
-    /// head when nothing runs (its sender's budget is checked again).
-    pub fn queue_pause(&mut self, _: &Admitted, paused: bool, now: i64) -> Result<(), Error> {
-        if !paused {
-            self.replace_dead_holder(now)?;
-        }
-        let queue = Queue { paused, paused_reason: None, paused_at: paused.then_some(now), ..self.queue.clone() };
-        self.save_queue(queue, now)?;
-        self.start_next(now)
     }
 
     /// `regenerate: true`: answers the thread's last user message again under

@@ -24,7 +24,8 @@ use crate::settings::Settings;
 use crate::wire::sse;
 use crate::storage::store::{Confirmation, Store};
 use crate::thread::serve::held;
-use crate::thread::{Answer, Call, Given, Sender, Sent, Sink, Thread};
+use crate::log::queued::QueuePatch;
+use crate::thread::{Answer, Call, Given, QueueEdit, Sender, Sent, Sink, Thread};
 use bodies::{QuestionAnswer, ToolDecision};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -396,13 +397,13 @@ impl super::Protocol for Route {
             }
             R::Queue { clear, .. } => {
                 if *clear {
-                    t.queue_clear(gate.admitted()?, now)?;
+                    t.edit_queue(gate.admitted()?, QueueEdit::Clear, now)?;
                 }
                 Ok(queue(t))
             }
             R::QueuePause { paused, .. } => {
                 let before = t.runs().active_run().map(|r| r.run_id.clone());
-                t.queue_pause(gate.admitted()?, *paused, now)?;
+                t.edit_queue(gate.admitted()?, QueueEdit::Pause(*paused), now)?;
                 // `runId`: the head started on resume.
                 let mut body = queue::of(t.queue());
                 if let Some(run) = t.runs().active_run().map(|r| r.run_id.clone()).filter(|r| Some(r) != before.as_ref()) {
@@ -411,13 +412,13 @@ impl super::Protocol for Route {
                 Ok(Answer::json(200, &body))
             }
             R::QueueItem { message, delete: true, .. } => {
-                t.queue_remove(gate.admitted()?, message, now)?;
+                t.edit_queue(gate.admitted()?, QueueEdit::Remove { message_id: message }, now)?;
                 Ok(queue(t))
             }
             R::QueueItem { message, delete: false, .. } => {
                 // One change, stored and announced once.
                 let patch = bodies::queue_patch(&json_body()?, settings.limits.max_message_bytes)?;
-                t.queue_patch(gate.admitted()?, message, patch, now)?;
+                t.edit_queue(gate.admitted()?, QueueEdit::Patch { message_id: message, patch }, now)?;
                 Ok(queue(t))
             }
             R::QueueInterrupt { message, .. } => {
@@ -431,7 +432,8 @@ impl super::Protocol for Route {
             }
             R::QueueMove { message, .. } => {
                 let position = input::queue_move(&json_body()?)?;
-                t.queue_move(gate.admitted()?, message, position, now)?;
+                let patch = QueuePatch { position: Some(position), ..QueuePatch::default() };
+                t.edit_queue(gate.admitted()?, QueueEdit::Patch { message_id: message, patch }, now)?;
                 Ok(queue(t))
             }
             R::Models | R::Agents | R::Quota | R::Threads => {

@@ -190,7 +190,7 @@ impl super::Protocol for Route {
                     return Err(ApiError::thread_not_found());
                 }
                 // The queue first: a cancelled run must not hand the thread on.
-                let dropped = t.queue_clear(gate.admitted()?, now)?;
+                let dropped = t.edit_queue(gate.admitted()?, crate::thread::QueueEdit::Clear, now)?;
                 let cancelled = t.cancel_run(gate.admitted()?, settings, now, false, effects)?;
                 Ok(Answer::json(200, &serde_json::json!({ "aborted": dropped || cancelled.is_some() })))
             }

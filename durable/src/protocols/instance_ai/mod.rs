@@ -19,7 +19,8 @@ use crate::wire::route::Spec;
 use crate::settings::Settings;
 use crate::wire::sse;
 use crate::storage::store::Store;
-use crate::thread::{Answer, Call, Follow, Given, Sender, Sent, Sink, Thread};
+use crate::log::queued::QueuePatch;
+use crate::thread::{Answer, Call, Follow, Given, QueueEdit, Sender, Sent, Sink, Thread};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -342,21 +343,23 @@ impl super::Protocol for Route {
                 ok(json!({ "queue": t.queue() }))
             }
             R::QueueItem { message, delete: true, .. } => {
-                t.queue_remove(gate.admitted()?, message, now)?;
+                t.edit_queue(gate.admitted()?, QueueEdit::Remove { message_id: message }, now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
             R::QueueItem { message, delete: false, .. } => {
                 let text = input::queue_edit(&json_body()?, limits.max_message_bytes)?;
-                t.queue_edit(gate.admitted()?, message, text, now)?;
+                let patch = QueuePatch { message: Some(text), ..QueuePatch::default() };
+                t.edit_queue(gate.admitted()?, QueueEdit::Patch { message_id: message, patch }, now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
             R::QueueMove { message, .. } => {
                 let position = input::queue_move(&json_body()?)?;
-                t.queue_move(gate.admitted()?, message, position, now)?;
+                let patch = QueuePatch { position: Some(position), ..QueuePatch::default() };
+                t.edit_queue(gate.admitted()?, QueueEdit::Patch { message_id: message, patch }, now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
             R::QueuePause { paused, .. } => {
-                t.queue_pause(gate.admitted()?, *paused, now)?;
+                t.edit_queue(gate.admitted()?, QueueEdit::Pause(*paused), now)?;
                 ok(json!({ "ok": true, "queue": t.queue() }))
             }
         }
