@@ -9,7 +9,10 @@ use crate::wire::error::ApiError;
 use crate::log::event::Payload;
 use crate::storage::store::{RunState, Store};
 use crate::thread::{Sink, Thread};
-use serde_json::{json, Value};
+use super::frames::{AguiEvent as A, Frame, Role, RunInput, UserMessage};
+use serde::ser::SerializeMap;
+use serde::Serialize;
+use serde_json::Value;
 
 /// The conversation as the messages an `HttpAgent` holds (a page of runs,
 /// oldest first). A running run's answer is left out: its stream brings it.
@@ -22,9 +25,10 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
         let waiting = t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended();
         if running && !waiting {
             let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, t.thread_id());
-            fold.apply(&json!({ "type": "RUN_STARTED", "input": { "messages": [
-                { "id": run.message_id, "role": "user", "content": content }
-            ] } }));
+            let (thread_id, run_id) = (t.thread_id().to_owned(), run.run_id.clone());
+            let messages = vec![UserMessage { id: run.message_id.clone(), role: Role::User, content }];
+            let input = RunInput { thread_id: thread_id.clone(), run_id: run_id.clone(), messages, tools: [], context: [] };
+            fold.apply(&A::RunStarted { thread_id, run_id, input: Some(input) }.into());
             continue;
         }
         let events = t.conversation().run_events(&run.run_id)?;
@@ -56,118 +60,189 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
             }
         }
     }
-    Ok(Value::Array(fold.messages))
+    Ok(serde_json::to_value(&fold.messages).expect("messages serialise"))
 }
 
 /// The messages an `HttpAgent` holds after reading a run's events (the
 /// client's `defaultApplyEvents`, for the events [`AguiMapper`] sends).
 #[derive(Debug, Default, Clone)]
 pub struct AguiMessages {
-    pub messages: Vec<Value>,
+    pub messages: Vec<Message>,
+}
+
+/// A message an `HttpAgent` holds (`@ag-ui/core`'s `Message`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: String,
+    pub role: Role,
+    /// A user's text or parts; an assistant's, a reasoning's or a tool's
+    /// text. An assistant message made for tool calls has none.
+    pub content: Option<Value>,
+    /// A tool message's call.
+    pub tool_call_id: Option<String>,
+    pub tool_calls: Option<Vec<ToolCall>>,
+    pub subagent_run_id: Option<String>,
+    /// The message was made to hold tool calls, rather than given them after
+    /// its text: where `toolCalls` stands among its keys.
+    made_for_calls: bool,
+}
+
+impl Message {
+    fn new(id: &str, role: Role, content: Option<Value>, subagent_run_id: Option<String>) -> Message {
+        Message {
+            id: id.to_owned(),
+            role,
+            content,
+            tool_call_id: None,
+            tool_calls: None,
+            subagent_run_id,
+            made_for_calls: false,
+        }
+    }
+}
+
+/// Keys in the order the client's objects get them: `id`, then a tool
+/// message's `toolCallId`, the role and content, a holder's `toolCalls`, the
+/// sub-agent, and last the calls added to a text message.
+impl Serialize for Message {
+    fn serialize<Ser: serde::Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("id", &self.id)?;
+        if let Some(call) = &self.tool_call_id {
+            m.serialize_entry("toolCallId", call)?;
+        }
+        m.serialize_entry("role", &self.role)?;
+        if let Some(content) = &self.content {
+            m.serialize_entry("content", content)?;
+        }
+        let calls = self.tool_calls.as_ref();
+        if let Some(calls) = calls.filter(|_| self.made_for_calls) {
+            m.serialize_entry("toolCalls", calls)?;
+        }
+        if let Some(sub) = &self.subagent_run_id {
+            m.serialize_entry("subagentRunId", sub)?;
+        }
+        if let Some(calls) = calls.filter(|_| !self.made_for_calls) {
+            m.serialize_entry("toolCalls", calls)?;
+        }
+        m.end()
+    }
+}
+
+/// A call an assistant message made.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolCall {
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub function: Function,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Function {
+    pub name: String,
+    pub arguments: String,
 }
 
 impl AguiMessages {
     fn find(&self, id: &str) -> Option<usize> {
-        self.messages.iter().position(|m| m["id"] == id)
+        self.messages.iter().position(|m| m.id == id)
     }
 
     /// Applies one event.
-    pub fn apply(&mut self, e: &Value) {
-        let id = e["messageId"].as_str().unwrap_or_default();
-        let sub = e.get("subagentRunId").filter(|s| s.is_string()).cloned();
-        let with_sub = |mut m: Value| {
-            if let Some(s) = &sub {
-                m["subagentRunId"] = s.clone();
-            }
-            m
-        };
-        match e["type"].as_str().unwrap_or_default() {
-            "RUN_STARTED" => {
-                for m in e["input"]["messages"].as_array().into_iter().flatten() {
-                    if self.find(m["id"].as_str().unwrap_or_default()).is_none() {
-                        self.messages.push(m.clone());
+    pub fn apply(&mut self, frame: &Frame) {
+        let sub = frame.subagent.clone();
+        match &frame.event {
+            A::RunStarted { input, .. } => {
+                for m in input.iter().flat_map(|i| &i.messages) {
+                    if self.find(&m.id).is_none() {
+                        self.messages.push(Message::new(&m.id, m.role, Some(m.content.clone()), None));
                     }
                 }
             }
             // A start for an id the client holds reuses its message.
-            "TEXT_MESSAGE_START" if self.find(id).is_none() => {
-                let role = e["role"].as_str().unwrap_or("assistant");
-                self.messages.push(with_sub(json!({ "id": id, "role": role, "content": "" })));
+            A::TextMessageStart { message_id, role } if self.find(message_id).is_none() => {
+                self.messages.push(Message::new(message_id, *role, Some("".into()), sub));
             }
-            "REASONING_MESSAGE_START" if self.find(id).is_none() => {
-                self.messages.push(with_sub(json!({ "id": id, "role": "reasoning", "content": "" })));
+            A::ReasoningMessageStart { message_id, .. } if self.find(message_id).is_none() => {
+                self.messages.push(Message::new(message_id, Role::Reasoning, Some("".into()), sub));
             }
-            "TEXT_MESSAGE_CONTENT" | "REASONING_MESSAGE_CONTENT" => {
-                if let Some(i) = self.find(id) {
-                    let content = format!(
-                        "{}{}",
-                        self.messages[i]["content"].as_str().unwrap_or_default(),
-                        e["delta"].as_str().unwrap_or_default()
-                    );
-                    self.messages[i]["content"] = content.into();
+            A::TextMessageContent { message_id, delta } | A::ReasoningMessageContent { message_id, delta } => {
+                if let Some(i) = self.find(message_id) {
+                    let m = &mut self.messages[i];
+                    let held = m.content.as_ref().and_then(Value::as_str).unwrap_or_default();
+                    m.content = Some(format!("{held}{delta}").into());
                 }
             }
-            "TOOL_CALL_START" => {
-                let call = e["toolCallId"].as_str().unwrap_or_default();
+            A::ToolCallStart { tool_call_id: call, tool_call_name, parent_message_id: parent, .. } => {
                 if self.owner(call).is_some() {
                     return;
                 }
-                let parent = e["parentMessageId"].as_str();
-                let at = match parent.and_then(|p| self.find(p)) {
-                    Some(i) if self.messages[i]["role"] == "assistant" => i,
+                let at = match parent.as_deref().and_then(|p| self.find(p)) {
+                    Some(i) if self.messages[i].role == Role::Assistant => i,
                     found => {
                         let id = match (parent, found) {
                             (Some(p), None) => p,
                             _ => call,
                         };
-                        self.messages.push(with_sub(json!({ "id": id, "role": "assistant", "toolCalls": [] })));
+                        let mut holder = Message::new(id, Role::Assistant, None, sub);
+                        holder.tool_calls = Some(Vec::new());
+                        holder.made_for_calls = true;
+                        self.messages.push(holder);
                         self.messages.len() - 1
                     }
                 };
-                let m = &mut self.messages[at];
-                if !m["toolCalls"].is_array() {
-                    m["toolCalls"] = json!([]);
-                }
-                let name = e["toolCallName"].clone();
-                m["toolCalls"]
-                    .as_array_mut()
-                    .expect("set above")
-                    .push(json!({ "id": call, "type": "function", "function": { "name": name, "arguments": "" } }));
+                let function = Function { name: tool_call_name.clone(), arguments: String::new() };
+                let tc = ToolCall { id: call.clone(), kind: "function", function };
+                self.messages[at].tool_calls.get_or_insert_with(Vec::new).push(tc);
             }
-            "TOOL_CALL_ARGS" => {
-                let call = e["toolCallId"].as_str().unwrap_or_default();
+            A::ToolCallArgs { tool_call_id: call, delta } => {
                 if let Some((m, c)) = self.owner(call) {
-                    let tc = &mut self.messages[m]["toolCalls"][c]["function"]["arguments"];
-                    *tc = format!("{}{}", tc.as_str().unwrap_or_default(), e["delta"].as_str().unwrap_or_default())
-                        .into();
+                    if let Some(tc) = self.messages[m].tool_calls.as_mut().and_then(|calls| calls.get_mut(c)) {
+                        tc.function.arguments.push_str(delta);
+                    }
                 }
             }
-            "TOOL_CALL_RESULT" => {
-                let call = e["toolCallId"].as_str().unwrap_or_default();
-                let mut message = json!({ "id": id, "toolCallId": call, "role": e["role"].as_str().unwrap_or("tool"), "content": e["content"] });
-                if let Some(s) = &sub {
-                    message["subagentRunId"] = s.clone();
-                }
+            A::ToolCallResult { message_id, tool_call_id: call, content, role } => {
+                let mut message = Message::new(message_id, *role, Some(content.clone().into()), sub);
+                message.tool_call_id = Some(call.clone());
                 match self.owner(call) {
                     None => self.messages.push(message),
                     Some((owner, _)) => {
                         let mut at = owner + 1;
-                        while at < self.messages.len() && self.messages[at]["role"] == "tool" {
+                        while at < self.messages.len() && self.messages[at].role == Role::Tool {
                             at += 1;
                         }
                         self.messages.insert(at, message);
                     }
                 }
             }
-            _ => {}
+            // What the client's messages do not keep (a start for a message
+            // it holds already reuses that one).
+            A::TextMessageStart { .. }
+            | A::ReasoningMessageStart { .. }
+            | A::RunFinished { .. }
+            | A::RunError { .. }
+            | A::StepStarted { .. }
+            | A::StepFinished { .. }
+            | A::TextMessageEnd { .. }
+            | A::ReasoningStart { .. }
+            | A::ReasoningMessageEnd { .. }
+            | A::ReasoningEnd { .. }
+            | A::ToolCallEnd { .. }
+            | A::SubagentStarted { .. }
+            | A::SubagentFinished { .. }
+            | A::SubagentError { .. }
+            | A::StateSnapshot { .. }
+            | A::Custom { .. } => {}
         }
     }
 
     /// The assistant message holding a tool call, and the call's index.
     fn owner(&self, call: &str) -> Option<(usize, usize)> {
         self.messages.iter().enumerate().find_map(|(i, m)| {
-            let calls = m["toolCalls"].as_array()?;
-            calls.iter().position(|c| c["id"] == call).map(|c| (i, c))
+            let calls = m.tool_calls.as_ref()?;
+            calls.iter().position(|c| c.id == call).map(|c| (i, c))
         })
     }
 }

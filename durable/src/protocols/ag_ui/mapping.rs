@@ -32,6 +32,10 @@
 
 #[cfg(test)]
 use super::history::AguiMessages;
+use super::frames::{
+    AguiEvent as A, CustomName, CustomValue, Frame, Interrupt, InterruptMeta, InterruptReason, Role, RunInput,
+    RunOutcome, Snapshot, SubagentOutcome, ToolCallMeta, UserMessage,
+};
 use crate::log::event::{Event, FinishStatus, Kind, Payload};
 use crate::log::segment::{Piece, SentText};
 
@@ -44,18 +48,6 @@ pub const HEADERS: &[(&str, &str)] =
 
 /// The keep-alive: an SSE comment, which the client's parser skips.
 pub const PING: &[u8] = b": ping\n\n";
-
-/// One event as SSE: `id: <n>` when it is numbered.
-pub fn encode(id: Option<u64>, event: &Value, out: &mut Vec<u8>) {
-    if let Some(id) = id {
-        out.extend_from_slice(b"id: ");
-        out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
-        out.push(b'\n');
-    }
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(event.to_string().as_bytes());
-    out.extend_from_slice(b"\n\n");
-}
 
 /// A text or reasoning message open for one agent.
 #[derive(Debug, Clone)]
@@ -91,7 +83,7 @@ pub struct AguiMapper {
     /// The root step's calls, which have an outcome, which wait for a person.
     step_calls: Vec<String>,
     settled: HashSet<String>,
-    interrupts: Vec<(String, Value)>,
+    interrupts: Vec<(String, Interrupt)>,
     /// Requests a `resume` answered: the run no longer waits on them, even
     /// before its log shows the outcome.
     answered: HashSet<String>,
@@ -166,7 +158,7 @@ impl AguiMapper {
     }
 
     /// The requests still waiting for a person.
-    fn open_interrupts(&self) -> impl Iterator<Item = &Value> {
+    fn open_interrupts(&self) -> impl Iterator<Item = &Interrupt> {
         self.interrupts.iter().filter(|(id, _)| !self.answered.contains(id)).map(|(_, i)| i)
     }
 
@@ -184,36 +176,39 @@ impl AguiMapper {
     }
 
     fn is_waiting(&self, call: &str) -> bool {
-        self.open_interrupts().any(|i| i["toolCallId"] == call) || self.open_client_calls().any(|c| c == call)
+        self.open_interrupts().any(|i| i.tool_call_id.as_deref() == Some(call))
+            || self.open_client_calls().any(|c| c == call)
     }
 
     /// A continuation's `RUN_STARTED` (not numbered: it opens a new client
     /// run over the same thread run).
-    pub fn run_started(&self) -> Value {
-        json!({ "type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id })
+    pub fn run_started(&self) -> Frame {
+        A::RunStarted { thread_id: self.thread_id.clone(), run_id: self.run_id.clone(), input: None }.into()
     }
 
     /// The run's stream ends waiting for a person: everything open closes,
     /// then `RUN_FINISHED` with the interrupts (not numbered).
-    pub fn pause(&mut self) -> Vec<Value> {
+    pub fn pause(&mut self) -> Vec<Frame> {
         let mut out = Vec::new();
         self.close_all(&mut out);
-        let interrupts: Vec<Value> = self.open_interrupts().cloned().collect();
+        let interrupts: Vec<Interrupt> = self.open_interrupts().cloned().collect();
         // Only the client's own tools wait: the run finishes with them open,
         // and the client's tool results continue it.
         let outcome = if interrupts.is_empty() {
-            json!({ "type": "success", "pendingToolCallIds": self.open_client_calls().collect::<Vec<_>>() })
+            RunOutcome::Success { pending_tool_call_ids: self.open_client_calls().map(str::to_owned).collect() }
         } else {
-            json!({ "type": "interrupt", "interrupts": interrupts })
+            RunOutcome::Interrupt { interrupts }
         };
-        out.push(
-            json!({ "type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id, "outcome": outcome }),
-        );
+        out.push(self.finished_frame(Some(outcome)));
         out
     }
 
+    fn finished_frame(&self, outcome: Option<RunOutcome>) -> Frame {
+        A::RunFinished { thread_id: self.thread_id.clone(), run_id: self.run_id.clone(), outcome }.into()
+    }
+
     /// The numbered events of one log event.
-    pub fn map(&mut self, ev: &Event) -> Vec<(u64, Value)> {
+    pub fn map(&mut self, ev: &Event) -> Vec<(u64, Frame)> {
         let mut out = Vec::new();
         if !self.finished || (self.history && self.background.contains(&ev.agent_id)) {
             self.events(ev, &mut out);
@@ -226,18 +221,16 @@ impl AguiMapper {
             .collect()
     }
 
-    fn tag(&self, agent: &str, mut e: Value) -> Value {
-        if agent != self.root {
-            e["subagentRunId"] = agent.into();
-        }
-        e
+    /// `event`, of `agent`'s work: a sub-agent's carries its id.
+    fn tag(&self, agent: &str, event: A) -> Frame {
+        Frame { event, subagent: (agent != self.root).then(|| agent.to_owned()) }
     }
 
     fn lane(&mut self, agent: &str) -> &mut Lane {
         self.lanes.entry(agent.to_owned()).or_default()
     }
 
-    fn events(&mut self, ev: &Event, out: &mut Vec<Value>) {
+    fn events(&mut self, ev: &Event, out: &mut Vec<Frame>) {
         let agent = ev.agent_id.as_str();
         // A sub-agent's events count only while it is open (a background
         // one may outlive the run).
@@ -247,28 +240,30 @@ impl AguiMapper {
         }
         match &ev.payload {
             Payload::RunStart(start) => {
-                let mut input = json!({ "threadId": self.thread_id, "runId": self.run_id, "messages": [], "tools": [], "context": [] });
-                if let Some(message) = &start.message {
-                    let attachments = start.attachments.as_deref().unwrap_or_default();
-                    let content = user_content(message, attachments, &self.origin, &self.thread_id);
-                    input["messages"] = json!([{ "id": start.message_id, "role": "user", "content": content }]);
-                }
-                out.push(
-                    json!({ "type": "RUN_STARTED", "threadId": self.thread_id, "runId": self.run_id, "input": input }),
-                );
+                let messages = match &start.message {
+                    Some(message) => {
+                        let attachments = start.attachments.as_deref().unwrap_or_default();
+                        let content = user_content(message, attachments, &self.origin, &self.thread_id);
+                        vec![UserMessage { id: start.message_id.clone(), role: Role::User, content }]
+                    }
+                    None => Vec::new(),
+                };
+                let (thread_id, run_id) = (self.thread_id.clone(), self.run_id.clone());
+                let input = RunInput { thread_id: thread_id.clone(), run_id: run_id.clone(), messages, tools: [], context: [] };
+                out.push(A::RunStarted { thread_id, run_id, input: Some(input) }.into());
             }
             Payload::StepStart(_) => {
                 self.close_text(agent, out);
                 let lane = self.lane(agent);
                 let mut events = Vec::new();
-                if let Some(step) = lane.step.take() {
-                    events.push(json!({ "type": "STEP_FINISHED", "stepName": step }));
+                if let Some(step_name) = lane.step.take() {
+                    events.push(A::StepFinished { step_name });
                 }
                 lane.steps += 1;
                 let name = format!("step-{}", lane.steps);
                 lane.step = Some(name.clone());
                 lane.parent = None;
-                events.push(json!({ "type": "STEP_STARTED", "stepName": name }));
+                events.push(A::StepStarted { step_name: name });
                 out.extend(events.into_iter().map(|e| self.tag(agent, e)));
                 if agent == self.root {
                     self.step_calls.clear();
@@ -276,8 +271,8 @@ impl AguiMapper {
             }
             Payload::StepFinish(_) => {
                 self.close_text(agent, out);
-                if let Some(step) = self.lane(agent).step.take() {
-                    out.push(self.tag(agent, json!({ "type": "STEP_FINISHED", "stepName": step })));
+                if let Some(step_name) = self.lane(agent).step.take() {
+                    out.push(self.tag(agent, A::StepFinished { step_name }));
                 }
             }
             Payload::TextDelta(_) | Payload::ReasoningDelta(_) | Payload::TextBlock(_) | Payload::ReasoningBlock(_) => {
@@ -291,8 +286,8 @@ impl AguiMapper {
                 self.close_text(agent, out);
                 let id = &call.tool_call_id;
                 self.start_call(agent, id, &call.tool_name, call.server.as_deref(), out);
-                let args = call.args.to_string();
-                out.push(self.tag(agent, json!({ "type": "TOOL_CALL_ARGS", "toolCallId": id, "delta": args })));
+                let delta = call.args.to_string();
+                out.push(self.tag(agent, A::ToolCallArgs { tool_call_id: id.clone(), delta }));
                 self.end_call(agent, id, out);
             }
             Payload::ToolResult(r) => {
@@ -318,18 +313,24 @@ impl AguiMapper {
                     self.client_calls.push((req.request_id.clone(), call));
                     return;
                 }
-                let mut interrupt = json!({
-                    "id": req.request_id,
-                    "reason": if input_type == "approval" { "tool_approval" } else { "input_required" },
-                    "message": req.message,
-                    "responseSchema": response_schema(input_type, req.questions.as_deref()),
-                    "metadata": { "inputType": input_type, "toolName": req.tool_name, "args": req.args },
-                });
-                if !call.is_empty() {
-                    interrupt["toolCallId"] = call.clone().into();
-                    if agent == self.root && !self.step_calls.contains(&call) {
-                        self.step_calls.push(call);
-                    }
+                let interrupt = Interrupt {
+                    id: req.request_id.clone(),
+                    reason: if input_type == "approval" {
+                        InterruptReason::ToolApproval
+                    } else {
+                        InterruptReason::InputRequired
+                    },
+                    message: req.message.clone(),
+                    response_schema: response_schema(input_type, req.questions.as_deref()),
+                    metadata: InterruptMeta {
+                        input_type: input_type.to_owned(),
+                        tool_name: req.tool_name.clone(),
+                        args: req.args.clone(),
+                    },
+                    tool_call_id: (!call.is_empty()).then(|| call.clone()),
+                };
+                if !call.is_empty() && agent == self.root && !self.step_calls.contains(&call) {
+                    self.step_calls.push(call);
                 }
                 self.interrupts.push((req.request_id.clone(), interrupt));
             }
@@ -339,43 +340,45 @@ impl AguiMapper {
                 }
                 let parent = spawned.parent_id.as_str();
                 self.close_text(parent, out);
-                let mut e = json!({ "type": "SUBAGENT_STARTED", "subagentRunId": agent, "name": spawned.role });
-                if let Some(goal) = spawned.goal.as_deref().filter(|g| !g.is_empty()) {
-                    e["description"] = goal.into();
-                }
-                if parent != self.root && self.subagents.iter().any(|s| s == parent) {
-                    e["parentSubagentRunId"] = parent.into();
-                }
+                let nested = parent != self.root && self.subagents.iter().any(|s| s == parent);
+                out.push(
+                    A::SubagentStarted {
+                        subagent_run_id: agent.to_owned(),
+                        name: spawned.role.clone(),
+                        description: spawned.goal.clone().filter(|g| !g.is_empty()),
+                        parent_subagent_run_id: nested.then(|| parent.to_owned()),
+                    }
+                    .into(),
+                );
                 self.subagents.push(agent.to_owned());
-                out.push(e);
             }
             Payload::AgentCompleted(done) => {
                 self.close_lane(agent, out);
                 self.subagents.retain(|s| s != agent);
                 self.background.remove(agent);
-                match &done.error {
-                    Some(error) => {
-                        out.push(json!({ "type": "SUBAGENT_ERROR", "subagentRunId": agent, "message": error }))
+                let subagent_run_id = agent.to_owned();
+                out.push(match &done.error {
+                    Some(error) => A::SubagentError { subagent_run_id, message: error.clone() }.into(),
+                    None => A::SubagentFinished {
+                        subagent_run_id,
+                        outcome: SubagentOutcome::Success,
+                        result: (!done.result.is_null()).then(|| done.result.clone()),
                     }
-                    None => {
-                        let mut e = json!({ "type": "SUBAGENT_FINISHED", "subagentRunId": agent, "outcome": { "type": "success" } });
-                        if !done.result.is_null() {
-                            e["result"] = done.result.clone();
-                        }
-                        out.push(e);
-                    }
-                }
+                    .into(),
+                });
             }
             Payload::TasksUpdate(tasks) => {
-                out.push(json!({ "type": "STATE_SNAPSHOT", "snapshot": { "tasks": tasks.list_json() } }));
+                out.push(A::StateSnapshot { snapshot: Snapshot { tasks: tasks.list_json() } }.into());
             }
             Payload::Status(status) => {
                 if agent == self.root {
-                    out.push(json!({ "type": "CUSTOM", "name": "status", "value": { "message": status.message } }));
+                    let value = CustomValue::Status { message: status.message.clone() };
+                    out.push(A::Custom { name: CustomName::Status, value }.into());
                 }
             }
             Payload::ThreadTitleUpdated(title) => {
-                out.push(json!({ "type": "CUSTOM", "name": "title", "value": { "title": title.title } }));
+                let value = CustomValue::Title { title: title.title.clone() };
+                out.push(A::Custom { name: CustomName::Title, value }.into());
             }
             Payload::Error(error) => {
                 if !error.content.is_empty() {
@@ -387,13 +390,9 @@ impl AguiMapper {
                 if matches!(fin.status, FinishStatus::Completed | FinishStatus::Cancelled) {
                     self.close_all(out);
                 }
-                let mut end = json!({ "type": "RUN_FINISHED", "threadId": self.thread_id, "runId": self.run_id });
                 match fin.status {
-                    FinishStatus::Completed => out.push(end),
-                    FinishStatus::Cancelled => {
-                        end["outcome"] = json!({ "type": "cancelled" });
-                        out.push(end);
-                    }
+                    FinishStatus::Completed => out.push(self.finished_frame(None)),
+                    FinishStatus::Cancelled => out.push(self.finished_frame(Some(RunOutcome::Cancelled))),
                     FinishStatus::Error | FinishStatus::Interrupted => {
                         let status = fin.status.as_str();
                         let reason = fin.reason.clone().unwrap_or_default();
@@ -402,7 +401,7 @@ impl AguiMapper {
                             (None, false) => reason,
                             (None, true) => format!("the run ended: {status}"),
                         };
-                        out.push(json!({ "type": "RUN_ERROR", "message": message, "code": status }));
+                        out.push(A::RunError { message, code: status.to_owned() }.into());
                     }
                 }
             }
@@ -417,28 +416,30 @@ impl AguiMapper {
     /// `TOOL_CALL_END`, then its result. A client tool's result is the
     /// client's own (`client_content`, shown only by the history under the
     /// client's message id); any other's is `content`.
-    fn tool_end(&mut self, agent: &str, call: &str, client_content: String, content: String, out: &mut Vec<Value>) {
+    fn tool_end(&mut self, agent: &str, call: &str, client_content: String, content: String, out: &mut Vec<Frame>) {
         self.close_text(agent, out);
         self.end_call(agent, call, out);
         if agent == self.root {
             self.settled.insert(call.to_owned());
-            self.interrupts.retain(|(_, i)| i["toolCallId"] != call);
+            self.interrupts.retain(|(_, i)| i.tool_call_id.as_deref() != Some(call));
             self.client_calls.retain(|(_, c)| c != call);
         }
         if self.client_tool_calls.contains(call) {
             // The client ran it and holds its result: only the
             // history shows it, under the client's message id.
-            let Some(id) = self.client_results.get(call).cloned() else { return };
-            out.push(json!({ "type": "TOOL_CALL_RESULT", "messageId": id, "toolCallId": call, "content": client_content, "role": "tool" }));
+            let Some(message_id) = self.client_results.get(call).cloned() else { return };
+            let (tool_call_id, content) = (call.to_owned(), client_content);
+            out.push(A::ToolCallResult { message_id, tool_call_id, content, role: Role::Tool }.into());
             return;
         }
-        let result = json!({ "type": "TOOL_CALL_RESULT", "messageId": format!("{call}.result"), "toolCallId": call, "content": content, "role": "tool" });
+        let message_id = format!("{call}.result");
+        let result = A::ToolCallResult { message_id, tool_call_id: call.to_owned(), content, role: Role::Tool };
         out.push(self.tag(agent, result));
     }
 
     /// A call's `TOOL_CALL_START` (an MCP tool's names its server in
     /// `metadata.mcpServer`).
-    fn start_call(&mut self, agent: &str, call: &str, name: &str, server: Option<&str>, out: &mut Vec<Value>) {
+    fn start_call(&mut self, agent: &str, call: &str, name: &str, server: Option<&str>, out: &mut Vec<Frame>) {
         if !self.started.insert(call.to_owned()) {
             return;
         }
@@ -448,54 +449,52 @@ impl AguiMapper {
         let lane = self.lane(agent);
         lane.calls.push(call.to_owned());
         let parent = lane.parent.clone();
-        let mut e = json!({ "type": "TOOL_CALL_START", "toolCallId": call, "toolCallName": name });
-        if let Some(parent) = parent {
-            e["parentMessageId"] = parent.into();
-        }
-        if let Some(server) = server {
-            e["metadata"] = json!({ "mcpServer": server });
-        }
+        let e = A::ToolCallStart {
+            tool_call_id: call.to_owned(),
+            tool_call_name: name.to_owned(),
+            parent_message_id: parent,
+            metadata: server.map(|s| ToolCallMeta { mcp_server: s.to_owned() }),
+        };
         out.push(self.tag(agent, e));
     }
 
-    fn end_call(&mut self, agent: &str, call: &str, out: &mut Vec<Value>) {
+    fn end_call(&mut self, agent: &str, call: &str, out: &mut Vec<Frame>) {
         let lane = self.lane(agent);
         if let Some(i) = lane.calls.iter().position(|c| c == call) {
             lane.calls.remove(i);
-            out.push(self.tag(agent, json!({ "type": "TOOL_CALL_END", "toolCallId": call })));
+            out.push(self.tag(agent, A::ToolCallEnd { tool_call_id: call.to_owned() }));
         }
     }
 
-    fn close_text(&mut self, agent: &str, out: &mut Vec<Value>) {
+    fn close_text(&mut self, agent: &str, out: &mut Vec<Frame>) {
         let Some(open) = self.lane(agent).open.take() else { return };
         if open.sent.reasoning {
-            out.push(self.tag(agent, json!({ "type": "REASONING_MESSAGE_END", "messageId": open.id })));
-            out.push(self.tag(agent, json!({ "type": "REASONING_END", "messageId": open.id })));
+            out.push(self.tag(agent, A::ReasoningMessageEnd { message_id: open.id.clone() }));
+            out.push(self.tag(agent, A::ReasoningEnd { message_id: open.id }));
         } else {
-            out.push(self.tag(agent, json!({ "type": "TEXT_MESSAGE_END", "messageId": open.id })));
+            out.push(self.tag(agent, A::TextMessageEnd { message_id: open.id }));
         }
     }
 
     /// Closes what one agent has open: text, calls, its step.
-    fn close_lane(&mut self, agent: &str, out: &mut Vec<Value>) {
+    fn close_lane(&mut self, agent: &str, out: &mut Vec<Frame>) {
         self.close_text(agent, out);
         let calls = std::mem::take(&mut self.lane(agent).calls);
-        for call in calls {
-            out.push(self.tag(agent, json!({ "type": "TOOL_CALL_END", "toolCallId": call })));
+        for tool_call_id in calls {
+            out.push(self.tag(agent, A::ToolCallEnd { tool_call_id }));
         }
-        if let Some(step) = self.lane(agent).step.take() {
-            out.push(self.tag(agent, json!({ "type": "STEP_FINISHED", "stepName": step })));
+        if let Some(step_name) = self.lane(agent).step.take() {
+            out.push(self.tag(agent, A::StepFinished { step_name }));
         }
     }
 
     /// Closes everything: every sub-agent still open finishes (a background
     /// one goes on after the run: `suspended`), then the root's lane.
-    fn close_all(&mut self, out: &mut Vec<Value>) {
+    fn close_all(&mut self, out: &mut Vec<Frame>) {
         for agent in std::mem::take(&mut self.subagents).into_iter().rev() {
             self.close_lane(&agent, out);
-            out.push(
-                json!({ "type": "SUBAGENT_FINISHED", "subagentRunId": agent, "outcome": { "type": "suspended" } }),
-            );
+            let subagent_run_id = agent.clone();
+            out.push(A::SubagentFinished { subagent_run_id, outcome: SubagentOutcome::Suspended, result: None }.into());
             if self.history {
                 self.background.insert(agent);
             }
@@ -504,7 +503,7 @@ impl AguiMapper {
         self.close_lane(&root, out);
     }
 
-    fn text(&mut self, ev: &Event, out: &mut Vec<Value>) {
+    fn text(&mut self, ev: &Event, out: &mut Vec<Frame>) {
         let Some(piece) = Piece::of(ev) else { return };
         let agent = ev.agent_id.clone();
         let reasoning = piece.reasoning;
@@ -515,26 +514,26 @@ impl AguiMapper {
             let id = format!("{}.{}.{}.{}", self.run_id, if reasoning { "r" } else { "t" }, key.2, n);
             *n += 1;
             if reasoning {
-                out.push(self.tag(&agent, json!({ "type": "REASONING_START", "messageId": id })));
-                out.push(
-                    self.tag(
-                        &agent,
-                        json!({ "type": "REASONING_MESSAGE_START", "messageId": id, "role": "reasoning" }),
-                    ),
-                );
+                out.push(self.tag(&agent, A::ReasoningStart { message_id: id.clone() }));
+                let start = A::ReasoningMessageStart { message_id: id.clone(), role: Role::Reasoning };
+                out.push(self.tag(&agent, start));
             } else {
-                out.push(
-                    self.tag(&agent, json!({ "type": "TEXT_MESSAGE_START", "messageId": id, "role": "assistant" })),
-                );
+                let start = A::TextMessageStart { message_id: id.clone(), role: Role::Assistant };
+                out.push(self.tag(&agent, start));
                 self.lane(&agent).parent = Some(id.clone());
             }
             self.lane(&agent).open = Some(Open { id, sent: SentText::new(reasoning, ev.response_id.clone()) });
         }
-        let kind = if reasoning { "REASONING_MESSAGE_CONTENT" } else { "TEXT_MESSAGE_CONTENT" };
         let open = self.lanes.get_mut(&agent).and_then(|l| l.open.as_mut()).expect("opened above");
         let (id, deltas) = (open.id.clone(), open.sent.advance(&piece));
         for delta in deltas {
-            out.push(self.tag(&agent, json!({ "type": kind, "messageId": id, "delta": delta })));
+            let message_id = id.clone();
+            let content = if reasoning {
+                A::ReasoningMessageContent { message_id, delta }
+            } else {
+                A::TextMessageContent { message_id, delta }
+            };
+            out.push(self.tag(&agent, content));
         }
     }
 }
@@ -557,8 +556,8 @@ fn response_schema(input_type: &str, questions: Option<&[crate::log::event::payl
                     "skipped": { "type": "boolean" },
                 }, "required": ["questionId"] } } },
             });
-            if let Some(q) = questions {
-                s["x-questions"] = json!(q);
+            if let (Some(q), Some(schema)) = (questions, s.as_object_mut()) {
+                schema.insert("x-questions".into(), json!(q));
             }
             s
         }
@@ -574,24 +573,52 @@ pub fn user_content(text: &str, list: &[crate::files::Attachment], origin: &str,
     }
     let mut parts = Vec::new();
     if !text.is_empty() {
-        parts.push(json!({ "type": "text", "text": text }));
+        parts.push(Part::Text { text: text.to_owned() });
     }
     for a in list {
-        let kind = if crate::files::media::inline(a.media_type()) { "image" } else { "document" };
-        let mut meta = json!({});
-        if let crate::files::Attachment::File(f) = a {
-            meta = json!({ "fileId": f.file_id, "size": f.size });
-        }
-        if let Some(n) = a.name() {
-            meta["filename"] = n.into();
-        }
-        parts.push(json!({
-            "type": kind,
-            "source": { "type": "url", "value": a.url(origin, thread), "mimeType": a.media_type() },
-            "metadata": meta,
-        }));
+        let source = Source { kind: "url", value: a.url(origin, thread), mime_type: a.media_type().to_owned() };
+        let (file_id, size) = match a {
+            crate::files::Attachment::File(f) => (Some(f.file_id.clone()), Some(f.size)),
+            _ => (None, None),
+        };
+        let metadata = PartMeta { file_id, size, filename: a.name().map(str::to_owned) };
+        parts.push(if crate::files::media::inline(a.media_type()) {
+            Part::Image { source, metadata }
+        } else {
+            Part::Document { source, metadata }
+        });
     }
-    Value::Array(parts)
+    serde_json::to_value(parts).expect("message parts serialise")
+}
+
+/// A part of a user message's content.
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Part {
+    Text { text: String },
+    Image { source: Source, metadata: PartMeta },
+    Document { source: Source, metadata: PartMeta },
+}
+
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Source {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    value: String,
+    mime_type: String,
+}
+
+/// A stored file's id and size, and the name it was sent with.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct PartMeta {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filename: Option<String>,
 }
 
 #[cfg(test)]
@@ -604,8 +631,12 @@ mod tests {
         e
     }
 
-    fn types(events: &[(u64, Value)]) -> Vec<String> {
-        events.iter().map(|(_, e)| e["type"].as_str().unwrap().to_owned()).collect()
+    fn value(frame: &Frame) -> Value {
+        serde_json::to_value(frame).unwrap()
+    }
+
+    fn types(events: &[(u64, Frame)]) -> Vec<String> {
+        events.iter().map(|(_, e)| value(e)["type"].as_str().unwrap().to_owned()).collect()
     }
 
     #[test]
@@ -661,7 +692,7 @@ mod tests {
         let mut fold = AguiMessages::default();
         a.iter().for_each(|(_, e)| fold.apply(e));
         assert_eq!(
-            Value::Array(fold.messages),
+            serde_json::to_string(&fold.messages).unwrap(),
             json!([
                 {"id":"m1","role":"user","content":"hi"},
                 {"id":"t.r.r.s.0","role":"reasoning","content":"Hm"},
@@ -670,6 +701,7 @@ mod tests {
                 ]},
                 {"id":"c.result","toolCallId":"c","role":"tool","content":"{\"ok\":true}"}
             ])
+            .to_string()
         );
     }
 
@@ -693,8 +725,9 @@ mod tests {
         }
         assert!(m.waiting());
         let end = m.pause();
-        assert_eq!(end.last().unwrap()["outcome"]["interrupts"][0]["id"], "q");
-        assert_eq!(end.last().unwrap()["outcome"]["interrupts"][0]["reason"], "tool_approval");
+        let last = value(end.last().unwrap());
+        assert_eq!(last["outcome"]["interrupts"][0]["id"], "q");
+        assert_eq!(last["outcome"]["interrupts"][0]["reason"], "tool_approval");
         let failed = m.map(&ev(Kind::RunFinish, "o", None, json!({"status":"error","reason":"boom"})));
         assert_eq!(types(&failed), ["RUN_ERROR"]);
     }
@@ -726,7 +759,7 @@ mod tests {
                 "RUN_FINISHED"
             ]
         );
-        assert!(out[2..7].iter().all(|(_, e)| e["subagentRunId"] == "sub"));
+        assert!(out[2..7].iter().all(|(_, e)| e.subagent.as_deref() == Some("sub")));
         // A stream ignores what a background sub-agent does after the run's
         // end; the history shows it.
         let later = ev(Kind::TextDelta, "sub", Some("y"), json!({"text":" more"}));
@@ -742,8 +775,8 @@ mod tests {
         let mut fold = AguiMessages::default();
         events.iter().flat_map(|e| h.map(e)).for_each(|(_, e)| fold.apply(&e));
         assert_eq!(
-            fold.messages,
-            [json!({"id":"t.r.t.y.0","role":"assistant","content":" more","subagentRunId":"sub"})]
+            serde_json::to_string(&fold.messages).unwrap(),
+            json!([{"id":"t.r.t.y.0","role":"assistant","content":" more","subagentRunId":"sub"}]).to_string()
         );
     }
 }

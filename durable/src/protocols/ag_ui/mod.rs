@@ -15,6 +15,7 @@
 //! - the history is the fold of the same numbered events the streams send.
 
 pub mod bodies;
+pub mod frames;
 pub mod history;
 pub mod mapping;
 pub mod stream;

@@ -54,7 +54,7 @@ impl AguiFrames {
         }
         for (id, e) in self.mapper.map(&ev) {
             if !gated && id > self.after {
-                agui::encode(Some(id), &e, out);
+                e.encode(Some(id), out);
             }
         }
         if self.mapper.finished() {
@@ -67,7 +67,7 @@ impl AguiFrames {
     /// The run waits for a person: the stream ends with the interrupts.
     fn pause(&mut self, out: &mut Vec<u8>) {
         for e in self.mapper.pause() {
-            agui::encode(None, &e, out);
+            e.encode(None, out);
         }
         self.done = true;
     }
@@ -76,7 +76,7 @@ impl AguiFrames {
 impl Framer for AguiFrames {
     fn begin(&mut self, _gen: u64, _after: u64, _high: u64, out: &mut Vec<u8>) {
         if self.resumed {
-            agui::encode(None, &self.mapper.run_started(), out);
+            self.mapper.run_started().encode(None, out);
         }
     }
 
