@@ -36,6 +36,9 @@
 //! The stream ends with `data: [DONE]`; a run waiting for a person ends
 //! its stream too (`finish`), and the client's answer continues it.
 
+use super::chunks::{
+    AgentData, AgentStatus, Chunk, FinishReason, Mcp, Metadata, StatusData, TasksData, TitleData, ToolMetadata, Usage,
+};
 use crate::log::event::payload::ConfirmationRequest;
 use crate::log::event::{Event, FinishStatus, Payload};
 use crate::log::segment::{Piece, SentText};
@@ -61,19 +64,12 @@ pub const DONE: &[u8] = b"data: [DONE]\n\n";
 /// The keep-alive: an SSE comment, which the client's parser skips.
 pub const PING: &[u8] = b": ping\n\n";
 
-/// One chunk as an SSE event.
-pub fn encode(chunk: &Value, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"data: ");
-    out.extend_from_slice(chunk.to_string().as_bytes());
-    out.extend_from_slice(b"\n\n");
-}
-
 /// A `finish`. It carries (empty) metadata so that the client writes its
 /// message out: a `start-step` is shown only at the client's next write,
 /// and `finish` without metadata is none, so the history and the client
 /// agree on a run that ended right after a step began.
-fn finish(reason: &str) -> Value {
-    json!({ "type": "finish", "finishReason": reason, "messageMetadata": {} })
+fn finish(reason: FinishReason) -> Chunk {
+    Chunk::Finish { finish_reason: reason, message_metadata: Metadata::default() }
 }
 
 /// The text or reasoning part open on the stream.
@@ -102,7 +98,7 @@ pub struct UiMapper {
     /// Calls waiting for a person.
     waiting: HashSet<String>,
     /// What a sub-agent part holds, by agent id.
-    agents: HashMap<String, Value>,
+    agents: HashMap<String, AgentData>,
     /// The last `error` event's text (a failed run's `errorText`).
     last_error: Option<String>,
     /// Continuing a message the client holds: calls before the window are
@@ -135,8 +131,8 @@ impl UiMapper {
     }
 
     /// The stream's first chunk.
-    pub fn start(message_id: &str) -> Value {
-        json!({ "type": "start", "messageId": message_id })
+    pub fn start(message_id: &str) -> Chunk {
+        Chunk::Start { message_id: message_id.to_owned() }
     }
 
     /// The run has finished (its `run-finish` was mapped).
@@ -154,15 +150,15 @@ impl UiMapper {
     }
 
     /// The chunks that end a stream paused for a person.
-    pub fn pause(&mut self) -> Vec<Value> {
+    pub fn pause(&mut self) -> Vec<Chunk> {
         let mut out = Vec::new();
         self.close(&mut out);
-        out.push(finish("tool-calls"));
+        out.push(finish(FinishReason::ToolCalls));
         out
     }
 
     /// The chunks of one event.
-    pub fn map(&mut self, ev: &Event) -> Vec<Value> {
+    pub fn map(&mut self, ev: &Event) -> Vec<Chunk> {
         let mut out = Vec::new();
         if self.finished {
             return out;
@@ -175,29 +171,40 @@ impl UiMapper {
                 if spawned.parent_id == self.root {
                     self.close(&mut out);
                 }
-                let mut data = json!({ "agentId": ev.agent_id, "parentId": spawned.parent_id, "role": spawned.role, "status": "running" });
-                for (k, v) in [("title", &spawned.title), ("goal", &spawned.goal), ("kind", &spawned.kind)] {
-                    if let Some(v) = v {
-                        data[k] = v.clone().into();
-                    }
-                }
+                let data = AgentData {
+                    agent_id: ev.agent_id.clone(),
+                    parent_id: Some(spawned.parent_id.clone()),
+                    role: spawned.role.clone(),
+                    status: AgentStatus::Running,
+                    title: spawned.title.clone(),
+                    goal: spawned.goal.clone(),
+                    kind: spawned.kind.clone(),
+                    error: None,
+                    result: None,
+                };
                 self.agents.insert(ev.agent_id.clone(), data.clone());
-                out.push(json!({ "type": "data-agent", "id": ev.agent_id, "data": data }));
+                out.push(Chunk::DataAgent { id: ev.agent_id.clone(), data });
             }
             Payload::AgentCompleted(done) => {
-                let mut data = self
-                    .agents
-                    .get(&ev.agent_id)
-                    .cloned()
-                    .unwrap_or_else(|| json!({ "agentId": ev.agent_id, "role": done.role }));
-                data["status"] = if done.error.is_some() { "failed" } else { "completed" }.into();
+                let mut data = self.agents.get(&ev.agent_id).cloned().unwrap_or_else(|| AgentData {
+                    agent_id: ev.agent_id.clone(),
+                    parent_id: None,
+                    role: done.role.clone(),
+                    status: AgentStatus::Running,
+                    title: None,
+                    goal: None,
+                    kind: None,
+                    error: None,
+                    result: None,
+                });
+                data.status = if done.error.is_some() { AgentStatus::Failed } else { AgentStatus::Completed };
                 if let Some(error) = &done.error {
-                    data["error"] = error.clone().into();
+                    data.error = Some(error.clone());
                 } else if !done.result.is_null() {
-                    data["result"] = done.result.clone();
+                    data.result = Some(done.result.clone());
                 }
                 self.agents.insert(ev.agent_id.clone(), data.clone());
-                out.push(json!({ "type": "data-agent", "id": ev.agent_id, "data": data }));
+                out.push(Chunk::DataAgent { id: ev.agent_id.clone(), data });
             }
             Payload::TextDelta(_) | Payload::ReasoningDelta(_) | Payload::TextBlock(_) | Payload::ReasoningBlock(_) => {
                 if root {
@@ -208,16 +215,16 @@ impl UiMapper {
                 if root {
                     self.close(&mut out);
                     self.step_calls.clear();
-                    out.push(json!({ "type": "start-step" }));
+                    out.push(Chunk::StartStep);
                 }
             }
             Payload::StepFinish(step) => {
                 if root {
                     self.close(&mut out);
-                    out.push(json!({ "type": "finish-step" }));
-                    if let Some((input, output)) = step.token_counts() {
-                        let usage = json!({ "inputTokens": input, "outputTokens": output });
-                        out.push(json!({ "type": "message-metadata", "messageMetadata": { "usage": usage } }));
+                    out.push(Chunk::FinishStep);
+                    if let Some((input_tokens, output_tokens)) = step.token_counts() {
+                        let usage = Some(Usage { input_tokens, output_tokens });
+                        out.push(Chunk::MessageMetadata { message_metadata: Metadata { usage } });
                     }
                 }
             }
@@ -227,9 +234,12 @@ impl UiMapper {
                     let id = &start.tool_call_id;
                     self.step_call(id);
                     if self.calls.insert(id.clone()) {
-                        let mut chunk = json!({ "type": "tool-input-start", "toolCallId": id, "toolName": start.tool_name, "dynamic": true });
-                        mcp_server(start.server.as_deref(), None, &mut chunk);
-                        out.push(chunk);
+                        out.push(Chunk::ToolInputStart {
+                            tool_call_id: id.clone(),
+                            tool_name: start.tool_name.clone(),
+                            dynamic: true,
+                            mcp: mcp(start.server.as_deref(), None),
+                        });
                     }
                 }
             }
@@ -239,22 +249,24 @@ impl UiMapper {
                     let id = &call.tool_call_id;
                     self.step_call(id);
                     self.calls.insert(id.clone());
-                    let mut available = json!({
-                        "type": "tool-input-available",
-                        "toolCallId": id,
-                        "toolName": call.tool_name,
-                        "input": call.args,
-                        "dynamic": true,
+                    out.push(Chunk::ToolInputAvailable {
+                        tool_call_id: id.clone(),
+                        tool_name: call.tool_name.clone(),
+                        input: call.args.clone(),
+                        dynamic: true,
+                        mcp: mcp(call.server.as_deref(), call.title.as_deref()),
                     });
-                    mcp_server(call.server.as_deref(), call.title.as_deref(), &mut available);
-                    out.push(available);
                 }
             }
             Payload::ToolResult(r) => {
                 if root {
                     let id = &r.tool_call_id;
                     self.outcome(id, &mut out);
-                    out.push(json!({ "type": "tool-output-available", "toolCallId": id, "output": r.result, "dynamic": true }));
+                    out.push(Chunk::ToolOutputAvailable {
+                        tool_call_id: id.clone(),
+                        output: r.result.clone(),
+                        dynamic: true,
+                    });
                 }
             }
             Payload::ToolError(e) | Payload::ToolInterrupted(e) => {
@@ -264,12 +276,14 @@ impl UiMapper {
                     // A continuation starts after the request: its call is the
                     // client's, asked for approval.
                     if (self.approvals.contains(id) || self.continuing) && e.error.starts_with(DENIED) {
-                        out.push(json!({ "type": "tool-output-denied", "toolCallId": id }));
+                        out.push(Chunk::ToolOutputDenied { tool_call_id: id.clone() });
                     } else {
                         let error = if e.error.is_empty() { "the tool call did not complete" } else { &e.error };
-                        out.push(
-                            json!({ "type": "tool-output-error", "toolCallId": id, "errorText": error, "dynamic": true }),
-                        );
+                        out.push(Chunk::ToolOutputError {
+                            tool_call_id: id.clone(),
+                            error_text: error.to_owned(),
+                            dynamic: true,
+                        });
                     }
                 }
             }
@@ -280,19 +294,18 @@ impl UiMapper {
             }
             Payload::TasksUpdate(tasks) => {
                 if root {
-                    out.push(json!({ "type": "data-tasks", "id": "tasks", "data": { "tasks": tasks.list_json() } }));
+                    out.push(Chunk::DataTasks { id: "tasks", data: TasksData { tasks: tasks.list_json() } });
                 }
             }
             Payload::ThreadTitleUpdated(title) => {
                 if root {
-                    out.push(json!({ "type": "data-title", "id": "title", "data": { "title": title.title } }));
+                    out.push(Chunk::DataTitle { id: "title", data: TitleData { title: title.title.clone() } });
                 }
             }
             Payload::Status(status) => {
                 if root {
-                    out.push(
-                        json!({ "type": "data-status", "data": { "message": status.message }, "transient": true }),
-                    );
+                    let data = StatusData { message: status.message.clone() };
+                    out.push(Chunk::DataStatus { data, transient: true });
                 }
             }
             Payload::Error(error) => {
@@ -305,11 +318,11 @@ impl UiMapper {
                 self.finished = true;
                 let reason = fin.reason.clone().unwrap_or_default();
                 match fin.status {
-                    FinishStatus::Completed => out.push(finish("stop")),
+                    FinishStatus::Completed => out.push(finish(FinishReason::Stop)),
                     FinishStatus::Cancelled => {
                         let reason = if reason.is_empty() { "cancelled".to_owned() } else { reason };
-                        out.push(json!({ "type": "abort", "reason": reason }));
-                        out.push(finish("other"));
+                        out.push(Chunk::Abort { reason });
+                        out.push(finish(FinishReason::Other));
                     }
                     FinishStatus::Error | FinishStatus::Interrupted => {
                         let status = fin.status.as_str();
@@ -320,9 +333,9 @@ impl UiMapper {
                         };
                         // The client stops reading at `error`: what it holds
                         // is written out first.
-                        out.push(json!({ "type": "message-metadata", "messageMetadata": {} }));
-                        out.push(json!({ "type": "error", "errorText": error }));
-                        out.push(finish("error"));
+                        out.push(Chunk::MessageMetadata { message_metadata: Metadata::default() });
+                        out.push(Chunk::Error { error_text: error });
+                        out.push(finish(FinishReason::Error));
                     }
                 }
             }
@@ -340,7 +353,7 @@ impl UiMapper {
     /// A request for a person: an approval is the call's
     /// `tool-approval-request`; a client tool waits for the client's
     /// output; any other request is a `data-confirmation` part.
-    fn confirmation(&mut self, req: &ConfirmationRequest, out: &mut Vec<Value>) {
+    fn confirmation(&mut self, req: &ConfirmationRequest, out: &mut Vec<Chunk>) {
         self.close(out);
         let call = &req.tool_call_id;
         let input_type = req.input_type.as_ref().map_or("approval", |t| t.as_str());
@@ -354,18 +367,18 @@ impl UiMapper {
         } else if input_type == "approval" && !call.is_empty() {
             if !self.calls.contains(call) && !self.continuing {
                 self.calls.insert(call.clone());
-                out.push(json!({
-                    "type": "tool-input-available",
-                    "toolCallId": call,
-                    "toolName": req.tool_name,
-                    "input": req.args,
-                    "dynamic": true,
-                }));
+                out.push(Chunk::ToolInputAvailable {
+                    tool_call_id: call.clone(),
+                    tool_name: req.tool_name.clone(),
+                    input: req.args.clone(),
+                    dynamic: true,
+                    mcp: None,
+                });
             }
             self.approvals.insert(call.clone());
-            out.push(json!({ "type": "tool-approval-request", "approvalId": req.request_id, "toolCallId": call }));
+            out.push(Chunk::ToolApprovalRequest { approval_id: req.request_id.clone(), tool_call_id: call.clone() });
         } else {
-            out.push(json!({ "type": "data-confirmation", "id": req.request_id, "data": req }));
+            out.push(Chunk::DataConfirmation { id: req.request_id.clone(), data: Box::new(req.clone()) });
         }
     }
 
@@ -376,25 +389,30 @@ impl UiMapper {
     }
 
     /// A call's outcome: the client must hold its part first.
-    fn outcome(&mut self, id: &str, out: &mut Vec<Value>) {
+    fn outcome(&mut self, id: &str, out: &mut Vec<Chunk>) {
         self.close(out);
         self.settled.insert(id.to_owned());
         self.waiting.remove(id);
         if !self.calls.contains(id) && !self.continuing {
             self.calls.insert(id.to_owned());
-            out.push(json!({ "type": "tool-input-start", "toolCallId": id, "toolName": "unknown", "dynamic": true }));
+            out.push(Chunk::ToolInputStart {
+                tool_call_id: id.to_owned(),
+                tool_name: "unknown".into(),
+                dynamic: true,
+                mcp: None,
+            });
         }
     }
 
     /// Ends the open text or reasoning part.
-    fn close(&mut self, out: &mut Vec<Value>) {
+    fn close(&mut self, out: &mut Vec<Chunk>) {
         if let Some(open) = self.open.take() {
-            let kind = if open.sent.reasoning { "reasoning-end" } else { "text-end" };
-            out.push(json!({ "type": kind, "id": open.id }));
+            let id = open.id;
+            out.push(if open.sent.reasoning { Chunk::ReasoningEnd { id } } else { Chunk::TextEnd { id } });
         }
     }
 
-    fn text(&mut self, ev: &Event, out: &mut Vec<Value>) {
+    fn text(&mut self, ev: &Event, out: &mut Vec<Chunk>) {
         let Some(piece) = Piece::of(ev) else { return };
         let reasoning = piece.reasoning;
         if !self.open.as_ref().is_some_and(|o| o.sent.continues(&piece, &ev.response_id)) {
@@ -403,13 +421,14 @@ impl UiMapper {
             let n = self.segments.entry(key.clone()).or_insert(0);
             let id = format!("{}-{}-{}", if reasoning { "r" } else { "t" }, key.1, n);
             *n += 1;
-            out.push(json!({ "type": if reasoning { "reasoning-start" } else { "text-start" }, "id": id }));
+            let start_id = id.clone();
+            out.push(if reasoning { Chunk::ReasoningStart { id: start_id } } else { Chunk::TextStart { id: start_id } });
             self.open = Some(Open { id, sent: SentText::new(reasoning, ev.response_id.clone()) });
         }
         let open = self.open.as_mut().expect("opened above");
-        let kind = if reasoning { "reasoning-delta" } else { "text-delta" };
         for delta in open.sent.advance(&piece) {
-            out.push(json!({ "type": kind, "id": open.id, "delta": delta }));
+            let id = open.id.clone();
+            out.push(if reasoning { Chunk::ReasoningDelta { id, delta } } else { Chunk::TextDelta { id, delta } });
         }
     }
 }
@@ -431,111 +450,119 @@ impl UiMessage {
     }
 
     /// Applies one chunk.
-    pub fn apply(&mut self, chunk: &Value) {
-        let kind = chunk["type"].as_str().unwrap_or_default();
-        let id = chunk["id"].as_str().unwrap_or_default().to_owned();
-        let call = chunk["toolCallId"].as_str().unwrap_or_default();
-        match kind {
-            "start" => {
-                if let Some(m) = chunk["messageId"].as_str() {
-                    self.id = m.to_owned();
-                }
-            }
-            "start-step" => self.parts.push(json!({ "type": "step-start" })),
-            "finish-step" => self.active.clear(),
-            "text-start" => {
-                self.active.insert(id, self.parts.len());
+    pub fn apply(&mut self, chunk: &Chunk) {
+        match chunk {
+            Chunk::Start { message_id } => self.id = message_id.clone(),
+            Chunk::StartStep => self.parts.push(json!({ "type": "step-start" })),
+            Chunk::FinishStep => self.active.clear(),
+            Chunk::TextStart { id } => {
+                self.active.insert(id.clone(), self.parts.len());
                 self.parts.push(json!({ "type": "text", "text": "", "state": "streaming" }));
             }
-            "reasoning-start" => {
+            Chunk::ReasoningStart { id } => {
                 self.active.insert(id.clone(), self.parts.len());
                 // Reasoning parts keep their chunk id; text parts do not.
                 self.parts.push(json!({ "type": "reasoning", "id": id, "text": "", "state": "streaming" }));
             }
-            "text-delta" | "reasoning-delta" => {
-                if let Some(&i) = self.active.get(&id) {
-                    let text = format!(
-                        "{}{}",
-                        self.parts[i]["text"].as_str().unwrap_or_default(),
-                        chunk["delta"].as_str().unwrap_or_default()
-                    );
-                    self.parts[i]["text"] = text.into();
+            Chunk::TextDelta { id, delta } | Chunk::ReasoningDelta { id, delta } => {
+                if let Some(part) = self.active.get(id).and_then(|&i| self.parts[i].as_object_mut()) {
+                    let text = format!("{}{delta}", part.get("text").and_then(Value::as_str).unwrap_or_default());
+                    part.insert("text".into(), text.into());
                 }
             }
-            "text-end" | "reasoning-end" => {
-                if let Some(i) = self.active.remove(&id) {
-                    self.parts[i]["state"] = "done".into();
+            Chunk::TextEnd { id } | Chunk::ReasoningEnd { id } => {
+                if let Some(part) = self.active.remove(id).and_then(|i| self.parts[i].as_object_mut()) {
+                    part.insert("state".into(), "done".into());
                 }
             }
-            "tool-input-start" | "tool-input-available" => {
-                let state = if kind == "tool-input-start" { "input-streaming" } else { "input-available" };
-                let part = match self.step_tool(call) {
-                    Some(i) => &mut self.parts[i],
-                    None => {
-                        self.parts.push(json!({ "type": "dynamic-tool", "toolCallId": call }));
-                        self.parts.last_mut().expect("pushed")
-                    }
-                };
-                part["toolName"] = chunk["toolName"].clone();
-                part["state"] = state.into();
-                let obj = part.as_object_mut().expect("a part is an object");
-                for k in ["output", "errorText"] {
-                    obj.remove(k);
-                }
-                match chunk.get("input") {
-                    Some(input) => obj.insert("input".into(), input.clone()),
-                    None => obj.remove("input"),
-                };
+            Chunk::ToolInputStart { tool_call_id: call, tool_name, .. } => {
+                self.tool_input(call, tool_name, "input-streaming", None)
             }
-            "tool-approval-request" => {
-                if let Some(i) = self.tool(call) {
-                    self.parts[i]["state"] = "approval-requested".into();
-                    self.parts[i]["approval"] = json!({ "id": chunk["approvalId"] });
+            Chunk::ToolInputAvailable { tool_call_id: call, tool_name, input, .. } => {
+                self.tool_input(call, tool_name, "input-available", Some(input))
+            }
+            Chunk::ToolApprovalRequest { approval_id, tool_call_id: call } => {
+                if let Some(part) = self.tool(call).and_then(|i| self.parts[i].as_object_mut()) {
+                    part.insert("state".into(), "approval-requested".into());
+                    part.insert("approval".into(), json!({ "id": approval_id }));
                 }
             }
-            "tool-output-available" | "tool-output-error" | "tool-output-denied" => {
-                let Some(i) = self.tool(call) else { return };
-                let part = self.parts[i].as_object_mut().expect("a part is an object");
-                part.remove("output");
-                part.remove("errorText");
-                let state = kind.trim_start_matches("tool-");
-                part.insert("state".into(), state.into());
-                match kind {
-                    "tool-output-available" => {
-                        part.insert("output".into(), chunk["output"].clone());
-                    }
-                    "tool-output-error" => {
-                        part.insert("errorText".into(), chunk["errorText"].clone());
-                    }
-                    _ => {}
-                }
-                // The decision the client recorded with its answer.
-                let expired = chunk["errorText"].as_str().is_some_and(|e| e.starts_with(EXPIRED));
-                if let Some(Value::Object(approval)) = part.get_mut("approval") {
-                    if !approval.contains_key("approved") && !expired {
-                        approval.insert("approved".into(), (kind != "tool-output-denied").into());
-                    }
-                }
+            Chunk::ToolOutputAvailable { tool_call_id: call, output, .. } => {
+                self.tool_output(call, "output-available", Some(("output", output.clone())))
             }
-            "message-metadata" | "finish" => {
-                if let Some(m) = chunk.get("messageMetadata").filter(|m| !m.is_null()) {
-                    let mut merged = self.metadata.take().unwrap_or_else(|| Value::Object(Map::new()));
-                    merge(&mut merged, m);
-                    self.metadata = Some(merged);
-                }
+            Chunk::ToolOutputError { tool_call_id: call, error_text, .. } => {
+                self.tool_output(call, "output-error", Some(("errorText", error_text.clone().into())))
             }
-            k if k.starts_with("data-") => {
-                if chunk["transient"].as_bool() == Some(true) {
+            Chunk::ToolOutputDenied { tool_call_id: call } => self.tool_output(call, "output-denied", None),
+            Chunk::MessageMetadata { message_metadata: m } | Chunk::Finish { message_metadata: m, .. } => {
+                let m = serde_json::to_value(m).expect("metadata serialises");
+                let mut merged = self.metadata.take().unwrap_or_else(|| Value::Object(Map::new()));
+                merge(&mut merged, &m);
+                self.metadata = Some(merged);
+            }
+            Chunk::DataAgent { .. }
+            | Chunk::DataTasks { .. }
+            | Chunk::DataTitle { .. }
+            | Chunk::DataStatus { .. }
+            | Chunk::DataConfirmation { .. }
+            | Chunk::DataQueued { .. } => {
+                let Some((kind, id, transient)) = chunk.data_part() else { return };
+                if transient {
                     return;
                 }
-                let existing = (!id.is_empty())
-                    .then(|| self.parts.iter_mut().find(|p| p["type"] == kind && p["id"] == id.as_str()));
-                match existing.flatten() {
-                    Some(part) => part["data"] = chunk["data"].clone(),
-                    None => self.parts.push(chunk.clone()),
+                let part = serde_json::to_value(chunk).expect("a chunk serialises");
+                let same = |p: &Value| p.get("type").and_then(Value::as_str) == Some(kind) && id.is_some() && p.get("id").and_then(Value::as_str) == id;
+                match self.parts.iter_mut().find(|p| same(p)) {
+                    Some(existing) => *existing = part,
+                    None => self.parts.push(part),
                 }
             }
-            _ => {}
+            // What the client's message does not keep.
+            Chunk::Abort { .. } | Chunk::Error { .. } => {}
+        }
+    }
+
+    /// A tool call's input, streaming or whole: its part (this step's, or a
+    /// new one) takes the tool's name, the state and the input, and loses
+    /// any outcome.
+    fn tool_input(&mut self, call: &str, tool_name: &str, state: &str, input: Option<&Value>) {
+        let at = match self.step_tool(call) {
+            Some(i) => i,
+            None => {
+                self.parts.push(json!({ "type": "dynamic-tool", "toolCallId": call }));
+                self.parts.len() - 1
+            }
+        };
+        let part = self.parts[at].as_object_mut().expect("a part is an object");
+        part.insert("toolName".into(), tool_name.into());
+        part.insert("state".into(), state.into());
+        for k in ["output", "errorText"] {
+            part.remove(k);
+        }
+        match input {
+            Some(input) => part.insert("input".into(), input.clone()),
+            None => part.remove("input"),
+        };
+    }
+
+    /// A tool call's outcome: its part's state (`output-available`,
+    /// `output-error`, `output-denied`) and what it carries; an approval the
+    /// client asked for records whether it was given (unless it lapsed).
+    fn tool_output(&mut self, call: &str, state: &str, carried: Option<(&str, Value)>) {
+        let Some(i) = self.tool(call) else { return };
+        let part = self.parts[i].as_object_mut().expect("a part is an object");
+        part.remove("output");
+        part.remove("errorText");
+        part.insert("state".into(), state.into());
+        let expired = matches!(&carried, Some(("errorText", Value::String(e))) if e.starts_with(EXPIRED));
+        if let Some((key, value)) = carried {
+            part.insert(key.into(), value);
+        }
+        // The decision the client recorded with its answer.
+        if let Some(Value::Object(approval)) = part.get_mut("approval") {
+            if !approval.contains_key("approved") && !expired {
+                approval.insert("approved".into(), (state != "output-denied").into());
+            }
         }
     }
 
@@ -612,14 +639,15 @@ pub fn user_message(message_id: &str, text: &str) -> Value {
     json!({ "id": message_id, "role": "user", "parts": [{ "type": "text", "text": text }] })
 }
 
-/// An MCP tool's call names its server (`toolMetadata.mcpServer`, which
-/// the client keeps on the tool part) and its title.
-fn mcp_server(server: Option<&str>, title: Option<&str>, chunk: &mut Value) {
-    if let Some(server) = server {
-        chunk["toolMetadata"] = json!({ "mcpServer": server });
-        let title = title.unwrap_or_default();
-        chunk["title"] = if title.is_empty() { server.to_owned() } else { format!("{title} ({server})") }.into();
-    }
+/// An MCP tool's call names its server (`toolMetadata.mcpServer`) and its
+/// title: the tool's, with the server's name, else the server's.
+fn mcp(server: Option<&str>, title: Option<&str>) -> Option<Mcp> {
+    let server = server?;
+    let title = title.unwrap_or_default();
+    Some(Mcp {
+        tool_metadata: ToolMetadata { mcp_server: server.to_owned() },
+        title: if title.is_empty() { server.to_owned() } else { format!("{title} ({server})") },
+    })
 }
 
 /// A user message with its attachments as `file` parts, each with the URL
@@ -664,8 +692,12 @@ mod tests {
         e
     }
 
-    fn chunks(m: &mut UiMapper, events: &[Event]) -> Vec<Value> {
+    fn chunks(m: &mut UiMapper, events: &[Event]) -> Vec<Chunk> {
         events.iter().flat_map(|e| m.map(e)).collect()
+    }
+
+    fn values(chunks: &[Chunk]) -> Vec<Value> {
+        chunks.iter().map(|c| serde_json::to_value(c).unwrap()).collect()
     }
 
     #[test]
@@ -690,7 +722,8 @@ mod tests {
         let a = chunks(&mut UiMapper::new("o"), &live);
         let b = chunks(&mut UiMapper::new("o"), &replay);
         assert_eq!(a, b);
-        let types: Vec<&str> = a.iter().map(|c| c["type"].as_str().unwrap()).collect();
+        let a_values = values(&a);
+        let types: Vec<&str> = a_values.iter().map(|c| c["type"].as_str().unwrap()).collect();
         assert_eq!(
             types,
             [
@@ -745,7 +778,7 @@ mod tests {
         assert!(m.waiting());
         let denied = ev(Kind::ToolError, "o", None, json!({"toolCallId":"a","error":format!("{DENIED}: no")}));
         let out = chunks(&mut m, std::slice::from_ref(&denied));
-        assert_eq!(out, [json!({"type":"tool-output-denied","toolCallId":"a"})]);
+        assert_eq!(values(&out), [json!({"type":"tool-output-denied","toolCallId":"a"})]);
         assert!(!m.waiting());
         // The history shows the denial with its reason.
         let mut all = first.to_vec();
@@ -763,14 +796,15 @@ mod tests {
     fn finishes_by_status() {
         let fin = |status: &str| {
             let mut m = UiMapper::new("o");
-            chunks(
+            values(&chunks(
                 &mut m,
                 &[
                     ev(Kind::Error, "o", None, json!({"content":"boom"})),
                     ev(Kind::RunFinish, "o", None, json!({"status":status,"reason":"why"})),
                 ],
-            )
+            ))
         };
+        let finish = |reason: &str| json!({ "type": "finish", "finishReason": reason, "messageMetadata": {} });
         assert_eq!(fin("completed"), [finish("stop")]);
         assert_eq!(fin("cancelled"), [json!({"type":"abort","reason":"why"}), finish("other")]);
         assert_eq!(
@@ -786,9 +820,9 @@ mod tests {
     #[test]
     fn data_parts_replace_by_id() {
         let mut msg = UiMessage::new("m");
-        msg.apply(&json!({"type":"data-tasks","id":"tasks","data":{"tasks":[1]}}));
-        msg.apply(&json!({"type":"data-status","data":{"message":"x"},"transient":true}));
-        msg.apply(&json!({"type":"data-tasks","id":"tasks","data":{"tasks":[1,2]}}));
+        msg.apply(&Chunk::DataTasks { id: "tasks", data: TasksData { tasks: json!([1]) } });
+        msg.apply(&Chunk::DataStatus { data: StatusData { message: "x".into() }, transient: true });
+        msg.apply(&Chunk::DataTasks { id: "tasks", data: TasksData { tasks: json!([1, 2]) } });
         assert_eq!(msg.parts, [json!({"type":"data-tasks","id":"tasks","data":{"tasks":[1,2]}})]);
     }
 }

@@ -17,6 +17,7 @@
 //!   `start` carries (the run id), and is the fold of the same chunks.
 
 pub mod bodies;
+pub mod chunks;
 pub mod history;
 pub mod mapping;
 pub mod stream;
@@ -268,7 +269,7 @@ fn chat<S: Store, K: Sink>(
         Sent::Run { run_id, .. } => follow_body(&run_id, 0, false),
         Sent::Queued(queued) => {
             let mut out = Vec::new();
-            mapping::encode(&json!({ "type": "data-queued", "data": queued, "transient": true }), &mut out);
+            chunks::Chunk::DataQueued { data: queued, transient: true }.encode(&mut out);
             out.extend_from_slice(mapping::DONE);
             Answer::Reply(Reply::with_headers(200, mapping::HEADERS).body(out))
         }

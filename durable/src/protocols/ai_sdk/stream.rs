@@ -28,7 +28,7 @@ impl UiFrames {
 
     fn start(&mut self, out: &mut Vec<u8>) {
         if let (false, Some(run)) = (self.started, &self.run) {
-            uistream::encode(&UiMapper::start(run), out);
+            UiMapper::start(run).encode(out);
             self.started = true;
         }
     }
@@ -45,7 +45,7 @@ impl UiFrames {
         }
         self.start(out);
         for chunk in self.mapper.map(&ev) {
-            uistream::encode(&chunk, out);
+            chunk.encode(out);
         }
         if self.mapper.finished() {
             self.end(out);
@@ -58,7 +58,7 @@ impl UiFrames {
     /// a reconnect) continues the message.
     fn pause(&mut self, out: &mut Vec<u8>) {
         for chunk in self.mapper.pause() {
-            uistream::encode(&chunk, out);
+            chunk.encode(out);
         }
         self.end(out);
     }
