@@ -291,7 +291,7 @@ impl Host for WorkerHost {
                 wasm_bindgen_futures::spawn_local(async move {
                     for effect in effects {
                         if let threadline_durable::Effect::Charge { actor, charges } = effect {
-                            crate::effects::deliver_charges(&env, &core, &actor, charges).await;
+                            crate::charges::deliver(&env, &core, &actor, charges).await;
                         }
                     }
                 });

@@ -15,10 +15,9 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
-use threadline_durable::agent::charge::Charge;
 use threadline_durable::agent::{self, cancel::CancelToken};
 use threadline_durable::storage::store::SqlStore;
-use threadline_durable::{ApiError, DirectoryOp, Drive, Effect};
+use threadline_durable::{ApiError, Drive, Effect};
 use worker::*;
 
 impl Inner {
@@ -50,7 +49,9 @@ impl Inner {
                         console_warn!("directory: {e}");
                     }
                 }
-                Effect::Charge { actor, charges } => deliver_charges(&self.env, &self.core, &actor, charges).await,
+                Effect::Charge { actor, charges } => {
+                    crate::charges::deliver(&self.env, &self.core, &actor, charges).await
+                }
                 Effect::EndFollows { ids } => {
                     for ws in self.state.get_websockets_with_tag(live::TAG) {
                         if live::attachment(&ws).is_some_and(|a| ids.contains(&a.id)) {
@@ -205,33 +206,6 @@ fn arm_flush_timer(core: Shared, timer: Rc<Cell<Option<i64>>>) {
         }
         arm_flush_timer(core, timer);
     });
-}
-
-/// Delivers model calls' charges to `actor`'s directory, and tells the core
-/// whether it has them (or the alarm tries again).
-pub(crate) async fn deliver_charges(env: &Env, core: &Shared, actor: &str, charges: Vec<Charge>) {
-    let ids: Vec<String> = charges.iter().map(|c| c.id.clone()).collect();
-    let call = threadline_durable::front::directory_call(actor, &DirectoryOp::Charge { charges });
-    let delivered = match crate::call(env, None, &call).await {
-        Ok(resp) if (200..300).contains(&resp.status_code()) => true,
-        Ok(resp) => {
-            console_warn!("charges: the directory answered {}", resp.status_code());
-            false
-        }
-        Err(e) => {
-            console_warn!("charges: {e}");
-            false
-        }
-    };
-    let mut slot = core.borrow_mut();
-    let Some(core) = slot.as_mut() else { return };
-    if delivered {
-        if let Err(e) = core.charges().charged(&ids) {
-            console_error!("charges: {e}");
-        }
-    } else {
-        core.charges().charge_failed(now_ms());
-    }
 }
 
 /// POSTs JSON; an error unless a 2xx answer arrives within `timeout_ms`

@@ -27,6 +27,7 @@
 //! - [`http`], [`ids`]: bytes in and out of the runtime; random ids.
 
 mod agent_host;
+mod charges;
 mod directory;
 mod effects;
 mod files;

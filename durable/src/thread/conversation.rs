@@ -248,12 +248,12 @@ impl<'t, S: Store> Conversation<'t, S> {
 
     /// The actor who created the thread.
     pub fn owner(&self) -> Result<Option<String>, Error> {
-        Ok(self.store.meta(super::send::OWNER_KEY)?)
+        Ok(self.store.meta(super::meta::OWNER_KEY)?)
     }
 
     /// The thread's pinned model, if any.
     pub fn pin(&self) -> Result<Option<String>, Error> {
-        Ok(self.store.meta(super::serve::PIN_KEY)?)
+        Ok(self.store.meta(super::meta::PIN_KEY)?)
     }
 
     /// The run's last checkpoint; an unreadable one counts as none.
@@ -265,7 +265,7 @@ impl<'t, S: Store> Conversation<'t, S> {
     /// The log's generation if one was drawn (a log never read from a
     /// position has none yet).
     pub fn stored_generation(&self) -> Result<Option<u64>, Error> {
-        stored_generation(self.store)
+        super::meta::stored_generation(self.store)
     }
 }
 
@@ -274,11 +274,6 @@ impl<'t, S: Store> Conversation<'t, S> {
 pub(super) fn run_events<S: Store>(store: &S, run_id: &str) -> Result<Vec<Event>, Error> {
     let records = store.run_records(run_id)?;
     Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
-}
-
-/// The log's generation if one was drawn.
-pub(super) fn stored_generation<S: Store>(store: &S) -> Result<Option<u64>, Error> {
-    Ok(store.meta(super::subscribe::GENERATION_KEY)?.and_then(|v| v.parse().ok()))
 }
 
 /// A run's stored usage as the messages view shows it: the model's own

@@ -124,7 +124,7 @@ impl<'t, S: Store, St: Deref<Target = S>> Files<'t, St> {
             Some(row) if row.state != FileState::Deleting => row,
             _ => return Err(Error::FileNotFound),
         };
-        let generation = super::conversation::stored_generation(&*self.store)?.ok_or(Error::FileNotFound)?;
+        let generation = super::meta::stored_generation(&*self.store)?.ok_or(Error::FileNotFound)?;
         let key = files::key(self.thread_id, generation, &row.file.sha256);
         Ok((row.file, key))
     }
@@ -143,7 +143,7 @@ impl<'t, S: Store, St: DerefMut<Target = S>> Files<'t, St> {
     /// [{fileId, key, put}], files: [{fileId, url, mediaType, size, name}]}`,
     /// `put: false` for bytes the thread already keeps for a message.
     pub fn reserve_files(&mut self, new: &[NewFile], origin: &str, random: u64, now: i64) -> Result<Value, Error> {
-        let generation = super::subscribe::generation(&mut *self.store, || random)?;
+        let generation = super::meta::generation(&mut *self.store, || random)?;
         let mut reserved = Vec::new();
         let mut described = Vec::new();
         for f in new {
@@ -220,7 +220,7 @@ impl<'t, S: Store, St: DerefMut<Target = S>> Files<'t, St> {
         if rows.is_empty() {
             return Ok(None);
         }
-        let generation = super::conversation::stored_generation(&*self.store)?.unwrap_or(0);
+        let generation = super::meta::stored_generation(&*self.store)?.unwrap_or(0);
         let keys = rows.iter().map(|r| files::key(self.thread_id, generation, &r.file.sha256)).collect();
         let ids = rows.into_iter().map(|r| r.file.file_id).collect();
         Ok(Some(Effect::DeleteFiles { keys, ids }))

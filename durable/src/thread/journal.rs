@@ -113,9 +113,9 @@ impl<S: Store, K: Sink> Journal<S, K> {
     }
 
     /// The log's generation, drawn from `draw` if none was
-    /// ([`super::subscribe::generation`]).
+    /// ([`super::meta::generation`]).
     pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
-        super::subscribe::generation(&mut self.store, draw)
+        super::meta::generation(&mut self.store, draw)
     }
 
     /// Its subscribers: register one again after the object slept
@@ -289,7 +289,7 @@ impl<S: Store, K: Sink> Journal<S, K> {
         sync: Option<String>,
     ) -> Result<Bytes, Error> {
         let high = self.last_seq;
-        let gen = conversation::stored_generation(&self.store)?.unwrap_or(0);
+        let gen = super::meta::stored_generation(&self.store)?.unwrap_or(0);
         let mut out = Vec::new();
         socket::hello(high, gen, after, &mut out);
         // A short first page: the Worker frames a whole message before it

@@ -45,6 +45,7 @@ pub mod error;
 mod files;
 mod journal;
 mod lifecycle;
+pub mod meta;
 mod queue;
 mod run_lock;
 pub mod send;
@@ -189,7 +190,7 @@ impl Staged {
     }
 }
 
-const QUEUE_KEY: &str = "queue";
+use meta::QUEUE_KEY;
 
 impl<S: Store, K: Sink> Thread<S, K> {
     /// Opens a thread over `store`. A run found still open is remembered as

@@ -3,6 +3,7 @@
 //! the launch of the runs a send (or the queue) started.
 
 use super::error::{Busy, Error, Setting};
+use super::meta::{OWNER_KEY, SEND_ORIGIN_KEY};
 use super::{Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
 use crate::access::{Caller, Grant};
 use crate::agent;
@@ -18,11 +19,6 @@ use crate::settings::Settings;
 use crate::storage::store::{Driver, RunRecord, Store, Turn};
 use crate::wire::ids;
 use serde_json::{json, Value};
-
-/// Where a thread keeps the actor who created it.
-pub const OWNER_KEY: &str = "owner";
-/// Where a thread keeps the origin of its last accepted send.
-pub const SEND_ORIGIN_KEY: &str = "send_origin";
 
 /// Who sends, as the route admitted them, and where the request came in.
 #[derive(Clone, Debug)]

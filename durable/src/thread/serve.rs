@@ -40,9 +40,6 @@ impl Admitted {
     }
 }
 
-/// Where a thread keeps its pinned model.
-pub const PIN_KEY: &str = "pinned_model";
-
 /// One request as the object's shell received it, its route apart.
 pub struct Call<'a> {
     pub caller: &'a Caller,
@@ -194,7 +191,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
     /// Pins a model for the thread's later sends (`None` unpins).
     pub fn set_pin(&mut self, model: Option<&str>) -> Result<(), Error> {
-        Ok(self.journal.store_mut().set_meta(PIN_KEY, model)?)
+        Ok(self.journal.store_mut().set_meta(super::meta::PIN_KEY, model)?)
     }
 
     /// Decides request `request_id` for `caller` with decision `body`:

@@ -48,10 +48,6 @@ impl Follow {
     }
 }
 
-/// The meta key the log's generation is stored under (its name predates
-/// other readers than its first: stored data keeps it).
-pub const GENERATION_KEY: &str = "ds_generation";
-
 /// A live run's state as a joining client needs it ([`Thread::run_state`]),
 /// carried to the relay on the subscriber's socket; each protocol frames it
 /// in its own words, or not at all.
@@ -63,20 +59,6 @@ pub struct RunSnapshot {
     /// The run waits on a person (or a client's tool).
     pub suspended: bool,
     pub background_tasks: Vec<BackgroundTask>,
-}
-
-/// The log's generation: a random number drawn (from `draw`) when the log is
-/// first read from a position and stored with it. A reader's position names
-/// it, and deleting the thread deletes it, so a position in a deleted log is
-/// never taken for one in the log that replaced it.
-pub(super) fn generation<S: Store>(store: &mut S, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
-    if let Some(g) = super::conversation::stored_generation(store)? {
-        return Ok(g);
-    }
-    // 1..=10^15: fits the 16 digits of an offset half, never 0.
-    let g = draw() % 1_000_000_000_000_000 + 1;
-    store.set_meta(GENERATION_KEY, Some(&g.to_string()))?;
-    Ok(g)
 }
 
 impl<S: Store, K: Sink> Thread<S, K> {
@@ -123,7 +105,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         })
     }
 
-    /// The log's generation ([`generation`]), drawn from `draw` if none was:
+    /// The log's generation ([`super::meta::generation`]), drawn from `draw` if none was:
     /// what a reader's position names.
     pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
         self.journal.generation(draw)

@@ -1,0 +1,38 @@
+//! What a thread keeps beside its log, each under its own meta key, and the
+//! log's generation. The bottom of the thread's parts: every other reads
+//! these from here, and this file reads none of them.
+
+use super::error::Error;
+use crate::storage::store::Store;
+
+/// The actor who created the thread.
+pub const OWNER_KEY: &str = "owner";
+/// The origin of the thread's last accepted send.
+pub const SEND_ORIGIN_KEY: &str = "send_origin";
+/// The thread's pinned model.
+pub const PIN_KEY: &str = "pinned_model";
+/// The message queue, stored whole.
+pub const QUEUE_KEY: &str = "queue";
+/// The log's generation (its name predates other readers than its first:
+/// stored data keeps it).
+pub const GENERATION_KEY: &str = "ds_generation";
+
+/// The log's generation: a random number drawn (from `draw`) when the log is
+/// first read from a position and stored with it. A reader's position names
+/// it, and deleting the thread deletes it, so a position in a deleted log is
+/// never taken for one in the log that replaced it.
+pub fn generation<S: Store>(store: &mut S, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
+    if let Some(g) = stored_generation(store)? {
+        return Ok(g);
+    }
+    // 1..=10^15: fits the 16 digits of an offset half, never 0.
+    let g = draw() % 1_000_000_000_000_000 + 1;
+    store.set_meta(GENERATION_KEY, Some(&g.to_string()))?;
+    Ok(g)
+}
+
+/// The log's generation if one was drawn (a log never read from a position
+/// has none yet).
+pub fn stored_generation<S: Store>(store: &S) -> Result<Option<u64>, Error> {
+    Ok(store.meta(GENERATION_KEY)?.and_then(|v| v.parse().ok()))
+}
