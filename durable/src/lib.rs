@@ -17,9 +17,11 @@
 //!   `agora`, `durable_streams`, `flue`, `ai_sdk`, `ag_ui`), and `files`
 //!   (the upload and file routes every protocol shares), registered on one
 //!   line, which admits every request by its route's access rule.
-//! - [`thread`]: the thread's state machine (run lock, the one publish path,
-//!   send, cancel, decide, subscribe, queue, the read API the protocols
-//!   use), naming no protocol.
+//! - [`thread`]: the thread, coordinating parts that own their fields (the
+//!   journal, where events become the log; the run lock; subscribers;
+//!   requests for a person; files; charges; budgets) and the read model the
+//!   protocols use (`Conversation`); it fails in its own terms
+//!   (`thread::error`) and names no protocol.
 //! - [`feed`]: a subscriber's stream across the hop between the thread's
 //!   object and the Worker (replay then live), framed by a protocol's framer.
 //! - [`streams`]: the Durable Streams wire (offsets, headers, producers),

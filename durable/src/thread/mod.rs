@@ -1,34 +1,36 @@
 //! One conversation thread: what its Durable Object holds and decides.
 //!
-//! [`Thread`] owns the sequence counter, the run lock, the open text segments
-//! and the subscribers, over a synchronous [`Store`]. Every event, whoever
-//! produced it (the server, an external agent, the built-in agent), enters
-//! through [`Thread::publish_events`], the one publish path, which persists,
-//! then fans out.
+//! [`Thread`] coordinates parts that each own their fields and the rules
+//! about them (each tested alone):
 //!
-//! This file is the state machine: the struct, the run lock, the publish
-//! path, what starts next when a run ends, and the deadlines. They stay
-//! together because they call each other (a run's finish starts the next
-//! queued message in the same block; a batch stores its confirmations). The
-//! other files of the folder add the thread's operations by concern and
-//! import only from here:
+//! - [`Journal`] (`journal`): the store, the sequence counter, the open text
+//!   segments and the subscribers. Events become the log there and only
+//!   there: persisted, then fanned out, in one block.
+//! - [`RunLock`] (`run_lock`): the run holding the thread, its fold, its
+//!   suspension while a person decides, its deadlines, and the background
+//!   agents that outlive it.
+//! - [`Subscribers`] (`subscribers`): who follows what, room and probing.
+//! - [`Requests`] and [`Decisions`] (`confirmations`): requests waiting for a
+//!   person, read and changed.
+//! - [`Files`] (`files`), [`Charges`] (`charges`), `Budgets` (`budgets`):
+//!   a thread's files, what its model calls cost, and its senders' budgets.
+//! - [`Conversation`] (`conversation`): the read model every protocol reads
+//!   the thread through (which runs a conversation shows is decided there,
+//!   once).
+//! - `meta`: what a thread keeps under meta keys, and the log's generation.
 //!
-//! - `send`: sending a message (start, queue, interrupt, regenerate), a
-//!   client's own message ids, and launching the runs a send started;
-//! - `serve`: what a request carries and is answered with, and the
-//!   operations routes are made of (admission, follow, cancel, decide,
-//!   delete, the alarm);
-//! - `subscribe`: subscriptions (the hello a socket gets first), replay
-//!   pages and fan-out, in the `feed::socket` format the Worker relays;
-//! - `confirmations`: requests waiting for a person, their decisions (one,
-//!   or a batch admitted whole) and lapses;
-//! - `queue`: the message queue's operations, interrupt and regenerate;
-//! - `agent`: what the built-in agent's loop stores and how it resumes;
-//! - `transcript`: status, messages with their agent trees, the conversation
-//!   memory a run starts from, and the debug figures.
-//! - `error`: why an operation did not happen, in the thread's terms
-//!   (conflicts, missing things, refusals, bad input); each protocol answers
-//!   it over HTTP through `protocols::error`.
+//! This file holds the thread itself: loading, the run lock's
+//! compare-and-set, the publish path ([`Thread::publish_events`], the one
+//! way a run ends, which decides what starts next in the same block), and
+//! the queue's handoff. The operations routes are made of are added by
+//! concern: `send` (start, queue, interrupt, regenerate; a client's own
+//! message ids; launching runs), `queue`, `serve` (admission, follow,
+//! cancel, decide, delete, the alarm), `subscribe` (the hello a socket
+//! gets first), `agent` (what the built-in agent's loop stores and how it
+//! resumes), `lifecycle` (a run's end, dead holders, deadlines), `status`
+//! and `telemetry`. Why an operation did not happen is an [`error::Error`],
+//! in the thread's terms; each protocol answers it over HTTP through
+//! `protocols::error`.
 //!
 //! No protocol is named here: each protocol's routes (`protocols/`) are
 //! made of these operations.
@@ -70,7 +72,7 @@ pub use crate::settings::Config;
 pub use crate::wire::ids::ROOT_AGENT;
 use budgets::Budgets;
 pub use charges::{keep_charges, Charges, Held};
-pub use confirmations::{check_decision, By, REQUESTER};
+pub use confirmations::{check_decision, By, Decisions, Requests, REQUESTER};
 pub use conversation::Conversation;
 pub use files::Files;
 pub use journal::Journal;
