@@ -18,6 +18,7 @@ use crate::log::queued::Queue;
 use crate::settings::Settings;
 use crate::storage::store::{Driver, RunRecord, Store, Turn};
 use crate::wire::ids;
+use serde::Serialize;
 use serde_json::{json, Value};
 
 /// Who sends, as the route admitted them, and where the request came in.
@@ -71,11 +72,29 @@ pub struct Given {
 pub enum Sent {
     /// A run started (or regenerated).
     Run { run_id: String, regenerated: bool },
-    /// The 202 body of a queued (or interrupting) send.
-    Queued(Value),
+    /// A queued (or interrupting) send's receipt: its 202.
+    Queued(Queued),
     /// Checked, and its files reserved (`Sender::reserve`): the 200 body
     /// the Worker stores the bytes by (`Files::reserve_files`).
     Reserved(Value),
+}
+
+/// A send that waits to run: where it stands, in the queue as it is now.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Queued {
+    pub queued: bool,
+    pub thread_id: String,
+    pub message_id: String,
+    pub position: usize,
+    pub queue: Queue,
+    /// The run it started, when it started at once (or, interrupting, the
+    /// run it will start once the one it cancels has ended).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The run an interrupting send cancelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupting: Option<String>,
 }
 
 /// A client's user message, by the client's id.
@@ -173,25 +192,32 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Send::Message { message, mode: Mode::Queue, .. } => {
                 let (item, position, started) = self.enqueue(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
-                Sent::Queued(queued_reply(
-                    self.journal.thread_id(),
-                    &self.queue,
-                    &item.message_id,
+                Sent::Queued(Queued {
+                    queued: true,
+                    thread_id: self.journal.thread_id().to_owned(),
+                    message_id: item.message_id,
                     position,
-                    started.map(|r| r.run_id),
-                ))
+                    queue: self.queue.clone(),
+                    run_id: started.map(|r| r.run_id),
+                    interrupting: None,
+                })
             }
             Send::Message { message, mode: Mode::Interrupt, .. } => {
                 let (item, interrupted) = self.interrupt(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
-                let mut body =
-                    queued_reply(self.journal.thread_id(), &self.queue, &item.message_id, 0, Some(item.run_id.clone()));
-                if let Some(old) = interrupted {
+                if let Some(old) = &interrupted {
                     effects.push(Effect::StopAgents);
-                    effects.extend(tell_agent(settings, crate::webhook::cancel(&old, "interrupted")));
-                    body["interrupting"] = old.into();
+                    effects.extend(tell_agent(settings, crate::webhook::cancel(old, "interrupted")));
                 }
-                Sent::Queued(body)
+                Sent::Queued(Queued {
+                    queued: true,
+                    thread_id: self.journal.thread_id().to_owned(),
+                    message_id: item.message_id,
+                    position: 0,
+                    queue: self.queue.clone(),
+                    run_id: Some(item.run_id),
+                    interrupting: interrupted,
+                })
             }
         };
         Ok(sent)
@@ -394,17 +420,6 @@ fn ready_to_send(driver: Driver, settings: &Settings) -> Result<&crate::agent::m
         super::agent::builtin_ready(settings)?;
     }
     Ok(catalog)
-}
-
-/// The 202 body of a queued send: `{queued, threadId, messageId,
-/// position, queue: {items, paused}, runId?}`.
-fn queued_reply(thread_id: &str, queue: &Queue, message_id: &str, position: usize, run_id: Option<String>) -> Value {
-    let mut body =
-        json!({ "queued": true, "threadId": thread_id, "messageId": message_id, "position": position, "queue": queue });
-    if let Some(run_id) = run_id {
-        body["runId"] = run_id.into();
-    }
-    body
 }
 
 /// A signal to the external agent, when there is one.

@@ -141,13 +141,9 @@ impl super::Protocol for Route {
         if reply.status != 200 {
             return None;
         }
-        let body: Value = serde_json::from_slice(&reply.body).ok()?;
-        let follow = &body["follow"];
-        let run = follow["runId"].as_str()?;
-        let resume: Vec<String> =
-            follow["resume"].as_array()?.iter().filter_map(|r| r.as_str().map(str::to_owned)).collect();
-        let plan = agui_plan(thread, run, 0, &resume);
-        Some((plan, R::Stream { thread: thread.clone(), run: run.to_owned(), resume: Some(resume) }))
+        let FollowBody { follow: FollowRun { run_id, resume } } = serde_json::from_slice(&reply.body).ok()?;
+        let plan = agui_plan(thread, &run_id, 0, &resume);
+        Some((plan, R::Stream { thread: thread.clone(), run: run_id, resume: Some(resume) }))
     }
 
     fn head(&self) -> Option<Reply> {
@@ -185,7 +181,22 @@ impl super::Protocol for Route {
 /// What an AG-UI run follows: the thread run's stream, after the requests
 /// `resume` answered (none for a new run).
 fn follow(run_id: &str, resumed: &[String]) -> Answer {
-    Answer::json(200, &json!({ "follow": { "runId": run_id, "resume": resumed } }))
+    let follow = FollowRun { run_id: run_id.to_owned(), resume: resumed.to_vec() };
+    Answer::json(200, &serde_json::to_value(FollowBody { follow }).expect("a follow serialises"))
+}
+
+/// What a run's answer tells the Worker to follow ([`Protocol::after_send`]):
+/// written by the object, read back by the Worker, one type for both.
+#[derive(Serialize, Deserialize)]
+struct FollowBody {
+    follow: FollowRun,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FollowRun {
+    run_id: String,
+    resume: Vec<String>,
 }
 
 /// How the Worker relays a run as AG-UI events.
@@ -235,7 +246,7 @@ fn run<S: Store, K: Sink>(
                 Sent::Reserved(body) => Ok(Answer::json(200, &body)),
                 Sent::Run { run_id, .. } => Ok(follow(&run_id, &[])),
                 // An AG-UI send names no mode: it starts a run or is refused.
-                Sent::Queued(queued) => Ok(Answer::json(202, &queued)),
+                Sent::Queued(queued) => Ok(Answer::json(202, &serde_json::to_value(queued).expect("a receipt serialises"))),
             }
         }
         AguiRun::Resume(answers) => {

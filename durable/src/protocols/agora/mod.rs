@@ -339,7 +339,7 @@ impl super::Protocol for Route {
                     // The Worker follows this answer with the run's stream
                     // (`after_send`).
                     Sent::Run { run_id, .. } => Ok(Answer::json(200, &json!({ "runId": run_id, "threadId": thread }))),
-                    Sent::Queued(body) => Ok(Answer::json(202, &queued(body))),
+                    Sent::Queued(receipt) => Ok(Answer::json(202, &queued(receipt))),
                     Sent::Reserved(body) => Ok(Answer::json(200, &body)),
                 }
             }
@@ -531,14 +531,33 @@ pub fn mounted<'p>(path: &'p str, mount: &str) -> Option<std::borrow::Cow<'p, st
 /// A queued send's 202 in agora's words: its queue as agora reads it, and
 /// `runId` only when the message started at once (an interrupting send's
 /// message starts once the run it cancels has ended: `interrupting`).
-fn queued(mut body: Value) -> Value {
-    body["queue"] = queue::view(&body["queue"]);
-    if body.get("interrupting").is_some() {
-        if let Some(o) = body.as_object_mut() {
-            o.remove("runId");
-        }
-    }
-    body
+fn queued(receipt: crate::thread::send::Queued) -> Value {
+    let run_id = receipt.run_id.filter(|_| receipt.interrupting.is_none());
+    let body = Queued {
+        queued: receipt.queued,
+        thread_id: receipt.thread_id,
+        message_id: receipt.message_id,
+        position: receipt.position,
+        queue: queue::of(&receipt.queue),
+        run_id,
+        interrupting: receipt.interrupting,
+    };
+    serde_json::to_value(body).expect("a receipt serialises")
+}
+
+/// A queued send's receipt with its queue in agora's words.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Queued {
+    queued: bool,
+    thread_id: String,
+    message_id: String,
+    position: usize,
+    queue: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    interrupting: Option<String>,
 }
 
 /// How the Worker relays a run's stream: agora's envelope after frame `after`.

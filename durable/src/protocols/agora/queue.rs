@@ -10,80 +10,118 @@
 //! Each item also says the `runId` it will start (agora's is the message
 //! id too; an extension no agora reader collides with).
 
+use crate::files::Attachment;
+use crate::log::queued::{Queue, QueueItem};
 use crate::wire::time::rfc3339;
-use crate::log::queued::Queue;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::Value;
 
-/// agora's view of a stored queue document.
-pub fn view(stored: &Value) -> Value {
-    let items: Vec<Value> = stored["items"].as_array().map(|items| items.iter().map(item).collect()).unwrap_or_default();
-    let paused = if stored["paused"] == true {
-        // A person's pause has no reason of its own: `paused`.
-        let mut p = json!({ "reason": stored["pausedReason"].as_str().unwrap_or("paused") });
-        if let Some(at) = stored["pausedAt"].as_i64() {
-            p["at"] = rfc3339(at).into();
-        }
-        p
-    } else {
-        Value::Null
-    };
-    json!({ "items": items, "paused": paused })
+/// agora's `ChatQueueState`.
+#[derive(Debug, Serialize)]
+pub struct View {
+    pub items: Vec<Item>,
+    /// `null` while the queue runs.
+    pub paused: Option<Paused>,
 }
 
-/// [`view`] of the thread's queue.
+#[derive(Debug, Serialize)]
+pub struct Paused {
+    /// Why the queue paused: a person's pause has no reason of its own,
+    /// `paused`.
+    pub reason: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+}
+
+/// A waiting message as agora's client reads it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Item {
+    pub id: String,
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<Vec<File>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub run_id: String,
+}
+
+/// A waiting message's file: a stored one by its id, or a URL.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct File {
+    pub content_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// agora's view of the thread's queue.
+pub fn view(queue: &Queue) -> View {
+    let paused = queue.paused.then(|| Paused {
+        reason: queue.paused_reason.clone().unwrap_or_else(|| "paused".to_owned()),
+        at: queue.paused_at.map(rfc3339),
+    });
+    View { items: queue.items.iter().map(item).collect(), paused }
+}
+
+/// [`view`] as JSON.
 pub fn of(queue: &Queue) -> Value {
-    view(&serde_json::to_value(queue).unwrap_or_default())
+    serde_json::to_value(view(queue)).expect("a queue view serialises")
 }
 
-fn item(stored: &Value) -> Value {
-    let mut m = Map::new();
-    m.insert("id".into(), stored["messageId"].clone());
-    m.insert("content".into(), stored["message"].clone());
-    if let Some(files) = stored["attachments"].as_array().filter(|a| !a.is_empty()) {
-        let files = files
-            .iter()
-            .map(|f| {
-                let mut a = json!({ "contentType": f["mediaType"] });
-                if let Some(id) = f.get("fileId") {
-                    a["mediaId"] = id.clone();
-                }
-                for k in ["name", "url"] {
-                    if let Some(v) = f.get(k) {
-                        a[k] = v.clone();
-                    }
-                }
-                a
-            })
-            .collect();
-        m.insert("attachments".into(), Value::Array(files));
+fn item(stored: &QueueItem) -> Item {
+    let files: Vec<File> = stored
+        .turn
+        .attachments
+        .iter()
+        .map(|a| match a {
+            Attachment::File(f) => File {
+                content_type: f.media_type.clone(),
+                media_id: Some(f.file_id.clone()),
+                name: f.name.clone(),
+                url: None,
+            },
+            Attachment::Url { url, media_type, name } => {
+                File { content_type: media_type.clone(), media_id: None, name: name.clone(), url: Some(url.clone()) }
+            }
+        })
+        .collect();
+    Item {
+        id: stored.message_id.clone(),
+        content: stored.message.clone(),
+        attachments: (!files.is_empty()).then_some(files),
+        agent_name: stored.turn.agent.clone(),
+        model: stored.model.clone(),
+        created_at: rfc3339(stored.queued_at),
+        updated_at: rfc3339(stored.updated_at.unwrap_or(stored.queued_at)),
+        run_id: stored.run_id.clone(),
     }
-    if let Some(agent) = stored.get("agent") {
-        m.insert("agentName".into(), agent.clone());
-    }
-    if let Some(model) = stored.get("model") {
-        m.insert("model".into(), model.clone());
-    }
-    let queued = stored["queuedAt"].as_i64().unwrap_or_default();
-    m.insert("createdAt".into(), rfc3339(queued).into());
-    m.insert("updatedAt".into(), rfc3339(stored["updatedAt"].as_i64().unwrap_or(queued)).into());
-    m.insert("runId".into(), stored["runId"].clone());
-    Value::Object(m)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn items_and_pause_in_agoras_words() {
-        let stored = json!({
+        let stored: Queue = serde_json::from_value(json!({
             "items": [{ "messageId": "t.m1", "runId": "t.m1", "message": "next", "queuedAt": 0, "agent": "writer",
                         "model": "m", "actor": "u1", "updatedAt": 1000,
                         "attachments": [{ "fileId": "f1", "mediaType": "image/png", "size": 3, "sha256": "x", "name": "a.png" }] }],
             "paused": true, "pausedReason": "quota_exceeded", "pausedAt": 2000,
-        });
+        }))
+        .unwrap();
         assert_eq!(
-            view(&stored),
+            of(&stored),
             json!({
                 "items": [{ "id": "t.m1", "content": "next", "agentName": "writer", "model": "m", "runId": "t.m1",
                             "createdAt": "1970-01-01T00:00:00.000Z", "updatedAt": "1970-01-01T00:00:01.000Z",
@@ -92,7 +130,9 @@ mod tests {
             })
         );
         // Running, and a person's pause (no reason, an older document's no time).
-        assert_eq!(view(&json!({ "items": [], "paused": false })), json!({ "items": [], "paused": null }));
-        assert_eq!(view(&json!({ "items": [], "paused": true }))["paused"], json!({ "reason": "paused" }));
+        let running = Queue::default();
+        assert_eq!(of(&running).to_string(), r#"{"items":[],"paused":null}"#);
+        let paused = Queue { paused: true, ..Queue::default() };
+        assert_eq!(of(&paused)["paused"], json!({ "reason": "paused" }));
     }
 }

@@ -157,13 +157,9 @@ impl super::Protocol for Route {
         if reply.status != 200 {
             return None;
         }
-        let body: Value = serde_json::from_slice(&reply.body).ok()?;
-        let follow = &body["follow"];
-        let run = follow["runId"].as_str()?;
-        let after = follow["after"].as_u64()?;
-        let continuing = follow["continue"].as_bool()?;
-        let route = R::RunStream { thread: thread.clone(), run: run.to_owned(), after: Some(after), continuing };
-        Some((ui_plan(Some(run), continuing), route))
+        let FollowBody { follow: FollowRun { run_id, after, continuing } } = serde_json::from_slice(&reply.body).ok()?;
+        let plan = ui_plan(Some(&run_id), continuing);
+        Some((plan, R::RunStream { thread: thread.clone(), run: run_id, after: Some(after), continuing }))
     }
 
     fn head(&self) -> Option<Reply> {
@@ -214,7 +210,24 @@ impl super::Protocol for Route {
 
 /// What a send answers: the run the Worker follows, from a point of its log.
 fn follow_body(run_id: &str, after: u64, continuing: bool) -> Answer {
-    Answer::json(200, &json!({ "follow": { "runId": run_id, "after": after, "continue": continuing } }))
+    let follow = FollowRun { run_id: run_id.to_owned(), after, continuing };
+    Answer::json(200, &serde_json::to_value(FollowBody { follow }).expect("a follow serialises"))
+}
+
+/// What a send's answer tells the Worker to follow ([`Protocol::after_send`]):
+/// written by the object, read back by the Worker, one type for both.
+#[derive(Serialize, Deserialize)]
+struct FollowBody {
+    follow: FollowRun,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FollowRun {
+    run_id: String,
+    after: u64,
+    #[serde(rename = "continue")]
+    continuing: bool,
 }
 
 /// How the Worker relays a run as a UI message stream.
@@ -269,7 +282,8 @@ fn chat<S: Store, K: Sink>(
         Sent::Run { run_id, .. } => follow_body(&run_id, 0, false),
         Sent::Queued(queued) => {
             let mut out = Vec::new();
-            chunks::Chunk::DataQueued { data: queued, transient: true }.encode(&mut out);
+            let data = serde_json::to_value(queued).expect("a receipt serialises");
+            chunks::Chunk::DataQueued { data, transient: true }.encode(&mut out);
             out.extend_from_slice(mapping::DONE);
             Answer::Reply(Reply::with_headers(200, mapping::HEADERS).body(out))
         }

@@ -412,7 +412,7 @@ fn send_message<S: Store, K: Sink>(
     let given_run = given.ids.as_ref().map(|(_, run)| run.clone());
     let submission = match t.send(&body, given, who, settings, now, effects)? {
         Sent::Run { run_id, .. } => run_id,
-        Sent::Queued(q) => q["runId"].as_str().map(str::to_owned).or(given_run).unwrap_or_else(|| q["messageId"].as_str().unwrap_or_default().to_owned()),
+        Sent::Queued(q) => q.run_id.or(given_run).unwrap_or(q.message_id),
         Sent::Reserved(body) => return Ok(Answer::json(200, &body)),
     };
     Ok(receipt(&submission, head, false))

@@ -279,7 +279,7 @@ impl super::Protocol for Route {
                         }
                         ok(out)
                     }
-                    Sent::Queued(body) => Ok(Answer::json(202, &body)),
+                    Sent::Queued(queued) => Ok(Answer::json(202, &serde_json::to_value(queued).expect("a receipt serialises"))),
                     Sent::Reserved(body) => ok(body),
                 }
             }
