@@ -18,7 +18,7 @@ import { join, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 
 /** `["` indexing allowed in protocols/ today; lower it as frames get types. */
-const CEILING = 91;
+const CEILING = 72;
 
 function files(dir) {
   return readdirSync(dir).flatMap((name) => {
@@ -185,7 +185,7 @@ function main() {
       }
       indexing += found.indexing;
       for (const { line, call } of found.store) {
-        console.error(`${relative(".", path)}:${line}: \`${call}\` reaches into the thread's storage: read through the thread (thread/read.rs)`);
+        console.error(`${relative(".", path)}:${line}: \`${call}\` reaches into the thread's storage: read through the thread (Thread::conversation, thread/conversation.rs)`);
         problems++;
       }
     }

@@ -214,23 +214,20 @@ impl Catalog {
     /// `GET /agent/models`, as `who` sees it: each model with `available`
     /// and, when not, `unavailableReason`; its label, badges and provider;
     /// the provider labels; and the default `who` would get.
-    pub fn view(&self, who: &Picker) -> serde_json::Value {
-        let models: Vec<_> = self
+    pub fn view(&self, who: &Picker) -> CatalogView {
+        let models = self
             .models
             .iter()
             .map(|(id, m)| {
                 let why = self.unavailable(id, m, who);
-                let mut v = serde_json::json!({ "id": id, "label": m.label, "available": why.is_none() });
-                if let Some(r) = why {
-                    v["unavailableReason"] = r.into();
+                ModelView {
+                    id: id.clone(),
+                    label: m.label.clone(),
+                    available: why.is_none(),
+                    unavailable_reason: why,
+                    badges: (!m.badges.is_empty()).then(|| m.badges.clone()),
+                    provider: m.provider.clone().or_else(|| id.split_once('/').map(|(p, _)| p.to_owned())),
                 }
-                if !m.badges.is_empty() {
-                    v["badges"] = m.badges.clone().into();
-                }
-                if let Some(p) = m.provider.clone().or_else(|| id.split_once('/').map(|(p, _)| p.to_owned())) {
-                    v["provider"] = p.into();
-                }
-                v
             })
             .collect();
         // None when nothing is available to them (an agent locked to a
@@ -239,8 +236,33 @@ impl Catalog {
             Some(_) => self.pick(None, None, who).ok(),
             None => Some(self.pick(None, None, who).unwrap_or(&self.default)),
         };
-        serde_json::json!({ "default": default, "models": models, "providerLabels": self.provider_labels })
+        CatalogView { default: default.map(str::to_owned), models, provider_labels: self.provider_labels.clone() }
     }
+}
+
+/// The catalog as one caller sees it ([`Catalog::view`]).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogView {
+    /// The model they get when they pick none (`null` when none is
+    /// available to them).
+    pub default: Option<String>,
+    pub models: Vec<ModelView>,
+    pub provider_labels: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelView {
+    pub id: String,
+    pub label: String,
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub badges: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 #[cfg(test)]
@@ -265,7 +287,7 @@ mod tests {
         assert_eq!(c.pick(Some("locked"), None, &anyone).unwrap_err().code, "model_not_allowed");
         assert_eq!(c.pick(Some("nope"), None, &anyone).unwrap_err().code, "model_not_allowed");
         assert_eq!(c.pick(None, Some("locked"), &anyone).unwrap(), "fast");
-        assert_eq!(c.view(&anyone)["models"].as_array().unwrap().len(), 3);
+        assert_eq!(c.view(&anyone).models.len(), 3);
         assert!(Catalog::parse(Some(r#"{"default":"none","models":{}}"#), "x", None).is_err());
         assert_eq!(Catalog::parse(None, "gpt", None).unwrap().pick(None, None, &anyone).unwrap(), "gpt");
         // What a model takes: text and images unless it says.
@@ -293,7 +315,7 @@ mod tests {
         let pro_locked = Picker { roles: &pro, ..locked };
         assert_eq!(c.pick(None, Some("a/fast"), &pro_locked).unwrap(), "a/big");
         assert_eq!(c.pick(Some("a/fast"), None, &locked).unwrap_err().code, "model_not_allowed");
-        let view = c.view(&locked);
+        let view = serde_json::to_value(c.view(&locked)).unwrap();
         assert_eq!(view["models"][1]["unavailableReason"], "house rules");
         assert_eq!(view["models"][1]["badges"], serde_json::json!(["fast"]));
         assert_eq!(view["providerLabels"]["a"], "A Inc");
@@ -302,11 +324,11 @@ mod tests {
         // locked to it; the view then offers them no default.
         assert_eq!(c.pick(None, None, &locked).unwrap_err().code, "model_not_allowed");
         assert_eq!(c.pick(None, None, &pro_locked).unwrap(), "a/big");
-        assert_eq!(c.view(&locked)["default"], serde_json::Value::Null);
-        assert_eq!(c.view(&pro_locked)["default"], "a/big");
+        assert_eq!(c.view(&locked).default, None);
+        assert_eq!(c.view(&pro_locked).default.as_deref(), Some("a/big"));
         assert!(c.check_for("a/big", &Picker::default()).is_err());
         assert!(c.check_for("a/big", &Picker { roles: &pro, ..Picker::default() }).is_ok());
-        assert_eq!(c.view(&Picker::default())["models"][0]["available"], false);
+        assert!(!c.view(&Picker::default()).models[0].available);
         let cost = c.models["a/fast"]
             .price()
             .map(|p| p.cost_usd(&serde_json::json!({"prompt_tokens": 1_000_000, "completion_tokens": 500_000})));

@@ -6,71 +6,109 @@
 //! fields the first form of these routes had where they do not collide
 //! with agora's (`id`/`label` on an agent, the flat `models` list).
 
+use crate::agent::models::{CatalogView, ModelView};
 use crate::agent::personas::{Agents, DEFAULT};
 use crate::wire::time::rfc3339;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// An agent as agora's client lists it (`AgentCatalogEntry`), with the first
+/// form's `id` and `label`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentEntry {
+    pub name: String,
+    pub description: String,
+    pub id: String,
+    pub label: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub is_default: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked_model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked_reason: Option<String>,
+}
 
 /// `GET /agent/agents`: `[{name, description, isDefault?, lockedModel?}]`,
 /// the default first.
-pub fn agents(agents: &Agents) -> Value {
-    let mut out: Vec<Value> = agents
+pub fn agents(agents: &Agents) -> Vec<AgentEntry> {
+    let mut out: Vec<AgentEntry> = agents
         .0
         .iter()
-        .map(|(id, a)| {
-            let mut v = json!({ "name": id, "description": a.label, "id": id, "label": a.label });
-            if id == DEFAULT {
-                v["isDefault"] = true.into();
-            }
-            if let Some(m) = a.locked.as_ref().map(|l| &l.model).or(a.model.as_ref()) {
-                v["model"] = m.clone().into();
-            }
-            if let Some(l) = &a.locked {
-                v["lockedModel"] = l.model.clone().into();
-                if let Some(r) = &l.reason {
-                    v["lockedReason"] = r.clone().into();
-                }
-            }
-            v
+        .map(|(id, a)| AgentEntry {
+            name: id.clone(),
+            description: a.label.clone(),
+            id: id.clone(),
+            label: a.label.clone(),
+            is_default: (id == DEFAULT).then_some(true),
+            model: a.locked.as_ref().map(|l| &l.model).or(a.model.as_ref()).cloned(),
+            locked_model: a.locked.as_ref().map(|l| l.model.clone()),
+            locked_reason: a.locked.as_ref().and_then(|l| l.reason.clone()),
         })
         .collect();
-    out.sort_by_key(|a| a["isDefault"] != true);
-    Value::Array(out)
+    out.sort_by_key(|a| a.is_default != Some(true));
+    out
+}
+
+/// agora's `ModelCatalogView`: the catalog's view as it is (the first form's
+/// flat `models`), with the models grouped by provider and the lock.
+#[derive(Debug, Serialize)]
+pub struct Models {
+    #[serde(flatten)]
+    pub view: CatalogView,
+    pub providers: Vec<Provider>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub locked: Option<Locked>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Provider {
+    pub id: String,
+    pub label: String,
+    pub models: Vec<ProviderModel>,
+}
+
+/// A model in its provider's list: the view's entry without the provider.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProviderModel {
+    pub id: String,
+    pub label: String,
+    pub available: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unavailable_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub badges: Option<Vec<String>>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Locked {
+    pub model: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// `GET /agent/models?agent=`: the catalog's view (`Catalog::view`) with
 /// agora's `providers: [{id, label, models}]`, in the order the catalog
 /// lists them, and `locked: {model, reason?}` when the agent is locked.
-pub fn models(mut view: Value, locked: Option<(&str, Option<&str>)>) -> Value {
-    let labels = view["providerLabels"].clone();
-    let mut providers: Vec<(String, Vec<Value>)> = Vec::new();
-    for m in view["models"].as_array().into_iter().flatten() {
-        let provider = m["provider"].as_str().unwrap_or(DEFAULT).to_owned();
-        let mut entry = Map::new();
-        for k in ["id", "label", "available", "unavailableReason", "badges"] {
-            if let Some(v) = m.get(k) {
-                entry.insert(k.into(), v.clone());
+pub fn models(view: CatalogView, locked: Option<(&str, Option<&str>)>) -> Models {
+    let mut providers: Vec<Provider> = Vec::new();
+    for m in &view.models {
+        let ModelView { id, label, available, unavailable_reason, badges, provider } = m.clone();
+        let provider = provider.unwrap_or_else(|| DEFAULT.to_owned());
+        let entry = ProviderModel { id, label, available, unavailable_reason, badges };
+        match providers.iter_mut().find(|p| p.id == provider) {
+            Some(p) => p.models.push(entry),
+            None => {
+                let label = view.provider_labels.get(&provider).cloned().unwrap_or_else(|| provider.clone());
+                providers.push(Provider { id: provider, label, models: vec![entry] });
             }
         }
-        match providers.iter_mut().find(|(p, _)| *p == provider) {
-            Some((_, models)) => models.push(Value::Object(entry)),
-            None => providers.push((provider, vec![Value::Object(entry)])),
-        }
     }
-    let providers: Vec<Value> = providers
-        .into_iter()
-        .map(|(id, models)| {
-            let label = labels[&id].as_str().unwrap_or(&id).to_owned();
-            json!({ "id": id, "label": label, "models": models })
-        })
-        .collect();
-    view["providers"] = providers.into();
-    if let Some((model, reason)) = locked {
-        view["locked"] = json!({ "model": model });
-        if let Some(r) = reason {
-            view["locked"]["reason"] = r.into();
-        }
-    }
-    view
+    let locked = locked.map(|(model, reason)| Locked { model: model.to_owned(), reason: reason.map(str::to_owned) });
+    Models { view, providers, locked }
 }
 
 /// `GET /agent/quota`: the directory's view (`{period, used, limit,
@@ -102,24 +140,53 @@ pub fn quota(mut view: Value) -> Value {
     view
 }
 
+/// A thread as the caller's directory lists it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    pub thread_id: String,
+    pub title: Option<String>,
+    pub created_at: Option<i64>,
+    pub updated_at: Option<i64>,
+    pub runs: Option<i64>,
+}
+
+/// The directory's answer to a list.
+#[derive(Debug, Deserialize)]
+pub struct Listed {
+    pub rows: Vec<Row>,
+}
+
+/// agora's `ThreadSummary`, with the first form's `threadId` and `runs`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThreadSummary {
+    pub id: String,
+    pub title: Option<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+    pub transient: bool,
+    pub persona: Option<String>,
+    pub thread_id: String,
+    pub runs: Option<i64>,
+}
+
 /// `GET /agent/threads`: the directory's rows as `[{id, title, createdAt,
 /// updatedAt, transient, persona}]` (times in ISO 8601), newest first, with
 /// `threadId` and `runs`.
-pub fn threads(rows: &Value) -> Value {
-    let iso = |v: &Value| v.as_i64().map(rfc3339).map(Value::from).unwrap_or(Value::Null);
-    let rows = rows.as_array().into_iter().flatten().map(|r| {
-        json!({
-            "id": r["threadId"],
-            "title": r["title"],
-            "createdAt": iso(&r["createdAt"]),
-            "updatedAt": iso(&r["updatedAt"]),
-            "transient": false,
-            "persona": null,
-            "threadId": r["threadId"],
-            "runs": r["runs"],
+pub fn threads(rows: Vec<Row>) -> Vec<ThreadSummary> {
+    rows.into_iter()
+        .map(|r| ThreadSummary {
+            id: r.thread_id.clone(),
+            title: r.title,
+            created_at: r.created_at.map(rfc3339),
+            updated_at: r.updated_at.map(rfc3339),
+            transient: false,
+            persona: None,
+            thread_id: r.thread_id,
+            runs: r.runs,
         })
-    });
-    Value::Array(rows.collect())
+        .collect()
 }
 
 #[cfg(test)]
@@ -132,8 +199,8 @@ mod tests {
             .unwrap();
         let plain = Agents::parse(None, &catalog, &[]).unwrap();
         assert_eq!(
-            agents(&plain),
-            json!([{"name": "default", "description": "Default", "isDefault": true, "id": "default", "label": "Default"}])
+            serde_json::to_string(&agents(&plain)).unwrap(),
+            json!([{"name": "default", "description": "Default", "id": "default", "label": "Default", "isDefault": true}]).to_string()
         );
         let tools = ["weather".to_owned()];
         let locked = Agents::parse(
@@ -143,23 +210,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            agents(&locked)[1],
+            serde_json::to_value(&agents(&locked)[1]).unwrap(),
             json!({"name": "support", "description": "Support", "id": "support", "label": "Support", "model": "m2", "lockedModel": "m2", "lockedReason": "policy"})
         );
     }
 
     #[test]
     fn models_grouped_by_provider_and_the_lock() {
-        let view = json!({
-            "default": "openai/a",
-            "models": [
-                { "id": "openai/a", "label": "A", "available": true, "provider": "openai" },
-                { "id": "local", "label": "L", "available": false, "unavailableReason": "no", "provider": "lab" },
-                { "id": "openai/b", "label": "B", "available": true, "badges": ["fast"], "provider": "openai" },
+        let model = |id: &str, label: &str, available: bool, provider: &str| ModelView {
+            id: id.into(),
+            label: label.into(),
+            available,
+            unavailable_reason: (!available).then(|| "no".into()),
+            badges: None,
+            provider: Some(provider.into()),
+        };
+        let view = CatalogView {
+            default: Some("openai/a".into()),
+            models: vec![
+                model("openai/a", "A", true, "openai"),
+                model("local", "L", false, "lab"),
+                ModelView { badges: Some(vec!["fast".into()]), ..model("openai/b", "B", true, "openai") },
             ],
-            "providerLabels": { "openai": "OpenAI" },
-        });
-        let v = models(view, Some(("openai/a", Some("house rule"))));
+            provider_labels: [("openai".to_owned(), "OpenAI".to_owned())].into(),
+        };
+        let v = serde_json::to_value(models(view, Some(("openai/a", Some("house rule"))))).unwrap();
         assert_eq!(
             v["providers"],
             json!([
@@ -192,12 +267,16 @@ mod tests {
 
     #[test]
     fn threads_as_summaries() {
-        let rows = json!([{ "threadId": "t1", "title": null, "createdAt": 0, "updatedAt": 1000, "runs": 2 }]);
+        let listed: Listed = serde_json::from_value(
+            json!({ "rows": [{ "threadId": "t1", "title": null, "createdAt": 0, "updatedAt": 1000, "runs": 2 }] }),
+        )
+        .unwrap();
         assert_eq!(
-            threads(&rows),
+            serde_json::to_string(&threads(listed.rows)).unwrap(),
             json!([{ "id": "t1", "title": null, "createdAt": "1970-01-01T00:00:00.000Z",
                      "updatedAt": "1970-01-01T00:00:01.000Z", "transient": false, "persona": null,
                      "threadId": "t1", "runs": 2 }])
+            .to_string()
         );
     }
 }

@@ -285,11 +285,12 @@ impl super::Protocol for Route {
                 let (_, agent) = agents.get(asked.as_deref())?;
                 let locked = agent.locked.as_ref().map(|l| (l.model.as_str(), l.reason.as_deref()));
                 let view = catalog::models(catalog.view(&agent.picker(roles)), locked);
-                Ok(AtWorker::Reply(Reply::json(200, &view)))
+                Ok(AtWorker::Reply(Reply::json(200, &serde_json::to_value(view).expect("a catalog serialises"))))
             }
             R::Agents => {
                 let agents = settings.agents.as_ref().map_err(|e| ApiError::invalid_agents(e.clone()))?;
-                Ok(AtWorker::Reply(Reply::json(200, &catalog::agents(agents))))
+                let list = serde_json::to_value(catalog::agents(agents)).expect("agents serialise");
+                Ok(AtWorker::Reply(Reply::json(200, &list)))
             }
             R::Quota if caller.id().is_some() => {
                 match settings.quota.as_ref().map_err(|e| ApiError::invalid_quota(e.clone()))? {
@@ -311,10 +312,16 @@ impl super::Protocol for Route {
     /// `GET /agent/threads` and `GET /agent/quota` in agora's shapes
     /// ([`catalog`]).
     fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
-        let listed: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
         match self {
-            R::Quota => Ok(Reply::json(200, &catalog::quota(listed))),
-            _ => Ok(Reply::json(200, &catalog::threads(&listed["rows"]))),
+            R::Quota => {
+                let view: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
+                Ok(Reply::json(200, &catalog::quota(view)))
+            }
+            _ => {
+                let listed: catalog::Listed = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
+                let rows = serde_json::to_value(catalog::threads(listed.rows)).expect("rows serialise");
+                Ok(Reply::json(200, &rows))
+            }
         }
     }
 
