@@ -27,6 +27,7 @@ use crate::wire::ids::ROOT_AGENT;
 use crate::wire::time::rfc3339;
 use crate::storage::store::{ConfirmState, RunRecord, RunState, Store};
 use crate::thread::{Sink, Thread, REQUESTER};
+use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 /// Most runs the detail holds (the newest).
@@ -45,7 +46,10 @@ pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value
     let mut earlier: Vec<(String, Vec<Value>)> = Vec::new();
     let mut view = t.conversation().messages_with::<ApiError>(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
         merge(user, user_message(run));
-        let mut rows = steps(t, run, events)?;
+        let mut rows: Vec<Value> = steps(t, run, events)?
+            .into_iter()
+            .map(|r| serde_json::to_value(r).expect("a row serialises"))
+            .collect();
         let last = rows.pop().unwrap_or_default();
         if let Some(o) = assistant.as_object_mut() {
             // Agora's fields, not the n8n tree's: the step's text and usage.
@@ -117,8 +121,97 @@ struct StepRow {
     text: Vec<(Option<String>, String)>,
     reasoning: Vec<(Option<String>, String)>,
     reasoning_ms: i64,
-    calls: Vec<Value>,
-    usage: Option<Value>,
+    calls: Vec<Called>,
+    usage: Option<Usage>,
+}
+
+/// A call the step made, as its `tool-call` said it.
+struct Called {
+    id: String,
+    name: String,
+    input: Value,
+    kind: Option<String>,
+}
+
+/// How a call ended, as its run's log says.
+enum Ended {
+    Output(Value),
+    Error(String),
+}
+
+/// A step's row: what it streamed, its calls with their results and
+/// approvals, and its usage.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Row {
+    content: String,
+    reasoning: String,
+    reasoning_ms: i64,
+    tool_calls: Vec<Call>,
+    tool_results: Vec<CallResult>,
+    approvals: Vec<Approval>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+    /// The turn's structured output, on its last row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Call {
+    id: String,
+    name: String,
+    input: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_kind: Option<String>,
+    status: &'static str,
+}
+
+/// agora's result of a call: keyed `id`, with the call's name; a refused or
+/// lapsed call is `denied` (`expired` too), an error carries its text.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CallResult {
+    id: String,
+    tool_call_id: String,
+    name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    denied: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expired: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Approval {
+    tool_call_id: String,
+    approver: String,
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+    /// How it settled, who decided, through which surface.
+    #[serde(flatten)]
+    settlement: Map<String, Value>,
+}
+
+/// What the step's model call used (absent, never `null`, when it reported
+/// none).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Usage {
+    input_tokens: u64,
+    output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cost_usd: Option<f64>,
 }
 
 fn put(segments: &mut Vec<(Option<String>, String)>, rid: &Option<String>, text: &str) {
@@ -129,10 +222,10 @@ fn put(segments: &mut Vec<(Option<String>, String)>, rid: &Option<String>, text:
 }
 
 /// The turn's rows, one per model step of its root agent (at least one).
-fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event]) -> Result<Vec<Value>, ApiError> {
+fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event]) -> Result<Vec<Row>, ApiError> {
     let mut steps: Vec<StepRow> = vec![StepRow::default()];
     let mut started = false;
-    let mut results: Vec<(String, Value)> = Vec::new();
+    let mut results: Vec<(String, Ended)> = Vec::new();
     let mut output = Value::Null;
     let mut before = run.created_at;
     for ev in events {
@@ -152,26 +245,23 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
                 put(&mut step.reasoning, &ev.response_id, &t.text);
                 step.reasoning_ms += (ev.ts - before).max(0);
             }
-            Payload::ToolCall(call) if root => {
-                let mut c = json!({ "id": call.tool_call_id, "name": call.tool_name, "input": call.args });
-                if let Some(k) = &call.tool_kind {
-                    c["kind"] = k.clone().into();
-                    c["toolKind"] = k.clone().into();
-                }
-                step.calls.push(c);
-            }
-            Payload::ToolResult(r) if root => results.push((r.tool_call_id.clone(), json!({ "output": r.result }))),
+            Payload::ToolCall(call) if root => step.calls.push(Called {
+                id: call.tool_call_id.clone(),
+                name: call.tool_name.clone(),
+                input: call.args.clone(),
+                kind: call.tool_kind.clone(),
+            }),
+            Payload::ToolResult(r) if root => results.push((r.tool_call_id.clone(), Ended::Output(r.result.clone()))),
             Payload::ToolError(e) | Payload::ToolInterrupted(e) if root => {
-                results.push((e.tool_call_id.clone(), json!({ "error": e.error, "isError": true })))
+                results.push((e.tool_call_id.clone(), Ended::Error(e.error.clone())))
             }
             Payload::StepFinish(finish) if root => {
                 if let Some((input, output)) = finish.token_counts() {
-                    let mut usage = json!({ "inputTokens": input.as_u64().unwrap_or(0),
-                                            "outputTokens": output.as_u64().unwrap_or(0) });
-                    if let Some(c) = finish.cost_usd {
-                        usage["costUsd"] = c.into();
-                    }
-                    step.usage = Some(usage);
+                    step.usage = Some(Usage {
+                        input_tokens: input.as_u64().unwrap_or(0),
+                        output_tokens: output.as_u64().unwrap_or(0),
+                        cost_usd: finish.cost_usd,
+                    });
                 }
             }
             Payload::RunFinish(fin) => output = fin.output.clone().unwrap_or(Value::Null),
@@ -209,7 +299,7 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
     for (i, step) in steps.into_iter().enumerate() {
         let mut row = row(t, run, step, &results)?;
         if i == last && !output.is_null() {
-            row["output"] = output.clone();
+            row.output = Some(output.clone());
         }
         rows.push(row);
     }
@@ -222,14 +312,14 @@ fn row<S: Store, K: Sink>(
     t: &Thread<S, K>,
     run: &RunRecord,
     step: StepRow,
-    results: &[(String, Value)],
-) -> Result<Value, ApiError> {
+    results: &[(String, Ended)],
+) -> Result<Row, ApiError> {
     let join = |segments: &[(Option<String>, String)]| segments.iter().map(|(_, s)| s.as_str()).collect::<String>();
-    let mut calls = step.calls;
+    let mut calls = Vec::with_capacity(step.calls.len());
     let mut out_results = Vec::new();
     let mut approvals = Vec::new();
-    for c in &mut calls {
-        let id = c["id"].as_str().unwrap_or_default().to_owned();
+    for c in step.calls {
+        let id = c.id;
         let result = results.iter().find(|(r, _)| *r == id).map(|(_, v)| v);
         let request = t.conversation().request_for_call(&id)?;
         let state = request.as_ref().map(|r| r.state);
@@ -239,66 +329,57 @@ fn row<S: Store, K: Sink>(
             }
             (Some(r), _) if r.state == ConfirmState::Denied => "denied",
             (Some(r), _) if r.state == ConfirmState::Expired => "expired",
-            (_, Some(r)) if r["isError"] == true => "error",
-            (_, Some(_)) => "completed",
+            (_, Some(Ended::Error(_))) => "error",
+            (_, Some(Ended::Output(_))) => "completed",
             _ if run.state == RunState::Running => "running",
             _ => "cancelled",
         };
-        c["status"] = status.into();
-        // agora's result: keyed `id`, with the call's name; a refused or
-        // lapsed call is `denied` (`expired` too), an error carries its text.
-        let mut r = Map::new();
-        r.insert("id".into(), id.clone().into());
-        r.insert("toolCallId".into(), id.clone().into());
-        r.insert("name".into(), c["name"].clone());
-        match (state, result) {
-            (Some(ConfirmState::Denied | ConfirmState::Expired), _) => {
-                r.insert("denied".into(), true.into());
-                if state == Some(ConfirmState::Expired) {
-                    r.insert("expired".into(), true.into());
-                }
+        let named = |r: CallResult| CallResult { id: id.clone(), tool_call_id: id.clone(), name: c.name.clone(), ..r };
+        let none = CallResult {
+            id: String::new(),
+            tool_call_id: String::new(),
+            name: String::new(),
+            denied: None,
+            expired: None,
+            error: None,
+            is_error: None,
+            output: None,
+        };
+        let ended = match (state, result) {
+            (Some(ConfirmState::Denied | ConfirmState::Expired), _) => Some(named(CallResult {
+                denied: Some(true),
+                expired: (state == Some(ConfirmState::Expired)).then_some(true),
+                ..none
+            })),
+            (_, Some(Ended::Error(e))) => {
+                Some(named(CallResult { error: Some(e.clone()), is_error: Some(true), ..none }))
             }
-            (_, Some(v)) if v["isError"] == true => {
-                r.insert("error".into(), v["error"].clone());
-                r.insert("isError".into(), true.into());
-            }
-            (_, Some(v)) => {
-                r.insert("output".into(), v["output"].clone());
-            }
-            _ => r.clear(),
-        }
-        if !r.is_empty() {
-            out_results.push(Value::Object(r));
-        }
+            (_, Some(Ended::Output(v))) => Some(named(CallResult { output: Some(v.clone()), ..none })),
+            _ => None,
+        };
+        out_results.extend(ended);
         if let Some(r) = request.filter(|r| r.input_type == "approval") {
-            let status = match r.state {
-                ConfirmState::Denied => "rejected",
-                s => s.as_str(),
-            };
-            let mut a = json!({
-                "toolCallId": id,
-                "approver": r.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()),
-                "status": status,
+            approvals.push(Approval {
+                tool_call_id: id.clone(),
+                approver: r.approver.clone().unwrap_or_else(|| REQUESTER.to_owned()),
+                status: match r.state {
+                    ConfirmState::Denied => "rejected",
+                    s => s.as_str(),
+                },
+                expires_at: r.expires_at.map(rfc3339),
+                settlement: r.settlement(),
             });
-            if let Some(at) = r.expires_at {
-                a["expiresAt"] = rfc3339(at).into();
-            }
-            if let Value::Object(fields) = &mut a {
-                fields.extend(r.settlement());
-            }
-            approvals.push(a);
         }
+        calls.push(Call { id, name: c.name, input: c.input, tool_kind: c.kind.clone(), kind: c.kind, status });
     }
-    let mut m = json!({
-        "content": join(&step.text),
-        "reasoning": join(&step.reasoning),
-        "reasoningMs": step.reasoning_ms,
-        "toolCalls": calls,
-        "toolResults": out_results,
-        "approvals": approvals,
-    });
-    if let Some(u) = step.usage {
-        m["usage"] = u;
-    }
-    Ok(m)
+    Ok(Row {
+        content: join(&step.text),
+        reasoning: join(&step.reasoning),
+        reasoning_ms: step.reasoning_ms,
+        tool_calls: calls,
+        tool_results: out_results,
+        approvals,
+        usage: step.usage,
+        output: None,
+    })
 }
