@@ -8,9 +8,9 @@
 
 use crate::agent::models::{CatalogView, ModelView};
 use crate::agent::personas::{Agents, DEFAULT};
+use crate::agent::quota::{Limit, Used};
 use crate::wire::time::rfc3339;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
 /// An agent as agora's client lists it (`AgentCatalogEntry`), with the first
 /// form's `id` and `label`.
@@ -111,33 +111,76 @@ pub fn models(view: CatalogView, locked: Option<(&str, Option<&str>)>) -> Models
     Models { view, providers, locked }
 }
 
+/// The caller's budget as their directory reports it (`quota::Config::view`),
+/// or, with no `QUOTA`, `unlimited`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaView {
+    pub period: Option<String>,
+    pub used: Option<Used>,
+    pub limit: Limit,
+    pub resets_at: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unlimited: bool,
+}
+
+impl QuotaView {
+    /// No `QUOTA`: no limit, and nothing counted.
+    pub fn unlimited() -> QuotaView {
+        QuotaView { period: None, used: None, limit: Limit::default(), resets_at: None, unlimited: true }
+    }
+}
+
+/// agora's `QuotaReport`: the view, with its `windows` and, when the budget
+/// is spent, `blocked`.
+#[derive(Debug, Serialize)]
+pub struct Quota {
+    #[serde(flatten)]
+    pub view: QuotaView,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocked: Option<Blocked>,
+    pub windows: Vec<Window>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Blocked {
+    pub period: Option<String>,
+    pub reason: &'static str,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Window {
+    pub period: Option<String>,
+    pub used_tokens: u64,
+    pub used_usd: f64,
+    pub resets_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_usd: Option<f64>,
+}
+
 /// `GET /agent/quota`: the directory's view (`{period, used, limit,
 /// resetsAt}`, or `unlimited`) with agora's `windows` and, when the budget
 /// is spent, `blocked: {period, reason}`.
-pub fn quota(mut view: Value) -> Value {
-    if view["unlimited"] == true {
-        view["windows"] = json!([]);
-        return view;
+pub fn quota(view: QuotaView) -> Quota {
+    if view.unlimited {
+        return Quota { view, blocked: None, windows: Vec::new() };
     }
-    let (used, limit) = (&view["used"], &view["limit"]);
-    let mut window = json!({
-        "period": view["period"],
-        "usedTokens": used["tokens"],
-        "usedUsd": used["costUsd"],
-        "resetsAt": view["resetsAt"],
-    });
-    if let Some(t) = limit.get("tokens") {
-        window["limitTokens"] = t.clone();
-    }
-    if let Some(c) = limit.get("costUsd") {
-        window["limitUsd"] = c.clone();
-    }
-    let over = |u: &Value, l: Option<&Value>| l.and_then(Value::as_f64).is_some_and(|l| u.as_f64().unwrap_or(0.0) >= l);
-    if over(&used["tokens"], limit.get("tokens")) || over(&used["costUsd"], limit.get("costUsd")) {
-        view["blocked"] = json!({ "period": view["period"], "reason": crate::thread::QUOTA_EXCEEDED });
-    }
-    view["windows"] = json!([window]);
-    view
+    let used = view.used.unwrap_or_default();
+    let window = Window {
+        period: view.period.clone(),
+        used_tokens: used.tokens,
+        used_usd: used.cost_usd,
+        resets_at: view.resets_at.clone(),
+        limit_tokens: view.limit.tokens,
+        limit_usd: view.limit.cost_usd,
+    };
+    let spent = view.limit.tokens.is_some_and(|l| used.tokens >= l)
+        || view.limit.cost_usd.is_some_and(|l| used.cost_usd >= l);
+    let blocked = spent.then(|| Blocked { period: view.period.clone(), reason: crate::thread::QUOTA_EXCEEDED });
+    Quota { view, blocked, windows: vec![window] }
 }
 
 /// A thread as the caller's directory lists it.
@@ -192,6 +235,7 @@ pub fn threads(rows: Vec<Row>) -> Vec<ThreadSummary> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     #[test]
     fn agents_in_agoras_words() {
@@ -251,18 +295,24 @@ mod tests {
 
     #[test]
     fn quota_windows_and_blocked() {
+        let read = |v: Value| serde_json::to_string(&quota(serde_json::from_value(v).unwrap())).unwrap();
         let view = json!({ "period": "day", "used": { "tokens": 100, "costUsd": 0.5 },
                            "limit": { "tokens": 100 }, "resetsAt": "2026-12-05T00:00:00.000Z" });
-        let v = quota(view);
         assert_eq!(
-            v["windows"],
-            json!([{ "period": "day", "usedTokens": 100, "limitTokens": 100, "usedUsd": 0.5,
-                     "resetsAt": "2026-12-05T00:00:00.000Z" }])
+            read(view),
+            json!({ "period": "day", "used": { "tokens": 100, "costUsd": 0.5 }, "limit": { "tokens": 100 },
+                    "resetsAt": "2026-12-05T00:00:00.000Z",
+                    "blocked": { "period": "day", "reason": "quota_exceeded" },
+                    "windows": [{ "period": "day", "usedTokens": 100, "usedUsd": 0.5,
+                                  "resetsAt": "2026-12-05T00:00:00.000Z", "limitTokens": 100 }] })
+            .to_string()
         );
-        assert_eq!(v["blocked"], json!({ "period": "day", "reason": "quota_exceeded" }));
-        let v = quota(json!({ "period": "day", "used": { "tokens": 1, "costUsd": 0.0 }, "limit": { "costUsd": 1.0 }, "resetsAt": "x" }));
-        assert!(v.get("blocked").is_none());
-        assert_eq!(quota(json!({ "unlimited": true }))["windows"], json!([]));
+        let open = read(json!({ "period": "day", "used": { "tokens": 1, "costUsd": 0.0 }, "limit": { "costUsd": 1.0 }, "resetsAt": "x" }));
+        assert!(!open.contains("blocked"), "{open}");
+        assert_eq!(
+            serde_json::to_string(&quota(QuotaView::unlimited())).unwrap(),
+            r#"{"period":null,"used":null,"limit":{},"resetsAt":null,"unlimited":true,"windows":[]}"#
+        );
     }
 
     #[test]

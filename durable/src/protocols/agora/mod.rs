@@ -296,12 +296,10 @@ impl super::Protocol for Route {
                 match settings.quota.as_ref().map_err(|e| ApiError::invalid_quota(e.clone()))? {
                     Some(q) => Ok(AtWorker::Directory(Op::Quota { quota: q.clone(), limit: q.limit_for(roles), now })),
                     // No `QUOTA`: no limit, and nothing counted.
-                    None => Ok(AtWorker::Reply(Reply::json(
-                        200,
-                        &catalog::quota(
-                            json!({ "period": null, "used": null, "limit": {}, "resetsAt": null, "unlimited": true }),
-                        ),
-                    ))),
+                    None => {
+                        let report = catalog::quota(catalog::QuotaView::unlimited());
+                        Ok(AtWorker::Reply(Reply::json(200, &serde_json::to_value(report).expect("a quota serialises"))))
+                    }
                 }
             }
             R::Threads if caller.id().is_some() => Ok(AtWorker::Directory(Op::List)),
@@ -314,8 +312,8 @@ impl super::Protocol for Route {
     fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
         match self {
             R::Quota => {
-                let view: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
-                Ok(Reply::json(200, &catalog::quota(view)))
+                let view: catalog::QuotaView = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
+                Ok(Reply::json(200, &serde_json::to_value(catalog::quota(view)).expect("a quota serialises")))
             }
             _ => {
                 let listed: catalog::Listed = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
