@@ -22,6 +22,7 @@ use crate::streams::wire::{self, Reply};
 use crate::wire::error::ApiError;
 use crate::input::{self, BatchShape};
 use crate::settings::Settings;
+use crate::log::event::Event;
 use crate::storage::store::{Record, RunState, Store};
 use crate::thread::{Answer, Follow, Sink, Thread};
 
@@ -95,28 +96,49 @@ impl RunText {
             self.said.retain(|(a, _, _), _| *a != head.agent);
             return None;
         }
-        let (flue, field) = match head.kind.as_ref() {
-            "text-block" => ("text_delta", "text"),
-            "reasoning-block" => ("thinking_delta", "delta"),
-            _ => return None,
-        };
-        let e: serde_json::Value = serde_json::from_str(data).ok()?;
-        let text = e["payload"]["text"].as_str()?;
-        let key = (head.agent.into_owned(), e["responseId"].as_str().unwrap_or_default().to_owned(), head.kind.into_owned());
-        let said = self.said.entry(key).or_insert(0);
-        let fresh: String = text.chars().skip(*said).collect();
-        *said = (*said).max(text.chars().count());
+        if !matches!(head.kind.as_ref(), "text-block" | "reasoning-block") {
+            return None;
+        }
+        let e: Event = serde_json::from_str(data).ok()?;
+        let (text, reasoning, _) = e.payload.text()?;
+        let rid = e.response_id.clone().unwrap_or_default();
+        let said = self.said.entry((head.agent.into_owned(), rid, head.kind.into_owned())).or_insert(0);
+        let fresh: String = text.text.chars().skip(*said).collect();
+        *said = (*said).max(text.text.chars().count());
         if fresh.is_empty() {
             return None;
         }
-        let mut out = serde_json::json!({ "type": flue, field: fresh });
-        for k in ["runId", "agentId", "responseId", "ts"] {
-            if let Some(v) = e.get(k) {
-                out[k] = v.clone();
-            }
-        }
-        Some(out.to_string())
+        let at = At { run_id: &e.run_id, agent_id: &e.agent_id, response_id: e.response_id.as_deref(), ts: e.ts };
+        let delta = if reasoning { FlueDelta::ThinkingDelta { delta: fresh, at } } else { FlueDelta::TextDelta { text: fresh, at } };
+        Some(serde_json::to_string(&delta).expect("a delta serialises"))
     }
+}
+
+/// A Flue text or thinking delta of a stored block's unseen text.
+#[derive(serde::Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum FlueDelta<'a> {
+    TextDelta {
+        text: String,
+        #[serde(flatten)]
+        at: At<'a>,
+    },
+    ThinkingDelta {
+        delta: String,
+        #[serde(flatten)]
+        at: At<'a>,
+    },
+}
+
+/// Where a delta was said: the stored event's own fields.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct At<'a> {
+    run_id: &'a str,
+    agent_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_id: Option<&'a str>,
+    ts: i64,
 }
 
 /// A batch of records as a JSON array of their events.
