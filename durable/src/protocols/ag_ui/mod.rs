@@ -209,16 +209,41 @@ fn agui_plan(thread: &str, run: &str, after: u64, resume: &[String]) -> Plan {
 /// `input_type`: `payload` is `{approved, reason?}` for an approval or a plan
 /// review, `{answers}` for questions and text; `cancelled` declines.
 pub fn decision(input_type: &str, r: &AguiResume) -> Value {
-    let payload = r.payload.clone().unwrap_or_else(|| json!({}));
-    let mut d = match input_type {
-        "text" | "questions" if r.resolved => json!({ "answers": payload["answers"] }),
-        "text" | "questions" => json!({ "approved": false, "answers": [] }),
-        _ => json!({ "approved": r.resolved && payload["approved"].as_bool() != Some(false) }),
+    // What the client answered; a payload that is no object answers nothing.
+    let given: Answered = r.payload.clone().and_then(|p| serde_json::from_value(p).ok()).unwrap_or_default();
+    let user_input = given.reason.as_ref().and_then(Value::as_str).map(str::to_owned);
+    let d = match input_type {
+        "text" | "questions" if r.resolved => {
+            Decision { approved: None, answers: Some(given.answers.unwrap_or(Value::Null)), user_input }
+        }
+        "text" | "questions" => Decision { approved: Some(false), answers: Some(json!([])), user_input },
+        _ => {
+            let approved = r.resolved && given.approved.as_ref().and_then(Value::as_bool) != Some(false);
+            Decision { approved: Some(approved), answers: None, user_input }
+        }
     };
-    if let Some(reason) = payload["reason"].as_str() {
-        d["userInput"] = reason.into();
-    }
-    d
+    serde_json::to_value(d).expect("a decision serialises")
+}
+
+/// What an AG-UI client's `resume[].payload` answers (its fields as sent:
+/// one of another type counts as absent where it is read).
+#[derive(Default, Deserialize)]
+struct Answered {
+    approved: Option<Value>,
+    answers: Option<Value>,
+    reason: Option<Value>,
+}
+
+/// The confirm route's decision body.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Decision {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    approved: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    answers: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user_input: Option<String>,
 }
 
 /// `POST /ag-ui`: a new user message, or the answers to a run's
