@@ -5,11 +5,12 @@
 //    (or a bare binding, which is the same) would let a new event kind compile
 //    without the protocol deciding what it means.
 // 2. String-keyed indexing (`x["key"]`) in protocols/ does not grow: the
-//    count is held at or below CEILING (frames are still JSON values; each
-//    typed frame lowers it, and the ceiling follows it down).
+//    count is held at or below CEILING (every protocol's frames are typed;
+//    what is left builds response bodies and folds a client's own message
+//    objects; each step that types one lowers it, and the ceiling follows).
 // 3. No protocol reaches past the thread into its store (`.store()`,
 //    `.store_mut()`): they read the conversation through the thread's read
-//    API (`thread/read.rs`).
+//    model (`Thread::conversation`, `thread/conversation.rs`).
 //
 // Usage: node local/lint-mappings.mjs [dir ...]   (default: durable/src/protocols)
 
@@ -17,7 +18,7 @@ import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { pathToFileURL } from "node:url";
 
-/** `["` indexing allowed in protocols/ today; lower it as frames get types. */
+/** `["` indexing allowed in protocols/ today; lower it as bodies get types. */
 const CEILING = 37;
 
 function files(dir) {
