@@ -587,7 +587,7 @@ mod tests {
 #[cfg(test)]
 mod decision_tests {
     use super::*;
-    use crate::storage::store::{Driver, MemoryStore, RunRecord, RunState};
+    use crate::storage::store::{MemoryStore, RunRecord};
     use crate::thread::Discard;
     use serde_json::json;
 
@@ -603,23 +603,7 @@ mod decision_tests {
             let mut journal = Journal::open(MemoryStore::default(), 0).unwrap();
             journal.set_thread_id("t1");
             let mut runs = RunLock::default();
-            let record = RunRecord {
-                run_id: "r1".into(),
-                message_id: "m1".into(),
-                message: "hi".into(),
-                agent_id: "root".into(),
-                state: RunState::Running,
-                reason: None,
-                token_hash: String::new(),
-                created_at: 0,
-                finished_at: None,
-                driver: Driver::Webhook,
-                usage: None,
-                model: None,
-                replaced: false,
-                turn: Default::default(),
-            };
-            runs.take(record, 0).unwrap();
+            runs.take(RunRecord::running("r1"), 0).unwrap();
             let config = Config { approval_policy: Policy::parse(Some(policy)).unwrap(), ..Config::default() };
             Parts { journal, runs, config, outbox: Vec::new() }
         }

@@ -289,24 +289,16 @@ fn usage_view(stored: &str) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::store::{Driver, MemoryStore};
+    use crate::storage::store::MemoryStore;
 
     fn run(id: &str, message: &str, at: i64, replaced: bool) -> RunRecord {
         RunRecord {
-            run_id: id.into(),
-            message_id: format!("m-{id}"),
             message: message.into(),
-            agent_id: "root".into(),
             state: RunState::Completed,
-            reason: None,
-            token_hash: String::new(),
             created_at: at,
             finished_at: Some(at + 1),
-            driver: Driver::Webhook,
-            usage: None,
-            model: None,
             replaced,
-            turn: Default::default(),
+            ..RunRecord::running(id)
         }
     }
 

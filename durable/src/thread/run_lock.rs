@@ -254,25 +254,9 @@ impl RunLock {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::storage::store::RunState;
 
     fn record(id: &str) -> RunRecord {
-        RunRecord {
-            run_id: id.into(),
-            message_id: "m".into(),
-            message: "hi".into(),
-            agent_id: "root".into(),
-            state: RunState::Running,
-            reason: None,
-            token_hash: String::new(),
-            created_at: 0,
-            finished_at: None,
-            driver: Driver::Webhook,
-            usage: None,
-            model: None,
-            replaced: false,
-            turn: Default::default(),
-        }
+        RunRecord::running(id)
     }
 
     fn config() -> Config {

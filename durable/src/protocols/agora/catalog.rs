@@ -67,20 +67,8 @@ pub struct Models {
 pub struct Provider {
     pub id: String,
     pub label: String,
-    pub models: Vec<ProviderModel>,
-}
-
-/// A model in its provider's list: the view's entry without the provider.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProviderModel {
-    pub id: String,
-    pub label: String,
-    pub available: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unavailable_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub badges: Option<Vec<String>>,
+    /// The view's entries, each without its provider (the list says it).
+    pub models: Vec<ModelView>,
 }
 
 #[derive(Debug, Serialize)]
@@ -96,9 +84,8 @@ pub struct Locked {
 pub fn models(view: CatalogView, locked: Option<(&str, Option<&str>)>) -> Models {
     let mut providers: Vec<Provider> = Vec::new();
     for m in &view.models {
-        let ModelView { id, label, available, unavailable_reason, badges, provider } = m.clone();
-        let provider = provider.unwrap_or_else(|| DEFAULT.to_owned());
-        let entry = ProviderModel { id, label, available, unavailable_reason, badges };
+        let mut entry = m.clone();
+        let provider = entry.provider.take().unwrap_or_else(|| DEFAULT.to_owned());
         match providers.iter_mut().find(|p| p.id == provider) {
             Some(p) => p.models.push(entry),
             None => {

@@ -125,6 +125,29 @@ pub struct RunRecord {
     pub turn: Turn,
 }
 
+#[cfg(test)]
+impl RunRecord {
+    /// A running run of a webhook agent, created at 0: a test's fixture.
+    pub fn running(run_id: &str) -> RunRecord {
+        RunRecord {
+            run_id: run_id.into(),
+            message_id: format!("m-{run_id}"),
+            message: "hi".into(),
+            agent_id: "root".into(),
+            state: RunState::Running,
+            reason: None,
+            token_hash: String::new(),
+            created_at: 0,
+            finished_at: None,
+            driver: Driver::Webhook,
+            usage: None,
+            model: None,
+            replaced: false,
+            turn: Default::default(),
+        }
+    }
+}
+
 pub use crate::storage::db::{StoreError, StoreResult};
 
 pub trait Store {
