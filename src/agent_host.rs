@@ -174,7 +174,10 @@ impl Host for WorkerHost {
         let key = {
             let mut slot = self.core.borrow_mut();
             let core = slot.as_mut().ok_or("the thread is gone")?;
-            core.files_mut().store_agent_file(&new, ids::random_u64(), now_ms()).map_err(|e| e.to_string())?
+            core.journal_mut()
+                .files_mut()
+                .store_agent_file(&new, ids::random_u64(), now_ms())
+                .map_err(|e| e.to_string())?
         };
         crate::files::put_one(bucket, &key, bytes, media_type, &new.sha256).await?;
         Ok((new.reference(), key))
@@ -213,7 +216,7 @@ impl Host for WorkerHost {
     fn publish(&self, scope: &Scope, events: Vec<Event>) -> std::result::Result<(), Stopped> {
         let mut slot = self.core.borrow_mut();
         let Some(core) = slot.as_mut() else { return Err(Stopped) };
-        core.publish_agent(&self.run_id, scope, events, now_ms()).map_err(|e| {
+        core.agent_loop().publish(&self.run_id, scope, events, now_ms()).map_err(|e| {
             if !e.is_conflict() {
                 console_error!("agent publish: {e}");
             }
@@ -224,7 +227,7 @@ impl Host for WorkerHost {
     fn checkpoint(&self, cp: &Checkpoint) {
         let mut slot = self.core.borrow_mut();
         let Some(core) = slot.as_mut() else { return };
-        if let Err(e) = core.save_checkpoint(cp) {
+        if let Err(e) = core.agent_loop().save_checkpoint(cp) {
             console_error!("checkpoint: {e}");
         }
     }
@@ -235,7 +238,7 @@ impl Host for WorkerHost {
 
     fn background(&self, task: BackgroundTask) {
         if let Some(core) = self.core.borrow_mut().as_mut() {
-            core.set_background(task);
+            core.agent_loop().set_background(task);
         }
     }
 
@@ -305,7 +308,7 @@ impl Host for WorkerHost {
         let mut slot = self.core.borrow_mut();
         let Some(core) = slot.as_mut() else { return Err(Stopped) };
         let local = ids::new_id("cr");
-        core.request_confirmation(&self.run_id, agent_id, payload, &local, None, now_ms()).map_err(|e| {
+        core.agent_loop().request_confirmation(&self.run_id, agent_id, payload, &local, now_ms()).map_err(|e| {
             console_error!("confirmation: {e}");
             Stopped
         })

@@ -36,8 +36,8 @@ impl Inner {
                         if let Some(run) = start_of {
                             let now = now_ms();
                             let more = self.with_core(|c| {
-                                c.launch_failed(&run, &format!("agent webhook failed: {why}"), now);
-                                c.launch_started(&self.settings, now)
+                                c.launch().failed(&run, &format!("agent webhook failed: {why}"), now);
+                                c.launch().started(&self.settings, now)
                             });
                             queue.extend(more.unwrap_or_default());
                         }
@@ -102,7 +102,7 @@ impl Inner {
                 Effect::DeleteFiles { keys, ids } => match crate::files::delete(&self.env, &keys).await {
                     Ok(()) => {
                         if let Err(e) = self
-                            .with_core(|c| c.files_mut().files_deleted(&ids))
+                            .with_core(|c| c.journal_mut().files_mut().files_deleted(&ids))
                             .and_then(|r| r.map_err(ApiError::from))
                         {
                             console_error!("files: {e}");
@@ -143,7 +143,7 @@ impl Inner {
             if end != agent::End::Stopped && !background {
                 inner.agents.borrow_mut().retain(|(r, _, _)| *r != run_id);
             }
-            let effects = inner.with_core(|c| c.launch_started(&inner.settings, now_ms())).unwrap_or_default();
+            let effects = inner.with_core(|c| c.launch().started(&inner.settings, now_ms())).unwrap_or_default();
             inner.run(effects).await;
         });
     }
@@ -161,7 +161,7 @@ impl Inner {
     /// earlier, or sets it when none is pending.
     async fn arm_alarm(&self) {
         let now = now_ms();
-        let deadline = self.core.borrow().as_ref().and_then(|c| c.next_alarm(now, &self.settings));
+        let deadline = self.core.borrow_mut().as_mut().and_then(|c| c.clock().next_alarm(now, &self.settings));
         let Some(deadline) = deadline else { return };
         let current = match self.alarm_at.get() {
             Some(known) => known,
@@ -200,7 +200,7 @@ fn arm_flush_timer(core: Shared, timer: Rc<Cell<Option<i64>>>) {
         if timer.get() == Some(deadline) {
             timer.set(None);
         }
-        let result = core.borrow_mut().as_mut().map(|c| c.flush_idle(now_ms()));
+        let result = core.borrow_mut().as_mut().map(|c| c.clock().flush_idle(now_ms()));
         if let Some(Err(e)) = result {
             console_error!("idle flush: {e}");
         }

@@ -159,7 +159,11 @@ pub fn gone(core: &Shared, ws: &WebSocket) {
 pub fn page(core: &Shared, ws: &WebSocket, text: &str) -> Result<(), ApiError> {
     let Some((after, high)) = threadline_durable::feed::socket::parse_page_request(text) else { return Ok(()) };
     let Some(a) = attachment(ws) else { return Ok(()) };
-    let page = core.borrow().as_ref().ok_or_else(ApiError::thread_not_found)?.replay_page(&a.follow, after, high)?;
+    let page = {
+        let core = core.borrow();
+        let core = core.as_ref().ok_or_else(ApiError::thread_not_found)?;
+        core.journal().replay_page(&a.follow, after, high, core.config().replay_page)?
+    };
     send(ws, &page);
     Ok(())
 }

@@ -114,7 +114,7 @@ impl DurableObject for ThreadObject {
         // The alarm that fired is spent.
         inner.alarm_at.set(Some(None));
         let effects = inner.load().and_then(|mut effects| {
-            effects.extend(inner.with_core(|c| c.on_alarm(&inner.settings, now_ms()))??);
+            effects.extend(inner.with_core(|c| c.clock().alarm(&inner.settings, now_ms()))??);
             Ok(effects)
         });
         match effects {
@@ -152,12 +152,12 @@ impl Inner {
         // slept, it did not restart.
         let sockets = live::sockets(&self.state);
         if !sockets.is_empty() {
-            core.woke(now_ms());
+            core.clock().woke(now_ms());
         }
         for (a, sink) in sockets {
             core.journal_mut().subscribers().add(a.id, a.follow, sink);
         }
-        let effects = core.recovery(&self.settings, now_ms())?;
+        let effects = core.agent_loop().recovery(&self.settings, now_ms())?;
         *self.core.borrow_mut() = Some(core);
         Ok(effects)
     }

@@ -2,7 +2,7 @@
 //! cannot do itself (drive the built-in agent, call the agent's webhook,
 //! update the owner's directory, wipe storage, remove files). The shell executes effects
 //! in order and reports back what the core needs to know (a start signal
-//! that failed: `Thread::launch_failed`); it decides nothing about them.
+//! that failed: `Launch::failed`); it decides nothing about them.
 
 use crate::agent::tools::Toolbox;
 use crate::agent::{AgentConfig, Job};
@@ -17,7 +17,7 @@ pub enum Effect {
     Drive(Box<Drive>),
     /// POST `body` to the external agent's webhook (`AGENT_WEBHOOK_URL`).
     /// `start_of`: the run this signal starts; if the call fails, that run
-    /// ends with an error (report it with `Thread::launch_failed`).
+    /// ends with an error (report it with `Launch::failed`).
     Webhook { body: Value, start_of: Option<String> },
     /// Stop this instance's built-in agents and abort their fetches.
     StopAgents,

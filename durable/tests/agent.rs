@@ -262,8 +262,14 @@ impl Host for Host1 {
         media_type: &str,
     ) -> Result<(threadline_durable::files::FileRef, String), String> {
         let new = threadline_durable::files::NewFile::of(&bytes, media_type, None);
-        let key =
-            self.fake.thread.borrow_mut().files_mut().store_agent_file(&new, 7, 1_000).map_err(|e| e.to_string())?;
+        let key = self
+            .fake
+            .thread
+            .borrow_mut()
+            .journal_mut()
+            .files_mut()
+            .store_agent_file(&new, 7, 1_000)
+            .map_err(|e| e.to_string())?;
         self.fake.files.borrow_mut().push((new.sha256.clone(), bytes));
         Ok((new.reference(), key))
     }
@@ -274,11 +280,11 @@ impl Host for Host1 {
     }
 
     fn publish(&self, scope: &Scope, events: Vec<Event>) -> Result<(), Stopped> {
-        self.fake.thread.borrow_mut().publish_agent(&self.run_id, scope, events, 1_000).map_err(|_| Stopped)
+        self.fake.thread.borrow_mut().agent_loop().publish(&self.run_id, scope, events, 1_000).map_err(|_| Stopped)
     }
 
     fn checkpoint(&self, cp: &Checkpoint) {
-        self.fake.thread.borrow_mut().save_checkpoint(cp).unwrap();
+        self.fake.thread.borrow_mut().agent_loop().save_checkpoint(cp).unwrap();
     }
 
     fn spawn(&self, fut: Pin<Box<dyn Future<Output = ()>>>) {
@@ -286,7 +292,7 @@ impl Host for Host1 {
     }
 
     fn background(&self, task: BackgroundTask) {
-        self.fake.thread.borrow_mut().set_background(task);
+        self.fake.thread.borrow_mut().agent_loop().set_background(task);
     }
 
     fn approval(&self, tool: &str, declared: bool) -> threadline_durable::agent::Asking {
@@ -298,7 +304,8 @@ impl Host for Host1 {
         self.fake
             .thread
             .borrow_mut()
-            .request_confirmation(&self.run_id, agent_id, payload, &local, None, 1_000)
+            .agent_loop()
+            .request_confirmation(&self.run_id, agent_id, payload, &local, 1_000)
             .map_err(|_| Stopped)
     }
 
@@ -400,7 +407,7 @@ fn drive_all(f: &Rc<Fake>, s: &Settings, effects: Vec<Effect>) -> Vec<End> {
         match e {
             Effect::Drive(d) => {
                 ends.push(drive(f, d, CancelToken::default()));
-                queue.extend(f.thread.borrow_mut().launch_started(s, 1_000));
+                queue.extend(f.thread.borrow_mut().launch().started(s, 1_000));
             }
             Effect::Telemetry { spans, log } => {
                 f.spans.borrow_mut().extend(spans);

@@ -230,7 +230,7 @@ fn refusals_store_nothing() {
         assert_eq!((*got, b["error"]["code"].as_str().unwrap()), (status, code), "{what}");
         assert!(w.bucket.is_empty(), "{what}: the bucket is as it was");
         assert!(
-            w.threads.values().all(|t| t.last_seq() == 0 && t.journal().store().file_count().unwrap() == 0),
+            w.threads.values().all(|t| t.journal().last_seq() == 0 && t.journal().store().file_count().unwrap() == 0),
             "{what}: nothing stored"
         );
     }
@@ -359,9 +359,13 @@ fn unsent_uploads_are_removed_after_the_grace_period() {
     w.request("POST", "/v1/threads/t1/files", &[("content-type", "text/plain")], b"never sent");
     let w_settings = w.settings.clone();
     let t = w.threads.get_mut("t1").unwrap();
-    assert_eq!(t.next_alarm(1_000, &w_settings), Some(61_000), "the alarm comes at the end of the grace period");
-    assert!(t.on_alarm(&w_settings, 30_000).unwrap().iter().all(|e| !matches!(e, Effect::DeleteFiles { .. })));
-    let effects = t.on_alarm(&w_settings, 61_000).unwrap();
+    assert_eq!(
+        t.clock().next_alarm(1_000, &w_settings),
+        Some(61_000),
+        "the alarm comes at the end of the grace period"
+    );
+    assert!(t.clock().alarm(&w_settings, 30_000).unwrap().iter().all(|e| !matches!(e, Effect::DeleteFiles { .. })));
+    let effects = t.clock().alarm(&w_settings, 61_000).unwrap();
     let Some(Effect::DeleteFiles { keys, ids }) = effects.iter().find(|e| matches!(e, Effect::DeleteFiles { .. }))
     else {
         panic!("{effects:?}")
@@ -371,13 +375,13 @@ fn unsent_uploads_are_removed_after_the_grace_period() {
     let end = w.request("POST", "/v1/threads/t1/files", &[("content-type", "text/plain")], b"never sent");
     assert!(matches!(&end, End::Reply(409, b) if b["error"]["code"] == "file_busy"), "{end:?}");
     let t = w.threads.get_mut("t1").unwrap();
-    t.files_mut().files_deleted(ids).unwrap();
+    t.journal_mut().files_mut().files_deleted(ids).unwrap();
     assert_eq!(t.journal().store().file_count().unwrap(), 0);
     // An attached file is never removed.
     let body = ui_chat("t1", "m1", &[("keep.txt", "text/plain", b"kept")]);
     assert!(matches!(w.request("POST", "/api/chat", &[], &body), End::Followed));
     let t = w.threads.get_mut("t1").unwrap();
-    let effects = t.on_alarm(&w_settings, 10_000_000).unwrap();
+    let effects = t.clock().alarm(&w_settings, 10_000_000).unwrap();
     assert!(effects.iter().all(|e| !matches!(e, Effect::DeleteFiles { .. })), "{effects:?}");
 }
 

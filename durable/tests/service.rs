@@ -51,7 +51,7 @@ fn finish(t: &mut T, s: &Settings, run: &str, token: &str, now: i64) -> Vec<Effe
 }
 
 fn queue_ids(t: &T) -> Vec<String> {
-    t.queue().items.iter().map(|i| i.message.clone()).collect()
+    t.conversation().queue().items.iter().map(|i| i.message.clone()).collect()
 }
 
 #[test]
@@ -128,7 +128,7 @@ fn queue_edits_are_stored_and_announced_and_survive_a_reload() {
     // A reload (a new instance over the same storage) has the same queue.
     let store = std::mem::take(t.journal_mut().store_mut());
     let reloaded: T = Thread::load(store, s.thread.clone(), 4).unwrap();
-    assert_eq!(reloaded.queue(), t.queue());
+    assert_eq!(reloaded.conversation().queue(), t.conversation().queue());
 }
 
 #[test]
@@ -162,9 +162,8 @@ fn regenerate_answers_the_last_message_again_and_drops_the_old_answer() {
     assert_eq!((status, again["regenerated"].as_bool()), (200, Some(true)));
     let active = t.runs().active_run().unwrap();
     assert_eq!((active.message.as_str(), active.run_id != run), ("question", true));
-    let messages = t.conversation().messages(50, 0, "https://threads.test").unwrap();
-    let runs: Vec<_> = messages["messages"].as_array().unwrap().iter().map(|m| m["runId"].clone()).collect();
-    assert!(!runs.contains(&json!(run)), "the replaced answer leaves the messages view");
+    let (turns, _) = t.conversation().turns(50, 0).unwrap();
+    assert!(turns.iter().all(|turn| turn.run.run_id != run), "the replaced answer leaves the messages view");
 }
 
 /// A thread whose external agent's run waits on two confirmations: `once`
@@ -237,8 +236,8 @@ fn a_request_lapses_at_its_ttl_and_a_late_decision_is_410() {
     let s = settings();
     let (mut t, _, _) = suspended(&s);
     let no_ttl = Settings::from_pairs(&[("THREAD_TTL_DAYS", "0")]);
-    assert_eq!(t.next_alarm(2, &no_ttl), Some(1_002), "the alarm waits for the first lapse");
-    let effects = t.on_alarm(&s, 1_002).unwrap();
+    assert_eq!(t.clock().next_alarm(2, &no_ttl), Some(1_002), "the alarm waits for the first lapse");
+    let effects = t.clock().alarm(&s, 1_002).unwrap();
     assert!(effects
         .iter()
         .any(|e| matches!(e, Effect::Webhook { body, .. } if body["decision"]["state"] == "expired")));
@@ -280,7 +279,11 @@ fn a_suspended_run_waits_through_a_reload() {
     let store: MemoryStore = std::mem::take(t.journal_mut().store_mut());
     let mut reloaded: T = Thread::load(store, s.thread.clone(), 10_000_000).unwrap();
     assert!(reloaded.runs().is_suspended(), "its pending requests are in storage");
-    assert_eq!(reloaded.check_run_deadlines(20_000_000).unwrap(), None, "no sweep or timeout while a person decides");
+    assert_eq!(
+        reloaded.clock().check_run_deadlines(20_000_000).unwrap(),
+        None,
+        "no sweep or timeout while a person decides"
+    );
     let (status, _, _) = decide(&mut reloaded, &s, "once", json!({"approved": true}), 20_000_001);
     assert_eq!(status, 200);
     assert_eq!(reloaded.runs().active_run().unwrap().run_id, run);
@@ -307,14 +310,14 @@ fn the_stored_queue_stays_under_its_byte_limit_and_a_refusal_changes_nothing() {
         (Some("queue_too_large"), Some(200_000))
     );
     assert_eq!(accepted, 6, "six fit in 200 KB");
-    assert_eq!(t.queue().items.len(), accepted, "memory holds what storage holds");
+    assert_eq!(t.conversation().queue().items.len(), accepted, "memory holds what storage holds");
     let stored: threadline_durable::Queue =
         serde_json::from_str(&t.journal().store().meta("queue").unwrap().unwrap()).unwrap();
-    assert_eq!(&stored, t.queue());
+    assert_eq!(&stored, t.conversation().queue());
     // The queue goes on working: a small message fits, and an edit that
     // shrinks an item is always allowed.
     assert_eq!(send(&mut t, &s, json!({"message": "small", "mode": "queue"}), 3).0, 202);
-    let first = t.queue().items[0].message_id.clone();
+    let first = t.conversation().queue().items[0].message_id.clone();
     let path = format!("/instance-ai/threads/t1/queue/{first}");
     let edited = serve(&mut t, &s, Req::new("PATCH", &path, alice()).body(&json!({"message": "short now"})), 4);
     assert_eq!(support::status(&edited), 200);

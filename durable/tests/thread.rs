@@ -125,7 +125,7 @@ impl Conn {
     fn step(&mut self, t: &T) -> bool {
         self.pump();
         let Some((after, high)) = self.page.take() else { return false };
-        let page = t.replay_page(&Follow::log(), after, high).unwrap();
+        let page = t.journal().replay_page(&Follow::log(), after, high, t.config().replay_page).unwrap();
         self.relay_message(&page);
         true
     }
@@ -184,13 +184,13 @@ fn run_lock_is_a_compare_and_set() {
 fn publish_tokens_are_scoped_to_their_run() {
     let mut t = thread();
     start(&mut t, "r1", 0);
-    assert_eq!(ApiError::from(t.authorize_publish("r1", None).unwrap_err()).status, 401);
-    assert_eq!(ApiError::from(t.authorize_publish("r1", Some("token-r2")).unwrap_err()).status, 403);
-    assert_eq!(ApiError::from(t.authorize_publish("nope", Some("token-r1")).unwrap_err()).status, 404);
-    t.authorize_publish("r1", Some("token-r1")).unwrap();
+    assert_eq!(authorize(&t, "r1", None).unwrap_err().status, 401);
+    assert_eq!(authorize(&t, "r1", Some("token-r2")).unwrap_err().status, 403);
+    assert_eq!(authorize(&t, "nope", Some("token-r1")).unwrap_err().status, 404);
+    authorize(&t, "r1", Some("token-r1")).unwrap();
     // A finished run still knows its token: the answer is 409, not 403.
     t.cancel(1).unwrap();
-    t.authorize_publish("r1", Some("token-r1")).unwrap();
+    authorize(&t, "r1", Some("token-r1")).unwrap();
     let e: ApiError =
         t.publish("r1", vec![json!({"type":"status","agentId":"a","payload":{"message":"x"}})], 2).unwrap_err().into();
     assert_eq!((e.status, e.code), (409, "run_finished"));
@@ -234,7 +234,7 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
         .unwrap_err()
         .into();
     assert_eq!((e.status, e.code), (503, "storage_unavailable"));
-    assert_eq!(t.last_seq(), 1);
+    assert_eq!(t.journal().last_seq(), 1);
     assert!(c.sink.messages.borrow().is_empty(), "nothing sent that was not stored");
     t.publish(
         "r1",
@@ -305,13 +305,13 @@ fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
     healthy
         .publish("r1", vec![json!({"type":"status","agentId":"orchestrator","payload":{"message":"alive"}})], 10_500)
         .unwrap();
-    assert_eq!(healthy.check_run_deadlines(20_000).unwrap(), None);
+    assert_eq!(healthy.clock().check_run_deadlines(20_000).unwrap(), None);
     assert!(healthy.runs().active_run().is_some());
 
     // Silent: swept after the grace, not before.
     let mut dead: T = Thread::load(store, config, 10_000).unwrap();
-    assert_eq!(dead.check_run_deadlines(10_999).unwrap(), None);
-    assert_eq!(dead.check_run_deadlines(11_000).unwrap(), Some(("r1".into(), "crash_interrupted")));
+    assert_eq!(dead.clock().check_run_deadlines(10_999).unwrap(), None);
+    assert_eq!(dead.clock().check_run_deadlines(11_000).unwrap(), Some(("r1".into(), "crash_interrupted")));
     let log = durable_log(&dead);
     let tail: Vec<_> = log[log.len() - 3..].iter().map(|e| (e.kind().as_str(), e.payload_json())).collect();
     assert_eq!(tail[0].0, "tool-interrupted");
@@ -325,7 +325,7 @@ fn restart_sweep_interrupts_open_tool_calls_but_spares_a_healthy_run() {
 fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last_event() {
     let config = Config { restart_grace_ms: 1_000, ..Config::default() };
     let mut t: T = Thread::load(MemoryStore::default(), config.clone(), 0).unwrap();
-    t.set_thread_id("t");
+    t.journal_mut().set_thread_id("t");
     start(&mut t, "r1", 0);
     let (item, position, started) = t.enqueue("next".into(), None, Default::default(), None, 5).unwrap();
     assert_eq!((position, started.is_none()), (0, true));
@@ -334,9 +334,9 @@ fn a_dead_holder_is_replaced_by_the_next_resume_and_the_handoff_is_the_runs_last
     // The object restarted: the run is found open, its agent gone with the
     // old instance. Within the grace of its last event it may be alive.
     let mut after: T = Thread::load(store, config, 500).unwrap();
-    after.set_thread_id("t");
-    assert!(!after.dead_holder(900));
-    after.replace_dead_holder(900).unwrap();
+    after.journal_mut().set_thread_id("t");
+    assert!(!after.clock().dead_holder(900));
+    after.clock().replace_dead_holder(900).unwrap();
     assert_eq!(after.runs().active_run().unwrap().run_id, "r1");
     // Silent past the grace: the resume replaces it, and the queue's head starts.
     // A sender on a thread nobody owns is let in to resume its queue.
@@ -368,8 +368,8 @@ fn idle_timeout_ends_a_silent_run() {
     start(&mut t, "r1", 0);
     t.publish("r1", vec![json!({"type":"status","agentId":"orchestrator","payload":{"message":"x"}})], 50).unwrap();
     assert_eq!(t.runs().deadline(t.config()), Some(150));
-    assert_eq!(t.check_run_deadlines(149).unwrap(), None);
-    assert_eq!(t.check_run_deadlines(150).unwrap(), Some(("r1".into(), "timeout")));
+    assert_eq!(t.clock().check_run_deadlines(149).unwrap(), None);
+    assert_eq!(t.clock().check_run_deadlines(150).unwrap(), Some(("r1".into(), "timeout")));
     assert_eq!(durable_log(&t).last().unwrap().payload_json(), json!({"status":"error","reason":"timeout"}));
 }
 
@@ -518,7 +518,7 @@ proptest! {
                 }
                 Op::Idle(ms) => {
                     now += ms;
-                    t.flush_idle(now).unwrap();
+                    t.clock().flush_idle(now).unwrap();
                 }
                 Op::Page(i) => {
                     clients[i].conn.step(&t);
@@ -545,7 +545,7 @@ proptest! {
         for c in &mut clients {
             c.conn.drain(&t);
             c.absorb();
-            prop_assert_eq!(c.max_id, t.last_seq());
+            prop_assert_eq!(c.max_id, t.journal().last_seq());
             prop_assert_eq!(&tree(&c.seen), &expected, "a reconnecting client renders what a never-disconnected one does");
         }
     }
@@ -569,9 +569,9 @@ fn flue_catch_up_pages_never_split_a_record() {
         t.publish("r1", vec![call], 1).unwrap();
     }
     t.publish("r1", vec![json!({"type":"run-finish","agentId":agent,"payload":{"status":"completed"}})], 2).unwrap();
-    let gen = t.generation(|| 7).unwrap();
+    let gen = t.journal_mut().generation(|| 7).unwrap();
     let read = |t: &T, from: &str| {
-        let resume = history::resume(from, gen, t.last_seq()).unwrap();
+        let resume = history::resume(from, gen, t.journal().last_seq()).unwrap();
         let r = history::updates(t, "c", gen, from, resume, None).unwrap();
         let chunks: Vec<Value> = serde_json::from_slice(&r.body).unwrap();
         (chunks, r.get("stream-next-offset").unwrap().to_owned(), r.get("stream-up-to-date") == Some("true"))
@@ -606,4 +606,11 @@ fn flue_catch_up_pages_never_split_a_record() {
     let finished_batch = all.iter().find(|c| c["type"] == "message-completed").unwrap()["position"]["batch"].clone();
     let same: Vec<&Value> = all.iter().filter(|c| c["position"]["batch"] == finished_batch).collect();
     assert_eq!(same.len(), 2, "the run-finish's two chunks travel together");
+}
+
+/// A publisher's token checked as the publish routes check it, answered as
+/// they answer it.
+#[allow(clippy::result_large_err)] // the closure returns the thread's own error, as the routes' do
+fn authorize(t: &Thread<MemoryStore, VecSink>, run_id: &str, token: Option<&str>) -> Result<(), ApiError> {
+    t.runs().authorize(run_id, token, |id| t.conversation().run(id)).map_err(ApiError::from)
 }

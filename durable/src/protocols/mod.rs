@@ -338,7 +338,7 @@ pub fn handle<S: Store, K: Sink>(
     settings: &Settings,
     now: i64,
 ) -> Outcome {
-    t.set_thread_id(route.thread());
+    t.journal_mut().set_thread_id(route.thread());
     let mut effects = Vec::new();
     let answer = match route.body() {
         BodyKind::None => crate::input::no_body(call.body),
@@ -351,7 +351,7 @@ pub fn handle<S: Store, K: Sink>(
     .and_then(|gate| route.serve(t, call, &gate, settings, now, &mut effects))
     .or_else(|e| route.refused(e, t))
     .unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
-    effects.extend(t.launch_started(settings, now));
+    effects.extend(t.launch().started(settings, now));
     Outcome { answer, effects }
 }
 

@@ -4,147 +4,99 @@
 //! loop died with the previous instance of the object.
 
 use super::error::{Error, Setting};
-use super::{Sink, Thread};
+use super::{Config, Sink, Thread};
 use crate::agent::{self, BackgroundTask, Checkpoint, Job, Scope};
 use crate::effect::{Drive, Effect};
 use crate::log::event::{Event, FinishStatus, Kind};
 use crate::settings::Settings;
-use crate::storage::store::{ConfirmState, Confirmation};
+use crate::storage::store::ConfirmState;
 use crate::storage::store::{Driver, RunRecord, RunState, Store};
 use serde_json::{json, Value};
 
-impl<S: Store, K: Sink> Thread<S, K> {
-    /// The object woke from sleep ([`RunLock::woke`](super::RunLock::woke)).
-    pub fn woke(&mut self, now: i64) {
-        self.runs.woke(now);
-    }
+/// The built-in agent's side of a thread ([`Thread::agent_loop`]): what its
+/// loop stores and publishes through the shell's `agent::Host`, and how a
+/// run gets (back) to its loop. Nothing here is a route's: a protocol's
+/// routes reach the built-in agent only through the effects the thread
+/// hands back.
+pub struct AgentLoop<'t, S: Store, K: Sink> {
+    thread: &'t mut Thread<S, K>,
+}
 
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// The built-in agent's side of the thread.
+    pub fn agent_loop(&mut self) -> AgentLoop<'_, S, K> {
+        AgentLoop { thread: self }
+    }
+}
+
+impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
     /// Records a background task's state; an ended task leaves the list.
     pub fn set_background(&mut self, task: BackgroundTask) {
-        self.runs.set_background(task);
+        self.thread.runs.set_background(task);
     }
 
-    /// Publishes a background task's events: allowed while the task runs,
-    /// whether or not its run has finished.
-    pub fn publish_background(&mut self, task_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
-        if !self.runs.background_tasks().iter().any(|t| t.task_id == task_id) {
-            return Err(Error::TaskFinished);
-        }
-        if events.iter().any(|e| e.kind() == Kind::RunFinish) {
-            return Err(Error::invalid_event("a background task cannot finish its run"));
-        }
-        self.publish_events(events, now)
-    }
-
-    /// The built-in agent's publish path (its `Host::publish`): into the run,
-    /// or into a background task that outlives it. When storage refuses the
-    /// events, the loop stops where it is, and nothing else would end the
-    /// run: it ends here (`run-finish {error}`), rather than hold the lock
-    /// until the idle timeout.
-    pub fn publish_agent(&mut self, run_id: &str, scope: &Scope, events: Vec<Event>, now: i64) -> Result<(), Error> {
+    /// The loop's publish path (its `Host::publish`): into the run, or into
+    /// a background task that outlives it. When storage refuses the events,
+    /// the loop stops where it is, and nothing else would end the run: it
+    /// ends here (`run-finish {error}`), rather than hold the lock until the
+    /// idle timeout.
+    pub fn publish(&mut self, run_id: &str, scope: &Scope, events: Vec<Event>, now: i64) -> Result<(), Error> {
         let result = match scope {
-            Scope::Run => self.publish_run(run_id, events, now),
+            Scope::Run => self.thread.publish_run(run_id, events, now),
             Scope::Background(task) => self.publish_background(task, events, now),
         };
         if let Err(e) = &result {
             if matches!(e, Error::Storage(_)) {
-                let _ = self.end_run(run_id, FinishStatus::Error, "storage refused the run's events", now);
+                let _ = self.thread.end_run(run_id, FinishStatus::Error, "storage refused the run's events", now);
             }
         }
         result
     }
 
-    /// Stores the built-in agent's checkpoint for the active run (and the
-    /// usage it carries, on the run's record).
+    /// Publishes a background task's events: allowed while the task runs,
+    /// whether or not its run has finished.
+    fn publish_background(&mut self, task_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
+        if !self.thread.runs.background_tasks().iter().any(|t| t.task_id == task_id) {
+            return Err(Error::TaskFinished);
+        }
+        if events.iter().any(|e| e.kind() == Kind::RunFinish) {
+            return Err(Error::invalid_event("a background task cannot finish its run"));
+        }
+        self.thread.publish_events(events, now)
+    }
+
+    /// Stores the loop's checkpoint for the active run (and the usage it
+    /// carries, on the run's record).
     pub fn save_checkpoint(&mut self, cp: &Checkpoint) -> Result<(), Error> {
-        if !self.runs.holds(&cp.run_id) {
+        let thread = &mut *self.thread;
+        if !thread.runs.holds(&cp.run_id) {
             return Ok(());
         }
         let data = serde_json::to_string(cp).expect("checkpoints serialise");
-        self.journal.store_mut().save_checkpoint(&cp.run_id, &data)?;
+        thread.journal.store_mut().save_checkpoint(&cp.run_id, &data)?;
         if let Some(usage) = &cp.usage {
-            self.runs.record_usage(&cp.run_id, usage);
+            thread.runs.record_usage(&cp.run_id, usage);
         }
         Ok(())
     }
 
-    /// The tools a client declared with its message (`[{name, description,
-    /// parameters}]`, the shape protocols' clients declare them in), checked
-    /// against the server's; offered to the built-in agent only.
-    ///
-    /// Invariant: a client tool's name is no server tool's and no
-    /// `APPROVAL_POLICY` entry's (400 `invalid_client_tools`). Its result is
-    /// the thread owner's to give (`Confirmation::decider`), so a policy
-    /// that names an approver for the name would mean nothing for it, and a
-    /// deployer who wrote one must not believe it applies.
-    pub fn client_tools(&self, declared: Option<&Value>, settings: &Settings) -> Result<Vec<Value>, Error> {
-        let declared = match declared {
-            None | Some(Value::Null) => return Ok(Vec::new()),
-            Some(Value::Array(a)) => a,
-            Some(_) => return Err(Error::InvalidClientTools("`tools` must be an array".into())),
-        };
-        if declared.is_empty() || self.config.driver != Driver::Builtin {
-            return Ok(Vec::new());
-        }
-        let tools = builtin_ready(settings)?.client_tools(declared).map_err(Error::InvalidClientTools)?;
-        if let Some(t) = tools.iter().find(|t| self.config.approval_policy.get(&t.name).is_some()) {
-            return Err(Error::InvalidClientTools(format!(
-                "client tool name `{}` is taken: APPROVAL_POLICY names it, and a client tool's result is the thread owner's alone",
-                t.name
-            )));
-        }
-        Ok(declared.clone())
-    }
-
-    /// The requests of run `run_id` that the client's tool `outputs` answer
-    /// (client tools' only), with their decision bodies: the result, or
-    /// the error, and the message that carried it.
-    pub fn client_tool_answers(
-        &self,
+    /// Publishes a `confirmation-request` of the loop's into `run_id` and
+    /// records it as pending ([`Decisions::request`](super::Decisions::request)).
+    /// Returns the request id.
+    pub fn request_confirmation(
+        &mut self,
         run_id: &str,
-        outputs: &[crate::input::ToolOutput],
-    ) -> Result<Vec<(Confirmation, Value)>, Error> {
-        let mut answers = Vec::new();
-        for o in outputs {
-            let Some(c) = self.requests().for_call(&o.tool_call_id, Some(run_id))? else { continue };
-            if c.input_type != crate::storage::store::CLIENT_TOOL {
-                continue;
-            }
-            let mut decision = match &o.outcome {
-                Ok(result) => json!({ "result": result }),
-                Err(error) => json!({ "error": error }),
-            };
-            if let Some(m) = &o.message_id {
-                decision["messageId"] = m.clone().into();
-            }
-            answers.push((c, decision));
-        }
-        Ok(answers)
+        agent_id: &str,
+        payload: Value,
+        local_id: &str,
+        now: i64,
+    ) -> Result<String, Error> {
+        self.thread.decisions().request(run_id, agent_id, payload, local_id, None, now)
     }
 
-    /// The loop's effect for `run` from `checkpoint`.
-    fn drive(
-        &self,
-        run: &RunRecord,
-        checkpoint: Checkpoint,
-        tools: std::rc::Rc<agent::tools::Toolbox>,
-        settings: &Settings,
-    ) -> Effect {
-        let (endpoint, config) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
-        let job = Job {
-            thread_id: self.journal.thread_id().to_owned(),
-            run_id: run.run_id.clone(),
-            root_agent: run.agent_id.clone(),
-            checkpoint,
-            usage: None,
-            trace: self.config.tracing.then(|| super::telemetry::run_trace(self.journal.thread_id(), run)),
-        };
-        Effect::Drive(Box::new(Drive { job, endpoint, config, tools, mcp: settings.mcp.clone() }))
-    }
-
-    /// Starts the built-in agent on a new run: conversation memory, the first
+    /// Starts the loop on a new run: conversation memory, the first
     /// checkpoint, the thread's title on its first message, then the loop.
-    pub(super) fn start_builtin(
+    pub(super) fn start(
         &mut self,
         run: &RunRecord,
         client_tools: Vec<Value>,
@@ -158,10 +110,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
             .map_err(|why| Error::Misconfigured { setting: Setting::Agents, why: why.clone() })?;
         agents.get(run.turn.agent.as_deref()).map_err(Error::Input)?;
         let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
-        let history = self.conversation().history(cfg.history_chars, &run.run_id)?;
-        let first = self.journal.store().runs_page(0, 2).map(|(_, total)| total == 1).unwrap_or(false);
+        let conversation = self.thread.conversation();
+        let history = conversation.history(cfg.history_chars, &run.run_id)?;
+        let first = conversation.run_count().map(|total| total == 1).unwrap_or(false);
         let sent_at = settings.message_timestamps.then(|| run.turn.sent_at.unwrap_or(run.created_at));
-        let prefix = self.conversation().files_prefix()?.unwrap_or_default();
+        let prefix = conversation.files_prefix()?.unwrap_or_default();
         let user = agent::UserTurn {
             message: &run.message,
             attachments: &run.turn.attachments,
@@ -171,7 +124,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let checkpoint = Checkpoint {
             run_id: run.run_id.clone(),
-            thread_id: self.journal.thread_id().to_owned(),
+            thread_id: self.thread.journal.thread_id().to_owned(),
             step: 0,
             messages: agent::initial_messages(&cfg, history, user),
             tasks: Vec::new(),
@@ -184,29 +137,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if first {
             let title = json!({ "title": agent::title_for(&run.message, &run.turn.attachments) });
             let ev = Event::built(Kind::ThreadTitleUpdated, &run.run_id, &run.agent_id, now, title);
-            self.publish_run(&run.run_id, vec![ev], now)?;
+            self.thread.publish_run(&run.run_id, vec![ev], now)?;
         }
-        Ok(self.drive(run, checkpoint, tools, settings))
-    }
-
-    /// A suspended built-in run whose confirmations are all settled resumes:
-    /// the decisions are filled into its checkpoint's suspended step.
-    pub(super) fn resume_if_ready(&self, run_id: &str, settings: &Settings) -> Result<Option<Effect>, Error> {
-        let Some(run) = self.runs.active_run().filter(|r| r.run_id == run_id).cloned() else { return Ok(None) };
-        let Some(mut cp) = self.conversation().checkpoint(run_id)? else { return Ok(None) };
-        let Some(calls) = cp.suspended.as_mut() else { return Ok(None) };
-        for call in calls.iter_mut() {
-            if let Some(rid) = &call.request_id {
-                let Some(c) = self.requests().get(rid)? else { return Ok(None) };
-                if c.state == ConfirmState::Pending {
-                    return Ok(None);
-                }
-                call.state = Some(c.state.as_str().to_owned());
-                call.decision = c.decision;
-            }
-        }
-        let tools = builtin_ready(settings)?;
-        Ok(Some(self.drive(&run, cp, tools, settings)))
+        Ok(drive(self.thread, run, checkpoint, tools, settings))
     }
 
     /// After a restart: a built-in run found open lost its loop with the old
@@ -215,33 +148,108 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// side effects); otherwise it ends `interrupted`. A suspended run waits
     /// in storage for its decisions: nothing to recover.
     pub fn recovery(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
-        let Some(run) = self.runs.active_run().cloned() else { return Ok(Vec::new()) };
+        let thread = &mut *self.thread;
+        let Some(run) = thread.runs.active_run().cloned() else { return Ok(Vec::new()) };
         if run.driver != Driver::Builtin
             || run.state != RunState::Running
-            || !self.runs.found_on_load()
-            || self.runs.is_suspended()
+            || !thread.runs.found_on_load()
+            || thread.runs.is_suspended()
         {
             return Ok(Vec::new());
         }
-        let checkpoint = self.conversation().checkpoint(&run.run_id)?;
+        let checkpoint = thread.conversation().checkpoint(&run.run_id)?;
         match checkpoint {
-            Some(cp) if self.runs.open_tool_calls().is_empty() => match builtin_ready(settings) {
+            Some(cp) if thread.runs.open_tool_calls().is_empty() => match builtin_ready(settings) {
                 Ok(tools) => {
                     // Resumed here: no longer a run whose driver went away.
-                    self.runs.spoke(&run.run_id, now);
-                    Ok(vec![self.drive(&run, cp, tools, settings)])
+                    thread.runs.spoke(&run.run_id, now);
+                    Ok(vec![drive(thread, &run, cp, tools, settings)])
                 }
                 Err(e) => {
-                    self.end_run(&run.run_id, FinishStatus::Error, &e.to_string(), now)?;
+                    thread.end_run(&run.run_id, FinishStatus::Error, &e.to_string(), now)?;
                     Ok(Vec::new())
                 }
             },
             _ => {
-                self.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
+                thread.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
                 Ok(Vec::new())
             }
         }
     }
+}
+
+/// A suspended built-in run whose confirmations are all settled resumes:
+/// the decisions are filled into its checkpoint's suspended step.
+pub(super) fn resume_if_ready<S: Store, K: Sink>(
+    thread: &Thread<S, K>,
+    run_id: &str,
+    settings: &Settings,
+) -> Result<Option<Effect>, Error> {
+    let Some(run) = thread.runs.active_run().filter(|r| r.run_id == run_id).cloned() else { return Ok(None) };
+    let Some(mut cp) = thread.conversation().checkpoint(run_id)? else { return Ok(None) };
+    let Some(calls) = cp.suspended.as_mut() else { return Ok(None) };
+    let requests = thread.requests();
+    for call in calls.iter_mut() {
+        if let Some(rid) = &call.request_id {
+            let Some(c) = requests.get(rid)? else { return Ok(None) };
+            if c.state == ConfirmState::Pending {
+                return Ok(None);
+            }
+            call.state = Some(c.state.as_str().to_owned());
+            call.decision = c.decision;
+        }
+    }
+    let tools = builtin_ready(settings)?;
+    Ok(Some(drive(thread, &run, cp, tools, settings)))
+}
+
+/// The loop's effect for `run` from `checkpoint`.
+fn drive<S: Store, K: Sink>(
+    thread: &Thread<S, K>,
+    run: &RunRecord,
+    checkpoint: Checkpoint,
+    tools: std::rc::Rc<agent::tools::Toolbox>,
+    settings: &Settings,
+) -> Effect {
+    let (endpoint, config) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
+    let thread_id = thread.journal.thread_id();
+    let job = Job {
+        thread_id: thread_id.to_owned(),
+        run_id: run.run_id.clone(),
+        root_agent: run.agent_id.clone(),
+        checkpoint,
+        usage: None,
+        trace: thread.config.tracing.then(|| super::telemetry::run_trace(thread_id, run)),
+    };
+    Effect::Drive(Box::new(Drive { job, endpoint, config, tools, mcp: settings.mcp.clone() }))
+}
+
+/// The tools a client declared with its message (`[{name, description,
+/// parameters}]`, the shape protocols' clients declare them in), checked
+/// against the server's; offered to the built-in agent only.
+///
+/// Invariant: a client tool's name is no server tool's and no
+/// `APPROVAL_POLICY` entry's (400 `invalid_client_tools`). Its result is
+/// the thread owner's to give (`Confirmation::decider`), so a policy that
+/// names an approver for the name would mean nothing for it, and a deployer
+/// who wrote one must not believe it applies.
+pub fn client_tools(config: &Config, declared: Option<&Value>, settings: &Settings) -> Result<Vec<Value>, Error> {
+    let declared = match declared {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(Error::InvalidClientTools("`tools` must be an array".into())),
+    };
+    if declared.is_empty() || config.driver != Driver::Builtin {
+        return Ok(Vec::new());
+    }
+    let tools = builtin_ready(settings)?.client_tools(declared).map_err(Error::InvalidClientTools)?;
+    if let Some(t) = tools.iter().find(|t| config.approval_policy.get(&t.name).is_some()) {
+        return Err(Error::InvalidClientTools(format!(
+            "client tool name `{}` is taken: APPROVAL_POLICY names it, and a client tool's result is the thread owner's alone",
+            t.name
+        )));
+    }
+    Ok(declared.clone())
 }
 
 /// Whether the built-in agent can run: a model is configured and `TOOLS`

@@ -47,6 +47,13 @@ const BATCH: usize = 20;
 #[derive(Debug, Default)]
 pub struct Retry(Option<(i64, i64)>);
 
+impl Retry {
+    /// When undelivered charges are next tried (the alarm's).
+    pub fn next_at(&self) -> Option<i64> {
+        self.0.map(|(at, _)| at)
+    }
+}
+
 /// A thread's charges: its store's charge rows, the retry of their
 /// delivery, and what the thread knows of its senders' budgets, borrowed
 /// from the thread ([`Thread::charges`]) so a charge changes here and
@@ -72,11 +79,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
             ids: &*self.ids,
             quota_period: self.config.quota_period,
         }
-    }
-
-    /// When undelivered charges are next tried (the alarm's).
-    pub fn charge_deadline(&self) -> Option<i64> {
-        self.charge_retry.0.map(|(at, _)| at)
     }
 }
 
@@ -309,13 +311,13 @@ mod tests {
         // Until the directory took it, it is owed, and delivered again.
         assert!(t.charges().owes_charges().unwrap());
         t.charges().charge_failed(30);
-        assert_eq!(t.charge_deadline(), Some(30 + RETRY_MS));
+        assert_eq!(t.clock().charge_deadline(), Some(30 + RETRY_MS));
         t.charges().charge_failed(40);
-        assert_eq!(t.charge_deadline(), Some(40 + 2 * RETRY_MS), "later each time");
+        assert_eq!(t.clock().charge_deadline(), Some(40 + 2 * RETRY_MS), "later each time");
         assert_eq!(t.charges().deliveries(false, 50).unwrap().len(), 1);
         t.charges().charged(std::slice::from_ref(&held.id)).unwrap();
         assert!(!t.charges().owes_charges().unwrap());
-        assert_eq!(t.charge_deadline(), None);
+        assert_eq!(t.clock().charge_deadline(), None);
     }
 
     #[test]

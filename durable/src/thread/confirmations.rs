@@ -17,8 +17,49 @@ use crate::settings::Settings;
 use crate::storage::store::Store;
 use crate::storage::store::{ConfirmState, Confirmation, CLIENT_TOOL};
 use crate::wire::error::ApiError;
+use serde::Serialize;
 use serde_json::Map;
 use serde_json::Value;
+
+/// A decision body as the confirm route takes it ([`check_decision`]), for
+/// a protocol whose client says its decision in its own words, and for a
+/// client tool's outcome.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionBody {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved: Option<bool>,
+    /// An approval remembered for the thread's session, or for this call.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    /// What the person said with it (a denial's reason).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_input: Option<String>,
+    /// A client tool's result (any JSON, `null` included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// A client tool's error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The client's message that carried a client tool's outcome.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message_id: Option<String>,
+}
+
+/// How long an approval holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    Once,
+    Session,
+}
+
+impl DecisionBody {
+    /// The body, as the confirm route reads it.
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).expect("a decision body serialises")
+    }
+}
 
 impl<S: Store, K: Sink> Thread<S, K> {
     /// The thread's requests waiting for a person, and the approval policy
@@ -30,30 +71,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The thread's requests, to raise, decide, lapse and cancel.
     pub(super) fn decisions(&mut self) -> Decisions<'_, S, K> {
         Decisions { journal: &mut self.journal, runs: &mut self.runs, config: &self.config, outbox: &mut self.outbox }
-    }
-
-    /// Publishes a `confirmation-request` into `run_id` and records it as
-    /// pending ([`Decisions::request`]). Returns the request id.
-    pub fn request_confirmation(
-        &mut self,
-        run_id: &str,
-        agent_id: &str,
-        payload: Value,
-        local_id: &str,
-        agent_request_id: Option<String>,
-        now: i64,
-    ) -> Result<String, Error> {
-        self.decisions().request(run_id, agent_id, payload, local_id, agent_request_id, now)
-    }
-
-    /// Settles the requests whose time is up (their runs go on), so a late
-    /// decision meets 410 and no run is left waiting.
-    pub fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
-        let mut effects = Vec::new();
-        for lapsed in self.decisions().expire_due(now)? {
-            effects.extend(self.after_settled(&lapsed, settings)?);
-        }
-        Ok(effects)
     }
 
     /// Decides, for a protocol's client that answers several at once, the
@@ -76,7 +93,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<(), Error> {
-        effects.extend(self.settle_lapsed(settings, now)?);
+        effects.extend(self.clock().settle_lapsed(settings, now)?);
         let mut checked = Vec::with_capacity(answers.len());
         for (given, body) in answers {
             // The request as stored now, not as the caller read it.
@@ -91,7 +108,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         for (c, decision) in checked {
             let decided = self.decisions().record(c, decision, By { actor: caller.id(), via: "web" }, now)?;
-            effects.extend(self.after_settled(&decided, settings)?);
+            effects.extend(super::serve::after_settled(self, &decided, settings)?);
         }
         Ok(())
     }
@@ -137,6 +154,30 @@ impl<S: Store> Requests<'_, S> {
             (true, true) => Asking::Remembered,
             (true, false) => Asking::Ask,
         }
+    }
+
+    /// The requests of run `run_id` that a client's tool `outputs` answer
+    /// (client tools' only), with their decision bodies: the result, or the
+    /// error, and the message that carried it.
+    pub fn client_tool_answers(
+        &self,
+        run_id: &str,
+        outputs: &[crate::input::ToolOutput],
+    ) -> Result<Vec<(Confirmation, Value)>, Error> {
+        let mut answers = Vec::new();
+        for o in outputs {
+            let Some(c) = self.for_call(&o.tool_call_id, Some(run_id))? else { continue };
+            if c.input_type != crate::storage::store::CLIENT_TOOL {
+                continue;
+            }
+            let (result, error) = match &o.outcome {
+                Ok(result) => (Some(result.clone()), None),
+                Err(error) => (None, Some(error.clone())),
+            };
+            let decision = DecisionBody { result, error, message_id: o.message_id.clone(), ..DecisionBody::default() };
+            answers.push((c, decision.to_value()));
+        }
+        Ok(answers)
     }
 
     /// Whether `tool` was approved with scope `session` on this thread.
@@ -422,6 +463,12 @@ impl Confirmation {
             out.insert("reason".into(), r.into());
         }
         out
+    }
+
+    /// The client's message that carried a client tool's outcome
+    /// ([`DecisionBody::message_id`]), once decided.
+    pub fn client_message_id(&self) -> Option<&str> {
+        self.decision.as_ref()?.get("messageId")?.as_str()
     }
 
     /// Still pending, but its time is up: it settles as expired.

@@ -11,13 +11,24 @@
 use super::error::Error;
 use crate::log::event::Event;
 use crate::log::queued::Queue;
-use crate::log::reducer;
-use crate::storage::store::{Confirmation, Record, RunRecord, RunState, Store};
+use crate::log::reducer::{self, AgentNode};
+use crate::storage::store::{Confirmation, Record, RunRecord, Store};
 use serde_json::{json, Value};
 
-/// What a protocol adds to a run's user and assistant messages
-/// ([`Conversation::messages_with`]), given the run and its events.
-pub type ExtendMessages<'a, E> = dyn FnMut(&RunRecord, &[Event], &mut Value, &mut Value) -> Result<(), E> + 'a;
+/// One turn of the conversation ([`Conversation::turns`]): a run it shows
+/// (the user's message and what answered it) and the run's events.
+pub struct Turn {
+    pub run: RunRecord,
+    pub events: Vec<Event>,
+}
+
+impl Turn {
+    /// The root agent's tree, folded from the turn's events: its text,
+    /// reasoning, tool calls and sub-agents.
+    pub fn root(&self) -> Option<AgentNode> {
+        reducer::fold(&self.events).tree()
+    }
+}
 
 /// Whether a conversation shows `run`: every run but an answer a
 /// regenerate replaced. The one rule every history view applies, through
@@ -39,6 +50,21 @@ pub struct Conversation<'t, S: Store> {
 impl<'t, S: Store> Conversation<'t, S> {
     pub(super) fn new(store: &'t S, thread_id: &'t str, last_seq: u64, queue: &'t Queue) -> Self {
         Conversation { store, thread_id, last_seq, queue }
+    }
+
+    /// The thread's id, as the Worker routed it.
+    pub fn thread_id(&self) -> &'t str {
+        self.thread_id
+    }
+
+    /// The log's last seq when the conversation was taken.
+    pub fn last_seq(&self) -> u64 {
+        self.last_seq
+    }
+
+    /// The messages waiting to run, as stored.
+    pub fn queue(&self) -> &'t Queue {
+        self.queue
     }
     /// The log's records after `after` up to `up_to`, at most `limit`.
     pub fn log_page(&self, after: u64, up_to: u64, limit: usize) -> Result<Vec<Record>, Error> {
@@ -90,6 +116,11 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok((runs.into_iter().rev().filter(shown).collect(), total))
     }
 
+    /// How many runs the thread has had, replaced ones included.
+    pub fn run_count(&self) -> Result<usize, Error> {
+        Ok(self.store.runs_page(0, 1)?.1)
+    }
+
     /// Whether agent `name` serves the thread (Flue's `/agents/:name/:id`):
     /// it ran one of its turns (`default` for a turn that named none, and
     /// for a thread with no turn yet).
@@ -101,74 +132,18 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok(runs.iter().any(|r| r.turn.agent.as_deref().unwrap_or(crate::agent::personas::DEFAULT) == name))
     }
 
-    /// `GET .../messages`: a page of runs, newest page first (`page` 0),
-    /// messages oldest first within it (each user message, then the
-    /// assistant message answering it), each assistant message with its agent
-    /// tree folded from the log, times in ISO 8601. `nextEventId` is read in the same block, so a
-    /// client that connects from `nextEventId - 1` sees nothing twice.
-    /// A user message's attachments carry their URL on `origin`.
-    pub fn messages(&self, limit: usize, page: usize, origin: &str) -> Result<Value, Error> {
-        self.messages_with(limit, page, origin, &mut |_, _, _, _| Ok(()))
-    }
-
-    /// [`Conversation::messages`], each run's user and assistant messages handed
-    /// to `extend` with the run and its events (read once), for a protocol
-    /// whose view says more of them.
-    pub fn messages_with<E: From<Error>>(
-        &self,
-        limit: usize,
-        page: usize,
-        origin: &str,
-        extend: &mut ExtendMessages<E>,
-    ) -> Result<Value, E> {
-        let thread_id = self.thread_id;
+    /// A page of turns (the runs [`Conversation::page`] shows, each with
+    /// its events, read once), oldest first within it, and how many runs
+    /// the thread has: what every protocol's messages view is made of, in
+    /// its own words.
+    pub fn turns(&self, limit: usize, page: usize) -> Result<(Vec<Turn>, usize), Error> {
         let (runs, total) = self.page(limit, page)?;
-        let mut messages = Vec::with_capacity(runs.len() * 2);
-        for run in &runs {
-            // A user message names no run, as n8n's own history does: n8n's
-            // editor routes a run's live events to the message that names
-            // it, whatever its role. Its answer follows it.
-            let created_at = crate::wire::time::rfc3339(run.created_at);
-            let mut user = json!({
-                "id": run.message_id,
-                "role": "user",
-                "createdAt": created_at,
-                "content": run.message,
-                "reasoning": "",
-                "isStreaming": false,
-            });
-            if !run.turn.attachments.is_empty() {
-                let urls = run.turn.attachments.iter().map(|a| a.to_json(origin, thread_id)).collect();
-                user["attachments"] = Value::Array(urls);
-            }
+        let mut turns = Vec::with_capacity(runs.len());
+        for run in runs {
             let events = self.run_events(&run.run_id)?;
-            let tree = reducer::fold(&events);
-            let root = tree.tree();
-            let mut assistant = json!({
-                "id": format!("{}:assistant", run.run_id),
-                "runId": run.run_id,
-                "role": "assistant",
-                "createdAt": created_at,
-                "content": root.as_ref().map(|r| r.text_content.clone()).unwrap_or_default(),
-                "reasoning": root.as_ref().map(|r| r.reasoning.clone()).unwrap_or_default(),
-                "isStreaming": run.state == RunState::Running,
-                "status": run.state.as_str(),
-                "usage": run.usage.as_deref().and_then(usage_view),
-                "agentTree": root,
-            });
-            extend(run, &events, &mut user, &mut assistant)?;
-            messages.push(user);
-            messages.push(assistant);
+            turns.push(Turn { run, events });
         }
-        Ok(json!({
-            "threadId": thread_id,
-            "messages": messages,
-            "nextEventId": self.last_seq + 1,
-            "queue": self.queue,
-            "page": page,
-            "limit": limit,
-            "totalRuns": total,
-        }))
+        Ok((turns, total))
     }
 
     /// `GET /instance-ai/threads/:threadId/usage`: what the thread's runs
@@ -276,20 +251,11 @@ pub(super) fn run_events<S: Store>(store: &S, run_id: &str) -> Result<Vec<Event>
     Ok(records.iter().filter_map(|r| serde_json::from_str(&r.data).ok()).collect())
 }
 
-/// A run's stored usage as the messages view shows it: the model's own
-/// counts (and `costUsd`); the model the usage views name is kept out.
-fn usage_view(stored: &str) -> Option<Value> {
-    let mut v: Value = serde_json::from_str(stored).ok()?;
-    if let Some(o) = v.as_object_mut() {
-        o.remove("model");
-    }
-    Some(v)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::storage::store::MemoryStore;
+    use crate::storage::store::RunState;
 
     fn run(id: &str, message: &str, at: i64, replaced: bool) -> RunRecord {
         RunRecord {
@@ -319,9 +285,8 @@ mod tests {
         let (runs, total) = c.page(10, 0).unwrap();
         assert_eq!(runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
         assert_eq!(total, 3, "the total counts every stored run");
-        let view = c.messages(10, 0, "https://x.test").unwrap();
-        let ids: Vec<_> = view["messages"].as_array().unwrap().iter().map(|m| m["id"].clone()).collect();
-        assert_eq!(ids, [json!("m-r1"), json!("r1:assistant"), json!("m-r3"), json!("r3:assistant")]);
+        let (turns, _) = c.turns(10, 0).unwrap();
+        assert_eq!(turns.iter().map(|t| t.run.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
         let memory = c.history(10_000, "none").unwrap();
         let said: Vec<_> = memory.iter().map(|m| m["content"].to_string()).collect();
         assert!(said.iter().all(|m| !m.contains("answered twice")), "{said:?}");

@@ -239,16 +239,6 @@ impl<'t, S: Store, St: DerefMut<Target = S>> Files<'t, St> {
 }
 
 impl<S: Store, K: Sink> Thread<S, K> {
-    /// The thread's files, to read.
-    pub fn files(&self) -> Files<'_, &S> {
-        self.journal.files()
-    }
-
-    /// The thread's files, to change.
-    pub fn files_mut(&mut self) -> Files<'_, &mut S> {
-        self.journal.files_mut()
-    }
-
     /// An upload (`POST /v1/threads/:id/files`): its files reserved, as a
     /// send's are; the first write to a thread nobody owns claims it.
     pub fn upload(&mut self, who: super::Sender, now: i64) -> Result<Value, Error> {
@@ -256,7 +246,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if new.is_empty() {
             return Err(Error::InvalidFile("the upload holds no file".into()));
         }
-        let reserved = self.files_mut().reserve_files(&new, who.origin, who.random, now)?;
+        let reserved = self.journal.files_mut().reserve_files(&new, who.origin, who.random, now)?;
         self.claim(who)?;
         Ok(reserved)
     }

@@ -78,11 +78,28 @@ impl<S: Store, K: Sink> Journal<S, K> {
         (&mut self.store, &self.thread_id)
     }
 
+    /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
+    /// written since the store opened, subscribers, unstored delta bytes,
+    /// the files the thread holds, and the object's instance as its shell
+    /// reports it.
+    pub fn stats(&mut self, instance: &super::serve::Instance) -> serde_json::Value {
+        self.subscribers.prune();
+        serde_json::json!({
+            "lastEventId": self.last_seq,
+            "rowsWritten": self.store.rows_written(),
+            "subscribers": self.subscribers.len(),
+            "bufferedBytes": self.buffered_bytes(),
+            "files": self.store.file_count().unwrap_or(0),
+            "instance": instance,
+        })
+    }
+
     pub fn thread_id(&self) -> &str {
         &self.thread_id
     }
 
-    pub(super) fn set_thread_id(&mut self, thread_id: &str) {
+    /// The thread's id, as the Worker routed it (request ids embed it).
+    pub fn set_thread_id(&mut self, thread_id: &str) {
         if self.thread_id != thread_id {
             self.thread_id = thread_id.to_owned();
         }

@@ -3,34 +3,9 @@
 //! which settles what was in flight first), idle flushes, run deadlines,
 //! the thread's TTL and the alarm that serves them all.
 
+use super::send::tell_agent;
 use super::*;
-
-impl<S: Store, K: Sink> Thread<S, K> {
-    /// Whether the run holding the thread is a dead holder: found open when
-    /// the thread loaded (its driver went with the last instance, or it
-    /// runs elsewhere), silent since, for `restart_grace_ms` past its last
-    /// event, and waiting for no person.
-    pub fn dead_holder(&self, now: i64) -> bool {
-        self.runs.dead_holder(self.journal.last_write_at(), &self.config, now)
-    }
-
-    /// Replaces a dead holder ([`Thread::dead_holder`]): it ends as the
-    /// restart sweep would end it (`run-finish {interrupted,
-    /// crash_interrupted}`), so the send or resume that found it is not
-    /// refused, nor queued behind it for ever. An external agent is told.
-    pub fn replace_dead_holder(&mut self, now: i64) -> Result<(), Error> {
-        if !self.dead_holder(now) {
-            return Ok(());
-        }
-        let Some(run) = self.runs.active_run().cloned() else { return Ok(()) };
-        self.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
-        if run.driver == Driver::Webhook {
-            let body = crate::webhook::cancel(&run.run_id, "crash_interrupted");
-            self.outbox.push(Effect::Webhook { body, start_of: None });
-        }
-        Ok(())
-    }
-}
+use crate::settings::Settings;
 
 /// The result a tool call in flight when its run was cancelled settles
 /// with (n8n's own words for it): a result, not an error, so no call is
@@ -84,11 +59,96 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.decisions().cancel_of(run_id)?;
         Ok(true)
     }
+}
+
+/// The thread's clocks ([`Thread::clock`]), the shell's to run: waking from
+/// sleep, the storage alarm and what it serves (the TTL, lapsed requests,
+/// charges to retry, files to sweep, idle segments, run deadlines), when
+/// it next fires, and the holder found dead by a send.
+pub struct Clock<'t, S: Store, K: Sink> {
+    thread: &'t mut Thread<S, K>,
+}
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// The thread's clocks.
+    pub fn clock(&mut self) -> Clock<'_, S, K> {
+        Clock { thread: self }
+    }
+}
+
+impl<S: Store, K: Sink> Clock<'_, S, K> {
+    /// The object woke from sleep ([`RunLock::woke`](super::RunLock::woke)).
+    pub fn woke(&mut self, now: i64) {
+        self.thread.runs.woke(now);
+    }
+
+    /// The alarm: the thread's TTL, lapsed confirmations, idle flushes and
+    /// run deadlines, each decided here.
+    pub fn alarm(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
+        if self.expiry(settings.thread_ttl_ms).is_some_and(|t| t <= now) {
+            // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
+            let mut effects = Vec::new();
+            self.thread.delete(&Admitted::by_the_thread(), now, &mut effects)?;
+            return Ok(effects);
+        }
+        let mut effects = self.settle_lapsed(settings, now)?;
+        effects.extend(self.thread.charges().charge_alarm(now)?);
+        effects.extend(self.thread.journal.files_mut().sweep_files(settings.files.grace_ms, now)?);
+        self.flush_idle(now)?;
+        if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
+            effects.extend(tell_agent(settings, crate::webhook::cancel(&run_id, reason)));
+        }
+        effects.extend(self.thread.launch().started(settings, now));
+        Ok(effects)
+    }
+
+    /// Settles the requests whose time is up (their runs go on), so a late
+    /// decision meets 410 and no run is left waiting.
+    pub fn settle_lapsed(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
+        let mut effects = Vec::new();
+        for lapsed in self.thread.decisions().expire_due(now)? {
+            effects.extend(super::serve::after_settled(self.thread, &lapsed, settings)?);
+        }
+        Ok(effects)
+    }
+
+    /// Whether the run holding the thread is a dead holder: found open when
+    /// the thread loaded (its driver went with the last instance, or it
+    /// runs elsewhere), silent since, for `restart_grace_ms` past its last
+    /// event, and waiting for no person.
+    pub fn dead_holder(&self, now: i64) -> bool {
+        let thread = &*self.thread;
+        thread.runs.dead_holder(thread.journal.last_write_at(), &thread.config, now)
+    }
+
+    /// Replaces a dead holder ([`Clock::dead_holder`]): it ends as the
+    /// restart sweep would end it (`run-finish {interrupted,
+    /// crash_interrupted}`), so the send or resume that found it is not
+    /// refused, nor queued behind it for ever. An external agent is told.
+    pub fn replace_dead_holder(&mut self, now: i64) -> Result<(), Error> {
+        if !self.dead_holder(now) {
+            return Ok(());
+        }
+        let thread = &mut *self.thread;
+        let Some(run) = thread.runs.active_run().cloned() else { return Ok(()) };
+        thread.end_run(&run.run_id, FinishStatus::Interrupted, "crash_interrupted", now)?;
+        if run.driver == Driver::Webhook {
+            let body = crate::webhook::cancel(&run.run_id, "crash_interrupted");
+            thread.outbox.push(Effect::Webhook { body, start_of: None });
+        }
+        Ok(())
+    }
+
+    /// When undelivered charges are next tried.
+    pub fn charge_deadline(&self) -> Option<i64> {
+        self.thread.charge_retry.next_at()
+    }
 
     /// Stores open segments that have been quiet for the idle-flush time.
     pub fn flush_idle(&mut self, now: i64) -> Result<(), Error> {
-        if let Err(e) = self.journal.flush_idle(now) {
-            self.refold_live_tree()?;
+        if let Err(e) = self.thread.journal.flush_idle(now) {
+            let Thread { journal, runs, waiting, .. } = &mut *self.thread;
+            runs.refold(|run| journal.conversation(waiting.queue()).run_events(run))?;
             return Err(Error::Storage(e));
         }
         Ok(())
@@ -104,16 +164,16 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// {interrupted, crash_interrupted}`. A run silent for
     /// `run_idle_timeout_ms` ends with `run-finish {error, timeout}`.
     pub fn check_run_deadlines(&mut self, now: i64) -> Result<Option<(String, &'static str)>, Error> {
-        let Some((run_id, status, reason)) = self.runs.due(&self.config, now) else { return Ok(None) };
-        self.end_run(&run_id, status, reason, now)?;
+        let Some((run_id, status, reason)) = self.thread.runs.due(&self.thread.config, now) else { return Ok(None) };
+        self.thread.end_run(&run_id, status, reason, now)?;
         Ok(Some((run_id, reason)))
     }
 
     /// When the thread falls idle past `ttl_ms` and may be deleted: never
     /// while a run holds it or a person's decision is awaited.
     pub fn expiry(&self, ttl_ms: i64) -> Option<i64> {
-        (ttl_ms > 0 && self.runs.holder().is_none() && self.journal.last_seq() > 0)
-            .then_some(self.journal.last_write_at() + ttl_ms)
+        (ttl_ms > 0 && self.thread.runs.holder().is_none() && self.thread.journal.last_seq() > 0)
+            .then_some(self.thread.journal.last_write_at() + ttl_ms)
     }
 
     /// When the storage alarm should next fire: the active run's idle or
@@ -123,14 +183,17 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// confirmation to lapse, the next unsent upload to remove, the next
     /// try of undelivered charges, and the thread's TTL.
     pub fn next_alarm(&self, now: i64, settings: &crate::settings::Settings) -> Option<i64> {
-        let running_builtin =
-            self.runs.active_run().is_some_and(|r| r.driver == Driver::Builtin) && !self.runs.is_suspended();
-        let run =
-            self.runs
-                .deadline(&self.config)
-                .map(|d| if running_builtin { d.min(now + settings.heartbeat_ms) } else { d });
-        let expiry = self.requests().next_expiry().ok().flatten();
-        let sweep = self.files().next_sweep(settings.files.grace_ms);
+        let running_builtin = self.thread.runs.active_run().is_some_and(|r| r.driver == Driver::Builtin)
+            && !self.thread.runs.is_suspended();
+        let run = self.thread.runs.deadline(&self.thread.config).map(|d| {
+            if running_builtin {
+                d.min(now + settings.heartbeat_ms)
+            } else {
+                d
+            }
+        });
+        let expiry = self.thread.requests().next_expiry().ok().flatten();
+        let sweep = self.thread.journal.files().next_sweep(settings.files.grace_ms);
         [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline()].into_iter().flatten().min()
     }
 }

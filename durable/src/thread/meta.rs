@@ -36,3 +36,28 @@ pub fn generation<S: Store>(store: &mut S, draw: impl FnOnce() -> u64) -> Result
 pub fn stored_generation<S: Store>(store: &S) -> Result<Option<u64>, Error> {
     Ok(store.meta(GENERATION_KEY)?.and_then(|v| v.parse().ok()))
 }
+
+/// The origin of the thread's last accepted send (publish URLs when
+/// `PUBLIC_URL` is unset), as stored under [`SEND_ORIGIN_KEY`]: read on
+/// first use, written only when it changes.
+#[derive(Default)]
+pub struct SendOrigin(Option<Option<String>>);
+
+impl SendOrigin {
+    pub fn get<S: Store>(&mut self, store: &S) -> Result<Option<String>, Error> {
+        if self.0.is_none() {
+            self.0 = Some(store.meta(SEND_ORIGIN_KEY)?);
+        }
+        Ok(self.0.clone().flatten())
+    }
+
+    /// Records `origin` (nothing for an empty one).
+    pub fn record<S: Store>(&mut self, store: &mut S, origin: &str) -> Result<(), Error> {
+        if origin.is_empty() || self.get(store)?.as_deref() == Some(origin) {
+            return Ok(());
+        }
+        store.set_meta(SEND_ORIGIN_KEY, Some(origin))?;
+        self.0 = Some(Some(origin.to_owned()));
+        Ok(())
+    }
+}

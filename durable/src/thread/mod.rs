@@ -14,22 +14,27 @@
 //!   person, read and changed.
 //! - [`Files`] (`files`), [`Charges`] (`charges`), `Budgets` (`budgets`):
 //!   a thread's files, what its model calls cost, and its senders' budgets.
+//! - [`Waiting`] (`queue`): the stored queue and an interrupting message,
+//!   and what follows a run's end.
 //! - [`Conversation`] (`conversation`): the read model every protocol reads
 //!   the thread through (which runs a conversation shows is decided there,
-//!   once).
+//!   once; each protocol shapes its messages view from its turns).
 //! - `meta`: what a thread keeps under meta keys, and the log's generation.
 //!
 //! This file holds the thread itself: loading, the run lock's
-//! compare-and-set, the publish path ([`Thread::publish_events`], the one
-//! way a run ends, which decides what starts next in the same block), and
-//! the queue's handoff. The operations routes are made of are added by
-//! concern: `send` (start, queue, interrupt, regenerate; a client's own
-//! message ids; launching runs), `queue`, `serve` (admission, follow,
-//! cancel, decide, delete, the alarm), `subscribe` (the hello a socket
-//! gets first), `agent` (what the built-in agent's loop stores and how it
-//! resumes), `lifecycle` (a run's end, dead holders, deadlines), `status`
-//! and `telemetry`. Why an operation did not happen is an [`error::Error`],
-//! in the thread's terms; each protocol answers it over HTTP through
+//! compare-and-set and the publish path ([`Thread::publish_events`], the
+//! one way a run ends, which decides what starts next in the same block).
+//! The operations routes are made of are added by concern: `send` (start,
+//! queue, interrupt, regenerate; a client's own message ids), `queue`,
+//! `serve` (admission, follow, cancel, decide, delete), `subscribe` (the
+//! hello a socket gets first), `lifecycle` (cancel, a run's end) and
+//! `telemetry`. What the shell and the built-in agent ask of a thread are
+//! views by caller, each its own type: [`AgentLoop`] (`agent`: what the
+//! loop stores and publishes, and how a run gets back to it), [`Clock`]
+//! (`lifecycle`: waking, the alarm, deadlines, a dead holder) and
+//! [`Launch`] (`launch`: starting the agents of the runs the thread
+//! started). Why an operation did not happen is an [`error::Error`], in
+//! the thread's terms; each protocol answers it over HTTP through
 //! `protocols::error`.
 //!
 //! No protocol is named here: each protocol's routes (`protocols/`) are
@@ -46,21 +51,20 @@ pub mod conversation;
 pub mod error;
 mod files;
 mod journal;
+mod launch;
 mod lifecycle;
 pub mod meta;
 mod queue;
 mod run_lock;
 pub mod send;
 pub mod serve;
-mod status;
 mod subscribe;
 mod subscribers;
 mod telemetry;
 
-use crate::auth::{constant_time_eq, hash_token};
+use crate::auth::hash_token;
 use crate::effect::Effect;
 use crate::log::event::{self, Class, Event, FinishStatus, Kind, Payload};
-use crate::log::queued::{Queue, QueueItem};
 use crate::storage::store::{Driver, RunRecord, RunState, Store, Turn};
 use crate::wire::ids;
 use bytes::Bytes;
@@ -70,14 +74,17 @@ use std::rc::Rc;
 
 pub use crate::settings::Config;
 pub use crate::wire::ids::ROOT_AGENT;
+pub use agent::{client_tools, AgentLoop};
 use budgets::Budgets;
 pub use charges::{keep_charges, Charges, Held};
-pub use confirmations::{check_decision, By, Decisions, Requests, REQUESTER};
+pub use confirmations::{check_decision, By, DecisionBody, Decisions, Requests, Scope, REQUESTER};
 pub use conversation::Conversation;
 pub use files::Files;
 pub use journal::Journal;
-pub use queue::QueueEdit;
-pub use run_lock::RunLock;
+pub use launch::Launch;
+pub use lifecycle::Clock;
+pub use queue::{QueueEdit, Waiting};
+pub use run_lock::{RunLock, RunSnapshot, Status};
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
 pub use subscribe::Follow;
@@ -133,36 +140,26 @@ pub struct Thread<S: Store, K: Sink> {
     config: Config,
     /// The run lock, the run holding it and the background agents.
     runs: RunLock,
-    queue: Queue,
-    /// A message that interrupted the active run: it starts next, first.
-    interrupting: Option<QueueItem>,
+    /// The queue, and a message that interrupted the active run.
+    waiting: Waiting,
     /// Runs the thread started on its own (from its queue), for the service
     /// to launch: signal the webhook or start the built-in agent.
     started: Vec<Started>,
     /// Random ids and tokens (the platform's CSPRNG in the Worker).
     ids: Rc<dyn ids::Random>,
     /// The origin of the last accepted send (publish URLs without
-    /// `PUBLIC_URL`), as stored under `send_origin`: loaded on first use.
-    send_origin: Option<Option<String>>,
+    /// `PUBLIC_URL`).
+    send_origin: meta::SendOrigin,
     /// What the thread knows of its senders' budgets (`QUOTA`): learned with
     /// each send, plus what its own turns used since. A queued message is
     /// checked against its sender's as it starts.
     budgets: Budgets,
     /// Effects decided inside the publish path, for the next launch
-    /// (`Thread::launch_started`): a run's end, told to its agent.
+    /// (`Launch::started`): a run's end, told to its agent.
     outbox: Vec<Effect>,
     /// When undelivered charges are next tried, and the wait before that
     /// (doubled after each failure): `thread/charges.rs`.
     charge_retry: charges::Retry,
-}
-
-/// What follows a finished run ([`Thread::handoff`]).
-struct Handoff {
-    queue: Queue,
-    item: Option<QueueItem>,
-    interrupting: bool,
-    /// The run's last event before its `run-finish`.
-    event: Event,
 }
 
 /// Why a turn did not run, or a queue paused: its sender's budget is spent.
@@ -192,8 +189,6 @@ impl Staged {
     }
 }
 
-use meta::QUEUE_KEY;
-
 impl<S: Store, K: Sink> Thread<S, K> {
     /// Opens a thread over `store`. A run found still open is remembered as
     /// found-on-load: if it stays silent for `restart_grace_ms` it is swept.
@@ -206,50 +201,28 @@ impl<S: Store, K: Sink> Thread<S, K> {
             budgets: Budgets::new(config.quota_period),
             config,
             runs: RunLock::found(running, waiting, now),
-            queue: Queue::default(),
-            interrupting: None,
+            waiting: Waiting::default(),
             started: Vec::new(),
             ids: Rc::new(ids::Counter::default()),
-            send_origin: None,
+            send_origin: meta::SendOrigin::default(),
             outbox: Vec::new(),
             charge_retry: charges::Retry::default(),
         };
-        if let Some(q) = thread.journal.store().meta(QUEUE_KEY)? {
-            thread.queue = serde_json::from_str(&q).unwrap_or_default();
-        }
-        thread.refold_live_tree()?;
+        thread.waiting = Waiting::load(thread.journal.store())?;
+        let Thread { journal, runs, waiting, .. } = &mut thread;
+        runs.refold(|run| journal.conversation(waiting.queue()).run_events(run))?;
         thread.charges().charges_on_load(now)?;
         Ok(thread)
-    }
-
-    /// Folds the active run's stored events: on load, and after a failed
-    /// commit left the in-memory fold ahead of the log.
-    fn refold_live_tree(&mut self) -> Result<(), Error> {
-        let conversation = self.journal.conversation(&self.queue);
-        self.runs.refold(|run| conversation.run_events(run))
     }
 
     pub fn config(&self) -> &Config {
         &self.config
     }
 
-    pub fn last_seq(&self) -> u64 {
-        self.journal.last_seq()
-    }
-
     /// The run lock: the run holding it, whether it waits for a person,
     /// the background agents.
     pub fn runs(&self) -> &RunLock {
         &self.runs
-    }
-
-    /// The thread's id, as the Worker routed it (request ids embed it).
-    pub fn set_thread_id(&mut self, thread_id: &str) {
-        self.journal.set_thread_id(thread_id);
-    }
-
-    pub fn thread_id(&self) -> &str {
-        self.journal.thread_id()
     }
 
     /// Replaces the id source (the Worker's is its CSPRNG).
@@ -290,22 +263,6 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.commit(vec![run_start], Some(record.clone()))?;
         self.runs.take(record.clone(), now)?;
         Ok(record)
-    }
-
-    /// Checks a bearer publish token against `run_id`: 401 when absent, 403
-    /// when it is not that run's token, 404 for a run the thread never had.
-    pub fn authorize_publish(&self, run_id: &str, token: Option<&str>) -> Result<(), Error> {
-        let Some(token) = token.filter(|t| !t.is_empty()) else {
-            return Err(Error::PublishTokenMissing);
-        };
-        let run = match self.runs.active_run() {
-            Some(r) if r.run_id == run_id => r.clone(),
-            _ => self.journal.store().run(run_id)?.ok_or(Error::RunNotFound)?,
-        };
-        if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
-            return Err(Error::PublishTokenWrong);
-        }
-        Ok(())
     }
 
     /// Validates and appends a publisher's batch, in order, to `run_id`.
@@ -364,7 +321,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The conversation as it stands, to read (in this synchronous block):
     /// what protocols see of the thread.
     pub fn conversation(&self) -> conversation::Conversation<'_, S> {
-        self.journal.conversation(&self.queue)
+        self.journal.conversation(self.waiting.queue())
     }
 
     /// Publishes into the active run `run_id` (409 `run_finished` otherwise)
@@ -373,7 +330,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ///
     /// A refused publish (a storage error: 503) leaves the run as it was: an
     /// external agent told 503 may retry; a built-in agent's refused publish
-    /// ends its run (`Thread::publish_agent`).
+    /// ends its run (`AgentLoop::publish`).
     pub fn publish_run(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
         if !self.runs.holds(run_id) {
             return Err(Error::RunFinished { run_id: run_id.to_owned() });
@@ -419,20 +376,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
             .as_ref()
             .and_then(|(run_id, fin)| self.runs.finished_record(run_id, fin.status, fin.reason.clone(), now));
         let handoff = match (&run_update, &finished) {
-            (Some(_), Some((run_id, _))) => self.handoff(run_id, now),
+            (Some(_), Some((run_id, _))) => self.waiting.handoff(run_id, &self.budgets, now),
             _ => None,
         };
-        let before = self.queue.clone();
+        let before = self.waiting.queue().clone();
         if let Some(h) = &handoff {
             let at = events.iter().rposition(|e| e.kind() == Kind::RunFinish).unwrap_or(events.len());
             events.insert(at, h.event.clone());
-            if h.queue != self.queue {
-                self.store_queue(&h.queue)?;
+            if h.queue != before {
+                Waiting::store(self.journal.store_mut(), &h.queue)?;
             }
         }
         if let Err(e) = self.commit(events, run_update.clone()) {
             if handoff.as_ref().is_some_and(|h| h.queue != before) {
-                let _ = self.store_queue(&before);
+                let _ = Waiting::store(self.journal.store_mut(), &before);
             }
             return Err(e);
         }
@@ -442,56 +399,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.runs.release();
         }
         if let Some(h) = handoff {
-            self.queue = h.queue;
-            if h.interrupting {
-                self.interrupting = None;
-            }
+            self.waiting.handed_off(&h);
             if let Some(item) = h.item {
                 self.start_item(item, now)?;
             }
         }
         Ok(())
-    }
-
-    /// What follows the end of run `run_id`: an interrupting message, else
-    /// the queue's head (unless the queue is paused, or its sender's budget
-    /// is spent, which pauses it); `None` when nothing waits.
-    fn handoff(&self, run_id: &str, now: i64) -> Option<Handoff> {
-        let (queue, item, interrupting) = match self.interrupting.clone() {
-            Some(item) => (self.queue.clone(), Some(item), true),
-            None if self.queue.items.is_empty() => return None,
-            None => {
-                let (queue, item) = self.take_next(now);
-                (queue, item, false)
-            }
-        };
-        let started = item
-            .as_ref()
-            .map(|i| crate::log::queued::QueueStart { message_id: i.message_id.clone(), run_id: i.run_id.clone() });
-        let update = crate::log::queued::QueueUpdate { queue: queue.clone(), started, dropped: Vec::new() };
-        let event = Event::new(Payload::QueueUpdated(update), run_id, ROOT_AGENT, now);
-        Some(Handoff { queue, item, interrupting, event })
-    }
-
-    /// The queue once its head is taken, and the head: none while the queue
-    /// is paused, and none when the head's sender has spent their budget,
-    /// which pauses the queue (`quota_exceeded`) until it is resumed.
-    fn take_next(&self, now: i64) -> (Queue, Option<QueueItem>) {
-        let mut queue = self.queue.clone();
-        let Some(head) = queue.items.first().filter(|_| !queue.paused) else { return (queue, None) };
-        if head.turn.actor.as_deref().is_some_and(|a| self.budgets.over(a, now)) {
-            queue.paused = true;
-            queue.paused_reason = Some(QUOTA_EXCEEDED.to_owned());
-            queue.paused_at = Some(now);
-            return (queue, None);
-        }
-        let item = queue.pop_next();
-        (queue, item)
-    }
-
-    fn store_queue(&mut self, queue: &Queue) -> Result<(), Error> {
-        let doc = serde_json::to_string(queue).expect("the queue serialises");
-        Ok(self.journal.store_mut().set_meta(QUEUE_KEY, Some(&doc))?)
     }
 
     /// Stages `events` and appends them (with `run`) to the journal: stored,
@@ -500,12 +413,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     fn commit(&mut self, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), Error> {
         let (live_tree, background) = self.runs.staging();
         let staged = self.journal.stage(events, live_tree, background);
-        self.append(staged, run)
-    }
-
-    fn append(&mut self, staged: Vec<Staged>, run: Option<RunRecord>) -> Result<(), Error> {
         if let Err(e) = self.journal.append(staged, run) {
-            self.refold_live_tree()?;
+            self.runs.refold(|run| self.journal.conversation(self.waiting.queue()).run_events(run))?;
             return Err(Error::Storage(e));
         }
         Ok(())

@@ -13,10 +13,13 @@
 
 use super::error::{Busy, Error};
 use crate::agent::BackgroundTask;
+use crate::auth::{constant_time_eq, hash_token};
 use crate::log::event::{Event, FinishStatus};
+use crate::log::queued::Queue;
 use crate::log::reducer::{self, AgentNode, TreeBuilder};
 use crate::settings::Config;
 use crate::storage::store::{Driver, RunRecord};
+use serde::Serialize;
 
 #[derive(Debug)]
 struct Active {
@@ -27,6 +30,31 @@ struct Active {
     found_on_load: Option<i64>,
     /// Confirmations of this run awaiting a person.
     pending: usize,
+}
+
+/// A live run's state as a joining client needs it ([`RunLock::snapshot`]),
+/// carried to the relay on the subscriber's socket; each protocol frames it
+/// in its own words, or not at all.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSnapshot {
+    pub run_id: String,
+    pub agent_tree: AgentNode,
+    /// The run waits on a person (or a client's tool).
+    pub suspended: bool,
+    pub background_tasks: Vec<BackgroundTask>,
+}
+
+/// Whether a run holds the thread, and what waits ([`RunLock::status`]).
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    pub has_active_run: bool,
+    pub is_suspended: bool,
+    pub background_tasks: Vec<BackgroundTask>,
+    pub queue: Queue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 #[derive(Debug, Default)]
@@ -48,6 +76,70 @@ impl RunLock {
     }
 
     /// The run holding the lock.
+    /// Checks a bearer publish token against `run_id` (the active run, else
+    /// the one `stored` finds): refused when absent, when it is not that
+    /// run's token, and for a run the thread never had.
+    pub fn authorize(
+        &self,
+        run_id: &str,
+        token: Option<&str>,
+        stored: impl FnOnce(&str) -> Result<Option<RunRecord>, Error>,
+    ) -> Result<(), Error> {
+        let Some(token) = token.filter(|t| !t.is_empty()) else {
+            return Err(Error::PublishTokenMissing);
+        };
+        let run = match self.active_run() {
+            Some(r) if r.run_id == run_id => r.clone(),
+            _ => stored(run_id)?.ok_or(Error::RunNotFound)?,
+        };
+        if !constant_time_eq(hash_token(token).as_bytes(), run.token_hash.as_bytes()) {
+            return Err(Error::PublishTokenWrong);
+        }
+        Ok(())
+    }
+
+    /// The active run's state, for a client joining the thread's log: its
+    /// id, agent tree so far, whether it waits on a person, and the
+    /// background tasks. `open` are the journal's open segments. A protocol
+    /// with a frame for it (Instance AI's `run-sync`) sends it after the
+    /// replay, live-only and without an id, so a client rebuilds its run
+    /// state from it instead of from a replay it may have skipped.
+    ///
+    /// Invariant: the tree holds what the log holds, never the text of a
+    /// segment still open: that follows it as the segment's snapshot delta,
+    /// which a client adds to the tree it took (so each piece of text is
+    /// shown once, whether a client joins mid-answer or reconnects).
+    pub fn snapshot(&self, open: Vec<Event>) -> Option<RunSnapshot> {
+        let run_id = self.holder()?;
+        let open: Vec<_> = open
+            .into_iter()
+            .filter(|e| e.run_id == run_id)
+            .map(|e| {
+                let text = e.payload.text().map(|(t, _, _)| t.text.clone()).unwrap_or_default();
+                let kind = e.kind();
+                (e.agent_id, kind, e.response_id, text)
+            })
+            .collect();
+        let tree = self.tree_without(&open)?;
+        Some(RunSnapshot {
+            run_id: run_id.to_owned(),
+            agent_tree: tree,
+            suspended: self.is_suspended(),
+            background_tasks: self.background_tasks().to_vec(),
+        })
+    }
+
+    /// What a thread says of its run lock and queue (`GET .../status`).
+    pub fn status(&self, queue: &Queue) -> Status {
+        Status {
+            has_active_run: self.holder().is_some(),
+            is_suspended: self.is_suspended(),
+            background_tasks: self.background_tasks().to_vec(),
+            queue: queue.clone(),
+            run_id: self.holder().map(str::to_owned),
+        }
+    }
+
     pub fn active_run(&self) -> Option<&RunRecord> {
         self.active.as_ref().map(|a| &a.record)
     }

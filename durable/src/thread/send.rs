@@ -1,22 +1,19 @@
 //! Sending a message, whichever protocol carries it: the send operation
-//! (start, queue, interrupt or regenerate), a client's own message ids, and
-//! the launch of the runs a send (or the queue) started.
+//! (start, queue, interrupt or regenerate) and a client's own message ids.
 
 use super::error::{Busy, Error, Setting};
-use super::meta::{OWNER_KEY, SEND_ORIGIN_KEY};
-use super::{Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
+use super::meta::OWNER_KEY;
+use super::{Journal, RunLock, Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
 use crate::access::{Caller, Grant};
-use crate::agent;
 use crate::agent::models::Catalog;
 use crate::agent::quota::Budget;
-use crate::directory::Op;
 use crate::effect::Effect;
 use crate::files::NewFile;
 use crate::input::{Asked, Mode, Send};
 use crate::log::event::{Event, FinishStatus, Kind};
 use crate::log::queued::Queue;
 use crate::settings::Settings;
-use crate::storage::store::{Driver, RunRecord, Store, Turn};
+use crate::storage::store::{Driver, Store, Turn};
 use crate::wire::ids;
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -60,11 +57,13 @@ impl<'a> Sender<'a> {
 }
 
 /// What a protocol's send names itself: the user message's id and its
-/// run's (the client's id kept), and the tools the client declared.
+/// run's (the client's id kept), the tools the client declared, and the
+/// mode when the protocol says it in its own words (over the body's).
 #[derive(Debug, Default)]
 pub struct Given {
     pub ids: Option<(String, String)>,
     pub client_tools: Vec<Value>,
+    pub mode: Option<Mode>,
 }
 
 /// What a send did.
@@ -131,15 +130,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut send =
             Send::parse(body, settings.limits.max_message_bytes, self.journal.thread_id(), settings.files.max_files)
                 .map_err(Error::Input)?;
+        if let (Send::Message { mode, .. }, Some(given)) = (&mut send, given.mode) {
+            *mode = given;
+        }
         if let Send::Message { mode: mode @ Mode::Auto, .. } = &mut send {
             *mode = if self.runs.active_run().is_some() { Mode::Queue } else { Mode::Reject };
         }
         let (Send::Regenerate { asked } | Send::Message { asked, .. }) = &send;
-        let (model, mut turn) = self.resolve_turn(asked, &who, catalog, settings)?;
+        let (model, mut turn) =
+            resolve_turn(self.conversation().pin()?, self.config.tracing, asked, &who, catalog, settings)?;
         turn.attachments = match &send {
             // An answer again to the last message, with its files.
             Send::Regenerate { .. } => self.conversation().last_attachments()?,
-            Send::Message { .. } => self.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
+            Send::Message { .. } => self.journal.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
         };
         super::files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
         if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
@@ -147,13 +150,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         let spent = turn.actor.as_deref().is_some_and(|a| self.budgets.over(a, now));
         if who.reserve {
-            return self.reserve_send(&send, spent, who, now);
+            return reserve_send(&mut self.journal, &self.runs, &send, spent, who, now);
         }
-        self.replace_dead_holder(now)?;
-        self.files_mut().attach_files(&turn.attachments)?;
+        self.clock().replace_dead_holder(now)?;
+        self.journal.files_mut().attach_files(&turn.attachments)?;
         // The thread becomes the sender's: other actors' follows of it from
         // before it existed end before any of its events is sent.
-        self.end_others_follows(&who);
+        end_others_follows(&mut self.journal, &mut self.outbox, &who);
         let thread = self.journal.thread_id().to_owned();
         let sent = match send {
             Send::Regenerate { .. } => {
@@ -197,7 +200,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     thread_id: self.journal.thread_id().to_owned(),
                     message_id: item.message_id,
                     position,
-                    queue: self.queue.clone(),
+                    queue: self.waiting.queue().clone(),
                     run_id: started.map(|r| r.run_id),
                     interrupting: None,
                 })
@@ -214,67 +217,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     thread_id: self.journal.thread_id().to_owned(),
                     message_id: item.message_id,
                     position: 0,
-                    queue: self.queue.clone(),
+                    queue: self.waiting.queue().clone(),
                     run_id: Some(item.run_id),
                     interrupting: interrupted,
                 })
             }
         };
         Ok(sent)
-    }
-
-    /// A send checked as far as it can be before it is made (its files'
-    /// bytes are stored between this and the send): refused as the send
-    /// would be now, else its inline files reserved.
-    fn reserve_send(&mut self, send: &Send, spent: bool, who: Sender, now: i64) -> Result<Sent, Error> {
-        let busy = self.runs.active_run().map(|r| r.run_id.clone());
-        match send {
-            Send::Regenerate { .. } | Send::Message { mode: Mode::Reject | Mode::Auto, .. } if busy.is_some() => {
-                let run = busy.unwrap_or_default();
-                return Err(Error::run_active(&run, Busy::Start));
-            }
-            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => return Err(Error::QuotaExceeded),
-            _ => {}
-        }
-        let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
-        self.files_mut().reserve_files(&new, who.origin, who.random, now).map(Sent::Reserved)
-    }
-
-    /// The turn a send asks for: the agent it runs as (400 `agent_not_found`
-    /// for one the deployment does not offer), its model (a locked agent's,
-    /// else the send's pick, the pin, the agent's, the default; 400
-    /// `model_not_allowed` for one the caller or the agent may not use), and
-    /// what is stored with the message.
-    fn resolve_turn(
-        &self,
-        asked: &Asked,
-        who: &Sender,
-        catalog: &Catalog,
-        settings: &Settings,
-    ) -> Result<(Option<String>, Turn), Error> {
-        let agents = settings
-            .agents
-            .as_ref()
-            .map_err(|why| Error::Misconfigured { setting: Setting::Agents, why: why.clone() })?;
-        let (agent_id, agent) = agents.get(asked.agent.as_deref()).map_err(Error::Input)?;
-        let pin = self.conversation().pin()?;
-        let model = catalog
-            .pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(who.caller.roles()))
-            .map_err(Error::Input)?
-            .to_owned();
-        let turn = Turn {
-            agent: asked.agent.as_ref().map(|_| agent_id.to_owned()),
-            page_context: asked.page_context.clone(),
-            output: asked.output.clone(),
-            sent_at: asked.sent_at,
-            actor: match who.caller {
-                Caller::Actor { id, .. } => Some(id.clone()),
-                _ => None,
-            },
-            attachments: Vec::new(),
-            trace: who.trace.clone().filter(|_| self.config.tracing),
-        };
-        Ok((Some(model), turn))
     }
 
     /// A turn whose sender's budget is spent ends as it starts, with an
@@ -294,20 +243,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub(super) fn claim(&mut self, who: Sender) -> Result<(), Error> {
         if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
             self.journal.store_mut().set_meta(OWNER_KEY, Some(id))?;
-            self.end_others_follows(&who);
+            end_others_follows(&mut self.journal, &mut self.outbox, &who);
         }
-        self.record_send_origin(who.origin)
-    }
-
-    /// A claiming sender's: every follow another actor made of the thread
-    /// before it existed ends (`Thread::claimed_by`).
-    fn end_others_follows(&mut self, who: &Sender) {
-        if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
-            let ended = self.journal.subscribers().claimed_by(id);
-            if !ended.is_empty() {
-                self.outbox.push(Effect::EndFollows { ids: ended });
-            }
-        }
+        self.send_origin.record(self.journal.store_mut(), who.origin)
     }
 
     /// The run of the client's user message `id` (`<thread>.u_<id>`, so
@@ -323,87 +261,79 @@ impl<S: Store, K: Sink> Thread<S, K> {
             }
             return Err(Error::MessageAlreadySent { run_id: run.run_id.clone() });
         }
-        if self.queue.items.iter().any(|i| i.message_id == id) {
+        if self.waiting.queue().items.iter().any(|i| i.message_id == id) {
             return Err(Error::MessageAlreadySent { run_id: run_id.clone() });
         }
         Ok(Seen::New(run_id))
     }
+}
 
-    /// Launches the runs the thread started (a send, or the queue when a run
-    /// ended): lists the thread in its owner's directory, then starts the
-    /// built-in agent or signals the external one. A run whose agent cannot
-    /// start ends at once with an error rather than lock the thread.
-    pub fn launch_started(&mut self, settings: &Settings, now: i64) -> Vec<Effect> {
-        let mut effects = std::mem::take(&mut self.outbox);
-        while !self.started.is_empty() {
-            for s in std::mem::take(&mut self.started) {
-                effects.extend(self.launch(s, settings, now));
-            }
+/// The turn a send asks for: the agent it runs as (400 `agent_not_found`
+/// for one the deployment does not offer), its model (a locked agent's,
+/// else the send's pick, the pin, the agent's, the default; 400
+/// `model_not_allowed` for one the caller or the agent may not use), and
+/// what is stored with the message.
+fn resolve_turn(
+    pin: Option<String>,
+    tracing: bool,
+    asked: &Asked,
+    who: &Sender,
+    catalog: &Catalog,
+    settings: &Settings,
+) -> Result<(Option<String>, Turn), Error> {
+    let agents =
+        settings.agents.as_ref().map_err(|why| Error::Misconfigured { setting: Setting::Agents, why: why.clone() })?;
+    let (agent_id, agent) = agents.get(asked.agent.as_deref()).map_err(Error::Input)?;
+    let model = catalog
+        .pick(asked.model.as_deref(), pin.as_deref(), &agent.picker(who.caller.roles()))
+        .map_err(Error::Input)?
+        .to_owned();
+    let turn = Turn {
+        agent: asked.agent.as_ref().map(|_| agent_id.to_owned()),
+        page_context: asked.page_context.clone(),
+        output: asked.output.clone(),
+        sent_at: asked.sent_at,
+        actor: match who.caller {
+            Caller::Actor { id, .. } => Some(id.clone()),
+            _ => None,
+        },
+        attachments: Vec::new(),
+        trace: who.trace.clone().filter(|_| tracing),
+    };
+    Ok((Some(model), turn))
+}
+
+/// A send checked as far as it can be before it is made (its files'
+/// bytes are stored between this and the send): refused as the send
+/// would be now, else its inline files reserved.
+fn reserve_send<S: Store, K: Sink>(
+    journal: &mut Journal<S, K>,
+    runs: &RunLock,
+    send: &Send,
+    spent: bool,
+    who: Sender,
+    now: i64,
+) -> Result<Sent, Error> {
+    let busy = runs.active_run().map(|r| r.run_id.clone());
+    match send {
+        Send::Regenerate { .. } | Send::Message { mode: Mode::Reject | Mode::Auto, .. } if busy.is_some() => {
+            let run = busy.unwrap_or_default();
+            return Err(Error::run_active(&run, Busy::Start));
         }
-        effects
+        Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => return Err(Error::QuotaExceeded),
+        _ => {}
     }
+    let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
+    journal.files_mut().reserve_files(&new, who.origin, who.random, now).map(Sent::Reserved)
+}
 
-    fn launch(&mut self, s: Started, settings: &Settings, now: i64) -> Vec<Effect> {
-        let run = &s.run;
-        let mut effects = Vec::new();
-        if let Ok(Some(owner)) = self.conversation().owner() {
-            let title = agent::title_for(&run.message, &run.turn.attachments);
-            let op = Op::Register { thread_id: self.journal.thread_id().to_owned(), title, at: run.created_at };
-            effects.push(Effect::Directory { actor: owner, op });
-        }
-        let started = match run.driver {
-            Driver::Builtin => {
-                self.start_builtin(run, s.client_tools.clone(), settings, now).map_err(|e| e.to_string())
-            }
-            Driver::Webhook => match &settings.webhook_url {
-                None => Err("no agent webhook is configured".to_owned()),
-                Some(_) => Ok(Effect::Webhook {
-                    body: self.start_signal(run, &s.publish_token, settings),
-                    start_of: Some(run.run_id.clone()),
-                }),
-            },
-        };
-        match started {
-            Ok(effect) => effects.push(effect),
-            Err(why) => self.launch_failed(&run.run_id, &why, now),
-        }
-        effects
-    }
-
-    /// The origin of the last accepted send, stored (meta `send_origin`)
-    /// when it changes.
-    fn record_send_origin(&mut self, origin: &str) -> Result<(), Error> {
-        if self.send_origin()?.as_deref() == Some(origin) || origin.is_empty() {
-            return Ok(());
-        }
-        self.journal.store_mut().set_meta(SEND_ORIGIN_KEY, Some(origin))?;
-        self.send_origin = Some(Some(origin.to_owned()));
-        Ok(())
-    }
-
-    fn send_origin(&mut self) -> Result<Option<String>, Error> {
-        if self.send_origin.is_none() {
-            self.send_origin = Some(self.journal.store().meta(SEND_ORIGIN_KEY)?);
-        }
-        Ok(self.send_origin.clone().flatten())
-    }
-
-    /// The external agent's start signal, its publish URL on `PUBLIC_URL`,
-    /// else on the origin of the send that started the run.
-    fn start_signal(&mut self, run: &RunRecord, token: &str, settings: &Settings) -> Value {
-        let origin = settings.public_url.clone().or_else(|| self.send_origin().ok().flatten()).unwrap_or_default();
-        crate::webhook::start(self.journal.thread_id(), run, token, &origin)
-    }
-
-    /// A run's agent could not start (`why`): the run ends with an `error`
-    /// event and `run-finish {error}`; the next queued message may start.
-    pub fn launch_failed(&mut self, run_id: &str, why: &str, now: i64) {
-        let Some(run) = self.runs.active_run().filter(|r| r.run_id == run_id).cloned() else { return };
-        let reason = if run.driver == Driver::Webhook { "agent webhook failed" } else { "agent failed to start" };
-        let err = Event::built(Kind::Error, run_id, &run.agent_id, now, json!({ "content": why }));
-        // A storage failure here leaves the run to its idle timeout.
-        if self.publish_run(run_id, vec![err], now).is_ok() {
-            let _ = self.end_run(run_id, FinishStatus::Error, reason, now);
+/// A claiming sender's: every follow another actor made of the thread
+/// before it existed ends (`Subscribers::claimed_by`). Idempotent.
+fn end_others_follows<S: Store, K: Sink>(journal: &mut Journal<S, K>, outbox: &mut Vec<Effect>, who: &Sender) {
+    if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
+        let ended = journal.subscribers().claimed_by(id);
+        if !ended.is_empty() {
+            outbox.push(Effect::EndFollows { ids: ended });
         }
     }
 }

@@ -101,8 +101,9 @@ pub enum Answer {
 
 impl Answer {
     /// A JSON answer.
-    pub fn json(status: u16, body: &Value) -> Answer {
-        Answer::Reply(Reply::json(status, body))
+    pub fn json<T: serde::Serialize + ?Sized>(status: u16, body: &T) -> Answer {
+        let body = serde_json::to_value(body).expect("an answer's body serialises");
+        Answer::Reply(Reply::json(status, &body))
     }
 }
 
@@ -208,45 +209,29 @@ impl<S: Store, K: Sink> Thread<S, K> {
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Confirmation, Error> {
-        effects.extend(self.settle_lapsed(settings, now)?);
+        effects.extend(self.clock().settle_lapsed(settings, now)?);
         let found = self.requests().get(request_id)?;
         self.admit(Access::Decide, ApiError::confirmation_not_found(), caller, Some(held(found.as_ref())))?;
         let c = self.decisions().decide(request_id, body, super::By { actor: caller.id(), via }, now)?;
-        effects.extend(self.after_settled(&c, settings)?);
+        effects.extend(after_settled(self, &c, settings)?);
         Ok(c)
     }
+}
 
-    /// A confirmation was decided or lapsed: its run goes on. The built-in
-    /// agent resumes once every request of its step is settled; an external
-    /// agent is told through its webhook.
-    pub(super) fn after_settled(&self, c: &Confirmation, settings: &Settings) -> Result<Vec<Effect>, Error> {
-        let driver = self.journal.store().run(&c.run_id)?.map(|r| r.driver);
-        Ok(match driver {
-            Some(Driver::Builtin) => self.resume_if_ready(&c.run_id, settings)?.into_iter().collect(),
-            Some(Driver::Webhook) => tell_agent(settings, c.webhook_signal()),
-            None => Vec::new(),
-        })
-    }
-
-    /// The alarm: the thread's TTL, lapsed confirmations, idle flushes and
-    /// run deadlines, each decided here.
-    pub fn on_alarm(&mut self, settings: &Settings, now: i64) -> Result<Vec<Effect>, Error> {
-        if self.expiry(settings.thread_ttl_ms).is_some_and(|t| t <= now) {
-            // Idle past THREAD_TTL_DAYS: the thread goes, as on DELETE.
-            let mut effects = Vec::new();
-            self.delete(&Admitted::by_the_thread(), now, &mut effects)?;
-            return Ok(effects);
-        }
-        let mut effects = self.settle_lapsed(settings, now)?;
-        effects.extend(self.charges().charge_alarm(now)?);
-        effects.extend(self.files_mut().sweep_files(settings.files.grace_ms, now)?);
-        self.flush_idle(now)?;
-        if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
-            effects.extend(tell_agent(settings, crate::webhook::cancel(&run_id, reason)));
-        }
-        effects.extend(self.launch_started(settings, now));
-        Ok(effects)
-    }
+/// A confirmation was decided or lapsed: its run goes on. The built-in
+/// agent resumes once every request of its step is settled; an external
+/// agent is told through its webhook.
+pub(super) fn after_settled<S: Store, K: Sink>(
+    thread: &Thread<S, K>,
+    c: &Confirmation,
+    settings: &Settings,
+) -> Result<Vec<Effect>, Error> {
+    let driver = thread.conversation().run(&c.run_id)?.map(|r| r.driver);
+    Ok(match driver {
+        Some(Driver::Builtin) => super::agent::resume_if_ready(thread, &c.run_id, settings)?.into_iter().collect(),
+        Some(Driver::Webhook) => tell_agent(settings, c.webhook_signal()),
+        None => Vec::new(),
+    })
 }
 
 /// The request a decision route names, as access sees it.

@@ -12,8 +12,6 @@
 
 use super::error::Error;
 use super::{Journal, Sink, Thread};
-use crate::agent::BackgroundTask;
-use crate::log::reducer::AgentNode;
 use crate::storage::store::Store;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -48,73 +46,18 @@ impl Follow {
     }
 }
 
-/// A live run's state as a joining client needs it ([`Thread::run_state`]),
-/// carried to the relay on the subscriber's socket; each protocol frames it
-/// in its own words, or not at all.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSnapshot {
-    pub run_id: String,
-    pub agent_tree: AgentNode,
-    /// The run waits on a person (or a client's tool).
-    pub suspended: bool,
-    pub background_tasks: Vec<BackgroundTask>,
-}
-
 impl<S: Store, K: Sink> Thread<S, K> {
     /// Registers `sink` (as subscriber `id`) for `follow`, having seen
     /// everything up to `after`, and returns the hello to send it first
     /// ([`Journal::subscribe`](super::Journal::subscribe)): its replay's
     /// first page, the active run's state for a client joining the log
-    /// ([`Thread::run_state`]), and the open segments' text so far.
+    /// ([`RunLock::snapshot`](super::RunLock::snapshot)), and the open segments' text so far.
     pub fn subscribe(&mut self, id: u64, follow: Follow, after: u64, sink: K) -> Result<Bytes, Error> {
-        let sync = self.run_state().map(|state| serde_json::to_string(&state).expect("a run state serialises"));
+        let sync = self
+            .runs
+            .snapshot(self.journal.open_segments())
+            .map(|state| serde_json::to_string(&state).expect("a run state serialises"));
         self.journal.subscribe(id, follow, after, sink, self.config.replay_page, sync)
-    }
-
-    /// The active run's state, for a client joining the thread's log: its
-    /// id, agent tree so far, whether it waits on a person, and the
-    /// background tasks. A protocol with a frame for it (Instance AI's
-    /// `run-sync`) sends it after the replay, live-only and without an id,
-    /// so a client rebuilds its run state from it instead of from a replay
-    /// it may have skipped.
-    ///
-    /// Invariant: the tree holds what the log holds, never the text of a
-    /// segment still open: that follows it as the segment's snapshot delta,
-    /// which a client adds to the tree it took (so each piece of text is
-    /// shown once, whether a client joins mid-answer or reconnects).
-    pub fn run_state(&self) -> Option<RunSnapshot> {
-        let run_id = self.runs.holder()?;
-        let open: Vec<_> = self
-            .journal
-            .open_segments()
-            .into_iter()
-            .filter(|e| e.run_id == run_id)
-            .map(|e| {
-                let text = e.payload.text().map(|(t, _, _)| t.text.clone()).unwrap_or_default();
-                let kind = e.kind();
-                (e.agent_id, kind, e.response_id, text)
-            })
-            .collect();
-        let tree = self.runs.tree_without(&open)?;
-        Some(RunSnapshot {
-            run_id: run_id.to_owned(),
-            agent_tree: tree,
-            suspended: self.runs.is_suspended(),
-            background_tasks: self.runs.background_tasks().to_vec(),
-        })
-    }
-
-    /// The log's generation ([`super::meta::generation`]), drawn from `draw` if none was:
-    /// what a reader's position names.
-    pub fn generation(&mut self, draw: impl FnOnce() -> u64) -> Result<u64, Error> {
-        self.journal.generation(draw)
-    }
-
-    /// The next replay page of `follow`: records in `(after, high]` (a page
-    /// of `replay_page` at most), and where the page ends.
-    pub fn replay_page(&self, follow: &Follow, after: u64, high: u64) -> Result<Bytes, Error> {
-        self.journal.replay_page(follow, after, high, self.config.replay_page)
     }
 
     /// The journal: the log's store, counter, open segments and
@@ -139,10 +82,10 @@ mod tests {
     fn the_generation_is_drawn_once_and_stored() {
         let mut t: Thread<MemoryStore, Discard> = Thread::load(MemoryStore::default(), Default::default(), 0).unwrap();
         assert_eq!(t.conversation().stored_generation().unwrap(), None);
-        assert_eq!(t.generation(|| 41).unwrap(), 42);
-        assert_eq!(t.generation(|| 7).unwrap(), 42);
+        assert_eq!(t.journal_mut().generation(|| 41).unwrap(), 42);
+        assert_eq!(t.journal_mut().generation(|| 7).unwrap(), 42);
         // Deleting the log (its meta) draws another.
         t.journal_mut().store_mut().meta.clear();
-        assert_eq!(t.generation(|| 7).unwrap(), 8);
+        assert_eq!(t.journal_mut().generation(|| 7).unwrap(), 8);
     }
 }

@@ -24,8 +24,8 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
         let running = run.state == RunState::Running;
         let waiting = t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended();
         if running && !waiting {
-            let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, t.thread_id());
-            let (thread_id, run_id) = (t.thread_id().to_owned(), run.run_id.clone());
+            let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, t.conversation().thread_id());
+            let (thread_id, run_id) = (t.conversation().thread_id().to_owned(), run.run_id.clone());
             let messages = vec![UserMessage { id: run.message_id.clone(), role: Role::User, content }];
             let input = RunInput { thread_id: thread_id.clone(), run_id: run_id.clone(), messages, tools: [], context: [] };
             fold.apply(&A::RunStarted { thread_id, run_id, input: Some(input) }.into());
@@ -46,12 +46,12 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
         });
         for call in outcomes {
             if let Some(c) = t.requests().for_call(call, Some(&run.run_id))? {
-                if let Some(m) = c.decision.as_ref().and_then(|d| d["messageId"].as_str()) {
+                if let Some(m) = c.client_message_id() {
                     client_results.insert(call.to_owned(), m.to_owned());
                 }
             }
         }
-        let mut mapper = AguiMapper::new(t.thread_id(), &run.run_id, &run.agent_id)
+        let mut mapper = AguiMapper::new(t.conversation().thread_id(), &run.run_id, &run.agent_id)
             .with_client_results(client_results)
             .with_origin(origin);
         for ev in events {

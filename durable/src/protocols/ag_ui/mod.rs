@@ -265,9 +265,9 @@ fn run<S: Store, K: Sink>(
                 Seen::Active(_) if who.reserve => return Ok(Answer::json(200, &json!({ "reserved": [] }))),
                 Seen::Active(run_id) => return Ok(follow(&run_id, &[])),
             };
-            let client_tools = t.client_tools(body.get("tools"), settings)?;
+            let client_tools = crate::thread::client_tools(t.config(), body.get("tools"), settings)?;
             let send = json!({ "message": text, "attachments": files });
-            match t.send(&send, Given { ids: Some((id, run_id)), client_tools }, who, settings, now, effects)? {
+            match t.send(&send, Given { ids: Some((id, run_id)), client_tools, mode: None }, who, settings, now, effects)? {
                 Sent::Reserved(body) => Ok(Answer::json(200, &body)),
                 Sent::Run { run_id, .. } => Ok(follow(&run_id, &[])),
                 // An AG-UI send names no mode: it starts a run or is refused.
@@ -300,7 +300,7 @@ fn run<S: Store, K: Sink>(
                 .holder()
                 .map(str::to_owned)
                 .ok_or_else(|| ApiError::nothing_to_continue("no run of this thread waits for a client tool"))?;
-            let answers = t.client_tool_answers(&run, &outputs)?;
+            let answers = t.requests().client_tool_answers(&run, &outputs)?;
             if answers.is_empty() {
                 return Err(ApiError::nothing_to_continue("no tool result answers a call the run waits for"));
             }

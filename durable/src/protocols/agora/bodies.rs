@@ -4,6 +4,8 @@
 use crate::wire::error::ApiError;
 use crate::wire::ids;
 use crate::log::queued::QueuePatch;
+use crate::input::Mode;
+use crate::thread::{DecisionBody, Scope};
 use serde_json::Value;
 
 /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId,
@@ -51,14 +53,13 @@ impl ToolDecision {
 
     /// The decision body this amounts to on the confirm route.
     pub fn as_decision(&self, approve: bool) -> Value {
-        let mut decision = serde_json::json!({ "approved": approve });
-        if self.remember {
-            decision["scope"] = "session".into();
+        DecisionBody {
+            approved: Some(approve),
+            scope: self.remember.then_some(Scope::Session),
+            user_input: self.reason.clone(),
+            ..DecisionBody::default()
         }
-        if let Some(r) = &self.reason {
-            decision["userInput"] = r.clone().into();
-        }
-        decision
+        .to_value()
     }
 }
 
@@ -112,16 +113,20 @@ pub fn agora_chat_thread(body: &Value, new_thread: impl FnOnce() -> String) -> R
 /// the thread: 202), `interrupt: true` without a mode is `interrupt`, and an
 /// interrupt on an idle thread is an `auto` send (it streams, as agora's
 /// does). `reject` (409 while a run holds the thread) stays ours to ask for.
-pub fn agora_send(mut body: Value, busy: bool) -> Result<Value, ApiError> {
+pub fn agora_mode(body: &Value, busy: bool) -> Result<Mode, ApiError> {
     let mode = match body.get("mode") {
-        None | Some(Value::Null) if body.get("interrupt") == Some(&Value::Bool(true)) => "interrupt",
-        None | Some(Value::Null) => "auto",
-        Some(Value::String(m)) if ["auto", "queue", "interrupt", "reject"].contains(&m.as_str()) => m.as_str(),
+        None | Some(Value::Null) if body.get("interrupt") == Some(&Value::Bool(true)) => Mode::Interrupt,
+        None | Some(Value::Null) => Mode::Auto,
+        Some(Value::String(m)) => match m.as_str() {
+            "auto" => Mode::Auto,
+            "queue" => Mode::Queue,
+            "interrupt" => Mode::Interrupt,
+            "reject" => Mode::Reject,
+            _ => return Err(ApiError::invalid_mode()),
+        },
         Some(_) => return Err(ApiError::invalid_mode()),
     };
-    let mode = if mode == "interrupt" && !busy { "auto" } else { mode };
-    body["mode"] = mode.into();
-    Ok(body)
+    Ok(if mode == Mode::Interrupt && !busy { Mode::Auto } else { mode })
 }
 
 /// `PATCH /agent/queue/:messageId` (agora's `QueuedMessagePatch`) and
@@ -200,13 +205,13 @@ mod tests {
 
     #[test]
     fn agora_sends_and_queue_edits() {
-        let mode = |body: Value, busy| agora_send(body, busy).map(|b| b["mode"].clone());
-        assert_eq!(mode(json!({"message": "m"}), true).unwrap(), "auto");
-        assert_eq!(mode(json!({"interrupt": true}), true).unwrap(), "interrupt");
-        assert_eq!(mode(json!({"interrupt": true}), false).unwrap(), "auto");
-        assert_eq!(mode(json!({"mode": "interrupt"}), false).unwrap(), "auto");
-        assert_eq!(mode(json!({"mode": "queue", "interrupt": true}), true).unwrap(), "queue");
-        assert_eq!(mode(json!({"mode": "reject"}), true).unwrap(), "reject");
+        let mode = |body: Value, busy| agora_mode(&body, busy);
+        assert_eq!(mode(json!({"message": "m"}), true).unwrap(), Mode::Auto);
+        assert_eq!(mode(json!({"interrupt": true}), true).unwrap(), Mode::Interrupt);
+        assert_eq!(mode(json!({"interrupt": true}), false).unwrap(), Mode::Auto);
+        assert_eq!(mode(json!({"mode": "interrupt"}), false).unwrap(), Mode::Auto);
+        assert_eq!(mode(json!({"mode": "queue", "interrupt": true}), true).unwrap(), Mode::Queue);
+        assert_eq!(mode(json!({"mode": "reject"}), true).unwrap(), Mode::Reject);
         assert_eq!(mode(json!({"mode": "later"}), true).unwrap_err().code, "invalid_mode");
         assert_eq!(mode(json!({"mode": 1}), true).unwrap_err().code, "invalid_mode");
         let e = queue_patch(&json!({"message": "new", "position": 0}), 100).unwrap();

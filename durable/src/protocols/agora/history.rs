@@ -19,98 +19,198 @@
 //! model; earlier steps' rows are `<runId>:assistant:step-<n>`.
 //!
 //! The thread's `activeRunId`, `queue` (agora's shape), pinned `model` and
-//! status come with them.
+//! status come with them. Each row also carries the fields n8n's messages
+//! view gives a message (`role`, `createdAt`, `isStreaming`, `agentTree`,
+//! …), which agora's client ignores and earlier releases sent.
 
 use crate::wire::error::ApiError;
 use crate::log::event::{Event, Payload};
 use crate::wire::ids::ROOT_AGENT;
 use crate::wire::time::rfc3339;
 use crate::storage::store::{ConfirmState, RunRecord, RunState, Store};
-use crate::thread::{Sink, Thread, REQUESTER};
+use crate::thread::conversation::Turn;
+use crate::thread::{Sink, Status, Thread, REQUESTER};
 use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// Most runs the detail holds (the newest).
 pub const MAX_RUNS: usize = 200;
 
-/// The thread's messages view (`Thread::messages`, whose fields a turn's
-/// last row keeps) with agora's rows; a message's `attachments` carry their
-/// URL on `origin`.
-pub fn detail<S: Store, K: Sink>(t: &Thread<S, K>, origin: &str) -> Result<Value, ApiError> {
-    let merge = |into: &mut Value, extra: Value| {
-        if let (Some(into), Value::Object(extra)) = (into.as_object_mut(), extra) {
-            into.extend(extra);
-        }
-    };
-    // Each run's earlier steps, by run, put before its last row below.
-    let mut earlier: Vec<(String, Vec<Value>)> = Vec::new();
-    let mut view = t.conversation().messages_with::<ApiError>(MAX_RUNS, 0, origin, &mut |run, events, user, assistant| {
-        merge(user, user_message(run));
-        let mut rows: Vec<Value> = steps(t, run, events)?
-            .into_iter()
-            .map(|r| serde_json::to_value(r).expect("a row serialises"))
-            .collect();
-        let last = rows.pop().unwrap_or_default();
-        if let Some(o) = assistant.as_object_mut() {
-            // Agora's fields, not the n8n tree's: the step's text and usage.
-            o.remove("usage");
-        }
-        merge(assistant, last);
-        merge(assistant, run_fields(run));
+/// agora's thread detail: the turns' rows (n8n's messages view's fields on
+/// each turn's user and last row, agora's after them), with the thread's
+/// `queue` in agora's shape, its active run, pinned model and status.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Detail<'t> {
+    pub thread_id: &'t str,
+    pub messages: Vec<Message>,
+    pub next_event_id: u64,
+    pub queue: super::queue::View,
+    pub page: usize,
+    pub limit: usize,
+    pub total_runs: usize,
+    pub active_run_id: Option<String>,
+    pub model: Option<String>,
+    pub status: Status,
+}
+
+/// One row of the detail.
+#[derive(Serialize)]
+#[serde(untagged)]
+pub enum Message {
+    User(UserRow),
+    /// A model step before the turn's last (`<runId>:assistant:step-<n>`).
+    Step(StepHead),
+    /// The turn's last row (`<runId>:assistant`).
+    Last(Box<LastRow>),
+}
+
+/// The user's message (with the fields the thread's other messages views
+/// give it), then what it asked of its turn and the run answering it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserRow {
+    id: String,
+    role: &'static str,
+    created_at: String,
+    content: String,
+    reasoning: &'static str,
+    is_streaming: bool,
+    /// Each file with its URL on the request's origin; absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attachments: Option<Vec<Value>>,
+    run_id: String,
+    sent_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    page_context: Option<Value>,
+}
+
+/// An earlier step's row: its place in the turn, then what it streamed.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepHead {
+    id: String,
+    run_id: String,
+    role: &'static str,
+    created_at: String,
+    #[serde(flatten)]
+    row: Row,
+}
+
+/// The turn's last row: the answer (the last step's text and reasoning,
+/// its state and the agent tree folded from the log), the last step's
+/// fields, then the turn's.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastRow {
+    id: String,
+    run_id: String,
+    role: &'static str,
+    created_at: String,
+    content: String,
+    reasoning: String,
+    is_streaming: bool,
+    status: &'static str,
+    agent_tree: Option<crate::log::reducer::AgentNode>,
+    reasoning_ms: i64,
+    tool_calls: Vec<Call>,
+    tool_results: Vec<CallResult>,
+    approvals: Vec<Approval>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    usage: Option<Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
+    model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_name: Option<String>,
+}
+
+/// The thread's detail; a message's `attachments` carry their URL on
+/// `origin`. Each turn's earlier steps come before its last row.
+pub fn detail<'t, S: Store, K: Sink>(t: &'t Thread<S, K>, origin: &str) -> Result<Detail<'t>, ApiError> {
+    let conversation = t.conversation();
+    let (turns, total) = conversation.turns(MAX_RUNS, 0)?;
+    let mut messages = Vec::with_capacity(turns.len() * 2);
+    for turn in &turns {
+        let run = &turn.run;
+        messages.push(Message::User(user_row(turn, conversation.thread_id(), origin)));
+        let mut rows = steps(t, run, &turn.events)?;
+        let last = rows.pop().expect("a turn has one row at least");
         let at = rfc3339(run.created_at);
-        for (n, row) in rows.iter_mut().enumerate() {
-            let head = json!({
-                "id": format!("{}:assistant:step-{}", run.run_id, n + 1),
-                "runId": run.run_id,
-                "role": "assistant",
-                "createdAt": at,
-            });
-            let fields = std::mem::take(row);
-            *row = head;
-            merge(row, fields);
+        for (n, row) in rows.into_iter().enumerate() {
+            messages.push(Message::Step(StepHead {
+                id: format!("{}:assistant:step-{}", run.run_id, n + 1),
+                run_id: run.run_id.clone(),
+                role: "assistant",
+                created_at: at.clone(),
+                row,
+            }));
         }
-        earlier.push((run.run_id.clone(), rows));
-        Ok(())
-    })?;
-    if let Some(messages) = view["messages"].as_array_mut() {
-        let mut out = Vec::with_capacity(messages.len());
-        for m in messages.drain(..) {
-            if m["role"] == "assistant" {
-                if let Some((_, rows)) = earlier.iter_mut().find(|(r, _)| m["runId"] == r.as_str()) {
-                    out.append(rows);
-                }
-            }
-            out.push(m);
-        }
-        *messages = out;
+        messages.push(Message::Last(Box::new(last_row(turn, last))));
     }
-    view["queue"] = super::queue::of(t.queue());
-    view["activeRunId"] = t.runs().active_run().map(|r| r.run_id.clone()).into();
-    view["model"] = t.conversation().pin()?.into();
-    view["status"] = t.status();
-    Ok(view)
+    Ok(Detail {
+        thread_id: conversation.thread_id(),
+        messages,
+        next_event_id: conversation.last_seq() + 1,
+        queue: super::queue::view(conversation.queue()),
+        page: 0,
+        limit: MAX_RUNS,
+        total_runs: total,
+        active_run_id: t.runs().active_run().map(|r| r.run_id.clone()),
+        model: conversation.pin()?,
+        status: t.runs().status(conversation.queue()),
+    })
 }
 
-/// What a user message asked of its turn, and the run answering it.
-fn user_message(run: &RunRecord) -> Value {
-    let mut m = json!({ "runId": run.run_id, "sentAt": rfc3339(run.turn.sent_at.unwrap_or(run.created_at)) });
-    if let Some(a) = &run.turn.agent {
-        m["agent"] = a.clone().into();
+/// The user's message of `turn`, with what it asked of its turn and the
+/// run answering it.
+fn user_row(turn: &Turn, thread_id: &str, origin: &str) -> UserRow {
+    let run = &turn.run;
+    let attachments = &run.turn.attachments;
+    UserRow {
+        id: run.message_id.clone(),
+        role: "user",
+        created_at: rfc3339(run.created_at),
+        content: run.message.clone(),
+        reasoning: "",
+        is_streaming: false,
+        attachments: (!attachments.is_empty())
+            .then(|| attachments.iter().map(|a| a.to_json(origin, thread_id)).collect()),
+        run_id: run.run_id.clone(),
+        sent_at: rfc3339(run.turn.sent_at.unwrap_or(run.created_at)),
+        agent: run.turn.agent.clone(),
+        page_context: run.turn.page_context.clone(),
     }
-    if let Some(p) = &run.turn.page_context {
-        m["pageContext"] = p.clone();
-    }
-    m
 }
 
-/// The turn's own fields, on its last row.
-fn run_fields(run: &RunRecord) -> Value {
-    let mut m = json!({ "model": run.model });
-    if let Some(a) = &run.turn.agent {
-        m["agent"] = a.clone().into();
-        m["agentName"] = a.clone().into();
+/// The turn's last row: the answer n8n's view gives, with the last step's
+/// row and the turn's own fields.
+fn last_row(turn: &Turn, last: Row) -> LastRow {
+    let run = &turn.run;
+    LastRow {
+        id: format!("{}:assistant", run.run_id),
+        run_id: run.run_id.clone(),
+        role: "assistant",
+        created_at: rfc3339(run.created_at),
+        content: last.content,
+        reasoning: last.reasoning,
+        is_streaming: run.state == RunState::Running,
+        status: run.state.as_str(),
+        agent_tree: turn.root(),
+        reasoning_ms: last.reasoning_ms,
+        tool_calls: last.tool_calls,
+        tool_results: last.tool_results,
+        approvals: last.approvals,
+        usage: last.usage,
+        output: last.output,
+        model: run.model.clone(),
+        agent: run.turn.agent.clone(),
+        agent_name: run.turn.agent.clone(),
     }
-    m
 }
 
 /// One model step of the root agent, as its row says it.

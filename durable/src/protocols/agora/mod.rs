@@ -266,9 +266,13 @@ impl super::Protocol for Route {
         if reply.status != 200 {
             return None;
         }
-        let body: Value = serde_json::from_slice(&reply.body).ok()?;
-        let run = body["runId"].as_str()?;
-        Some((run_plan(thread, run, 0), R::Stream { thread: thread.clone(), run: run.to_owned() }))
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Started {
+            run_id: String,
+        }
+        let Started { run_id: run } = serde_json::from_slice(&reply.body).ok()?;
+        Some((run_plan(thread, &run, 0), R::Stream { thread: thread.clone(), run }))
     }
 
     fn head(&self) -> Option<Reply> {
@@ -335,12 +339,13 @@ impl super::Protocol for Route {
         let limit = settings.limits.max_body_bytes;
         let json_body = || input::json(call.body, limit);
         // Every queue route answers agora's bare `{items, paused}`.
-        let queue = |t: &Thread<S, K>| Answer::json(200, &queue::of(t.queue()));
+        let queue = |t: &Thread<S, K>| Answer::json(200, &queue::of(t.conversation().queue()));
         match self {
             R::Chat { thread } => {
                 let who = Sender::of(gate.admitted()?, call);
-                let body = bodies::agora_send(json_body()?, t.runs().active_run().is_some())?;
-                match t.send(&body, Given::default(), who, settings, now, effects)? {
+                let body = json_body()?;
+                let mode = bodies::agora_mode(&body, t.runs().active_run().is_some())?;
+                match t.send(&body, Given { mode: Some(mode), ..Given::default() }, who, settings, now, effects)? {
                     // The Worker follows this answer with the run's stream
                     // (`after_send`).
                     Sent::Run { run_id, .. } => Ok(Answer::json(200, &json!({ "runId": run_id, "threadId": thread }))),
@@ -410,11 +415,9 @@ impl super::Protocol for Route {
                 let before = t.runs().active_run().map(|r| r.run_id.clone());
                 t.edit_queue(gate.admitted()?, QueueEdit::Pause(*paused), now)?;
                 // `runId`: the head started on resume.
-                let mut body = queue::of(t.queue());
-                if let Some(run) = t.runs().active_run().map(|r| r.run_id.clone()).filter(|r| Some(r) != before.as_ref()) {
-                    body["runId"] = run.into();
-                }
-                Ok(Answer::json(200, &body))
+                let run_id = t.runs().active_run().map(|r| r.run_id.clone()).filter(|r| Some(r) != before.as_ref());
+                let view = queue::view(t.conversation().queue());
+                Ok(Answer::json(200, &queue::Changed { view, interrupting: None, run_id }))
             }
             R::QueueItem { message, delete: true, .. } => {
                 t.edit_queue(gate.admitted()?, QueueEdit::Remove { message_id: message }, now)?;
@@ -428,12 +431,9 @@ impl super::Protocol for Route {
             }
             R::QueueInterrupt { message, .. } => {
                 let interrupted = t.queue_interrupt(message, settings, now, effects)?;
-                let mut body = queue::of(t.queue());
-                match interrupted {
-                    Some(old) => body["interrupting"] = old.into(),
-                    None => body["runId"] = message.clone().into(),
-                }
-                Ok(Answer::json(200, &body))
+                let run_id = interrupted.is_none().then(|| message.clone());
+                let view = queue::view(t.conversation().queue());
+                Ok(Answer::json(200, &queue::Changed { view, interrupting: interrupted, run_id }))
             }
             R::QueueMove { message, .. } => {
                 let position = input::queue_move(&json_body()?)?;
@@ -464,7 +464,7 @@ impl Route {
         now: i64,
         effects: &mut Vec<Effect>,
     ) -> Result<Confirmation, ApiError> {
-        effects.extend(t.settle_lapsed(settings, now)?);
+        effects.extend(t.clock().settle_lapsed(settings, now)?);
         let found = t.requests().for_call(tool_call_id, run)?;
         t.admit(Access::Decide, super::Protocol::not_found(self), call.caller, Some(held(found.as_ref())))?;
         found.ok_or_else(ApiError::tool_call_not_found)

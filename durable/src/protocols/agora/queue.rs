@@ -77,6 +77,20 @@ pub fn of(queue: &Queue) -> Value {
     serde_json::to_value(view(queue)).expect("a queue view serialises")
 }
 
+/// A queue route's answer that started a run: the queue as it is now, and
+/// the run that started (`runId`: the head on resume, or the message run
+/// now), or the run an interrupting message cancelled (`interrupting`).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changed {
+    #[serde(flatten)]
+    pub view: View,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupting: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+}
+
 fn item(stored: &QueueItem) -> Item {
     let files: Vec<File> = stored
         .turn

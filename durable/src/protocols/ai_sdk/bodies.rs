@@ -31,15 +31,19 @@ pub const SLOTS: Slots = Slots {
 /// A `file` part (`{type: "file", mediaType, filename?, url}`) as an
 /// attachment in threadline's shape.
 fn file_part(part: &Value) -> Value {
+    /// An attachment in threadline's shape, as a send reads it.
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Attachment<'a> {
+        url: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        media_type: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        name: Option<&'a str>,
+    }
     let text = |k: &str| part.get(k).and_then(Value::as_str);
-    let mut a = serde_json::json!({ "url": text("url").unwrap_or_default() });
-    if let Some(m) = text("mediaType") {
-        a["mediaType"] = m.into();
-    }
-    if let Some(n) = text("filename") {
-        a["name"] = n.into();
-    }
-    a
+    let a = Attachment { url: text("url").unwrap_or_default(), media_type: text("mediaType"), name: text("filename") };
+    serde_json::to_value(a).expect("an attachment serialises")
 }
 
 /// What an AI SDK chat request asks for. The thread holds the history: of

@@ -18,7 +18,7 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
     let (runs, _) = t.conversation().page(limit, page)?;
     let mut out = Vec::with_capacity(runs.len() * 2);
     for run in &runs {
-        out.push(mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, t.thread_id()));
+        out.push(mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, t.conversation().thread_id()));
         let running = run.state == RunState::Running;
         if running && !(t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended()) {
             continue;

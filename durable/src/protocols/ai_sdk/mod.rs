@@ -32,7 +32,7 @@ use crate::wire::reply::Reply;
 use crate::wire::route::Spec;
 use crate::settings::Settings;
 use crate::storage::store::Store;
-use crate::thread::{Answer, Call, Follow, Given, Seen, Sender, Sent, Sink, Thread};
+use crate::thread::{Answer, Call, DecisionBody, Follow, Given, Seen, Sender, Sent, Sink, Thread};
 use bodies::{UiApproval, UiChat};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -198,11 +198,7 @@ impl super::Protocol for Route {
             }
             R::Stop { .. } => {
                 let cancelled = t.cancel_run(gate.admitted()?, settings, now, false, effects)?;
-                let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
-                if let Some(run_id) = cancelled {
-                    body["runId"] = run_id.into();
-                }
-                Ok(Answer::json(200, &body))
+                Ok(Answer::json(200, &Stopped { ok: true, cancelled: cancelled.is_some(), run_id: cancelled }))
             }
         }
     }
@@ -265,9 +261,9 @@ fn chat<S: Store, K: Sink>(
                 Seen::Active(_) if who.reserve => return Ok(Answer::json(200, &json!({ "reserved": [] }))),
                 Seen::Active(run_id) => return Ok(follow_body(&run_id, 0, false)),
             };
-            let client_tools = t.client_tools(body.get("tools"), settings)?;
+            let client_tools = crate::thread::client_tools(t.config(), body.get("tools"), settings)?;
             let send = options(json!({ "message": text, "attachments": files }));
-            t.send(&send, Given { ids: Some((id, run_id)), client_tools }, who, settings, now, effects)?
+            t.send(&send, Given { ids: Some((id, run_id)), client_tools, mode: None }, who, settings, now, effects)?
         }
         UiChat::Regenerate => {
             let send = options(json!({ "regenerate": true }));
@@ -309,14 +305,11 @@ fn resume<S: Store, K: Sink>(
     let mut answers = Vec::new();
     for a in approvals {
         let Some(c) = t.requests().get(&a.id)?.filter(|c| c.run_id == run.run_id) else { continue };
-        let mut decision = json!({ "approved": a.approved });
-        if let Some(reason) = &a.reason {
-            decision["userInput"] = reason.clone().into();
-        }
-        answers.push((c, decision));
+        let decision = DecisionBody { approved: Some(a.approved), user_input: a.reason.clone(), ..DecisionBody::default() };
+        answers.push((c, decision.to_value()));
     }
     // The client's own tools: its outcomes settle their requests.
-    answers.extend(t.client_tool_answers(&run.run_id, outputs)?);
+    answers.extend(t.requests().client_tool_answers(&run.run_id, outputs)?);
     if answers.is_empty() {
         return Err(ApiError::nothing_to_continue(
             "no answered approval request or client tool call belongs to this message",
@@ -331,6 +324,17 @@ fn resume<S: Store, K: Sink>(
         .filter(|r| r.data.contains("\"confirmation-request\"") && requests.iter().any(|q| r.data.contains(q)))
         .map(|r| r.seq)
         .min()
-        .unwrap_or(t.last_seq());
+        .unwrap_or(t.conversation().last_seq());
     Ok(follow_body(&run.run_id, after, true))
 }
+
+/// `POST .../stop`'s answer: whether a run was cancelled, and which.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Stopped {
+    ok: bool,
+    cancelled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_id: Option<String>,
+}
+

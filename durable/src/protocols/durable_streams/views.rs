@@ -282,7 +282,7 @@ fn batch<S: Store, K: Sink>(
     after: u64,
     tail: Option<usize>,
 ) -> Result<(Vec<Record>, Position), ApiError> {
-    let last = t.last_seq();
+    let last = t.conversation().last_seq();
     match scope {
         Scope::Thread => {
             let records = t.conversation().log_page(after, last, PAGE)?;
@@ -357,8 +357,8 @@ pub fn read_versioned<S: Store, K: Sink>(
         Some(_) => return Err(ApiError::invalid_live("`live` is `long-poll` or `sse`")),
     };
     let offsets: Vec<&str> = offsets.iter().map(String::as_str).collect();
-    let gen = t.generation(|| random)?;
-    let last = t.last_seq();
+    let gen = t.journal_mut().generation(|| random)?;
+    let last = t.conversation().last_seq();
     let after = resolve(&offsets, gen, last)?.unwrap_or(0);
     if let Scope::Run(run) = &scope {
         t.conversation().known_run(run)?;
@@ -415,15 +415,15 @@ pub fn append<S: Store, K: Sink>(
         header(wire::PRODUCER_SEQ).as_deref(),
     )
     .map_err(ApiError::invalid_producer)?;
-    t.authorize_publish(run, input::bearer(header("authorization").as_deref()))?;
+    t.runs().authorize(run, input::bearer(header("authorization").as_deref()), |id| t.conversation().run(id))?;
     let limits = &settings.limits;
     let batch = input::batch(input::json(body, limits.max_batch_bytes)?, BatchShape::Stream, limits.max_batch_events)?;
-    let gen = t.generation(|| random)?;
+    let gen = t.journal_mut().generation(|| random)?;
     let state: Option<ProducerState> = match &producer {
         Some(p) => t.conversation().producer_state(&producer_key(run, &p.id))?,
         None => None,
     };
-    match check_producer(run, producer.as_ref(), state.as_ref(), gen, t.last_seq(), now) {
+    match check_producer(run, producer.as_ref(), state.as_ref(), gen, t.conversation().last_seq(), now) {
         Err(refusal) => {
             let (e, headers) = *refusal;
             let mut reply = Reply::error(&e);

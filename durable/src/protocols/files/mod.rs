@@ -106,7 +106,7 @@ impl super::Protocol for Route {
 /// A stored file's answer, as [`files::serve`] decides it: the plan the
 /// Worker streams the bytes by, or a reply without them.
 pub fn read<S: Store, K: Sink>(t: &Thread<S, K>, file_id: &str, call: &Call) -> Result<Answer, ApiError> {
-    let (file, key) = t.files().read_file(file_id)?;
+    let (file, key) = t.journal().files().read_file(file_id)?;
     let range = (call.header)("range");
     let etag = (call.header)("if-none-match");
     Ok(match files::serve::answer(&file, &key, range.as_deref(), etag.as_deref()) {

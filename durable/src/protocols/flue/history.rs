@@ -89,7 +89,7 @@ pub fn history<S: Store, K: Sink>(
     gen: u64,
     if_none_match: Option<&str>,
 ) -> Result<Reply, ApiError> {
-    let last = t.last_seq();
+    let last = t.conversation().last_seq();
     let open = t.journal().open_segments();
     // Nothing streaming: the answer's offset is the log's, and a client
     // that holds it is told so before anything is folded.
@@ -141,7 +141,7 @@ pub fn updates<S: Store, K: Sink>(
     resume: Resume,
     if_none_match: Option<&str>,
 ) -> Result<Reply, ApiError> {
-    let last = t.last_seq();
+    let last = t.conversation().last_seq();
     let mut projector = Projector::new();
     let mut chunks = Vec::new();
     let mut seq = resume.seq;

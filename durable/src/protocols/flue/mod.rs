@@ -308,7 +308,7 @@ pub fn read<S: Store, K: Sink>(
     }
     let live = q("live");
     let offset = input::query_all(call.query, "offset");
-    let gen = t.generation(|| call.random)?;
+    let gen = t.journal_mut().generation(|| call.random)?;
     let if_none_match = (call.header)("if-none-match");
     match view {
         View::History => {
@@ -327,7 +327,7 @@ pub fn read<S: Store, K: Sink>(
                     _ => ApiError::invalid_offset("one `offset`"),
                 });
             };
-            let resume = history::resume(from, gen, t.last_seq()).map_err(|e| {
+            let resume = history::resume(from, gen, t.conversation().last_seq()).map_err(|e| {
                 // Flue's route answers an offset it no longer serves with
                 // 416, which its client recovers from (400 would end it).
                 let well_formed = stream::split_offset(from)
@@ -368,10 +368,10 @@ fn send_message<S: Store, K: Sink>(
     effects: &mut Vec<Effect>,
 ) -> Result<Answer, ApiError> {
     use crate::thread::{Given, Seen, Sent};
-    let gen = t.generation(|| who.random)?;
+    let gen = t.journal_mut().generation(|| who.random)?;
     // The incarnation, as history's `incarnation` writes it.
     let uid = format!("{gen:016}");
-    let exists = t.last_seq() > 0;
+    let exists = t.conversation().last_seq() > 0;
     match &send.uid {
         Some(None) if exists => return Err(ApiError::agent_instance_exists(&uid)),
         Some(Some(u)) if *u != uid || !exists => return Err(ApiError::agent_instance_not_found()),
@@ -382,10 +382,8 @@ fn send_message<S: Store, K: Sink>(
     }
     let stream_url = format!("{}/agents/{name}/{thread}", who.origin);
     let receipt = |submission: &str, offset: String, deduplicated: bool| {
-        let mut body = serde_json::json!({ "streamUrl": stream_url, "offset": offset, "submissionId": submission, "uid": uid });
-        if deduplicated {
-            body["deduplicated"] = true.into();
-        }
+        let body = Receipt { stream_url: &stream_url, offset: &offset, submission_id: submission, uid: &uid, deduplicated };
+        let body = serde_json::to_value(body).expect("a receipt serialises");
         let reply = crate::wire::reply::Reply::json(202, &body)
             .header("location", stream_url.clone())
             .header(crate::streams::wire::NEXT_OFFSET, offset);
@@ -404,11 +402,10 @@ fn send_message<S: Store, K: Sink>(
         };
         given.ids = Some((id.clone(), run));
     }
-    let head = views::offset(gen, t.last_seq());
-    let mut body = serde_json::json!({ "message": send.text, "attachments": send.attachments, "mode": "queue" });
-    if name != crate::agent::personas::DEFAULT {
-        body["agent"] = name.into();
-    }
+    let head = views::offset(gen, t.conversation().last_seq());
+    let agent = (name != crate::agent::personas::DEFAULT).then_some(name);
+    let body = serde_json::to_value(Submit { message: &send.text, attachments: &send.attachments, mode: "queue", agent })
+        .expect("a send serialises");
     let given_run = given.ids.as_ref().map(|(_, run)| run.clone());
     let submission = match t.send(&body, given, who, settings, now, effects)? {
         Sent::Run { run_id, .. } => run_id,
@@ -417,3 +414,29 @@ fn send_message<S: Store, K: Sink>(
     };
     Ok(receipt(&submission, head, false))
 }
+
+/// A submission's receipt (`202`): where its stream is read, from where,
+/// the submission's id, the stream's instance, and whether the message was
+/// sent before.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Receipt<'a> {
+    stream_url: &'a str,
+    offset: &'a str,
+    submission_id: &'a str,
+    uid: &'a str,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    deduplicated: bool,
+}
+
+/// A submission as the thread's send takes it: queued behind the run
+/// holding the thread, as the agent it names (none for `default`).
+#[derive(serde::Serialize)]
+struct Submit<'a> {
+    message: &'a str,
+    attachments: &'a [serde_json::Value],
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<&'a str>,
+}
+

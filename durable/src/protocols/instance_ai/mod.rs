@@ -4,6 +4,7 @@
 //! is the log itself ([`stream::Events`]) and its history is the thread's
 //! messages with their agent trees (`Thread::messages`).
 
+pub mod history;
 pub mod stream;
 
 use crate::access::{Access, Caller};
@@ -272,13 +273,7 @@ impl super::Protocol for Route {
             R::Chat { .. } => {
                 let who = Sender::of(gate.admitted()?, call);
                 match t.send(&json_body()?, Given::default(), who, settings, now, effects)? {
-                    Sent::Run { run_id, regenerated } => {
-                        let mut out = json!({ "runId": run_id });
-                        if regenerated {
-                            out["regenerated"] = true.into();
-                        }
-                        ok(out)
-                    }
+                    Sent::Run { run_id, regenerated } => Ok(Answer::json(200, &Started { run_id, regenerated })),
                     Sent::Queued(queued) => Ok(Answer::json(202, &serde_json::to_value(queued).expect("a receipt serialises"))),
                     Sent::Reserved(body) => ok(body),
                 }
@@ -288,11 +283,7 @@ impl super::Protocol for Route {
                 // outlived a run that already completed.
                 let background = input::query_first(call.query, "background").is_some_and(|v| v == "true" || v == "1");
                 let cancelled = t.cancel_run(gate.admitted()?, settings, now, background, effects)?;
-                let mut body = json!({ "ok": true, "cancelled": cancelled.is_some() });
-                if let Some(run_id) = cancelled {
-                    body["runId"] = run_id.into();
-                }
-                ok(body)
+                Ok(Answer::json(200, &Cancelled { ok: true, cancelled: cancelled.is_some(), run_id: cancelled }))
             }
             R::Events { .. } => {
                 let grant = gate.admitted()?.grant();
@@ -305,7 +296,7 @@ impl super::Protocol for Route {
                 Ok(t.follow(follow, after, settings)?)
             }
             R::Publish { run, .. } => {
-                t.authorize_publish(run, input::bearer((call.header)("authorization").as_deref()))?;
+                t.runs().authorize(run, input::bearer((call.header)("authorization").as_deref()), |id| t.conversation().run(id))?;
                 let body = input::json(call.body, limits.max_batch_bytes)?;
                 let batch = input::batch(body, BatchShape::Events, limits.max_batch_events)?;
                 let accepted = batch.len();
@@ -313,11 +304,11 @@ impl super::Protocol for Route {
                 ok(json!({ "ok": true, "accepted": accepted, "lastEventId": last }))
             }
             R::Status { .. } => {
-                ok(t.status())
+                Ok(Answer::json(200, &t.runs().status(t.conversation().queue())))
             }
             R::Messages { .. } => {
                 let (limit, page) = input::messages_page(call.query)?;
-                ok(t.conversation().messages(limit, page, call.origin)?)
+                Ok(Answer::json(200, &history::messages(t, limit, page, call.origin)?))
             }
             R::Usage { .. } => {
                 ok(t.conversation().usage()?)
@@ -327,7 +318,7 @@ impl super::Protocol for Route {
                 if !settings.debug_routes {
                     return Err(ApiError::debug_routes_off());
                 }
-                ok(t.stats(call.instance))
+                ok(t.journal_mut().stats(call.instance))
             }
             R::StreamToken { thread } => {
                 let key = settings.stream_key.as_deref().ok_or_else(ApiError::stream_tokens_not_configured)?;
@@ -340,28 +331,49 @@ impl super::Protocol for Route {
                 ok(json!({ "ok": true, "deleted": thread }))
             }
             R::QueueList { .. } => {
-                ok(json!({ "queue": t.queue() }))
+                ok(json!({ "queue": t.conversation().queue() }))
             }
             R::QueueItem { message, delete: true, .. } => {
                 t.edit_queue(gate.admitted()?, QueueEdit::Remove { message_id: message }, now)?;
-                ok(json!({ "ok": true, "queue": t.queue() }))
+                ok(json!({ "ok": true, "queue": t.conversation().queue() }))
             }
             R::QueueItem { message, delete: false, .. } => {
                 let text = input::queue_edit(&json_body()?, limits.max_message_bytes)?;
                 let patch = QueuePatch { message: Some(text), ..QueuePatch::default() };
                 t.edit_queue(gate.admitted()?, QueueEdit::Patch { message_id: message, patch }, now)?;
-                ok(json!({ "ok": true, "queue": t.queue() }))
+                ok(json!({ "ok": true, "queue": t.conversation().queue() }))
             }
             R::QueueMove { message, .. } => {
                 let position = input::queue_move(&json_body()?)?;
                 let patch = QueuePatch { position: Some(position), ..QueuePatch::default() };
                 t.edit_queue(gate.admitted()?, QueueEdit::Patch { message_id: message, patch }, now)?;
-                ok(json!({ "ok": true, "queue": t.queue() }))
+                ok(json!({ "ok": true, "queue": t.conversation().queue() }))
             }
             R::QueuePause { paused, .. } => {
                 t.edit_queue(gate.admitted()?, QueueEdit::Pause(*paused), now)?;
-                ok(json!({ "ok": true, "queue": t.queue() }))
+                ok(json!({ "ok": true, "queue": t.conversation().queue() }))
             }
         }
     }
 }
+
+/// `POST .../chat`'s answer for a run that started: its id, and whether it
+/// answers the last message again.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Started {
+    run_id: String,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    regenerated: bool,
+}
+
+/// `POST .../cancel`'s answer: whether a run was cancelled, and which.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Cancelled {
+    ok: bool,
+    cancelled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run_id: Option<String>,
+}
+
