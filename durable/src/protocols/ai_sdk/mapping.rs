@@ -42,7 +42,8 @@ use super::chunks::{
 use crate::log::event::payload::ConfirmationRequest;
 use crate::log::event::{Event, FinishStatus, Payload};
 use crate::log::segment::{Piece, SentText};
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
 
 /// A `tool-error` that starts with what the agent tells the model of a
@@ -439,9 +440,107 @@ impl UiMapper {
 #[derive(Debug, Default, Clone)]
 pub struct UiMessage {
     pub id: String,
-    pub parts: Vec<Value>,
+    pub parts: Vec<Part>,
     pub metadata: Option<Value>,
     active: HashMap<String, usize>,
+}
+
+/// One part of a message (the AI SDK's `UIMessagePart`), in the order of
+/// fields its client gives it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "kebab-case", rename_all_fields = "camelCase")]
+pub enum Part {
+    StepStart,
+    Text {
+        text: String,
+        /// A user's text part has none.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        state: Option<PartState>,
+    },
+    /// Reasoning parts keep their chunk id; text parts do not.
+    Reasoning { id: String, text: String, state: PartState },
+    DynamicTool(ToolPart),
+    File {
+        media_type: String,
+        url: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+    },
+    /// A `data-*` part, as its chunk said it: replaced by a later one of the
+    /// same kind and id.
+    #[serde(untagged)]
+    Data(DataPart),
+}
+
+/// A text or reasoning part's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PartState {
+    Streaming,
+    Done,
+}
+
+/// A tool call's part: its input, the approval the client was asked for,
+/// and its outcome.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolPart {
+    pub tool_call_id: String,
+    pub tool_name: String,
+    pub state: ToolState,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ToolApproval>,
+    /// What the tool gave (`null` included).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_text: Option<String>,
+}
+
+/// Where a tool part stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ToolState {
+    InputStreaming,
+    InputAvailable,
+    ApprovalRequested,
+    OutputAvailable,
+    OutputError,
+    OutputDenied,
+}
+
+/// The approval a client was asked for, and, once it answered, its answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolApproval {
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approved: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// A `data-*` part: its kind and id (what a later one replaces it by), and
+/// the chunk as sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DataPart {
+    kind: &'static str,
+    id: Option<String>,
+    chunk: Value,
+}
+
+impl Serialize for DataPart {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.chunk.serialize(serializer)
+    }
+}
+
+/// How a tool call ended ([`UiMessage::tool_output`]).
+enum Outcome {
+    Output(Value),
+    Error(String),
+    Denied,
 }
 
 impl UiMessage {
@@ -453,47 +552,47 @@ impl UiMessage {
     pub fn apply(&mut self, chunk: &Chunk) {
         match chunk {
             Chunk::Start { message_id } => self.id = message_id.clone(),
-            Chunk::StartStep => self.parts.push(json!({ "type": "step-start" })),
+            Chunk::StartStep => self.parts.push(Part::StepStart),
             Chunk::FinishStep => self.active.clear(),
             Chunk::TextStart { id } => {
                 self.active.insert(id.clone(), self.parts.len());
-                self.parts.push(json!({ "type": "text", "text": "", "state": "streaming" }));
+                self.parts.push(Part::Text { text: String::new(), state: Some(PartState::Streaming) });
             }
             Chunk::ReasoningStart { id } => {
                 self.active.insert(id.clone(), self.parts.len());
-                // Reasoning parts keep their chunk id; text parts do not.
-                self.parts.push(json!({ "type": "reasoning", "id": id, "text": "", "state": "streaming" }));
+                self.parts.push(Part::Reasoning { id: id.clone(), text: String::new(), state: PartState::Streaming });
             }
             Chunk::TextDelta { id, delta } | Chunk::ReasoningDelta { id, delta } => {
-                if let Some(part) = self.active.get(id).and_then(|&i| self.parts[i].as_object_mut()) {
-                    let text = format!("{}{delta}", part.get("text").and_then(Value::as_str).unwrap_or_default());
-                    part.insert("text".into(), text.into());
+                if let Some(Part::Text { text, .. } | Part::Reasoning { text, .. }) =
+                    self.active.get(id).map(|&i| &mut self.parts[i])
+                {
+                    text.push_str(delta);
                 }
             }
-            Chunk::TextEnd { id } | Chunk::ReasoningEnd { id } => {
-                if let Some(part) = self.active.remove(id).and_then(|i| self.parts[i].as_object_mut()) {
-                    part.insert("state".into(), "done".into());
-                }
-            }
+            Chunk::TextEnd { id } | Chunk::ReasoningEnd { id } => match self.active.remove(id).map(|i| &mut self.parts[i]) {
+                Some(Part::Text { state, .. }) => *state = Some(PartState::Done),
+                Some(Part::Reasoning { state, .. }) => *state = PartState::Done,
+                _ => {}
+            },
             Chunk::ToolInputStart { tool_call_id: call, tool_name, .. } => {
-                self.tool_input(call, tool_name, "input-streaming", None)
+                self.tool_input(call, tool_name, ToolState::InputStreaming, None)
             }
             Chunk::ToolInputAvailable { tool_call_id: call, tool_name, input, .. } => {
-                self.tool_input(call, tool_name, "input-available", Some(input))
+                self.tool_input(call, tool_name, ToolState::InputAvailable, Some(input))
             }
             Chunk::ToolApprovalRequest { approval_id, tool_call_id: call } => {
-                if let Some(part) = self.tool(call).and_then(|i| self.parts[i].as_object_mut()) {
-                    part.insert("state".into(), "approval-requested".into());
-                    part.insert("approval".into(), json!({ "id": approval_id }));
+                if let Some(part) = self.tool(call) {
+                    part.state = ToolState::ApprovalRequested;
+                    part.approval = Some(ToolApproval { id: approval_id.clone(), approved: None, reason: None });
                 }
             }
             Chunk::ToolOutputAvailable { tool_call_id: call, output, .. } => {
-                self.tool_output(call, "output-available", Some(("output", output.clone())))
+                self.tool_output(call, Outcome::Output(output.clone()))
             }
             Chunk::ToolOutputError { tool_call_id: call, error_text, .. } => {
-                self.tool_output(call, "output-error", Some(("errorText", error_text.clone().into())))
+                self.tool_output(call, Outcome::Error(error_text.clone()))
             }
-            Chunk::ToolOutputDenied { tool_call_id: call } => self.tool_output(call, "output-denied", None),
+            Chunk::ToolOutputDenied { tool_call_id: call } => self.tool_output(call, Outcome::Denied),
             Chunk::MessageMetadata { message_metadata: m } | Chunk::Finish { message_metadata: m, .. } => {
                 let m = serde_json::to_value(m).expect("metadata serialises");
                 let mut merged = self.metadata.take().unwrap_or_else(|| Value::Object(Map::new()));
@@ -510,11 +609,15 @@ impl UiMessage {
                 if transient {
                     return;
                 }
-                let part = serde_json::to_value(chunk).expect("a chunk serialises");
-                let same = |p: &Value| p.get("type").and_then(Value::as_str) == Some(kind) && id.is_some() && p.get("id").and_then(Value::as_str) == id;
+                let part = DataPart {
+                    kind,
+                    id: id.map(str::to_owned),
+                    chunk: serde_json::to_value(chunk).expect("a chunk serialises"),
+                };
+                let same = |p: &Part| matches!(p, Part::Data(d) if d.kind == kind && d.id.is_some() && d.id == part.id);
                 match self.parts.iter_mut().find(|p| same(p)) {
-                    Some(existing) => *existing = part,
-                    None => self.parts.push(part),
+                    Some(existing) => *existing = Part::Data(part),
+                    None => self.parts.push(Part::Data(part)),
                 }
             }
             // What the client's message does not keep.
@@ -525,68 +628,81 @@ impl UiMessage {
     /// A tool call's input, streaming or whole: its part (this step's, or a
     /// new one) takes the tool's name, the state and the input, and loses
     /// any outcome.
-    fn tool_input(&mut self, call: &str, tool_name: &str, state: &str, input: Option<&Value>) {
+    fn tool_input(&mut self, call: &str, tool_name: &str, state: ToolState, input: Option<&Value>) {
         let at = match self.step_tool(call) {
             Some(i) => i,
             None => {
-                self.parts.push(json!({ "type": "dynamic-tool", "toolCallId": call }));
+                self.parts.push(Part::DynamicTool(ToolPart {
+                    tool_call_id: call.to_owned(),
+                    tool_name: String::new(),
+                    state,
+                    input: None,
+                    approval: None,
+                    output: None,
+                    error_text: None,
+                }));
                 self.parts.len() - 1
             }
         };
-        let part = self.parts[at].as_object_mut().expect("a part is an object");
-        part.insert("toolName".into(), tool_name.into());
-        part.insert("state".into(), state.into());
-        for k in ["output", "errorText"] {
-            part.remove(k);
-        }
-        match input {
-            Some(input) => part.insert("input".into(), input.clone()),
-            None => part.remove("input"),
-        };
+        let Part::DynamicTool(part) = &mut self.parts[at] else { unreachable!("step_tool finds tool parts") };
+        part.tool_name = tool_name.to_owned();
+        part.state = state;
+        part.output = None;
+        part.error_text = None;
+        part.input = input.cloned();
     }
 
     /// A tool call's outcome: its part's state (`output-available`,
     /// `output-error`, `output-denied`) and what it carries; an approval the
     /// client asked for records whether it was given (unless it lapsed).
-    fn tool_output(&mut self, call: &str, state: &str, carried: Option<(&str, Value)>) {
-        let Some(i) = self.tool(call) else { return };
-        let part = self.parts[i].as_object_mut().expect("a part is an object");
-        part.remove("output");
-        part.remove("errorText");
-        part.insert("state".into(), state.into());
-        let expired = matches!(&carried, Some(("errorText", Value::String(e))) if e.starts_with(EXPIRED));
-        if let Some((key, value)) = carried {
-            part.insert(key.into(), value);
-        }
+    fn tool_output(&mut self, call: &str, outcome: Outcome) {
+        let Some(part) = self.tool(call) else { return };
+        let expired = matches!(&outcome, Outcome::Error(e) if e.starts_with(EXPIRED));
+        let denied = matches!(outcome, Outcome::Denied);
+        (part.state, part.output, part.error_text) = match outcome {
+            Outcome::Output(output) => (ToolState::OutputAvailable, Some(output), None),
+            Outcome::Error(error) => (ToolState::OutputError, None, Some(error)),
+            Outcome::Denied => (ToolState::OutputDenied, None, None),
+        };
         // The decision the client recorded with its answer.
-        if let Some(Value::Object(approval)) = part.get_mut("approval") {
-            if !approval.contains_key("approved") && !expired {
-                approval.insert("approved".into(), (state != "output-denied").into());
-            }
+        if let Some(approval) = part.approval.as_mut().filter(|a| a.approved.is_none() && !expired) {
+            approval.approved = Some(!denied);
         }
     }
 
     /// The message as the client's JSON.
     pub fn to_json(&self) -> Value {
-        let mut m = json!({ "id": self.id, "role": "assistant", "parts": self.parts });
-        if let Some(meta) = &self.metadata {
-            m["metadata"] = meta.clone();
+        #[derive(Serialize)]
+        struct Message<'a> {
+            id: &'a str,
+            role: &'static str,
+            parts: &'a [Part],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            metadata: Option<&'a Value>,
         }
-        m
+        let m = Message { id: &self.id, role: "assistant", parts: &self.parts, metadata: self.metadata.as_ref() };
+        serde_json::to_value(m).expect("a message serialises")
     }
 
     /// A tool part of the current step (after the last `step-start`).
     fn step_tool(&self, call: &str) -> Option<usize> {
-        let from = self.parts.iter().rposition(|p| p["type"] == "step-start").map_or(0, |i| i + 1);
-        (from..self.parts.len())
-            .find(|&i| self.parts[i]["type"] == "dynamic-tool" && self.parts[i]["toolCallId"] == call)
+        let from = self.parts.iter().rposition(|p| matches!(p, Part::StepStart)).map_or(0, |i| i + 1);
+        (from..self.parts.len()).find(|&i| is_tool(&self.parts[i], call))
     }
 
     /// A tool part anywhere in the message (the current step first).
-    fn tool(&self, call: &str) -> Option<usize> {
-        self.step_tool(call)
-            .or_else(|| self.parts.iter().rposition(|p| p["type"] == "dynamic-tool" && p["toolCallId"] == call))
+    fn tool(&mut self, call: &str) -> Option<&mut ToolPart> {
+        let at = self.step_tool(call).or_else(|| self.parts.iter().rposition(|p| is_tool(p, call)))?;
+        match &mut self.parts[at] {
+            Part::DynamicTool(part) => Some(part),
+            _ => None,
+        }
     }
+}
+
+/// Whether `part` is tool call `call`'s.
+fn is_tool(part: &Part, call: &str) -> bool {
+    matches!(part, Part::DynamicTool(t) if t.tool_call_id == call)
 }
 
 /// The AI SDK's `mergeObjects`: objects merge key by key, anything else
@@ -622,12 +738,10 @@ pub fn fold(run_id: &str, root_agent: &str, events: &[Event]) -> UiMessage {
     for e in errors {
         let Some(rest) = e.error.strip_prefix(DENIED) else { continue };
         let call = e.tool_call_id.as_str();
-        if let Some(i) = message.tool(call) {
-            if let Value::Object(approval) = &mut message.parts[i]["approval"] {
-                approval.insert("approved".into(), false.into());
-                if let Some(reason) = rest.strip_prefix(": ").filter(|r| !r.is_empty()) {
-                    approval.insert("reason".into(), reason.into());
-                }
+        if let Some(approval) = message.tool(call).and_then(|part| part.approval.as_mut()) {
+            approval.approved = Some(false);
+            if let Some(reason) = rest.strip_prefix(": ").filter(|r| !r.is_empty()) {
+                approval.reason = Some(reason.to_owned());
             }
         }
     }
@@ -636,7 +750,18 @@ pub fn fold(run_id: &str, root_agent: &str, events: &[Event]) -> UiMessage {
 
 /// The user message of a run, as the client sent it.
 pub fn user_message(message_id: &str, text: &str) -> Value {
-    json!({ "id": message_id, "role": "user", "parts": [{ "type": "text", "text": text }] })
+    user_json(message_id, vec![Part::Text { text: text.to_owned(), state: None }])
+}
+
+/// A user message of `parts`, as the client's JSON.
+fn user_json(message_id: &str, parts: Vec<Part>) -> Value {
+    #[derive(Serialize)]
+    struct Message<'a> {
+        id: &'a str,
+        role: &'static str,
+        parts: Vec<Part>,
+    }
+    serde_json::to_value(Message { id: message_id, role: "user", parts }).expect("a message serialises")
 }
 
 /// An MCP tool's call names its server (`toolMetadata.mcpServer`) and its
@@ -660,30 +785,28 @@ pub fn user_message_with(
     origin: &str,
     thread: &str,
 ) -> Value {
-    let mut m = user_message(message_id, text);
+    let text = Part::Text { text: text.to_owned(), state: None };
     if attachments.is_empty() {
-        return m;
+        return user_json(message_id, vec![text]);
     }
-    let mut parts: Vec<Value> = attachments
+    let mut parts: Vec<Part> = attachments
         .iter()
-        .map(|a| {
-            let mut part = json!({ "type": "file", "mediaType": a.media_type(), "url": a.url(origin, thread) });
-            if let Some(name) = a.name() {
-                part["filename"] = name.into();
-            }
-            part
+        .map(|a| Part::File {
+            media_type: a.media_type().to_owned(),
+            url: a.url(origin, thread),
+            filename: a.name().map(str::to_owned),
         })
         .collect();
-    if !text.is_empty() {
-        parts.extend(m["parts"].as_array().cloned().unwrap_or_default());
+    if !matches!(&text, Part::Text { text, .. } if text.is_empty()) {
+        parts.push(text);
     }
-    m["parts"] = Value::Array(parts);
-    m
+    user_json(message_id, parts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use crate::log::event::Kind;
 
     fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: Value) -> Event {
@@ -823,6 +946,6 @@ mod tests {
         msg.apply(&Chunk::DataTasks { id: "tasks", data: TasksData { tasks: json!([1]) } });
         msg.apply(&Chunk::DataStatus { data: StatusData { message: "x".into() }, transient: true });
         msg.apply(&Chunk::DataTasks { id: "tasks", data: TasksData { tasks: json!([1, 2]) } });
-        assert_eq!(msg.parts, [json!({"type":"data-tasks","id":"tasks","data":{"tasks":[1,2]}})]);
+        assert_eq!(msg.to_json()["parts"], json!([{"type":"data-tasks","id":"tasks","data":{"tasks":[1,2]}}]));
     }
 }
