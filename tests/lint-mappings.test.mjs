@@ -43,7 +43,7 @@ mod tests {
   assert.deepEqual(arms.map((a) => a.line), [3, 10]);
 });
 
-test("string-keyed indexing is counted; array literals, strings and tests are not", () => {
+test("string-keyed indexing is found by line; array literals, strings and tests are not", () => {
   const src = `
 fn f(p: &Value) -> Value {
     let a = p["usage"]["prompt_tokens"].clone();
@@ -55,7 +55,7 @@ fn f(p: &Value) -> Value {
 #[cfg(test)]
 mod tests { fn g(v: Value) { let _ = v["k"]; } }
 `;
-  assert.equal(check(src).indexing, 3);
+  assert.deepEqual(check(src).indexing, [3, 3, 7]);
 });
 
 test("a protocol reaching into the thread's store is found", () => {
