@@ -56,6 +56,16 @@ macro_rules! kinds {
                     ), )*
                 })
             }
+
+            /// A stored payload of `kind`, read back as its type straight
+            /// from its JSON text (no intermediate tree).
+            fn from_raw(kind: Kind, raw: &str) -> Result<Payload, SchemaError> {
+                Ok(match kind {
+                    $( Kind::$variant => Payload::$variant(
+                        serde_json::from_str::<$payload>(raw).map_err(|e| SchemaError(e.to_string()))?,
+                    ), )*
+                })
+            }
         }
 
         impl Serialize for Payload {
@@ -211,13 +221,14 @@ struct Stored {
     #[serde(default)]
     response_id: Option<String>,
     ts: i64,
-    payload: Value,
+    /// The payload's text, parsed once by its kind's type.
+    payload: Box<serde_json::value::RawValue>,
 }
 
 impl<'de> Deserialize<'de> for Event {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let stored = Stored::deserialize(d)?;
-        let payload = Payload::from_stored(stored.kind, stored.payload).map_err(serde::de::Error::custom)?;
+        let payload = Payload::from_raw(stored.kind, stored.payload.get()).map_err(serde::de::Error::custom)?;
         Ok(Event {
             run_id: stored.run_id,
             agent_id: stored.agent_id,
