@@ -35,19 +35,45 @@ fn run_sync(state: RunSync) -> Value {
     })
 }
 
-/// threadline's own kinds that n8n's event union (`@n8n/api-types`) does
-/// not have: its editor refuses each with a console warning, and nothing on
-/// this route needs them (a step's usage is on the run's message; a
-/// decision shows as the call's result). They stay in the log and on the
-/// other protocols' routes. (`queue-updated` stays: the queue is this
-/// route's too, and the page follows it here.)
-const NOT_N8N: [Kind; 3] = [Kind::StepStart, Kind::StepFinish, Kind::ConfirmationSettled];
+/// Whether n8n's event union (`@n8n/api-types`) has `kind`. threadline's
+/// own kinds it lacks are left off this route: its editor refuses each with
+/// a console warning, and nothing here needs them (a step's usage is on the
+/// run's message; a decision shows as the call's result). They stay in the
+/// log and on the other protocols' routes. (`queue-updated` stays: the
+/// queue is this route's too, and the page follows it here.)
+///
+/// Every kind is named: a new kind of the log does not compile until this
+/// protocol decides whether its clients get it.
+fn n8n_has(kind: Kind) -> bool {
+    match kind {
+        Kind::StepStart | Kind::StepFinish | Kind::ConfirmationSettled => false,
+        Kind::RunStart
+        | Kind::RunFinish
+        | Kind::TextDelta
+        | Kind::ReasoningDelta
+        | Kind::TextBlock
+        | Kind::ReasoningBlock
+        | Kind::ToolInputStart
+        | Kind::ToolCall
+        | Kind::ToolResult
+        | Kind::ToolError
+        | Kind::ToolInterrupted
+        | Kind::AgentSpawned
+        | Kind::AgentCompleted
+        | Kind::ConfirmationRequest
+        | Kind::TasksUpdate
+        | Kind::Status
+        | Kind::Error
+        | Kind::ThreadTitleUpdated
+        | Kind::FilesystemRequest
+        | Kind::QueueUpdated => true,
+    }
+}
 
 /// Whether a stored event (canonical JSON, `type` first) is one of n8n's.
 fn n8n_kind(data: &str) -> bool {
-    !NOT_N8N.iter().any(|k| {
-        data.strip_prefix("{\"type\":\"").and_then(|rest| rest.strip_prefix(k.as_str())).is_some_and(|r| r.starts_with('"'))
-    })
+    let name = data.strip_prefix("{\"type\":\"").and_then(|rest| rest.split_once('"')).map(|(name, _)| name);
+    name.and_then(Kind::parse).is_none_or(n8n_has)
 }
 
 impl Framer for Events {
@@ -89,12 +115,14 @@ mod tests {
         let record = |kind: Kind, payload: &str| {
             format!(r#"{{"type":"{}","runId":"r","agentId":"a","ts":1,"payload":{payload}}}"#, kind.as_str())
         };
-        for kind in NOT_N8N {
+        for kind in [Kind::StepStart, Kind::StepFinish, Kind::ConfirmationSettled] {
             assert!(!n8n_kind(&record(kind, "{}")), "{}", kind.as_str());
         }
         for kind in [Kind::RunStart, Kind::TextDelta, Kind::QueueUpdated, Kind::ToolCall] {
             assert!(n8n_kind(&record(kind, r#"{"note":"step-start"}"#)), "{}", kind.as_str());
         }
+        // A kind this release does not know (a newer one's) passes as before.
+        assert!(n8n_kind(r#"{"type":"from-a-later-release","runId":"r"}"#));
     }
 
     fn message(f: impl FnOnce(&mut Vec<u8>)) -> String {
