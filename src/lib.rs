@@ -47,7 +47,7 @@ pub use object::ThreadObject;
 use std::rc::Rc;
 pub use stream_object::StreamObject;
 use threadline_durable::front::{Exchange, Step};
-use threadline_durable::wire::forward::{Body, Call, Object};
+use threadline_durable::wire::forward::{Body, Object, ObjectCall};
 use threadline_durable::Head;
 use threadline_durable::Var as ConfigVar;
 use threadline_durable::{trace, wire::forward, Reply, Settings};
@@ -219,13 +219,18 @@ async fn exchange(
 /// names it (method, body, or a subscriber's socket), or an object's own
 /// request when there is no client's, with the core's decision in
 /// [`forward::HEADER`], set over any copy a client sent.
-pub(crate) async fn call(env: &Env, raw: Option<&web_sys::Request>, c: &Call) -> Result<Response> {
+pub(crate) async fn call(env: &Env, raw: Option<&web_sys::Request>, c: &ObjectCall) -> Result<Response> {
     call_traced(env, raw, c, None).await
 }
 
 /// [`call`], with the `traceparent` the object hangs its work under (the
 /// Worker's request span), set over any copy a client sent.
-async fn call_traced(env: &Env, raw: Option<&web_sys::Request>, c: &Call, trace: Option<&str>) -> Result<Response> {
+async fn call_traced(
+    env: &Env,
+    raw: Option<&web_sys::Request>,
+    c: &ObjectCall,
+    trace: Option<&str>,
+) -> Result<Response> {
     let forwarded = match (raw, &c.body) {
         (Some(raw), _) if c.socket => http::socket_request(raw, &raw.url())?,
         (Some(raw), Body::None) => http::forwarded_own(raw, &raw.url(), c.method, None)?,

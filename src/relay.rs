@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
-use threadline_durable::feed::backlog::{Backlog, Verdict};
+use threadline_durable::feed::backlog::{Backlog, ClientVerdict};
 use threadline_durable::feed::Plan;
 use threadline_durable::ApiError;
 use wasm_bindgen::closure::Closure;
@@ -194,12 +194,12 @@ impl Relay {
     /// Ends the relay when its client stopped reading; true while it reads.
     fn reading(&mut self, now: i64) -> bool {
         match self.backlog.observe(self.pending.get(), now) {
-            Verdict::Reading => true,
-            Verdict::Stalled => {
+            ClientVerdict::Reading => true,
+            ClientVerdict::Stalled => {
                 self.end(CLIENT_GONE, "the client stopped reading");
                 false
             }
-            Verdict::TooFar => {
+            ClientVerdict::TooFar => {
                 self.end(CLIENT_GONE, "the client fell too far behind");
                 false
             }
@@ -248,7 +248,7 @@ impl Relay {
         }
     }
 
-    fn step(&mut self, step: threadline_durable::feed::Step, now: i64) {
+    fn step(&mut self, step: threadline_durable::feed::RelayStep, now: i64) {
         self.write(&step.out, now);
         if let Some(page) = step.page {
             let _ = self.ws.send_with_str(&page);

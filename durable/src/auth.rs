@@ -28,7 +28,7 @@ pub struct Actor {
 
 /// How callers are authenticated (`AUTH_MODE`, or implied by the keys set).
 #[derive(Clone, Debug)]
-pub enum Mode {
+pub enum AuthMode {
     /// Bearer JWTs.
     Jwt(Verifier),
     /// A fixed local actor (`make dev`, tests): said at start-up.
@@ -41,7 +41,7 @@ pub enum Mode {
     Invalid(String),
 }
 
-impl Mode {
+impl AuthMode {
     /// From `AUTH_MODE`, `AUTH_JWT_SECRET`, `AUTH_JWKS`, `AUTH_ISSUER`,
     /// `AUTH_AUDIENCE`.
     pub fn from_config(
@@ -50,30 +50,30 @@ impl Mode {
         jwks: Option<&str>,
         issuer: Option<&str>,
         audience: Option<&str>,
-    ) -> Mode {
+    ) -> AuthMode {
         match mode.map(str::trim) {
-            Some("dev") => return Mode::Dev,
-            Some("none") => return Mode::None,
+            Some("dev") => return AuthMode::Dev,
+            Some("none") => return AuthMode::None,
             Some("jwt") | None => {}
-            Some(other) => return Mode::Invalid(format!("AUTH_MODE `{other}` is not one of jwt, dev, none")),
+            Some(other) => return AuthMode::Invalid(format!("AUTH_MODE `{other}` is not one of jwt, dev, none")),
         }
         if secret.is_none() && jwks.is_none() {
-            return Mode::Unconfigured;
+            return AuthMode::Unconfigured;
         }
         match Verifier::new(secret, jwks, issuer, audience) {
-            Ok(v) => Mode::Jwt(v),
-            Err(e) => Mode::Invalid(e),
+            Ok(v) => AuthMode::Jwt(v),
+            Err(e) => AuthMode::Invalid(e),
         }
     }
 
     /// The caller of a request with this `Authorization` header value.
     pub fn authenticate(&self, authorization: Option<&str>, now_ms: i64) -> Result<Actor, ApiError> {
         match self {
-            Mode::Dev => Ok(Actor { id: "dev".into(), roles: vec!["dev".into()] }),
-            Mode::None => Ok(Actor { id: "anonymous".into(), roles: Vec::new() }),
-            Mode::Unconfigured => Err(ApiError::auth_not_configured()),
-            Mode::Invalid(e) => Err(ApiError::auth_misconfigured(e.clone())),
-            Mode::Jwt(v) => {
+            AuthMode::Dev => Ok(Actor { id: "dev".into(), roles: vec!["dev".into()] }),
+            AuthMode::None => Ok(Actor { id: "anonymous".into(), roles: Vec::new() }),
+            AuthMode::Unconfigured => Err(ApiError::auth_not_configured()),
+            AuthMode::Invalid(e) => Err(ApiError::auth_misconfigured(e.clone())),
+            AuthMode::Jwt(v) => {
                 let token = authorization
                     .and_then(|h| h.strip_prefix("Bearer "))
                     .map(str::trim)
@@ -478,18 +478,18 @@ mod tests {
 
     #[test]
     fn modes() {
-        assert!(matches!(Mode::from_config(None, None, None, None, None), Mode::Unconfigured));
+        assert!(matches!(AuthMode::from_config(None, None, None, None, None), AuthMode::Unconfigured));
         assert_eq!(
-            Mode::from_config(None, None, None, None, None).authenticate(None, 0).unwrap_err().code,
+            AuthMode::from_config(None, None, None, None, None).authenticate(None, 0).unwrap_err().code,
             "auth_not_configured"
         );
-        assert_eq!(Mode::from_config(Some("dev"), None, None, None, None).authenticate(None, 0).unwrap().id, "dev");
+        assert_eq!(AuthMode::from_config(Some("dev"), None, None, None, None).authenticate(None, 0).unwrap().id, "dev");
         assert_eq!(
-            Mode::from_config(Some("none"), None, None, None, None).authenticate(None, 0).unwrap().id,
+            AuthMode::from_config(Some("none"), None, None, None, None).authenticate(None, 0).unwrap().id,
             "anonymous"
         );
-        assert!(matches!(Mode::from_config(Some("maybe"), None, None, None, None), Mode::Invalid(_)));
-        let jwt = Mode::from_config(None, Some(SECRET), None, None, None);
+        assert!(matches!(AuthMode::from_config(Some("maybe"), None, None, None, None), AuthMode::Invalid(_)));
+        let jwt = AuthMode::from_config(None, Some(SECRET), None, None, None);
         assert_eq!(jwt.authenticate(None, 0).unwrap_err().status, 401);
         assert_eq!(jwt.authenticate(Some("Basic abc"), 0).unwrap_err().status, 401);
     }

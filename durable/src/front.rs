@@ -20,13 +20,13 @@ use crate::auth;
 use crate::directory::{self, Op};
 use crate::feed::Plan;
 use crate::files::read::{Form, Read};
-use crate::files::spec::{self, Admitted};
+use crate::files::spec::{self, CheckedFile};
 use crate::files::{self, NewFile};
 use crate::input::{self, Head};
 use crate::protocols::{self, AtWorker, BodyKind, Context, Route, Target};
 use crate::settings::Settings;
 use crate::wire::error::ApiError;
-use crate::wire::forward::{self, Body, Call, Object};
+use crate::wire::forward::{self, Body, Object, ObjectCall};
 use crate::wire::reply::Reply;
 
 /// What the shell does next.
@@ -37,14 +37,14 @@ pub enum Step {
     /// [`Exchange::body`].
     ReadBody { limit: usize },
     /// Make this call and hand its answer to [`Exchange::answer`].
-    Call(Call),
+    Call(ObjectCall),
     /// Answer the client with the last call's answer: its status, its
     /// headers and the body read from it.
     Respond,
     /// Make this call; its answer is the client's.
-    Pass(Call),
+    Pass(ObjectCall),
     /// Make this call (a socket) and relay it to the client with the plan.
-    Relay(Call, Plan),
+    Relay(ObjectCall, Plan),
     /// Read the client's body as files ([`files::read::read`]) and hand
     /// what came to [`Exchange::files_read`].
     ReadFiles(Form),
@@ -111,7 +111,7 @@ pub struct Exchange<'s> {
     waiting: Waiting,
     /// The files the request carries, checked, by the index its body's
     /// markers name them with (`None`: not this request's), until stored.
-    files: Vec<Option<Admitted>>,
+    files: Vec<Option<CheckedFile>>,
     /// Their bytes are in the bucket.
     stored: bool,
     content_type: Option<String>,
@@ -216,7 +216,7 @@ impl<'s> Exchange<'s> {
             Target::Worker => match route.at_worker(&caller, head, self.settings, self.now)? {
                 AtWorker::Reply(r) => Ok(Step::Reply(r)),
                 AtWorker::Stream { name, context, live } => {
-                    let call = Call {
+                    let call = ObjectCall {
                         object: Object::Stream(name),
                         method: self.method,
                         context,
@@ -228,7 +228,9 @@ impl<'s> Exchange<'s> {
                         // A live read: the object answers with a reader's
                         // socket (or refuses), and the Worker relays it, so
                         // the object can sleep meanwhile.
-                        Some(plan) => Step::Relay(Call { method: "GET", body: Body::None, socket: true, ..call }, plan),
+                        Some(plan) => {
+                            Step::Relay(ObjectCall { method: "GET", body: Body::None, socket: true, ..call }, plan)
+                        }
                         None => Step::Pass(call),
                     })
                 }
@@ -507,11 +509,11 @@ impl<'s> Exchange<'s> {
         }
         if route.serves_file() {
             self.waiting = Waiting::FileRead;
-            return Ok(Step::Call(Call { method: "GET", ..thread_call(route, caller, Body::None, false, None) }));
+            return Ok(Step::Call(ObjectCall { method: "GET", ..thread_call(route, caller, Body::None, false, None) }));
         }
         let follows = matches!(body, Body::Bytes(_));
         let ctx = Context { files: self.new_files(), ..context(route.clone(), caller.clone(), budget) };
-        let call = Call { method: self.method, ..call_with(ctx, body, false) };
+        let call = ObjectCall { method: self.method, ..call_with(ctx, body, false) };
         if follows {
             // A send whose body named its thread may answer with a run to
             // follow (`Protocol::after_send`).
@@ -545,20 +547,20 @@ fn context(route: Route, caller: Caller, budget: Option<Budget>) -> Context {
 }
 
 /// A call to a thread's object for `route`.
-fn thread_call(route: Route, caller: Caller, body: Body, socket: bool, budget: Option<Budget>) -> Call {
+fn thread_call(route: Route, caller: Caller, body: Body, socket: bool, budget: Option<Budget>) -> ObjectCall {
     call_with(context(route, caller, budget), body, socket)
 }
 
 /// A call to the thread of `ctx`'s route, carrying `ctx`.
-fn call_with(ctx: Context, body: Body, socket: bool) -> Call {
+fn call_with(ctx: Context, body: Body, socket: bool) -> ObjectCall {
     let object = Object::Thread(ctx.route.thread().to_owned());
     let method = if socket { "GET" } else { "POST" };
-    Call { object, method, context: forward::encode(&ctx), body, socket, path: "/" }
+    ObjectCall { object, method, context: forward::encode(&ctx), body, socket, path: "/" }
 }
 
 /// A call to `actor`'s directory.
-pub fn directory_call(actor: &str, op: &Op) -> Call {
-    Call {
+pub fn directory_call(actor: &str, op: &Op) -> ObjectCall {
+    ObjectCall {
         object: Object::Directory(directory::name(actor)),
         method: "POST",
         context: forward::encode(op),
@@ -580,7 +582,7 @@ fn publishing(method: &str, path: &str) -> bool {
 /// cannot).
 pub fn rate_key(caller: &Caller, client_ip: Option<&str>, settings: &Settings) -> String {
     match (&settings.auth, caller.id()) {
-        (crate::auth::Mode::None, _) | (_, None) => format!("ip:{}", client_ip.unwrap_or("unknown")),
+        (crate::auth::AuthMode::None, _) | (_, None) => format!("ip:{}", client_ip.unwrap_or("unknown")),
         (_, Some(id)) => id.to_owned(),
     }
 }
@@ -653,7 +655,7 @@ mod tests {
         assert_eq!(refusal(&step).1, "method_not_allowed");
         let (_, step) = start("POST", "/instance-ai/threads/t/runs/r/events", &[], &s);
         assert!(
-            matches!(step, Step::Pass(Call { ref context, .. }) if forward::decode::<Context>(Some(context)).unwrap().caller == Caller::Nobody)
+            matches!(step, Step::Pass(ObjectCall { ref context, .. }) if forward::decode::<Context>(Some(context)).unwrap().caller == Caller::Nobody)
         );
         let (token, _) = auth::issue_stream_token(s.stream_key.as_deref().unwrap(), "t", "dev", 0, 1_000);
         let (_, events) = start("GET", &format!("/instance-ai/events/t?token={token}"), &[], &s);
@@ -692,7 +694,7 @@ mod tests {
         let open = Settings::from_pairs(&[("STREAMS_AUTH", "none")]);
         assert!(matches!(
             start("PUT", "/v1/stream/a", &[], &open).1,
-            Step::Pass(Call { object: Object::Stream(_), .. })
+            Step::Pass(ObjectCall { object: Object::Stream(_), .. })
         ));
         let jwt = Settings::from_pairs(&[("STREAMS_AUTH", "jwt"), ("AUTH_MODE", "dev")]);
         assert_eq!(at(&jwt, "GET").1, "role_required", "dev's actor lacks `streams`");

@@ -85,7 +85,7 @@ pub struct Asked {
     /// When the person sent it (ms since the epoch), as the client says.
     pub sent_at: Option<i64>,
     /// The files and URLs the message carries (`attachments`).
-    pub attachments: Vec<crate::files::spec::Spec>,
+    pub attachments: Vec<crate::files::spec::AttachmentSpec>,
 }
 
 impl Asked {

@@ -19,8 +19,9 @@
 //!   line, which admits every request by its route's access rule.
 //! - [`thread`]: the thread, coordinating parts that own their fields (the
 //!   journal, where events become the log; the run lock; subscribers;
-//!   requests for a person; files; charges; budgets) and the read model the
-//!   protocols use (`Conversation`); it fails in its own terms
+//!   requests for a person; the waiting messages; files; charges; budgets),
+//!   the read model the protocols use (`Conversation`), and views by caller
+//!   (`AgentLoop`, `Clock`, `Launch`); it fails in its own terms
 //!   (`thread::error`) and names no protocol.
 //! - [`feed`]: a subscriber's stream across the hop between the thread's
 //!   object and the Worker (replay then live), framed by a protocol's framer.

@@ -12,7 +12,7 @@ use crate::agent::personas::Agents;
 use crate::agent::quota::Quota;
 use crate::agent::tools::Toolbox;
 use crate::agent::AgentConfig;
-use crate::auth::Mode;
+use crate::auth::AuthMode;
 use crate::storage::store::Driver;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -137,7 +137,7 @@ pub struct Settings {
     /// API keys of catalog models that name their own (`keyName`).
     pub model_keys: BTreeMap<String, String>,
     /// How callers are authenticated.
-    pub auth: Mode,
+    pub auth: AuthMode,
     /// The key stream tokens are signed with: `STREAM_TOKEN_SECRET`, else
     /// `AUTH_JWT_SECRET`, else (dev mode only) a fixed development key.
     pub stream_key: Option<Vec<u8>>,
@@ -156,7 +156,7 @@ pub struct Settings {
     pub webhook_timeout_ms: u64,
     /// What files a message may carry (`MAX_FILE_BYTES`,
     /// `MAX_FILES_PER_MESSAGE`, `FILE_TYPES`, `FILE_GRACE_MS`).
-    pub files: crate::files::Limits,
+    pub files: crate::files::FileLimits,
     /// Why `FILE_TYPES` could not be read (the default types apply).
     pub file_types_error: Option<String>,
     /// `MCP_SERVERS`: the remote MCP servers whose tools the built-in agent
@@ -320,8 +320,8 @@ impl Settings {
         let defaults = Config::default();
         let policy = Policy::parse(var("APPROVAL_POLICY").as_deref());
         let auth = match type_errors.iter().find(|(name, _)| AUTH_VARS.contains(&name.as_str())) {
-            Some((_, why)) => Mode::Invalid(why.clone()),
-            None => Mode::from_config(
+            Some((_, why)) => AuthMode::Invalid(why.clone()),
+            None => AuthMode::from_config(
                 var("AUTH_MODE").as_deref(),
                 var("AUTH_JWT_SECRET").as_deref(),
                 var("AUTH_JWKS").as_deref(),
@@ -332,12 +332,12 @@ impl Settings {
         let stream_key = var("STREAM_TOKEN_SECRET")
             .or_else(|| var("AUTH_JWT_SECRET"))
             .map(String::into_bytes)
-            .or_else(|| matches!(auth, Mode::Dev).then(|| b"threadline-development-stream-key".to_vec()));
+            .or_else(|| matches!(auth, AuthMode::Dev).then(|| b"threadline-development-stream-key".to_vec()));
         let agent_defaults = AgentConfig::default();
         let single = var("LLM_MODEL").unwrap_or_else(|| agent_defaults.model.clone());
         let catalog = Catalog::parse(var("LLM_MODELS").as_deref(), &single, var("LLM_MODEL_INPUT").as_deref());
         let file_types = var("FILE_TYPES").map(|t| crate::files::Types::parse(&t)).transpose();
-        let file_defaults = crate::files::Limits::default();
+        let file_defaults = crate::files::FileLimits::default();
         let model_keys = catalog
             .as_ref()
             .map(|c| c.models.iter().filter_map(|(id, m)| Some((id.clone(), var(m.key_name.as_deref()?)?))).collect())
@@ -374,7 +374,7 @@ impl Settings {
             type_errors: type_errors.into_iter().map(|(_, why)| why).collect(),
             mcp: Rc::new(crate::agent::mcp::Registry::new(mcp_servers, mcp_ttl)),
             mcp_warnings,
-            files: crate::files::Limits {
+            files: crate::files::FileLimits {
                 max_file_bytes: num("MAX_FILE_BYTES", file_defaults.max_file_bytes as i64).max(1) as usize,
                 max_files: num("MAX_FILES_PER_MESSAGE", file_defaults.max_files as i64).max(1) as usize,
                 types: file_types.clone().ok().flatten().unwrap_or_default(),
@@ -463,7 +463,7 @@ impl Settings {
     /// (logged once, with what the protocols say: `front::warnings`).
     pub fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
-        if matches!(self.auth, Mode::Dev) {
+        if matches!(self.auth, AuthMode::Dev) {
             out.push("AUTH_MODE=dev: every request acts as the local actor `dev` (for development only)".to_owned());
         }
         out.extend(self.type_errors.iter().cloned());
@@ -632,7 +632,7 @@ mod tests {
     #[test]
     fn an_authentication_variable_of_the_wrong_type_refuses_every_request() {
         let s = env(vec![("AUTH_MODE", Var::Text("dev".into())), ("AUTH_JWT_SECRET", Var::Value(json!({"k": 1})))]);
-        assert!(matches!(&s.auth, Mode::Invalid(why) if why.contains("AUTH_JWT_SECRET is a table")));
+        assert!(matches!(&s.auth, AuthMode::Invalid(why) if why.contains("AUTH_JWT_SECRET is a table")));
         let e = s.auth.authenticate(None, 0).unwrap_err();
         assert_eq!(e.status, 503);
         // A JWK set may be a table: it is JSON.

@@ -15,7 +15,7 @@ use threadline_durable::files::read;
 use threadline_durable::front::{Exchange, Step};
 use threadline_durable::protocols::{self, Context};
 use threadline_durable::thread::{self, Answer};
-use threadline_durable::wire::forward::{self, Body, Call, Object};
+use threadline_durable::wire::forward::{self, Body, Object, ObjectCall};
 use threadline_durable::{Access, ApiError, Effect, Head, Settings, Store};
 
 const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01";
@@ -94,7 +94,7 @@ impl World {
     }
 
     /// A call to a thread's object, as its shell serves it.
-    fn call(&mut self, c: &Call, client_body: &[u8], header: &dyn Fn(&str) -> Option<String>) -> (u16, Vec<u8>) {
+    fn call(&mut self, c: &ObjectCall, client_body: &[u8], header: &dyn Fn(&str) -> Option<String>) -> (u16, Vec<u8>) {
         let Object::Thread(name) = &c.object else { panic!("only threads here") };
         let ctx: Context = forward::decode(Some(&c.context)).expect("a context");
         self.calls.push(ctx.reserve);

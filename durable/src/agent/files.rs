@@ -14,7 +14,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 /// A file's bytes read from the bucket, or why they could not be.
-pub type Read = Result<std::rc::Rc<Vec<u8>>, String>;
+pub type FileBytes = Result<std::rc::Rc<Vec<u8>>, String>;
 
 /// The content part type of a stored file's reference.
 pub const FILE_PART: &str = "threadline_file";
@@ -69,7 +69,7 @@ pub fn keys(messages: &[Value]) -> Vec<String> {
 /// `messages` with each stored file's reference replaced by the content
 /// part its type is sent as; `read` gives the bytes of a key (or why they
 /// could not be read: the model is told so in the file's place).
-pub fn resolve(messages: &[Value], read: &dyn Fn(&str) -> Option<Read>) -> Vec<Value> {
+pub fn resolve(messages: &[Value], read: &dyn Fn(&str) -> Option<FileBytes>) -> Vec<Value> {
     messages
         .iter()
         .map(|m| {

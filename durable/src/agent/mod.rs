@@ -126,7 +126,7 @@ impl<H: Host> Drop for Meter<H> {
 }
 
 /// Files read from the bucket, by key (or why one could not be).
-type FileCache = std::collections::HashMap<String, files::Read>;
+type FileCache = std::collections::HashMap<String, files::FileBytes>;
 
 /// Why an agent's loop stopped early.
 enum Halt {

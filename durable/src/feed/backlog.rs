@@ -11,7 +11,7 @@ pub const MAX_QUEUED: usize = 1024;
 
 /// What the relay does about its client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum ClientVerdict {
     Reading,
     /// Nothing drained for the stale time: the client is gone.
     Stalled,
@@ -41,17 +41,17 @@ impl Backlog {
     }
 
     /// Observes `queued` unread writes at `now`.
-    pub fn observe(&mut self, queued: usize, now: i64) -> Verdict {
+    pub fn observe(&mut self, queued: usize, now: i64) -> ClientVerdict {
         if queued == 0 || queued < self.expected {
             self.progress_at = now;
         }
         self.expected = queued;
         if queued > MAX_QUEUED {
-            Verdict::TooFar
+            ClientVerdict::TooFar
         } else if queued > 0 && now - self.progress_at > self.stale_ms {
-            Verdict::Stalled
+            ClientVerdict::Stalled
         } else {
-            Verdict::Reading
+            ClientVerdict::Reading
         }
     }
 
@@ -73,7 +73,7 @@ mod tests {
         for t in 0..100 {
             b.wrote();
             b.wrote();
-            assert_eq!(b.observe(5, t * 1_000), Verdict::Reading);
+            assert_eq!(b.observe(5, t * 1_000), ClientVerdict::Reading);
         }
     }
 
@@ -81,18 +81,18 @@ mod tests {
     fn a_backlog_that_does_not_move_goes_stale() {
         let mut b = Backlog::new(0, 100);
         b.wrote();
-        assert_eq!(b.observe(1, 500), Verdict::Reading);
+        assert_eq!(b.observe(1, 500), ClientVerdict::Reading);
         b.wrote();
-        assert_eq!(b.observe(2, 1_000), Verdict::Reading);
-        assert_eq!(b.observe(2, 1_201), Verdict::Stalled, "nothing taken since 0");
+        assert_eq!(b.observe(2, 1_000), ClientVerdict::Reading);
+        assert_eq!(b.observe(2, 1_201), ClientVerdict::Stalled, "nothing taken since 0");
         // An empty backlog is never stale, however quiet.
         let mut idle = Backlog::new(0, 100);
-        assert_eq!(idle.observe(0, 1_000_000), Verdict::Reading);
+        assert_eq!(idle.observe(0, 1_000_000), ClientVerdict::Reading);
     }
 
     #[test]
     fn too_much_unread_ends_at_once() {
         let mut b = Backlog::new(0, 100);
-        assert_eq!(b.observe(MAX_QUEUED + 1, 1), Verdict::TooFar);
+        assert_eq!(b.observe(MAX_QUEUED + 1, 1), ClientVerdict::TooFar);
     }
 }

@@ -74,8 +74,8 @@ pub trait Framer {
 
 /// A relay whatever its protocol, for the shell.
 pub trait Feed {
-    fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step;
-    fn on_tick(&mut self, now: i64, random: u64) -> Step;
+    fn on_message(&mut self, text: &str, now: i64, random: u64) -> RelayStep;
+    fn on_tick(&mut self, now: i64, random: u64) -> RelayStep;
     /// When live on a pure protocol ([`Framer::PURE`]), the protocol's name:
     /// what `on_message` answers is then the same for every relay with this
     /// name given the same message, and changes nothing in the relay, so a
@@ -100,11 +100,11 @@ pub trait Feed {
 }
 
 impl<F: Framer> Feed for Relay<F> {
-    fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
+    fn on_message(&mut self, text: &str, now: i64, random: u64) -> RelayStep {
         Relay::on_message(self, text, now, random)
     }
 
-    fn on_tick(&mut self, now: i64, random: u64) -> Step {
+    fn on_tick(&mut self, now: i64, random: u64) -> RelayStep {
         Relay::on_tick(self, now, random)
     }
 
@@ -157,7 +157,7 @@ impl Plan {
 /// What the shell does after a message: write `out`, ask for the next
 /// replay page (`page`), end the stream (`done`).
 #[derive(Debug, Default, PartialEq, Eq)]
-pub struct Step {
+pub struct RelayStep {
     pub out: Vec<u8>,
     pub page: Option<String>,
     pub done: bool,
@@ -190,11 +190,11 @@ impl<F: Framer> Relay<F> {
     }
 
     /// Takes one message from the object.
-    pub fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
+    pub fn on_message(&mut self, text: &str, now: i64, random: u64) -> RelayStep {
         // Frames are a little longer than the lines they come from (a short
         // event's framing is a fifth of it): reserved once, so a large
         // message is never copied over to a grown buffer.
-        let mut step = Step { out: Vec::with_capacity(text.len() + text.len() / 4 + 64), ..Step::default() };
+        let mut step = RelayStep { out: Vec::with_capacity(text.len() + text.len() / 4 + 64), ..RelayStep::default() };
         match &mut self.phase {
             // A live message during the replay: held, in order.
             Phase::Replay { held, .. } if !is_page(text) => held.push(text.to_owned()),
@@ -215,12 +215,12 @@ impl<F: Framer> Relay<F> {
     }
 
     /// The keep-alive interval passed with nothing to send.
-    pub fn on_tick(&mut self, now: i64, random: u64) -> Step {
+    pub fn on_tick(&mut self, now: i64, random: u64) -> RelayStep {
         let mut out = Vec::new();
         if matches!(self.phase, Phase::Live) {
             self.framer.keepalive(now, random, &mut out);
         }
-        Step { out, page: None, done: self.framer.done(now) }
+        RelayStep { out, page: None, done: self.framer.done(now) }
     }
 
     fn take(&mut self, text: &str, now: i64, random: u64, out: &mut Vec<u8>) {

@@ -49,7 +49,7 @@ pub const MAX_NAME_BYTES: usize = 255;
 
 /// What a deployment accepts.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
+pub struct FileLimits {
     /// 413 `file_too_large` over it.
     pub max_file_bytes: usize,
     /// 400 `too_many_files` over it.
@@ -60,7 +60,7 @@ pub struct Limits {
     pub grace_ms: i64,
 }
 
-impl Limits {
+impl FileLimits {
     /// The largest JSON send a route with inline files reads: its JSON
     /// (`rest`) and, as base64, the most files a message may carry. A body
     /// declared larger is refused before it is read.
@@ -77,9 +77,9 @@ impl Limits {
     }
 }
 
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
+impl Default for FileLimits {
+    fn default() -> FileLimits {
+        FileLimits {
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             max_files: DEFAULT_MAX_FILES,
             types: Types::default(),

@@ -6,7 +6,7 @@
 //! read to its end.
 
 use super::scan::{Inline, Scanner, Slots};
-use super::Limits;
+use super::FileLimits;
 use crate::wire::error::ApiError;
 use futures_util::{Stream, StreamExt};
 
@@ -69,7 +69,7 @@ pub struct Read {
 }
 
 /// Reads `body` as `form` says, within `limits`.
-pub async fn read<S, E>(body: S, form: Form, limits: &Limits) -> Result<Read, ApiError>
+pub async fn read<S, E>(body: S, form: Form, limits: &FileLimits) -> Result<Read, ApiError>
 where
     S: Stream<Item = Result<Vec<u8>, E>> + Unpin,
     E: std::fmt::Display,
@@ -128,10 +128,10 @@ fn unreadable(e: impl std::fmt::Display) -> ApiError {
 /// `Send` stream, which a runtime's body is not); the body is fed into it
 /// as it arrives, a few chunks ahead at most.
 ///
-/// Invariant: at most [`Limits::multipart_cap`] bytes are read, whatever
+/// Invariant: at most [`FileLimits::multipart_cap`] bytes are read, whatever
 /// the framing (a declared length over it is refused before reading, a
 /// chunked body the moment it passes it).
-async fn multipart<S, E>(mut body: S, boundary: String, limits: &Limits) -> Result<Read, ApiError>
+async fn multipart<S, E>(mut body: S, boundary: String, limits: &FileLimits) -> Result<Read, ApiError>
 where
     S: Stream<Item = Result<Vec<u8>, E>> + Unpin,
     E: std::fmt::Display,
@@ -205,8 +205,8 @@ mod tests {
         stream::iter(body.chunks(size).map(|c| Ok(c.to_vec())).collect::<Vec<_>>())
     }
 
-    fn limits(max_file_bytes: usize, max_files: usize) -> Limits {
-        Limits { max_file_bytes, max_files, ..Limits::default() }
+    fn limits(max_file_bytes: usize, max_files: usize) -> FileLimits {
+        FileLimits { max_file_bytes, max_files, ..FileLimits::default() }
     }
 
     #[test]
@@ -279,7 +279,7 @@ mod tests {
         let mut parts = fields.clone();
         parts.push(("f", Some("a.txt"), Some("text/plain"), b"hi"));
         let body = form(&parts);
-        let l = Limits { max_file_bytes: 1_000, max_files: 2, ..Limits::default() };
+        let l = FileLimits { max_file_bytes: 1_000, max_files: 2, ..FileLimits::default() };
         assert!(body.len() > l.multipart_cap());
         let form_of = || Form::upload(Some("multipart/form-data; boundary=XyZ"), None).unwrap();
         let read_chunks = std::cell::Cell::new(0usize);

@@ -8,7 +8,7 @@
 
 use super::read::Incoming;
 use super::scan::{marker_index, Raw, Seg, Slot, Slots};
-use super::{media, Limits, NewFile};
+use super::{media, FileLimits, NewFile};
 use crate::wire::error::ApiError;
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -45,15 +45,15 @@ pub enum Source {
 
 /// One attachment of a send.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Spec {
+pub struct AttachmentSpec {
     pub source: Source,
     pub media_type: Option<String>,
     pub name: Option<String>,
 }
 
-impl Spec {
+impl AttachmentSpec {
     /// An attachment object of the send's JSON, on `thread`.
-    pub fn parse(v: &Value, thread: &str) -> Result<Spec, ApiError> {
+    pub fn parse(v: &Value, thread: &str) -> Result<AttachmentSpec, ApiError> {
         let Some(o) = v.as_object() else {
             return Err(ApiError::invalid_file("an attachment is an object: {fileId} or {data|url, mediaType, name}"));
         };
@@ -89,7 +89,7 @@ impl Spec {
         } else {
             return Err(ApiError::invalid_file("an attachment names `fileId`, `data` or `url`"));
         };
-        Ok(Spec { source, media_type, name })
+        Ok(AttachmentSpec { source, media_type, name })
     }
 
     /// The canonical JSON of an attachment a protocol translated.
@@ -112,7 +112,7 @@ impl Spec {
 }
 
 /// A send's `attachments` (absent: none), at most `max`.
-pub fn parse_list(v: Option<&Value>, thread: &str, max: usize) -> Result<Vec<Spec>, ApiError> {
+pub fn parse_list(v: Option<&Value>, thread: &str, max: usize) -> Result<Vec<AttachmentSpec>, ApiError> {
     let list = match v {
         None | Some(Value::Null) => return Ok(Vec::new()),
         Some(Value::Array(a)) => a,
@@ -121,13 +121,13 @@ pub fn parse_list(v: Option<&Value>, thread: &str, max: usize) -> Result<Vec<Spe
     if list.len() > max {
         return Err(ApiError::too_many_files(max));
     }
-    list.iter().map(|a| Spec::parse(a, thread)).collect()
+    list.iter().map(|a| AttachmentSpec::parse(a, thread)).collect()
 }
 
 /// A file a send carries inline, checked and named, with its bytes: what
 /// the Worker stores once the thread has reserved it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Admitted {
+pub struct CheckedFile {
     pub file: NewFile,
     pub bytes: Vec<u8>,
 }
@@ -138,7 +138,11 @@ pub struct Admitted {
 /// type accepted. Returns the inline files by their index in `specs`'
 /// markers (`None`: not this send's, never stored), and rewrites `specs`'
 /// JSON-held bytes as inline files.
-pub fn admit(specs: &mut [Spec], mut files: Vec<Incoming>, limits: &Limits) -> Result<Vec<Option<Admitted>>, ApiError> {
+pub fn admit(
+    specs: &mut [AttachmentSpec],
+    mut files: Vec<Incoming>,
+    limits: &FileLimits,
+) -> Result<Vec<Option<CheckedFile>>, ApiError> {
     if specs.len() > limits.max_files {
         return Err(ApiError::too_many_files(limits.max_files));
     }
@@ -149,7 +153,7 @@ pub fn admit(specs: &mut [Spec], mut files: Vec<Incoming>, limits: &Limits) -> R
             spec.source = Source::Inline(files.len() - 1);
         }
     }
-    let mut admitted: Vec<Option<Admitted>> = vec![None; files.len()];
+    let mut admitted: Vec<Option<CheckedFile>> = vec![None; files.len()];
     for spec in specs.iter() {
         match &spec.source {
             Source::Inline(n) if admitted.get(*n).is_some_and(Option::is_some) => {}
@@ -166,7 +170,7 @@ pub fn admit(specs: &mut [Spec], mut files: Vec<Incoming>, limits: &Limits) -> R
                 media::check(&media_type, &f.bytes, &limits.types)?;
                 let name = spec.name.as_deref().or(f.name.as_deref());
                 let file = NewFile::of(&f.bytes, &media_type, name);
-                admitted[*n] = Some(Admitted { file, bytes: std::mem::take(&mut f.bytes) });
+                admitted[*n] = Some(CheckedFile { file, bytes: std::mem::take(&mut f.bytes) });
             }
             Source::Url(_) => {
                 let media_type = spec
@@ -185,14 +189,14 @@ pub fn admit(specs: &mut [Spec], mut files: Vec<Incoming>, limits: &Limits) -> R
 
 /// Checks an upload's files: each one's type accepted and agreeing with its
 /// bytes.
-pub fn admit_uploads(files: Vec<Incoming>, limits: &Limits) -> Result<Vec<Admitted>, ApiError> {
+pub fn admit_uploads(files: Vec<Incoming>, limits: &FileLimits) -> Result<Vec<CheckedFile>, ApiError> {
     files
         .into_iter()
         .map(|f| {
             let media_type =
                 f.declared.clone().ok_or_else(|| ApiError::invalid_file("a file needs its `Content-Type`"))?;
             media::check(&media_type, &f.bytes, &limits.types)?;
-            Ok(Admitted { file: NewFile::of(&f.bytes, &media_type, f.name.as_deref()), bytes: f.bytes })
+            Ok(CheckedFile { file: NewFile::of(&f.bytes, &media_type, f.name.as_deref()), bytes: f.bytes })
         })
         .collect()
 }
@@ -262,8 +266,8 @@ mod tests {
 
     const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
 
-    fn spec(v: Value) -> Result<Spec, ApiError> {
-        Spec::parse(&v, "t1")
+    fn spec(v: Value) -> Result<AttachmentSpec, ApiError> {
+        AttachmentSpec::parse(&v, "t1")
     }
 
     #[test]
@@ -275,7 +279,7 @@ mod tests {
         let n8n = spec(json!({"data": "aGk=", "mimeType": "text/plain", "fileName": "hi.txt"})).unwrap();
         assert_eq!(
             n8n,
-            Spec {
+            AttachmentSpec {
                 source: Source::Data("aGk=".into()),
                 media_type: Some("text/plain".into()),
                 name: Some("hi.txt".into())
@@ -294,24 +298,32 @@ mod tests {
         );
         assert_eq!(spec(json!("x")).unwrap_err().code, "invalid_file");
         assert_eq!(parse_list(Some(&json!([{}, {}])), "t1", 1).unwrap_err().code, "too_many_files");
-        let round = Spec::json(Source::Inline(2), Some("image/png"), Some("a.png"));
+        let round = AttachmentSpec::json(Source::Inline(2), Some("image/png"), Some("a.png"));
         assert_eq!(
             spec(round).unwrap(),
-            Spec { source: Source::Inline(2), media_type: Some("image/png".into()), name: Some("a.png".into()) }
+            AttachmentSpec {
+                source: Source::Inline(2),
+                media_type: Some("image/png".into()),
+                name: Some("a.png".into())
+            }
         );
     }
 
     #[test]
     fn admitting_a_sends_files() {
-        let limits = Limits::default();
+        let limits = FileLimits::default();
         let files = vec![
             Incoming { bytes: PNG.to_vec(), declared: Some("image/png".into()), name: None, dropped: false },
             Incoming { bytes: Vec::new(), declared: None, name: None, dropped: true },
         ];
         let mut specs = vec![
-            Spec { source: Source::Inline(0), media_type: None, name: Some("a.png".into()) },
-            Spec { source: Source::Data(STANDARD.encode(b"hello")), media_type: Some("text/plain".into()), name: None },
-            Spec {
+            AttachmentSpec { source: Source::Inline(0), media_type: None, name: Some("a.png".into()) },
+            AttachmentSpec {
+                source: Source::Data(STANDARD.encode(b"hello")),
+                media_type: Some("text/plain".into()),
+                name: None,
+            },
+            AttachmentSpec {
                 source: Source::Url("https://x/y.pdf".into()),
                 media_type: Some("application/pdf".into()),
                 name: None,
@@ -325,28 +337,51 @@ mod tests {
         assert_eq!(admitted[2].as_ref().unwrap().bytes, b"hello");
         assert_eq!(specs[1].source, Source::Inline(2));
 
-        let refuse = |spec: Spec| admit(&mut [spec], files.clone(), &limits).unwrap_err().code;
-        assert_eq!(refuse(Spec { source: Source::Inline(1), media_type: None, name: None }), "invalid_file");
-        assert_eq!(refuse(Spec { source: Source::Inline(9), media_type: None, name: None }), "invalid_file");
+        let refuse = |spec: AttachmentSpec| admit(&mut [spec], files.clone(), &limits).unwrap_err().code;
+        assert_eq!(refuse(AttachmentSpec { source: Source::Inline(1), media_type: None, name: None }), "invalid_file");
+        assert_eq!(refuse(AttachmentSpec { source: Source::Inline(9), media_type: None, name: None }), "invalid_file");
         assert_eq!(
-            refuse(Spec { source: Source::Inline(0), media_type: Some("application/pdf".into()), name: None }),
+            refuse(AttachmentSpec {
+                source: Source::Inline(0),
+                media_type: Some("application/pdf".into()),
+                name: None
+            }),
             "file_type_mismatch"
         );
         assert_eq!(
-            refuse(Spec { source: Source::Url("https://x".into()), media_type: Some("text/html".into()), name: None }),
+            refuse(AttachmentSpec {
+                source: Source::Url("https://x".into()),
+                media_type: Some("text/html".into()),
+                name: None
+            }),
             "unsupported_media_type"
         );
         assert_eq!(
-            refuse(Spec { source: Source::Data("data:image/png;base64,%%%".into()), media_type: None, name: None }),
+            refuse(AttachmentSpec {
+                source: Source::Data("data:image/png;base64,%%%".into()),
+                media_type: None,
+                name: None
+            }),
             "invalid_file"
         );
         assert_eq!(
-            refuse(Spec { source: Source::Data("data:image/png;base64".into()), media_type: None, name: None }),
+            refuse(AttachmentSpec {
+                source: Source::Data("data:image/png;base64".into()),
+                media_type: None,
+                name: None
+            }),
             "invalid_file"
         );
-        assert_eq!(refuse(Spec { source: Source::Data("aGk=".into()), media_type: None, name: None }), "invalid_file");
-        let small = Limits { max_file_bytes: 2, ..Limits::default() };
-        let big = Spec { source: Source::Data("aGVsbG8=".into()), media_type: Some("text/plain".into()), name: None };
+        assert_eq!(
+            refuse(AttachmentSpec { source: Source::Data("aGk=".into()), media_type: None, name: None }),
+            "invalid_file"
+        );
+        let small = FileLimits { max_file_bytes: 2, ..FileLimits::default() };
+        let big = AttachmentSpec {
+            source: Source::Data("aGVsbG8=".into()),
+            media_type: Some("text/plain".into()),
+            name: None,
+        };
         assert_eq!(admit(&mut [big], Vec::new(), &small).unwrap_err().code, "file_too_large");
         assert_eq!(decode_data("data:text/plain,a%20b", 10).unwrap(), (b"a b".to_vec(), Some("text/plain".into())));
         assert_eq!(decode_data("data:,x", 10).unwrap().1.as_deref(), Some("text/plain"));

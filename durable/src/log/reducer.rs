@@ -85,7 +85,7 @@ impl TimelineEntry {
 #[cfg_attr(test, derive(schemars::JsonSchema), schemars(rename = "AgentToolCall"))]
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ToolCall {
+pub struct ToolCallNode {
     pub tool_call_id: String,
     pub tool_name: String,
     pub args: Value,
@@ -129,9 +129,9 @@ fn iso(ts: i64) -> String {
     crate::wire::time::rfc3339(ts)
 }
 
-impl ToolCall {
-    fn pending(tool_call_id: String, tool_name: String, args: Value, ts: i64) -> ToolCall {
-        ToolCall {
+impl ToolCallNode {
+    fn pending(tool_call_id: String, tool_name: String, args: Value, ts: i64) -> ToolCallNode {
+        ToolCallNode {
             tool_call_id,
             render_hint: render_hint(&tool_name).to_owned(),
             tool_name,
@@ -174,7 +174,7 @@ pub struct AgentNode {
     pub status: NodeStatus,
     pub text_content: String,
     pub reasoning: String,
-    pub tool_calls: Vec<ToolCall>,
+    pub tool_calls: Vec<ToolCallNode>,
     pub children: Vec<AgentNode>,
     pub timeline: Vec<TimelineEntry>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -358,7 +358,11 @@ impl TreeBuilder {
                 let id = &req.tool_call_id;
                 if self.tool_call_mut(&ev.agent_id, id).is_none() {
                     let i = self.node_for(&ev.agent_id);
-                    self.add_call(i, ToolCall::pending(id.clone(), req.tool_name.clone(), req.args.clone(), ev.ts), ev);
+                    self.add_call(
+                        i,
+                        ToolCallNode::pending(id.clone(), req.tool_name.clone(), req.args.clone(), ev.ts),
+                        ev,
+                    );
                 }
                 let mut request = match serde_json::to_value(req) {
                     Ok(Value::Object(fields)) => fields,
@@ -493,7 +497,7 @@ impl TreeBuilder {
             None => {
                 let i = self.node_for(&ev.agent_id);
                 let args = args.cloned().unwrap_or_else(|| Value::Object(Default::default()));
-                self.add_call(i, ToolCall::pending(id.to_owned(), name.to_owned(), args, ev.ts), ev);
+                self.add_call(i, ToolCallNode::pending(id.to_owned(), name.to_owned(), args, ev.ts), ev);
             }
         }
         if let Some(server) = server {
@@ -503,7 +507,7 @@ impl TreeBuilder {
         }
     }
 
-    fn add_call(&mut self, node: usize, call: ToolCall, ev: &Event) -> usize {
+    fn add_call(&mut self, node: usize, call: ToolCallNode, ev: &Event) -> usize {
         let n = &mut self.nodes[node];
         n.timeline.push(TimelineEntry::ToolCall {
             tool_call_id: call.tool_call_id.clone(),
@@ -514,7 +518,7 @@ impl TreeBuilder {
         n.tool_calls.len() - 1
     }
 
-    fn tool_call_mut(&mut self, agent_id: &str, id: &str) -> Option<&mut ToolCall> {
+    fn tool_call_mut(&mut self, agent_id: &str, id: &str) -> Option<&mut ToolCallNode> {
         // The agent's own call first; then any agent's (results may be
         // attributed to the parent that awaited them).
         let owners = self.calls.get(id)?;

@@ -31,7 +31,7 @@ pub struct DecisionBody {
     pub approved: Option<bool>,
     /// An approval remembered for the thread's session, or for this call.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub scope: Option<Scope>,
+    pub scope: Option<ApprovalScope>,
     /// What the person said with it (a denial's reason).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub user_input: Option<String>,
@@ -49,7 +49,7 @@ pub struct DecisionBody {
 /// How long an approval holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Scope {
+pub enum ApprovalScope {
     Once,
     Session,
 }

@@ -17,12 +17,12 @@ use serde_json::{json, Value};
 
 /// One turn of the conversation ([`Conversation::turns`]): a run it shows
 /// (the user's message and what answered it) and the run's events.
-pub struct Turn {
+pub struct TurnRead {
     pub run: RunRecord,
     pub events: Vec<Event>,
 }
 
-impl Turn {
+impl TurnRead {
     /// The root agent's tree, folded from the turn's events: its text,
     /// reasoning, tool calls and sub-agents.
     pub fn root(&self) -> Option<AgentNode> {
@@ -136,12 +136,12 @@ impl<'t, S: Store> Conversation<'t, S> {
     /// its events, read once), oldest first within it, and how many runs
     /// the thread has: what every protocol's messages view is made of, in
     /// its own words.
-    pub fn turns(&self, limit: usize, page: usize) -> Result<(Vec<Turn>, usize), Error> {
+    pub fn turns(&self, limit: usize, page: usize) -> Result<(Vec<TurnRead>, usize), Error> {
         let (runs, total) = self.page(limit, page)?;
         let mut turns = Vec::with_capacity(runs.len());
         for run in runs {
             let events = self.run_events(&run.run_id)?;
-            turns.push(Turn { run, events });
+            turns.push(TurnRead { run, events });
         }
         Ok((turns, total))
     }

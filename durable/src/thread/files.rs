@@ -24,7 +24,7 @@ use super::error::Error;
 use super::{Sink, Thread};
 use crate::agent::models::Catalog;
 use crate::effect::Effect;
-use crate::files::spec::{Source, Spec};
+use crate::files::spec::{AttachmentSpec, Source};
 use crate::files::{self, media, Attachment, FileRef, NewFile};
 use crate::storage::store::{FileRow, FileState, Store};
 use serde_json::{json, Value};
@@ -55,7 +55,7 @@ impl<'t, S: Store, St: Deref<Target = S>> Files<'t, St> {
     /// unless `reserving`), each URL as it is.
     pub fn attachments_of(
         &self,
-        specs: &[Spec],
+        specs: &[AttachmentSpec],
         inline: &[Option<NewFile>],
         reserving: bool,
     ) -> Result<Vec<Attachment>, Error> {

@@ -77,7 +77,7 @@ pub use crate::wire::ids::ROOT_AGENT;
 pub use agent::{client_tools, AgentLoop};
 use budgets::Budgets;
 pub use charges::{keep_charges, Charges, Held};
-pub use confirmations::{check_decision, By, DecisionBody, Decisions, Requests, Scope, REQUESTER};
+pub use confirmations::{check_decision, ApprovalScope, By, DecisionBody, Decisions, Requests, REQUESTER};
 pub use conversation::Conversation;
 pub use files::Files;
 pub use journal::Journal;

@@ -40,7 +40,7 @@ pub enum Body {
 /// object's own call, `path` on the object), with [`HEADER`] set to
 /// `context` over any copy a client sent.
 #[derive(Clone, Debug)]
-pub struct Call {
+pub struct ObjectCall {
     pub object: Object,
     pub method: &'static str,
     pub context: String,

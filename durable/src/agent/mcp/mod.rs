@@ -48,7 +48,7 @@ const MAX_PAGES: usize = 50;
 /// When a server's tool asks a person first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Approval {
+pub enum ServerApproval {
     /// Tools whose annotations say `destructiveHint: true` (and not
     /// `readOnlyHint`) ask; the others run (the default).
     Destructive,
@@ -69,7 +69,7 @@ pub struct Server {
     /// Only these tools (by the server's name); none: all.
     pub allow: Option<Vec<String>>,
     pub deny: Vec<String>,
-    pub approval: Approval,
+    pub approval: ServerApproval,
     pub timeout_ms: u64,
 }
 
@@ -85,7 +85,7 @@ struct Declared {
     #[serde(default)]
     deny: Vec<String>,
     #[serde(default)]
-    approval: Option<Approval>,
+    approval: Option<ServerApproval>,
     #[serde(default)]
     timeout_ms: Option<u64>,
 }
@@ -134,7 +134,7 @@ fn server(entry: &Value, var: &dyn Fn(&str) -> Option<String>) -> Result<Server,
         headers,
         allow: d.allow,
         deny: d.deny,
-        approval: d.approval.unwrap_or(Approval::Destructive),
+        approval: d.approval.unwrap_or(ServerApproval::Destructive),
         timeout_ms: d.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).clamp(100, 600_000),
     })
 }
@@ -271,9 +271,9 @@ impl Registry {
                         let exposed = exposed_name(&server.name, &tool.name, &names);
                         names.push(exposed.clone());
                         let asks = match server.approval {
-                            Approval::Always => true,
-                            Approval::Never => false,
-                            Approval::Destructive => tool.destructive(),
+                            ServerApproval::Always => true,
+                            ServerApproval::Never => false,
+                            ServerApproval::Destructive => tool.destructive(),
                         };
                         found.tools.push(McpTool { exposed, server: server.name.clone(), tool, asks });
                     }
@@ -570,8 +570,8 @@ mod tests {
         let (servers, warnings) = parse_servers(Some(&raw), &vars);
         assert_eq!(servers.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["github", "docs"]);
         assert_eq!(servers[0].headers, [("authorization".to_owned(), "Bearer s3cret".to_owned())]);
-        assert_eq!(servers[0].approval, Approval::Always);
-        assert_eq!((servers[1].approval, servers[1].timeout_ms), (Approval::Destructive, 5000));
+        assert_eq!(servers[0].approval, ServerApproval::Always);
+        assert_eq!((servers[1].approval, servers[1].timeout_ms), (ServerApproval::Destructive, 5000));
         assert_eq!(warnings.len(), 5, "{warnings:?}");
         assert!(warnings.iter().any(|w| w.contains("`nosecret`") && w.contains("MISSING_TOKEN")));
         assert!(warnings.iter().all(|w| !w.contains("s3cret")), "a secret is never said");

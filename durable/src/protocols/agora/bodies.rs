@@ -5,7 +5,7 @@ use crate::wire::error::ApiError;
 use crate::wire::ids;
 use crate::log::queued::QueuePatch;
 use crate::input::Mode;
-use crate::thread::{DecisionBody, Scope};
+use crate::thread::{DecisionBody, ApprovalScope};
 use serde_json::Value;
 
 /// agora's `POST /agent/tool-call/approve|reject {runId?, toolCallId,
@@ -55,7 +55,7 @@ impl ToolDecision {
     pub fn as_decision(&self, approve: bool) -> Value {
         DecisionBody {
             approved: Some(approve),
-            scope: self.remember.then_some(Scope::Session),
+            scope: self.remember.then_some(ApprovalScope::Session),
             user_input: self.reason.clone(),
             ..DecisionBody::default()
         }

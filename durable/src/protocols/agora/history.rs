@@ -28,7 +28,7 @@ use crate::log::event::{Event, Payload};
 use crate::wire::ids::ROOT_AGENT;
 use crate::wire::time::rfc3339;
 use crate::storage::store::{ConfirmState, RunRecord, RunState, Store};
-use crate::thread::conversation::Turn;
+use crate::thread::conversation::TurnRead;
 use crate::thread::{Sink, Status, Thread, REQUESTER};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -168,7 +168,7 @@ pub fn detail<'t, S: Store, K: Sink>(t: &'t Thread<S, K>, origin: &str) -> Resul
 
 /// The user's message of `turn`, with what it asked of its turn and the
 /// run answering it.
-fn user_row(turn: &Turn, thread_id: &str, origin: &str) -> UserRow {
+fn user_row(turn: &TurnRead, thread_id: &str, origin: &str) -> UserRow {
     let run = &turn.run;
     let attachments = &run.turn.attachments;
     UserRow {
@@ -189,7 +189,7 @@ fn user_row(turn: &Turn, thread_id: &str, origin: &str) -> UserRow {
 
 /// The turn's last row: the answer n8n's view gives, with the last step's
 /// row and the turn's own fields.
-fn last_row(turn: &Turn, last: Row) -> LastRow {
+fn last_row(turn: &TurnRead, last: Row) -> LastRow {
     let run = &turn.run;
     LastRow {
         id: format!("{}:assistant", run.run_id),

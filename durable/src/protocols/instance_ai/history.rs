@@ -11,7 +11,7 @@
 use crate::log::queued::Queue;
 use crate::log::reducer::AgentNode;
 use crate::storage::store::{RunState, Store};
-use crate::thread::conversation::Turn;
+use crate::thread::conversation::TurnRead;
 use crate::thread::error::Error;
 use crate::thread::{Sink, Thread};
 use crate::wire::time::rfc3339;
@@ -74,7 +74,7 @@ pub struct Assistant {
 impl User {
     /// The user's message of `turn`; a message's attachments carry their
     /// URL on `origin`.
-    pub fn of(turn: &Turn, thread_id: &str, origin: &str) -> User {
+    pub fn of(turn: &TurnRead, thread_id: &str, origin: &str) -> User {
         let run = &turn.run;
         let attachments = &run.turn.attachments;
         User {
@@ -92,7 +92,7 @@ impl User {
 
 impl Assistant {
     /// The answer of `turn`, its text and reasoning the root agent's.
-    pub fn of(turn: &Turn) -> Assistant {
+    pub fn of(turn: &TurnRead) -> Assistant {
         let run = &turn.run;
         let root = turn.root();
         Assistant {

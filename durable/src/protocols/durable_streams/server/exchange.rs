@@ -20,7 +20,7 @@ use crate::streams::wire::{self, Reply};
 use super::{
     AppendRequest, CreateRequest, ForkRequest, ForkSource, PreparedCreate, ReadPlan, ReadRequest, Streams, MAX_BODY,
 };
-use crate::wire::forward::{self, Body, Call, Object};
+use crate::wire::forward::{self, Body, ObjectCall, Object};
 use serde::{Deserialize, Serialize};
 
 /// What a request to a stream's object is.
@@ -89,7 +89,7 @@ pub enum StreamStep {
     },
     /// Make this call to another stream's object and hand its answer to
     /// [`StreamExchange::answer`].
-    Call(Call),
+    Call(ObjectCall),
 }
 
 /// What every live reader is sent: one batch's text, and whether their
@@ -105,7 +105,7 @@ pub struct Notice {
 /// stream's expiry).
 #[derive(Debug, Default)]
 pub struct After {
-    pub release: Option<Call>,
+    pub release: Option<ObjectCall>,
     pub alarm_at: Option<i64>,
 }
 
@@ -364,8 +364,8 @@ pub fn alarm<L: StreamLog>(streams: &mut Streams<L>, readers: usize, now: i64) -
 }
 
 /// A page of a fork's inheritance, asked of its source's object.
-fn fork_call(ask: &ForkRequest) -> Call {
-    Call {
+fn fork_call(ask: &ForkRequest) -> ObjectCall {
+    ObjectCall {
         object: Object::Stream(ask.source.clone()),
         method: "POST",
         context: forward::encode(&StreamOp::ForkSource),
@@ -376,8 +376,8 @@ fn fork_call(ask: &ForkRequest) -> Call {
 }
 
 /// A source stream told that a fork no longer reads it.
-fn release_call(source: &str) -> Call {
-    Call {
+fn release_call(source: &str) -> ObjectCall {
+    ObjectCall {
         object: Object::Stream(source.to_owned()),
         method: "POST",
         context: forward::encode(&StreamOp::Release),

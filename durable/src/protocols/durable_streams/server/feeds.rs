@@ -20,7 +20,7 @@ use super::log::Message;
 use crate::streams::offset::Offset;
 use crate::streams::wire::{self, Reply};
 use super::{data_reply, nothing_new, sse_turn, Batch, ReadRequest, SseState, Tail};
-use crate::feed::{Feed, Plan, Step};
+use crate::feed::{Feed, Plan, RelayStep};
 use base64::Engine as _;
 
 /// The Worker's request for the messages after `after`.
@@ -134,8 +134,8 @@ impl SseFeed {
 }
 
 impl Feed for SseFeed {
-    fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
-        let mut step = Step::default();
+    fn on_message(&mut self, text: &str, now: i64, random: u64) -> RelayStep {
+        let mut step = RelayStep::default();
         let Some(b) = Batch::decode(text) else { return step };
         if b.gone.is_some() {
             step.done = true;
@@ -172,8 +172,8 @@ impl Feed for SseFeed {
         step
     }
 
-    fn on_tick(&mut self, now: i64, random: u64) -> Step {
-        let mut step = Step::default();
+    fn on_tick(&mut self, now: i64, random: u64) -> RelayStep {
+        let mut step = RelayStep::default();
         if self.started && !self.done && !self.asked && !self.recycled(now) {
             self.turn(&[], now, random, &mut step.out);
         }
@@ -207,8 +207,8 @@ impl PollFeed {
 }
 
 impl Feed for PollFeed {
-    fn on_message(&mut self, text: &str, now: i64, random: u64) -> Step {
-        let mut step = Step::default();
+    fn on_message(&mut self, text: &str, now: i64, random: u64) -> RelayStep {
+        let mut step = RelayStep::default();
         let Some(b) = Batch::decode(text) else { return step };
         let after = *self.after.get_or_insert(b.prev);
         if self.reply.is_some() {
@@ -238,8 +238,8 @@ impl Feed for PollFeed {
         step
     }
 
-    fn on_tick(&mut self, _now: i64, _random: u64) -> Step {
-        Step::default()
+    fn on_tick(&mut self, _now: i64, _random: u64) -> RelayStep {
+        RelayStep::default()
     }
 
     fn reply(&mut self) -> Option<Reply> {
