@@ -184,3 +184,38 @@ fn a_directory_of_before_charges_keeps_its_usage() {
         serde_json::json!({"runs": 3, "inputTokens": 97, "outputTokens": 63, "totalTokens": 160})
     );
 }
+
+/// Runs stored before the conversation was a tree (storage v9) follow the
+/// newest run before them that no regenerate replaced; a replaced answer is
+/// in no path, so the conversation shows what it showed before.
+#[test]
+fn runs_of_before_the_tree_follow_one_another() {
+    let db = lite();
+    let v9 = Layout { class: "thread", migrations: &migrations::THREAD.migrations[..9] };
+    migrations::migrate(&db, &v9).unwrap();
+    let run = |id: &str, message: &str, replaced: i64| {
+        db.exec(
+            "INSERT INTO runs (run_id, message_id, message, agent_id, state, token_hash, created_at, replaced)
+             VALUES (?, ?, 'hi', 'orchestrator', 'completed', 'h', 1, ?)",
+            &[id.into(), message.into(), replaced.into()],
+        )
+        .unwrap();
+    };
+    run("t.a", "m1", 0);
+    run("t.b", "m2", 1);
+    run("t.b2", "m2", 0);
+    run("t.c", "m3", 0);
+    migrations::migrate(&db, &migrations::THREAD).unwrap();
+    let store = threadline_durable::storage::store::SqlStore::open(db).unwrap();
+    use threadline_durable::Store;
+    let parents: Vec<_> = store.run_links().unwrap().into_iter().map(|l| (l.run_id, l.parent)).collect();
+    assert_eq!(
+        parents,
+        [
+            ("t.a".to_owned(), None),
+            ("t.b".to_owned(), None),
+            ("t.b2".to_owned(), Some("t.a".to_owned())),
+            ("t.c".to_owned(), Some("t.b2".to_owned())),
+        ]
+    );
+}

@@ -166,6 +166,27 @@ fn regenerate_answers_the_last_message_again_and_drops_the_old_answer() {
     assert!(turns.iter().all(|turn| turn.run.run_id != run), "the replaced answer leaves the messages view");
 }
 
+/// Each turn follows the one before it on the conversation's path; an
+/// answer given again follows what the answer it replaces followed.
+#[test]
+fn each_turn_follows_the_turn_before_it() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    let (_, first, effects) = send(&mut t, &s, json!({"message": "one"}), 1);
+    let one = first["runId"].as_str().unwrap().to_owned();
+    assert_eq!(t.runs().active_run().unwrap().parent, None, "the first turn follows none");
+    finish(&mut t, &s, &one, &token_of(&effects, &one), 2);
+    let (_, second, effects) = send(&mut t, &s, json!({"message": "two"}), 3);
+    let two = second["runId"].as_str().unwrap().to_owned();
+    assert_eq!(t.runs().active_run().unwrap().parent.as_deref(), Some(one.as_str()));
+    finish(&mut t, &s, &two, &token_of(&effects, &two), 4);
+    send(&mut t, &s, json!({"regenerate": true}), 5);
+    let again = t.runs().active_run().unwrap();
+    assert_eq!((again.message.as_str(), again.parent.as_deref()), ("two", Some(one.as_str())));
+    let path: Vec<_> = t.conversation().tree().unwrap().path().iter().map(|l| l.run_id.clone()).collect();
+    assert_eq!(path, [one, again.run_id.clone()]);
+}
+
 /// A thread whose external agent's run waits on two confirmations: `once`
 /// (no TTL) and `slow` (lapses after 1 s, by the policy).
 fn suspended(s: &Settings) -> (T, String, String) {

@@ -28,6 +28,7 @@ fn run(id: &str, state: RunState) -> RunRecord {
         model: Some("m".into()),
         replaced: false,
         turn: Default::default(),
+        parent: (id == "t.b").then(|| "t.a".into()),
     }
 }
 
@@ -90,6 +91,8 @@ fn the_sql_store_answers_as_the_memory_store() {
     assert_eq!(sql.running().unwrap(), mem.running().unwrap());
     assert_eq!(sql.runs_page(0, 1).unwrap(), mem.runs_page(0, 1).unwrap());
     assert_eq!(sql.runs_page(1, 5).unwrap(), mem.runs_page(1, 5).unwrap());
+    assert_eq!(sql.run_links().unwrap(), mem.run_links().unwrap());
+    assert_eq!(sql.run("t.b").unwrap().unwrap().parent.as_deref(), Some("t.a"), "a run keeps its parent");
     assert_eq!(sql.confirmation("t.r2").unwrap(), mem.confirmation("t.r2").unwrap());
     assert_eq!(sql.confirmation_by_call("c1").unwrap(), mem.confirmation_by_call("c1").unwrap());
     assert_eq!(sql.pending_confirmations().unwrap(), mem.pending_confirmations().unwrap());

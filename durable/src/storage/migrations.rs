@@ -263,6 +263,20 @@ pub const THREAD: Layout = Layout {
                at an unknown time)",
             steps: &[],
         },
+        Migration {
+            version: 10,
+            note: "runs name the run whose turn they follow (`parent`): the conversation is a tree. A run of \
+               before follows the newest run before it that no regenerate replaced; an answer a regenerate \
+               replaced is in no path (it shows nowhere, as before)",
+            steps: &[
+                Statement::AddColumn { table: "runs", column: "parent", decl: "TEXT" },
+                Statement::Sql(
+                    "UPDATE runs SET parent = (SELECT p.run_id FROM runs p WHERE p.replaced = 0 AND p.rowid < runs.rowid
+                       ORDER BY p.rowid DESC LIMIT 1)
+                     WHERE parent IS NULL AND replaced = 0",
+                ),
+            ],
+        },
     ],
 };
 

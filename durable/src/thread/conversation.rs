@@ -112,8 +112,37 @@ impl<'t, S: Store> Conversation<'t, S> {
     /// thread has. Every protocol's history reads the conversation here,
     /// never through the store.
     pub fn page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
-        let (runs, total) = self.store.runs_page(page.saturating_mul(limit), limit)?;
-        Ok((runs.into_iter().rev().filter(shown).collect(), total))
+        let tree = self.tree()?;
+        let path = tree.path();
+        let newest_first = path.iter().rev().skip(page.saturating_mul(limit)).take(limit);
+        let mut runs = Vec::with_capacity(limit.min(path.len()));
+        for link in newest_first {
+            runs.extend(self.store.run(&link.run_id)?.filter(shown));
+        }
+        runs.reverse();
+        Ok((runs, self.run_count()?))
+    }
+
+    /// The active path's leaf (the newest run in the tree), read from the
+    /// newest runs down: a send reads a run or two, not the whole tree.
+    pub fn leaf(&self) -> Result<Option<String>, Error> {
+        const PAGE: usize = 8;
+        for page in 0.. {
+            let (runs, total) = self.store.runs_page(page * PAGE, PAGE)?;
+            if let Some(run) = runs.iter().find(|r| !r.replaced) {
+                return Ok(Some(run.run_id.clone()));
+            }
+            if (page + 1) * PAGE >= total {
+                break;
+            }
+        }
+        Ok(None)
+    }
+
+    /// The conversation's tree: every run's place in it
+    /// ([`Tree`](super::tree::Tree); the active path is its newest leaf's).
+    pub fn tree(&self) -> Result<super::tree::Tree, Error> {
+        Ok(super::tree::Tree::new(self.store.run_links()?))
     }
 
     /// How many runs the thread has had, replaced ones included.
@@ -172,14 +201,16 @@ impl<'t, S: Store> Conversation<'t, S> {
         let mut newest_first: Vec<Vec<Value>> = Vec::new();
         let mut used = 0;
         let prefix = self.files_prefix()?.unwrap_or_default();
-        let mut offset = 0;
-        'pages: loop {
-            let (runs, _) = self.store.runs_page(offset, 20)?;
-            if runs.is_empty() {
-                break;
-            }
-            offset += runs.len();
-            for run in runs.iter().filter(|r| r.run_id != exclude_run && shown(r)) {
+        // The turns before `exclude_run` on its path (the run a memory is
+        // for), else the active path: newest first, read one run at a time.
+        let tree = self.tree()?;
+        let mut path = tree.path_to(exclude_run);
+        if path.is_empty() {
+            path = tree.path();
+        }
+        for link in path.iter().rev().filter(|l| l.run_id != exclude_run) {
+            let Some(run) = self.store.run(&link.run_id)?.filter(shown) else { continue };
+            {
                 let tree = reducer::fold(&self.run_events(&run.run_id)?);
                 let mut answer = String::new();
                 if let Some(root) = tree.tree() {
@@ -195,7 +226,7 @@ impl<'t, S: Store> Conversation<'t, S> {
                 }
                 let cost = run.message.len() + answer.len();
                 if used + cost > budget_chars {
-                    break 'pages;
+                    break;
                 }
                 used += cost;
                 let mut pair = vec![crate::agent::memory_message(&run.message, &run.turn.attachments, &prefix)];
@@ -257,20 +288,27 @@ mod tests {
     use crate::storage::store::MemoryStore;
     use crate::storage::store::RunState;
 
-    fn run(id: &str, message: &str, at: i64, replaced: bool) -> RunRecord {
+    fn run(id: &str, message: &str, at: i64, replaced: bool, parent: Option<&str>) -> RunRecord {
         RunRecord {
             message: message.into(),
             state: RunState::Completed,
             created_at: at,
             finished_at: Some(at + 1),
             replaced,
+            parent: parent.map(str::to_owned),
             ..RunRecord::running(id)
         }
     }
 
+    /// `r2`'s answer was replaced (before the tree: it is in no path), `r3`
+    /// follows `r1`.
     fn store() -> MemoryStore {
         let mut s = MemoryStore::default();
-        let runs = [run("r1", "first", 1, false), run("r2", "answered twice", 2, true), run("r3", "again", 3, false)];
+        let runs = [
+            run("r1", "first", 1, false, None),
+            run("r2", "answered twice", 2, true, None),
+            run("r3", "again", 3, false, Some("r1")),
+        ];
         s.commit(&[], &runs).unwrap();
         s
     }
@@ -293,6 +331,7 @@ mod tests {
         assert_eq!(memory.len(), 2, "two user messages without answers: {memory:?}");
     }
 
+    /// Pages are of the active path: a run on no path takes no place.
     #[test]
     fn pages_run_newest_first_and_oldest_first_within() {
         let s = store();
@@ -301,9 +340,25 @@ mod tests {
         let (newest, _) = c.page(1, 0).unwrap();
         assert_eq!(newest[0].run_id, "r3");
         let (older, _) = c.page(1, 1).unwrap();
-        assert!(older.is_empty(), "the replaced run's page shows nothing");
-        let (oldest, _) = c.page(1, 2).unwrap();
-        assert_eq!(oldest[0].run_id, "r1");
-        assert!(c.known_run("r9").is_err_and(|e| matches!(e, Error::RunNotFound)));
+        assert_eq!(older[0].run_id, "r1");
+        assert!(c.page(1, 2).unwrap().0.is_empty());
+        let (both, _) = c.page(2, 0).unwrap();
+        assert_eq!(both.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
+        assert_eq!(c.leaf().unwrap().as_deref(), Some("r3"));
+        assert_eq!(c.tree().unwrap().leaf(), Some("r3"), "the leaf read alone is the tree's");
+    }
+
+    /// Past a page of replaced answers, the leaf is still found.
+    #[test]
+    fn the_leaf_is_the_newest_run_no_regenerate_replaced() {
+        let mut s = MemoryStore::default();
+        let mut runs = vec![run("r0", "kept", 0, false, None)];
+        runs.extend((1..20).map(|i| run(&format!("r{i}"), "replaced", i, true, None)));
+        s.commit(&[], &runs).unwrap();
+        let queue = Queue::default();
+        let c = Conversation::new(&s, "t", 0, &queue);
+        assert_eq!(c.leaf().unwrap().as_deref(), Some("r0"));
+        assert_eq!(Conversation::new(&MemoryStore::default(), "t", 0, &queue).leaf().unwrap(), None);
+        assert!(c.known_run("r99").is_err_and(|e| matches!(e, Error::RunNotFound)));
     }
 }

@@ -19,6 +19,9 @@
 //! - [`Conversation`] (`conversation`): the read model every protocol reads
 //!   the thread through (which runs a conversation shows is decided there,
 //!   once; each protocol shapes its messages view from its turns).
+//! - [`tree::Tree`] (`tree`): the conversation as a tree of runs, each
+//!   following the turn before it on its path; what the conversation shows
+//!   (and a new run's memory) is the active path.
 //! - `meta`: what a thread keeps under meta keys, and the log's generation.
 //!
 //! This file holds the thread itself: loading, the run lock's
@@ -61,6 +64,7 @@ pub mod serve;
 mod subscribe;
 mod subscribers;
 mod telemetry;
+pub mod tree;
 
 use crate::auth::hash_token;
 use crate::effect::Effect;
@@ -234,6 +238,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// with 409 `run_active` while another run holds it.
     pub fn start_run(&mut self, start: StartRun, now: i64) -> Result<RunRecord, Error> {
         self.runs.check_free(Busy::Start)?;
+        // The new turn follows the active path's leaf.
+        let parent = self.conversation().leaf()?;
         let record = RunRecord {
             run_id: start.run_id.clone(),
             message_id: start.message_id.clone(),
@@ -249,6 +255,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             model: start.model,
             replaced: false,
             turn: start.turn,
+            parent,
         };
         let mut payload = json!({ "messageId": start.message_id, "message": record.message });
         if let Some(agent) = &record.turn.agent {

@@ -123,6 +123,32 @@ pub struct RunRecord {
     pub replaced: bool,
     /// What the message asked of its turn (column `turn`, storage v4).
     pub turn: Turn,
+    /// The run whose turn this one follows in the conversation (`None`: the
+    /// first turn, or an answer a regenerate replaced before storage v10,
+    /// which is in no path): the conversation's tree (column `parent`,
+    /// storage v10). Set when the run starts, never changed.
+    pub parent: Option<String>,
+}
+
+/// A run's place in the conversation's tree, without its contents
+/// ([`Store::run_links`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunLink {
+    pub run_id: String,
+    pub parent: Option<String>,
+    pub message_id: String,
+    pub replaced: bool,
+}
+
+impl RunLink {
+    pub fn of(run: &RunRecord) -> RunLink {
+        RunLink {
+            run_id: run.run_id.clone(),
+            parent: run.parent.clone(),
+            message_id: run.message_id.clone(),
+            replaced: run.replaced,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -144,6 +170,7 @@ impl RunRecord {
             model: None,
             replaced: false,
             turn: Default::default(),
+            parent: None,
         }
     }
 }
@@ -177,6 +204,9 @@ pub trait Store {
 
     /// Runs newest first: skip `offset`, take `limit`. Also the total count.
     fn runs_page(&self, offset: usize, limit: usize) -> StoreResult<(Vec<RunRecord>, usize)>;
+
+    /// Every run's place in the conversation's tree, oldest first.
+    fn run_links(&self) -> StoreResult<Vec<RunLink>>;
 
     /// Rows written since the store was opened (the cost figure of the bench).
     fn rows_written(&self) -> u64;
@@ -299,6 +329,10 @@ impl Store for MemoryStore {
     fn runs_page(&self, offset: usize, limit: usize) -> StoreResult<(Vec<RunRecord>, usize)> {
         let page = self.runs.iter().rev().skip(offset).take(limit).cloned().collect();
         Ok((page, self.runs.len()))
+    }
+
+    fn run_links(&self) -> StoreResult<Vec<RunLink>> {
+        Ok(self.runs.iter().map(RunLink::of).collect())
     }
 
     fn rows_written(&self) -> u64 {

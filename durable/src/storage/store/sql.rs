@@ -5,7 +5,7 @@
 //! (no `await` between them) atomically, so a [`Store::commit`] of events
 //! plus a run update is all-or-nothing without an explicit transaction.
 
-use super::{Driver, Record, RunRecord, RunState, Store, StoreResult};
+use super::{Driver, Record, RunLink, RunRecord, RunState, Store, StoreResult};
 use crate::agent::charge::Charge;
 use crate::log::event::Kind;
 use crate::storage::db::{Db, Value};
@@ -17,7 +17,7 @@ use std::cell::Cell;
 const MAX_BOUND_BYTES: usize = 1_500_000;
 
 const RUN_COLUMNS: &str =
-    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage, model, replaced, turn";
+    "run_id, message_id, message, agent_id, state, reason, token_hash, created_at, finished_at, driver, usage, model, replaced, turn, parent";
 
 pub struct SqlStore<D: Db> {
     db: D,
@@ -65,6 +65,7 @@ fn run_of(row: Vec<Value>) -> RunRecord {
         model: c.opt(),
         replaced: c.int() != 0,
         turn: c.opt().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default(),
+        parent: c.opt(),
     }
 }
 
@@ -132,7 +133,7 @@ impl<D: Db> SqlStore<D> {
     fn upsert_run(&self, run: &RunRecord) -> StoreResult<()> {
         self.write(
             &format!(
-                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                "INSERT INTO runs ({RUN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                  ON CONFLICT (run_id) DO UPDATE SET state = excluded.state, reason = excluded.reason,
                    finished_at = excluded.finished_at, usage = excluded.usage, replaced = excluded.replaced"
             ),
@@ -151,6 +152,7 @@ impl<D: Db> SqlStore<D> {
                 run.model.clone().into(),
                 (run.replaced as i64).into(),
                 (!run.turn.is_empty()).then(|| serde_json::to_string(&run.turn).expect("serialises")).into(),
+                run.parent.clone().into(),
             ],
         )
     }
@@ -221,6 +223,17 @@ impl<D: Db> Store for SqlStore<D> {
             &[(limit as i64).into(), (offset as i64).into()],
         )?;
         Ok((page, self.count("SELECT COUNT(*) FROM runs", &[])? as usize))
+    }
+
+    fn run_links(&self) -> StoreResult<Vec<RunLink>> {
+        let rows = self.db.run("SELECT run_id, parent, message_id, replaced FROM runs ORDER BY rowid", &[])?.rows;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let mut c = Columns(row.into_iter());
+                RunLink { run_id: c.text(), parent: c.opt(), message_id: c.text(), replaced: c.int() != 0 }
+            })
+            .collect())
     }
 
     fn rows_written(&self) -> u64 {
