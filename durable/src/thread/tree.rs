@@ -54,6 +54,63 @@ impl Tree {
     pub fn path(&self) -> Vec<&RunLink> {
         self.leaf().map(|leaf| self.path_to(leaf)).unwrap_or_default()
     }
+
+    /// Where run `run_id`'s answer stands among the answers to the same
+    /// message at the same place (a regenerate's siblings: same parent,
+    /// same message id), oldest first; `None` for a run not in the tree.
+    pub fn answers(&self, run_id: &str) -> Option<Branch> {
+        let run = self.get(run_id)?;
+        let ids: Vec<String> = self
+            .links
+            .iter()
+            .filter(|l| l.parent == run.parent && l.message_id == run.message_id)
+            .map(|l| l.run_id.clone())
+            .collect();
+        Branch::at(ids, &run.run_id)
+    }
+
+    /// Where run `run_id`'s user message stands among the messages that
+    /// follow the same turn (an edit's siblings: same parent, each message
+    /// once, by its first run), oldest first; `None` for a run not in the
+    /// tree.
+    pub fn messages(&self, run_id: &str) -> Option<Branch> {
+        let run = self.get(run_id)?;
+        let mut ids: Vec<String> = Vec::new();
+        for l in self.links.iter().filter(|l| l.parent == run.parent) {
+            if !ids.contains(&l.message_id) {
+                ids.push(l.message_id.clone());
+            }
+        }
+        Branch::at(ids, &run.message_id)
+    }
+
+    /// The newest run at or under `run_id` (itself, or a run whose path
+    /// passes through it): the leaf a switch to that branch shows.
+    pub fn leaf_under(&self, run_id: &str) -> Option<&str> {
+        let mut under: Vec<&str> = Vec::new();
+        for l in &self.links {
+            if l.run_id == run_id || l.parent.as_deref().is_some_and(|p| under.contains(&p)) {
+                under.push(&l.run_id);
+            }
+        }
+        under.last().copied()
+    }
+}
+
+/// Where one message or answer stands among its siblings: `index` of
+/// `count`, and the siblings' ids in order (a client's `< i/n >`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Branch {
+    pub index: usize,
+    pub count: usize,
+    pub ids: Vec<String>,
+}
+
+impl Branch {
+    fn at(ids: Vec<String>, id: &str) -> Option<Branch> {
+        let index = ids.iter().position(|i| i == id)?;
+        Some(Branch { index, count: ids.len(), ids })
+    }
 }
 
 #[cfg(test)]
@@ -82,6 +139,35 @@ mod tests {
         assert_eq!(ids(tree.path_to("c")), ["a", "b", "c"]);
         assert!(tree.path_to("b-old").is_empty(), "a replaced answer is in no path");
         assert!(Tree::default().path().is_empty());
+    }
+
+    /// `a` was answered twice (`a2` regenerates it), `b` follows `a2` and was
+    /// edited into `e` (a new message after the same turn), which was
+    /// answered and followed by `f`.
+    #[test]
+    fn siblings_are_counted_where_they_branch() {
+        let mut regenerated = link("a2", None, false);
+        regenerated.message_id = "m-a".into();
+        let tree = Tree::new(vec![
+            link("a", None, false),
+            regenerated,
+            link("b", Some("a2"), false),
+            link("e", Some("a2"), false),
+            link("f", Some("e"), false),
+        ]);
+        let answers = tree.answers("a2").unwrap();
+        assert_eq!((answers.index, answers.count, answers.ids), (1, 2, vec!["a".to_owned(), "a2".to_owned()]));
+        assert_eq!(tree.answers("b").unwrap().count, 1, "one answer to `b`");
+        let messages = tree.messages("e").unwrap();
+        assert_eq!((messages.index, messages.count), (1, 2));
+        assert_eq!(messages.ids, ["m-b", "m-e"]);
+        assert_eq!(tree.messages("a").unwrap().count, 1, "`a` and `a2` are one message");
+        assert_eq!(tree.answers("gone"), None);
+        assert_eq!(tree.leaf_under("b"), Some("b"));
+        assert_eq!(tree.leaf_under("e"), Some("f"));
+        assert_eq!(tree.leaf_under("a2"), Some("f"));
+        assert_eq!(tree.leaf_under("a"), Some("a"), "nothing follows the first answer");
+        assert_eq!(ids(tree.path_to("b")), ["a2", "b"]);
     }
 
     #[test]
