@@ -165,7 +165,7 @@ impl Host for WorkerHost {
 
     async fn read_file(&self, key: &str) -> std::result::Result<Vec<u8>, String> {
         let bucket = self.files.as_ref().ok_or("no FILES bucket is bound")?;
-        crate::files::read(bucket, key).await
+        crate::bucket::read(bucket, key).await
     }
 
     async fn store_file(&self, bytes: Vec<u8>, media_type: &str) -> std::result::Result<(FileRef, String), String> {
@@ -179,7 +179,7 @@ impl Host for WorkerHost {
                 .store_agent_file(&new, ids::random_u64(), now_ms())
                 .map_err(|e| e.to_string())?
         };
-        crate::files::put_one(bucket, &key, bytes, media_type, &new.sha256).await?;
+        crate::bucket::put_one(bucket, &key, bytes, media_type, &new.sha256).await?;
         Ok((new.reference(), key))
     }
 

@@ -88,7 +88,7 @@ impl Inner {
                     // Its files, under the generation that is now gone: a
                     // thread re-created under the same id has another.
                     if let Some(prefix) = files {
-                        if let Err(e) = crate::files::delete_prefix(&self.env, &prefix).await {
+                        if let Err(e) = crate::bucket::delete_prefix(&self.env, &prefix).await {
                             console_error!("files: {e}");
                         }
                     }
@@ -99,7 +99,7 @@ impl Inner {
                     }
                     crate::telemetry::record(spans);
                 }
-                Effect::DeleteFiles { keys, ids } => match crate::files::delete(&self.env, &keys).await {
+                Effect::DeleteFiles { keys, ids } => match crate::bucket::delete(&self.env, &keys).await {
                     Ok(()) => {
                         if let Err(e) = self
                             .with_core(|c| c.journal_mut().files_mut().files_deleted(&ids))
@@ -130,7 +130,7 @@ impl Inner {
     fn drive(self: &Rc<Self>, d: Box<Drive>) {
         let Drive { job, endpoint, config, tools, mcp } = *d;
         let run_id = job.run_id.clone();
-        let files = crate::files::bucket(&self.env).ok().map(Rc::new);
+        let files = crate::bucket::bucket(&self.env).ok().map(Rc::new);
         let host = WorkerHost::new(self.env.clone(), self.core.clone(), run_id.clone(), Rc::new(endpoint), files);
         let token = CancelToken::default();
         self.agents.borrow_mut().push((run_id.clone(), token.clone(), host.clone()));

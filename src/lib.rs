@@ -27,10 +27,10 @@
 //! - [`http`], [`ids`]: bytes in and out of the runtime; random ids.
 
 mod agent_host;
+mod bucket;
 mod charges;
 mod directory;
 mod effects;
-mod files;
 mod http;
 mod ids;
 mod instance;
@@ -194,21 +194,21 @@ async fn exchange(
                 break relayed.await.or_else(|e| http::error(&e))?;
             }
             Step::ReadFiles(form) => {
-                let mut body = files::body_stream(&mut req)?;
+                let mut body = bucket::body_stream(&mut req)?;
                 let read = threadline_durable::files::read::read(&mut body, form, &settings.files).await;
                 if read.is_err() {
                     // Refused midway: the rest is read and dropped, so the
                     // client, still sending, gets the refusal on a sound
                     // connection.
-                    files::drain(&mut body).await;
+                    bucket::drain(&mut body).await;
                 }
                 x.files_read(read, &ids::new_id)
             }
             Step::Store(puts) => {
-                let stored = files::put(env, puts).await;
+                let stored = bucket::put(env, puts).await;
                 x.stored(stored)
             }
-            Step::File(plan) => break files::serve(env, plan, x.finish().head_only).await?,
+            Step::File(plan) => break bucket::serve(env, plan, x.finish().head_only).await?,
         };
     };
     http::discard_body(raw).await;

@@ -14,7 +14,7 @@
 //! - [`front`]: the Worker's exchange for one request: route, caller, body,
 //!   send limit, the object to call and how to answer.
 //! - [`protocols`]: the wire protocols, one folder each (`instance_ai`,
-//!   `agora`, `durable_streams`, `flue`, `ai_sdk`, `ag_ui`), and `files`
+//!   `agora`, `durable_streams`, `flue`, `ai_sdk`, `ag_ui`), and `file_routes`
 //!   (the upload and file routes every protocol shares), registered on one
 //!   line, which admits every request by its route's access rule.
 //! - [`thread`]: the thread, coordinating parts that own their fields (the

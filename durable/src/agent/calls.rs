@@ -303,7 +303,9 @@ impl<H: Host> Agent<H> {
                 Err(e) => Err(e.message),
             };
             if let Ok((f, key)) = &kept {
-                images.push(json!({ "type": files::FILE_PART, "key": key, "mediaType": f.media_type, "size": f.size }));
+                images.push(
+                    json!({ "type": attachments::FILE_PART, "key": key, "mediaType": f.media_type, "size": f.size }),
+                );
             }
             stored.push((image.index, kept.map(|(f, _)| f)));
         }

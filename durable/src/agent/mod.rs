@@ -8,11 +8,11 @@
 //! thread's one publish path; when that refuses (the run was cancelled or
 //! ended) the agent stops where it is.
 
+mod attachments;
 mod builtin;
 mod calls;
 pub mod cancel;
 pub mod charge;
-mod files;
 mod host;
 pub mod mcp;
 pub mod models;
@@ -126,7 +126,7 @@ impl<H: Host> Drop for Meter<H> {
 }
 
 /// Files read from the bucket, by key (or why one could not be).
-type FileCache = std::collections::HashMap<String, files::FileBytes>;
+type FileCache = std::collections::HashMap<String, attachments::FileBytes>;
 
 /// Why an agent's loop stopped early.
 enum Halt {
@@ -189,14 +189,14 @@ pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user: UserTurn) 
         Some(at) => format!("[sent {}]\n{}", crate::wire::time::rfc3339(at), user.message),
         None => user.message.to_owned(),
     };
-    let content = files::user_content(&text, user.attachments, &|sha| format!("{}{sha}", user.files_prefix));
+    let content = attachments::user_content(&text, user.attachments, &|sha| format!("{}{sha}", user.files_prefix));
     messages.push(json!({ "role": "user", "content": content }));
     messages
 }
 
 /// A user message of the conversation memory: its text and attachments.
 pub fn memory_message(text: &str, attachments: &[crate::files::Attachment], files_prefix: &str) -> Value {
-    json!({ "role": "user", "content": files::user_content(text, attachments, &|sha| format!("{files_prefix}{sha}")) })
+    json!({ "role": "user", "content": attachments::user_content(text, attachments, &|sha| format!("{files_prefix}{sha}")) })
 }
 
 /// A thread title from its first message: its text's first words, else
@@ -477,7 +477,7 @@ impl<H: Host> Agent<H> {
     /// `messages` as the provider takes them: each stored file's reference
     /// replaced by its bytes (read once per run).
     async fn with_files<'m>(&self, messages: &'m [Value]) -> std::borrow::Cow<'m, [Value]> {
-        let keys = files::keys(messages);
+        let keys = attachments::keys(messages);
         if keys.is_empty() {
             return std::borrow::Cow::Borrowed(messages);
         }
@@ -489,7 +489,7 @@ impl<H: Host> Agent<H> {
             self.files.borrow_mut().insert(key, read);
         }
         let cache = self.files.borrow();
-        std::borrow::Cow::Owned(files::resolve(messages, &|k| cache.get(k).cloned()))
+        std::borrow::Cow::Owned(attachments::resolve(messages, &|k| cache.get(k).cloned()))
     }
 
     /// `spawn-agent`: a sub-agent with its own id and only the named tools.

@@ -69,7 +69,8 @@ impl<H: Host> Agent<H> {
         let request_bytes = serde_json::to_string(messages).map_or(0, |m| m.len())
             + serde_json::to_string(&defs).map_or(0, |d| d.len());
         let cap = self.cfg.max_output_tokens.unwrap_or(crate::agent::charge::DEFAULT_OUTPUT_CAP);
-        let estimate = crate::agent::charge::estimate(request_bytes, files::keys(messages).len(), cap, self.cfg.price);
+        let estimate =
+            crate::agent::charge::estimate(request_bytes, attachments::keys(messages).len(), cap, self.cfg.price);
         let held = self.cancel.run(self.host.hold(self.model_name(), estimate, self.cfg.price)).await;
         let mut meter = match held.ok_or(Halt::Stopped)? {
             Ok(hold) => Meter { host: self.host.clone(), hold, streamed: 0 },

@@ -355,7 +355,7 @@ pub fn handle<S: Store, K: Sink>(
     Outcome { answer, effects }
 }
 
-protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, files => Files }
+protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, file_routes => Files }
 
 #[cfg(test)]
 mod tests {

@@ -15,8 +15,8 @@
 
 use super::conversation::{self, Conversation};
 use super::error::Error;
-use super::files::Files;
 use super::run_lock::RunLock;
+use super::stored_files::Files;
 use super::subscribe::{Follow, FIRST_PAGE};
 use super::subscribers::Subscribers;
 use super::{Sink, Staged};

@@ -12,7 +12,7 @@
 //! - [`Subscribers`] (`subscribers`): who follows what, room and probing.
 //! - [`Requests`] and [`Decisions`] (`confirmations`): requests waiting for a
 //!   person, read and changed.
-//! - [`Files`] (`files`), [`Charges`] (`charges`), `Budgets` (`budgets`):
+//! - [`Files`] (`stored_files`), [`Charges`] (`charges`), `Budgets` (`budgets`):
 //!   a thread's files, what its model calls cost, and its senders' budgets.
 //! - [`Waiting`] (`queue`): the stored queue and an interrupting message,
 //!   and what follows a run's end.
@@ -52,7 +52,6 @@ mod charges;
 mod confirmations;
 pub mod conversation;
 pub mod error;
-mod files;
 mod journal;
 mod launch;
 mod lifecycle;
@@ -61,6 +60,7 @@ mod queue;
 mod run_lock;
 pub mod send;
 pub mod serve;
+mod stored_files;
 mod subscribe;
 mod subscribers;
 mod telemetry;
@@ -83,7 +83,6 @@ use budgets::Budgets;
 pub use charges::{keep_charges, Charges, Held};
 pub use confirmations::{check_decision, ApprovalScope, By, DecisionBody, Decisions, Requests, REQUESTER};
 pub use conversation::Conversation;
-pub use files::Files;
 pub use journal::Journal;
 pub use launch::Launch;
 pub use lifecycle::Clock;
@@ -91,6 +90,7 @@ pub use queue::{QueueEdit, Waiting};
 pub use run_lock::{RunLock, RunSnapshot, Status};
 pub use send::{Given, Seen, Sender, Sent};
 pub use serve::{Admitted, Answer, Call, Instance, Outcome};
+pub use stored_files::Files;
 pub use subscribe::Follow;
 pub use subscribers::Subscribers;
 

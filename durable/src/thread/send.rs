@@ -144,7 +144,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             Send::Regenerate { .. } => self.conversation().last_attachments()?,
             Send::Message { .. } => self.journal.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
         };
-        super::files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
+        super::stored_files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
         if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
             self.budgets.learn(actor, budget);
         }

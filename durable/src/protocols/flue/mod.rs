@@ -210,7 +210,7 @@ impl super::Protocol for Route {
                 if !t.conversation().served_by(name)? {
                     return Err(ApiError::file_not_found());
                 }
-                super::files::read(t, file, call)
+                super::file_routes::read(t, file, call)
             }
         }
     }
