@@ -210,31 +210,29 @@ impl<'t, S: Store> Conversation<'t, S> {
         }
         for link in path.iter().rev().filter(|l| l.run_id != exclude_run) {
             let Some(run) = self.store.run(&link.run_id)?.filter(shown) else { continue };
-            {
-                let tree = reducer::fold(&self.run_events(&run.run_id)?);
-                let mut answer = String::new();
-                if let Some(root) = tree.tree() {
-                    for tc in &root.tool_calls {
-                        let outcome = match (&tc.result, &tc.error) {
-                            (Some(r), _) => r.to_string(),
-                            (_, Some(e)) => format!("error: {e}"),
-                            _ => "no result".into(),
-                        };
-                        answer.push_str(&format!("[tool {}({}) → {}]\n", tc.tool_name, tc.args, outcome));
-                    }
-                    answer.push_str(&root.text_content);
+            let folded = reducer::fold(&self.run_events(&run.run_id)?);
+            let mut answer = String::new();
+            if let Some(root) = folded.tree() {
+                for tc in &root.tool_calls {
+                    let outcome = match (&tc.result, &tc.error) {
+                        (Some(r), _) => r.to_string(),
+                        (_, Some(e)) => format!("error: {e}"),
+                        _ => "no result".into(),
+                    };
+                    answer.push_str(&format!("[tool {}({}) → {}]\n", tc.tool_name, tc.args, outcome));
                 }
-                let cost = run.message.len() + answer.len();
-                if used + cost > budget_chars {
-                    break;
-                }
-                used += cost;
-                let mut pair = vec![crate::agent::memory_message(&run.message, &run.turn.attachments, &prefix)];
-                if !answer.is_empty() {
-                    pair.push(json!({ "role": "assistant", "content": answer }));
-                }
-                newest_first.push(pair);
+                answer.push_str(&root.text_content);
             }
+            let cost = run.message.len() + answer.len();
+            if used + cost > budget_chars {
+                break;
+            }
+            used += cost;
+            let mut pair = vec![crate::agent::memory_message(&run.message, &run.turn.attachments, &prefix)];
+            if !answer.is_empty() {
+                pair.push(json!({ "role": "assistant", "content": answer }));
+            }
+            newest_first.push(pair);
         }
         Ok(newest_first.into_iter().rev().flatten().collect())
     }

@@ -102,8 +102,7 @@ pub enum Answer {
 impl Answer {
     /// A JSON answer.
     pub fn json<T: serde::Serialize + ?Sized>(status: u16, body: &T) -> Answer {
-        let body = serde_json::to_value(body).expect("an answer's body serialises");
-        Answer::Reply(Reply::json(status, &body))
+        Answer::Reply(Reply::json(status, body))
     }
 }
 

@@ -3,7 +3,6 @@
 //! shell only copies it into its runtime's response type.
 
 use crate::wire::error::ApiError;
-use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Reply {
@@ -34,11 +33,12 @@ impl Reply {
 
     /// A JSON answer; never cached (every answer describes a thread that
     /// keeps changing).
-    pub fn json(status: u16, body: &Value) -> Reply {
+    pub fn json<T: serde::Serialize + ?Sized>(status: u16, body: &T) -> Reply {
+        let body = serde_json::to_vec(body).expect("an answer's body serialises");
         Reply::new(status)
             .header("content-type", "application/json; charset=utf-8")
             .header("cache-control", "no-store")
-            .body(body.to_string().into_bytes())
+            .body(body)
     }
 
     /// A refusal: the error's JSON, with `Allow` on a 405 and `Retry-After`
@@ -94,7 +94,7 @@ mod tests {
         let r = Reply::error(&ApiError::too_many_subscribers(3));
         assert_eq!((r.status, r.get("retry-after")), (429, Some("5")));
         assert_eq!(r.get("cache-control"), Some("no-store"));
-        let body: Value = serde_json::from_slice(&r.body).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(body["error"]["code"], "too_many_subscribers");
     }
 }

@@ -383,7 +383,6 @@ fn send_message<S: Store, K: Sink>(
     let stream_url = format!("{}/agents/{name}/{thread}", who.origin);
     let receipt = |submission: &str, offset: String, deduplicated: bool| {
         let body = Receipt { stream_url: &stream_url, offset: &offset, submission_id: submission, uid: &uid, deduplicated };
-        let body = serde_json::to_value(body).expect("a receipt serialises");
         let reply = crate::wire::reply::Reply::json(202, &body)
             .header("location", stream_url.clone())
             .header(crate::streams::wire::NEXT_OFFSET, offset);
