@@ -28,7 +28,8 @@ export type ThreadEvent =
   | FilesystemRequestEvent
   | QueueUpdatedEvent
   | StepStartEvent
-  | StepFinishEvent;
+  | StepFinishEvent
+  | BranchSwitchedEvent;
 /**
  * An attachment of a message: a file the thread stores, or an `https:` URL
  * the model's provider fetches itself.
@@ -157,6 +158,12 @@ export interface RunStart {
    * file is read at `/v1/threads/:threadId/files/:fileId`).
    */
   attachments?: Attachment[] | null;
+  /**
+   * Extension: where a run that branches stands in the conversation (an
+   * edit or a regenerate). Absent, the run follows the active path's
+   * leaf, as every run of before did.
+   */
+  branch?: BranchPoint | null;
 }
 /**
  * A stored file as the thread's log and its messages hold it.
@@ -173,6 +180,28 @@ export interface FileRef {
    * Hex SHA-256 of the bytes (also the file's `ETag`).
    */
   sha256: string;
+}
+/**
+ * Where a run that branches joins the conversation: after `parent` (the
+ * run whose turn it follows; `null` at the first turn), as an edit of a
+ * user message or another answer to one. Reading the log in order, a
+ * client knows the whole tree: a `run-start` without one follows the
+ * active leaf, with one follows `parent`, and `branch-switched` moves the
+ * leaf.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "BranchPoint".
+ */
+export interface BranchPoint {
+  parent?: string | null;
+  /**
+   * The user message this run's message replaces (an edit).
+   */
+  editOf?: string | null;
+  /**
+   * The run whose answer this run answers again (a regenerate).
+   */
+  regenerates?: string | null;
 }
 /**
  * A `run-finish` event (Structural).
@@ -918,6 +947,35 @@ export interface StepFinish {
    */
   model?: string | null;
   finishReason?: string | null;
+}
+/**
+ * A `branch-switched` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "BranchSwitchedEvent".
+ */
+export interface BranchSwitchedEvent {
+  type: "branch-switched";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: BranchSwitched;
+}
+/**
+ * `branch-switched`: the conversation's active path now ends at `leaf`
+ * (a run), as a person chose by `messageId` (a message or an answer on
+ * the branch they switched to).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "BranchSwitched".
+ */
+export interface BranchSwitched {
+  leaf: string;
+  messageId: string;
 }
 /**
  * One agent of the tree, with its children nested.

@@ -16,6 +16,7 @@ fn main() {
             driver: threadline_durable::storage::store::Driver::Webhook,
             model: None,
             turn: Default::default(),
+            place: Default::default(),
         },
         0,
     )

@@ -149,27 +149,31 @@ fn output_spec(o: &Value) -> Result<Value, ApiError> {
 /// What a send asks for, once its body is checked.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Send {
-    /// `regenerate: true`: answer the last user message again.
-    Regenerate {
-        asked: Asked,
-    },
+    /// `regenerate: true`: answer a user message again, the one `answer`
+    /// (`messageId`: an answer's id) answered, else the active path's last.
+    Regenerate { asked: Asked, answer: Option<String> },
     Message {
         message: String,
         mode: Mode,
         asked: Asked,
+        /// `editOf`: the user message this one replaces, on a branch of
+        /// its own beside it.
+        edit_of: Option<String>,
     },
 }
 
 impl Send {
     /// `{message, mode?, model?, agent?, pageContext?, output?, sentAt?,
-    /// attachments?, regenerate?}` (`POST /instance-ai/chat/:id`, agora's
-    /// `POST /agent/chat`) on `thread`. Checks run in this order: what is
-    /// asked of the turn, regenerate, message, size, mode. A message with
-    /// attachments may have no text.
+    /// attachments?, regenerate?, messageId?, editOf?}` (`POST
+    /// /instance-ai/chat/:id`, agora's `POST /agent/chat`) on `thread`.
+    /// Checks run in this order: what is asked of the turn, regenerate
+    /// (with the answer it names), message, size, mode, the message it
+    /// edits. A message with attachments may have no text.
     pub fn parse(body: &Value, max_message_bytes: usize, thread: &str, max_files: usize) -> Result<Send, ApiError> {
         let asked = Asked::parse(body, thread, max_files)?;
         if body.get("regenerate").and_then(Value::as_bool) == Some(true) {
-            return Ok(Send::Regenerate { asked });
+            let answer = message_ref(body, "messageId")?;
+            return Ok(Send::Regenerate { asked, answer });
         }
         let message = match body.get("message") {
             Some(Value::String(m)) if !m.trim().is_empty() || !asked.attachments.is_empty() => m.clone(),
@@ -190,7 +194,19 @@ impl Send {
             Some(Value::String(m)) if m == "interrupt" => Mode::Interrupt,
             Some(_) => return Err(ApiError::invalid_mode()),
         };
-        Ok(Send::Message { message, mode, asked })
+        let edit_of = message_ref(body, "editOf")?;
+        Ok(Send::Message { message, mode, asked, edit_of })
+    }
+}
+
+/// A body's reference to a message of the thread (`messageId`, `editOf`):
+/// absent or `null`, or an id of 1 to 256 bytes; anything else is 400
+/// `invalid_message_id`.
+pub fn message_ref(body: &Value, field: &str) -> Result<Option<String>, ApiError> {
+    match body.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(id)) if (1..=256).contains(&id.len()) => Ok(Some(id.clone())),
+        Some(_) => Err(ApiError::invalid_message_id(format!("`{field}` must be a message id (1 to 256 bytes)"))),
     }
 }
 
@@ -345,8 +361,15 @@ mod tests {
         assert_eq!(code(json!({"agent": 3})), "agent_not_found");
         assert_eq!(
             Send::parse(&json!({"regenerate": true}), 10, "t", 10).unwrap(),
-            Send::Regenerate { asked: Asked::default() }
+            Send::Regenerate { asked: Asked::default(), answer: None }
         );
+        assert_eq!(
+            Send::parse(&json!({"regenerate": true, "messageId": "run-1"}), 10, "t", 10).unwrap(),
+            Send::Regenerate { asked: Asked::default(), answer: Some("run-1".into()) }
+        );
+        assert_eq!(code(json!({"regenerate": true, "messageId": 7})), "invalid_message_id");
+        assert_eq!(code(json!({"regenerate": true, "messageId": ""})), "invalid_message_id");
+        assert_eq!(code(json!({"message": "hi", "editOf": "x".repeat(257)})), "invalid_message_id");
         assert_eq!(code(json!({"message": "  "})), "message_required");
         assert_eq!(code(json!({"message": 3})), "message_required");
         assert_eq!(code(json!({"message": "x".repeat(11)})), "message_too_large");
@@ -354,7 +377,11 @@ mod tests {
         let asked = Asked { model: Some("m".into()), ..Asked::default() };
         assert_eq!(
             Send::parse(&json!({"message": "hi", "mode": "queue", "model": "m"}), 10, "t", 10).unwrap(),
-            Send::Message { message: "hi".into(), mode: Mode::Queue, asked }
+            Send::Message { message: "hi".into(), mode: Mode::Queue, asked: asked.clone(), edit_of: None }
+        );
+        assert_eq!(
+            Send::parse(&json!({"message": "hi", "mode": "queue", "model": "m", "editOf": "m1"}), 10, "t", 10).unwrap(),
+            Send::Message { message: "hi".into(), mode: Mode::Queue, asked, edit_of: Some("m1".into()) }
         );
     }
 

@@ -37,6 +37,7 @@ fn payload(kind: Kind, g: &mut SchemaGenerator) -> Schema {
         Kind::QueueUpdated => g.subschema_for::<crate::log::queued::QueueUpdate>(),
         Kind::StepStart => g.subschema_for::<p::StepStart>(),
         Kind::StepFinish => g.subschema_for::<p::StepFinish>(),
+        Kind::BranchSwitched => g.subschema_for::<p::BranchSwitched>(),
     }
 }
 
@@ -124,6 +125,9 @@ fn every_kind_has_a_variant_and_payload_schemas_accept_canonical_payloads() {
     // A canonical payload of every kind validates against its generated schema.
     let samples = [
         (Kind::RunStart, json!({"messageId": "m1"})),
+        (Kind::RunStart, json!({"messageId": "m2", "branch": {"parent": null, "editOf": "m1"}})),
+        (Kind::RunStart, json!({"messageId": "m1", "branch": {"parent": "r0", "regenerates": "r1"}})),
+        (Kind::BranchSwitched, json!({"leaf": "r1", "messageId": "m1"})),
         (Kind::RunFinish, json!({"status": "completed"})),
         (Kind::TextBlock, json!({"text": "hi", "parts": [2]})),
         (Kind::TextDelta, json!({"text": "hi", "snapshot": true, "parts": [2]})),

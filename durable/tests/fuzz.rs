@@ -79,6 +79,7 @@ fn thread() -> Thread<MemoryStore, Discard> {
             driver: Driver::Webhook,
             model: None,
             turn: Default::default(),
+            place: Default::default(),
         },
         0,
     )

@@ -49,6 +49,7 @@ fn start(t: &mut T, run: &str, now: i64) {
             driver: Driver::Webhook,
             model: None,
             turn: Default::default(),
+            place: Default::default(),
         },
         now,
     )
@@ -167,6 +168,7 @@ fn run_lock_is_a_compare_and_set() {
                 driver: Driver::Webhook,
                 model: None,
                 turn: Default::default(),
+                place: Default::default(),
             },
             1,
         )

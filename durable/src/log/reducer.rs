@@ -480,7 +480,10 @@ impl TreeBuilder {
             | Payload::FilesystemRequest(_)
             | Payload::QueueUpdated(_)
             | Payload::StepStart(_)
-            | Payload::StepFinish(_) => {}
+            | Payload::StepFinish(_)
+            // A run's tree is its own: which runs a conversation shows is
+            // the thread's tree (`thread::tree`), not an agent's.
+            | Payload::BranchSwitched(_) => {}
         }
     }
 

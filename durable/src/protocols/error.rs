@@ -17,6 +17,9 @@ impl From<Error> for ApiError {
             Error::RunActive { run_id, why: Busy::Regenerate } => {
                 ApiError::run_active(&run_id, "a run is active; regenerate after it settles")
             }
+            Error::RunActive { run_id, why: Busy::Branch } => {
+                ApiError::run_active(&run_id, "a run is active; edit, switch or fork after it settles")
+            }
             Error::RunFinished { run_id } => ApiError::run_finished(&run_id),
             Error::MessageAlreadySent { run_id } => ApiError::message_already_sent(&run_id),
             Error::TaskFinished => ApiError::task_finished(),
@@ -29,6 +32,9 @@ impl From<Error> for ApiError {
             Error::FileNotFound => ApiError::file_not_found(),
             Error::NothingToResume => ApiError::nothing_to_resume(),
             Error::NothingToRegenerate => ApiError::thread_required("regenerate needs a thread with a message"),
+            Error::MessageNotFound => ApiError::message_not_found(),
+            Error::NotAnAnswer => ApiError::not_an_answer(),
+            Error::NotAUserMessage => ApiError::not_a_user_message(),
             Error::PublishTokenMissing => ApiError::unauthorized("a bearer publish token is required"),
             Error::PublishTokenWrong => ApiError::forbidden("this token does not publish to this run"),
             Error::QuotaExceeded => ApiError::quota_exceeded(),
@@ -87,6 +93,10 @@ mod tests {
             Error::FileNotFound,
             Error::NothingToResume,
             Error::NothingToRegenerate,
+            Error::MessageNotFound,
+            Error::NotAnAnswer,
+            Error::NotAUserMessage,
+            Error::run_active("r", Busy::Branch),
             Error::PublishTokenMissing,
             Error::PublishTokenWrong,
             Error::QuotaExceeded,
@@ -129,6 +139,9 @@ mod tests {
             | Error::FileNotFound
             | Error::NothingToResume
             | Error::NothingToRegenerate
+            | Error::MessageNotFound
+            | Error::NotAnAnswer
+            | Error::NotAUserMessage
             | Error::PublishTokenMissing
             | Error::PublishTokenWrong
             | Error::QuotaExceeded

@@ -284,6 +284,7 @@ mod tests {
             driver: Driver::Builtin,
             model: None,
             turn,
+            place: Default::default(),
         };
         t.start_run(run, 0).unwrap();
         run_id

@@ -9,6 +9,7 @@
 //! Which runs a conversation shows is decided once, by [`shown`].
 
 use super::error::Error;
+use super::tree::{Branch, Target, Tree};
 use crate::log::event::Event;
 use crate::log::queued::Queue;
 use crate::log::reducer::{self, AgentNode};
@@ -16,10 +17,31 @@ use crate::storage::store::{Confirmation, Record, RunRecord, Store};
 use serde_json::{json, Value};
 
 /// One turn of the conversation ([`Conversation::turns`]): a run it shows
-/// (the user's message and what answered it) and the run's events.
+/// (the user's message and what answered it), the run's events, and where
+/// its message and its answer stand among their siblings.
 pub struct TurnRead {
     pub run: RunRecord,
     pub events: Vec<Event>,
+    pub branches: Branches,
+}
+
+/// Where a turn stands in the tree: its user message among the messages
+/// after the same turn (edits), its answer among the answers to the same
+/// message (regenerates). A turn with neither has one of each.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Branches {
+    pub message: Branch,
+    pub answer: Branch,
+}
+
+impl Branches {
+    fn of(tree: &Tree, run: &RunRecord) -> Branches {
+        let alone = |id: &str| Branch { index: 0, count: 1, ids: vec![id.to_owned()] };
+        Branches {
+            message: tree.messages(&run.run_id).unwrap_or_else(|| alone(&run.message_id)),
+            answer: tree.answers(&run.run_id).unwrap_or_else(|| alone(&run.run_id)),
+        }
+    }
 }
 
 impl TurnRead {
@@ -109,10 +131,14 @@ impl<'t, S: Store> Conversation<'t, S> {
 
     /// The runs the conversation shows on page `page` of `limit` runs
     /// (newest page first), oldest first within it, and how many runs the
-    /// thread has. Every protocol's history reads the conversation here,
-    /// never through the store.
+    /// active path has (the pages there are; other branches' runs are in
+    /// none). Every protocol's history reads the conversation here, never
+    /// through the store.
     pub fn page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
-        let tree = self.tree()?;
+        self.page_of(&self.tree()?, limit, page)
+    }
+
+    fn page_of(&self, tree: &Tree, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
         let path = tree.path();
         let newest_first = path.iter().rev().skip(page.saturating_mul(limit)).take(limit);
         let mut runs = Vec::with_capacity(limit.min(path.len()));
@@ -120,13 +146,18 @@ impl<'t, S: Store> Conversation<'t, S> {
             runs.extend(self.store.run(&link.run_id)?.filter(shown));
         }
         runs.reverse();
-        Ok((runs, self.run_count()?))
+        Ok((runs, path.len()))
     }
 
-    /// The active path's leaf (the newest run in the tree), read from the
-    /// newest runs down: a send reads a run or two, not the whole tree.
+    /// The active path's leaf: the stored choice ([`LEAF_KEY`](super::meta::LEAF_KEY))
+    /// when it names a run, else (a thread of before) the newest run in the
+    /// tree, read from the newest runs down: a send reads a run or two, not
+    /// the whole tree.
     pub fn leaf(&self) -> Result<Option<String>, Error> {
         const PAGE: usize = 8;
+        if let Some(leaf) = self.chosen_leaf()? {
+            return Ok(Some(leaf));
+        }
         for page in 0.. {
             let (runs, total) = self.store.runs_page(page * PAGE, PAGE)?;
             if let Some(run) = runs.iter().find(|r| !r.replaced) {
@@ -139,10 +170,32 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok(None)
     }
 
-    /// The conversation's tree: every run's place in it
-    /// ([`Tree`](super::tree::Tree); the active path is its newest leaf's).
-    pub fn tree(&self) -> Result<super::tree::Tree, Error> {
-        Ok(super::tree::Tree::new(self.store.run_links()?))
+    /// The stored leaf, when it names a run of the tree.
+    fn chosen_leaf(&self) -> Result<Option<String>, Error> {
+        let Some(leaf) = self.store.meta(super::meta::LEAF_KEY)? else { return Ok(None) };
+        Ok(self.store.run(&leaf)?.filter(shown).map(|r| r.run_id))
+    }
+
+    /// The conversation's tree: every run's place in it, and the active
+    /// path's leaf ([`Tree`]).
+    pub fn tree(&self) -> Result<Tree, Error> {
+        Ok(Tree::new(self.store.run_links()?, self.store.meta(super::meta::LEAF_KEY)?))
+    }
+
+    /// The answer `id` names: itself when it is an answer (a run id), else
+    /// an answer to the user message it names (the one on the active path
+    /// when it is there); `None` when it names neither. For a client that
+    /// asks for a message's answer again by the message's id.
+    pub fn answer_to(&self, id: &str) -> Result<Option<String>, Error> {
+        let tree = self.tree()?;
+        Ok(match tree.find(id) {
+            Some(Target::Answer(run)) => Some(run.run_id.clone()),
+            Some(Target::Message(run)) => {
+                let on_path = tree.path().into_iter().find(|l| l.message_id == id).map(|l| l.run_id.clone());
+                Some(on_path.unwrap_or_else(|| run.run_id.clone()))
+            }
+            None => None,
+        })
     }
 
     /// How many runs the thread has had, replaced ones included.
@@ -166,11 +219,13 @@ impl<'t, S: Store> Conversation<'t, S> {
     /// the thread has: what every protocol's messages view is made of, in
     /// its own words.
     pub fn turns(&self, limit: usize, page: usize) -> Result<(Vec<TurnRead>, usize), Error> {
-        let (runs, total) = self.page(limit, page)?;
+        let tree = self.tree()?;
+        let (runs, total) = self.page_of(&tree, limit, page)?;
         let mut turns = Vec::with_capacity(runs.len());
         for run in runs {
             let events = self.run_events(&run.run_id)?;
-            turns.push(TurnRead { run, events });
+            let branches = Branches::of(&tree, &run);
+            turns.push(TurnRead { run, events, branches });
         }
         Ok((turns, total))
     }
@@ -243,13 +298,6 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok(self.stored_generation()?.map(|g| crate::files::prefix(self.thread_id, g)))
     }
 
-    /// The attachments of the thread's last message (what a regenerated
-    /// answer is given again).
-    pub fn last_attachments(&self) -> Result<Vec<crate::files::Attachment>, Error> {
-        let (runs, _) = self.store.runs_page(0, 1)?;
-        Ok(runs.into_iter().next().map(|r| r.turn.attachments).unwrap_or_default())
-    }
-
     /// The actor who created the thread.
     pub fn owner(&self) -> Result<Option<String>, Error> {
         Ok(self.store.meta(super::meta::OWNER_KEY)?)
@@ -320,7 +368,7 @@ mod tests {
         let c = Conversation::new(&s, "t", 0, &queue);
         let (runs, total) = c.page(10, 0).unwrap();
         assert_eq!(runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
-        assert_eq!(total, 3, "the total counts every stored run");
+        assert_eq!(total, 2, "the total counts the active path's runs");
         let (turns, _) = c.turns(10, 0).unwrap();
         assert_eq!(turns.iter().map(|t| t.run.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
         let memory = c.history(10_000, "none").unwrap();

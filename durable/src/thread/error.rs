@@ -53,6 +53,13 @@ pub enum Error {
     NothingToResume,
     /// Regenerate on a thread with no message to answer again.
     NothingToRegenerate,
+    /// A message id (to edit, answer again or switch to) the thread's
+    /// tree does not hold.
+    MessageNotFound,
+    /// An answer again to a user message: only an answer is regenerated.
+    NotAnAnswer,
+    /// An edit of an answer: only a user message is edited.
+    NotAUserMessage,
 
     /// Publishing without a run's token, or with another run's.
     PublishTokenMissing,
@@ -110,8 +117,11 @@ pub enum Error {
 pub enum Busy {
     /// A new run (a send in `reject` mode, a run started by a publisher).
     Start,
-    /// Regenerating the last answer, which waits until the run settles.
+    /// Regenerating an answer, which waits until the run settles.
     Regenerate,
+    /// Editing a message, switching or forking a branch: the tree changes
+    /// only while no run holds the thread.
+    Branch,
 }
 
 /// The deployment settings an operation read and found broken.

@@ -13,6 +13,10 @@ pub const SEND_ORIGIN_KEY: &str = "send_origin";
 pub const PIN_KEY: &str = "pinned_model";
 /// The message queue, stored whole.
 pub const QUEUE_KEY: &str = "queue";
+/// The active path's leaf (a run id): set by every run that starts and by
+/// a switch of branch. A thread of before has none: its leaf is its newest
+/// run.
+pub const LEAF_KEY: &str = "leaf";
 /// The log's generation (its name predates other readers than its first:
 /// stored data keeps it).
 pub const GENERATION_KEY: &str = "ds_generation";

@@ -47,6 +47,7 @@
 //! synchronous, so each is one block no other request can interleave with.
 
 mod agent;
+mod branch;
 mod budgets;
 mod charges;
 mod confirmations;
@@ -135,6 +136,19 @@ pub struct StartRun {
     pub model: Option<String>,
     /// What the message asked of its turn.
     pub turn: Turn,
+    /// Where the turn joins the conversation.
+    pub place: Place,
+}
+
+/// Where a new turn joins the conversation's tree.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Place {
+    /// After the active path's leaf: a send, a queued message.
+    #[default]
+    Leaf,
+    /// Beside a turn of the tree (an edit, an answer again): after the
+    /// point's `parent`, which the run-start names so every client follows.
+    Branch(event::payload::BranchPoint),
 }
 
 pub struct Thread<S: Store, K: Sink> {
@@ -238,8 +252,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// with 409 `run_active` while another run holds it.
     pub fn start_run(&mut self, start: StartRun, now: i64) -> Result<RunRecord, Error> {
         self.runs.check_free(Busy::Start)?;
-        // The new turn follows the active path's leaf.
-        let parent = self.conversation().leaf()?;
+        // The new turn follows the active path's leaf, or the turn it
+        // branches from; it becomes the leaf.
+        let parent = match &start.place {
+            Place::Leaf => self.conversation().leaf()?,
+            Place::Branch(point) => point.parent.clone(),
+        };
         let record = RunRecord {
             run_id: start.run_id.clone(),
             message_id: start.message_id.clone(),
@@ -265,9 +283,18 @@ impl<S: Store, K: Sink> Thread<S, K> {
             // References: a client reads each at `/v1/threads/:id/files/:fileId`.
             payload["attachments"] = serde_json::to_value(&record.turn.attachments).unwrap_or_default();
         }
+        if let Place::Branch(point) = &start.place {
+            payload["branch"] = serde_json::to_value(point).unwrap_or_default();
+        }
         let run_start = Event::built(Kind::RunStart, &start.run_id, ROOT_AGENT, now, payload);
         self.runs.fold_from_start(&record.run_id);
-        self.commit(vec![run_start], Some(record.clone()))?;
+        let before = self.journal.store().meta(meta::LEAF_KEY)?;
+        self.journal.store_mut().set_meta(meta::LEAF_KEY, Some(&record.run_id))?;
+        if let Err(e) = self.commit(vec![run_start], Some(record.clone())) {
+            // A run that did not start moves no leaf.
+            self.journal.store_mut().set_meta(meta::LEAF_KEY, before.as_deref())?;
+            return Err(e);
+        }
         self.runs.take(record.clone(), now)?;
         Ok(record)
     }
@@ -286,8 +313,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let mut events = Vec::with_capacity(n);
         for (index, value) in batch.into_iter().enumerate() {
             let ev = event::parse_published(value, run_id, now).map_err(|e| Error::invalid_event_at(index, e))?;
-            if ev.kind() == Kind::RunStart {
-                return Err(Error::invalid_event_at(index, "`run-start` is emitted by the server"));
+            // A run's start and a switch of branch are the thread's own
+            // word: an agent that published one could move clients' views.
+            if matches!(ev.kind(), Kind::RunStart | Kind::BranchSwitched) {
+                let kind = ev.kind().as_str();
+                return Err(Error::invalid_event_at(index, format!("`{kind}` is emitted by the server")));
             }
             if ev.kind().class() == Class::Coalesced {
                 return Err(Error::invalid_event_at(
@@ -408,7 +438,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Some(h) = handoff {
             self.waiting.handed_off(&h);
             if let Some(item) = h.item {
-                self.start_item(item, now)?;
+                self.start_item(item, Place::Leaf, now)?;
             }
         }
         Ok(())

@@ -5,9 +5,9 @@
 //! the queue in memory changes (`Thread::save_queue`).
 
 use super::budgets::Budgets;
-use super::error::{Busy, Error};
+use super::error::Error;
 use super::meta::QUEUE_KEY;
-use super::{Admitted, Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
+use super::{Admitted, Place, Sink, StartRun, Started, Thread, QUOTA_EXCEEDED, ROOT_AGENT};
 use crate::log::event::{Event, FinishStatus, Payload};
 use crate::log::queued::{Queue, QueueItem, QueuePatch};
 use crate::storage::store::{RunRecord, Store, Turn};
@@ -127,7 +127,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<(QueueItem, usize, Option<RunRecord>), Error> {
         let item = new_item(&*self.ids, self.journal.thread_id(), message, model, turn, given, now);
         if self.runs.holder().is_none() && self.waiting.queue.items.is_empty() && !self.waiting.queue.paused {
-            let run = self.start_item(item.clone(), now)?;
+            let run = self.start_item(item.clone(), Place::Leaf, now)?;
             return Ok((item, 0, Some(run)));
         }
         let mut queue = self.waiting.queue.clone();
@@ -150,7 +150,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     ) -> Result<(QueueItem, Option<String>), Error> {
         let item = new_item(&*self.ids, self.journal.thread_id(), message, model, turn, given, now);
         let Some(active) = self.runs.holder().map(str::to_owned) else {
-            self.start_item(item.clone(), now)?;
+            self.start_item(item.clone(), Place::Leaf, now)?;
             return Ok((item, None));
         };
         self.waiting.interrupting = Some(item.clone());
@@ -177,7 +177,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let item = queue.remove(message_id).map_err(Error::Input)?;
         self.save_queue(queue, Vec::new(), now)?;
         let Some(active) = self.runs.holder().map(str::to_owned) else {
-            self.start_item(item, now)?;
+            self.start_item(item, Place::Leaf, now)?;
             return Ok(None);
         };
         self.waiting.interrupting = Some(item);
@@ -230,28 +230,29 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(true)
     }
 
-    /// `regenerate: true`: answers the thread's last user message again under
-    /// a new run; the answer it replaces no longer feeds the model.
-    pub fn regenerate(&mut self, model: Option<String>, turn: Turn, now: i64) -> Result<RunRecord, Error> {
-        self.runs.check_free(Busy::Regenerate)?;
-        let (runs, _) = self.journal.store().runs_page(0, 1)?;
-        let Some(mut last) = runs.into_iter().next() else {
-            return Err(Error::NothingToRegenerate);
-        };
-        last.replaced = true;
-        self.journal.store_mut().commit(&[], std::slice::from_ref(&last))?;
+    /// `regenerate: true`: answers again, under a new run beside it, the
+    /// user message `fork` names ([`Thread::regenerate_point`]); the new
+    /// answer is the active path's leaf, and the one it answers again stays
+    /// in the tree ([`branch`](super::branch)).
+    pub(super) fn regenerate(
+        &mut self,
+        model: Option<String>,
+        turn: Turn,
+        fork: super::branch::Fork,
+        now: i64,
+    ) -> Result<RunRecord, Error> {
         // The same user message, answered again: it keeps its id.
         let run_id = crate::wire::ids::scoped(self.journal.thread_id(), &self.ids.id("run"));
         let item = new_item(
             &*self.ids,
             self.journal.thread_id(),
-            last.message,
+            fork.run.message,
             model,
             turn,
-            Some((last.message_id, run_id)),
+            Some((fork.run.message_id, run_id)),
             now,
         );
-        self.start_item(item, now)
+        self.start_item(item, fork.place, now)
     }
 }
 
@@ -259,7 +260,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 impl<S: Store, K: Sink> Thread<S, K> {
     /// Takes the run lock for `item`; the run waits in `started` for the
     /// service to launch it.
-    pub(super) fn start_item(&mut self, item: QueueItem, now: i64) -> Result<RunRecord, Error> {
+    pub(super) fn start_item(&mut self, item: QueueItem, place: Place, now: i64) -> Result<RunRecord, Error> {
         let token = self.ids.token();
         let run = self.start_run(
             StartRun {
@@ -272,6 +273,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 // The turn records when it was queued, unless the send said
                 // when it was sent.
                 turn: Turn { sent_at: item.turn.sent_at.or(Some(item.queued_at)), ..item.turn },
+                place,
             },
             now,
         )?;
@@ -286,7 +288,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Ok(());
         }
         if let Some(item) = self.waiting.interrupting.take() {
-            self.start_item(item, now)?;
+            self.start_item(item, Place::Leaf, now)?;
             return Ok(());
         }
         let (queue, next) = self.waiting.take_next(&self.budgets, now);
@@ -294,7 +296,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             self.save_queue(queue, Vec::new(), now)?;
         }
         if let Some(item) = next {
-            self.start_item(item, now)?;
+            self.start_item(item, Place::Leaf, now)?;
         }
         Ok(())
     }

@@ -136,13 +136,24 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if let Send::Message { mode: mode @ Mode::Auto, .. } = &mut send {
             *mode = if self.runs.active_run().is_some() { Mode::Queue } else { Mode::Reject };
         }
-        let (Send::Regenerate { asked } | Send::Message { asked, .. }) = &send;
+        // An edit waits for no run: it changes the tree, which changes only
+        // while no run holds the thread (`branch`).
+        if let Send::Message { mode, edit_of: Some(_), .. } = &mut send {
+            *mode = Mode::Reject;
+        }
+        let (Send::Regenerate { asked, .. } | Send::Message { asked, .. }) = &send;
         let (model, mut turn) =
             resolve_turn(self.conversation().pin()?, self.config.tracing, asked, &who, catalog, settings)?;
-        turn.attachments = match &send {
-            // An answer again to the last message, with its files.
-            Send::Regenerate { .. } => self.conversation().last_attachments()?,
-            Send::Message { .. } => self.journal.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
+        // Where the turn joins the tree, checked before anything is kept.
+        let fork = match &send {
+            Send::Regenerate { answer, .. } => Some(self.regenerate_point(answer.as_deref())?),
+            Send::Message { edit_of: Some(id), .. } => Some(self.edit_point(id)?),
+            Send::Message { edit_of: None, .. } => None,
+        };
+        turn.attachments = match (&send, &fork) {
+            // An answer again to a message, with its files.
+            (Send::Regenerate { .. }, Some(fork)) => fork.run.turn.attachments.clone(),
+            _ => self.journal.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
         };
         super::stored_files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
         if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
@@ -158,9 +169,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // before it existed end before any of its events is sent.
         end_others_follows(&mut self.journal, &mut self.outbox, &who);
         let thread = self.journal.thread_id().to_owned();
-        let sent = match send {
-            Send::Regenerate { .. } => {
-                let run = self.regenerate(model, turn, now)?;
+        let sent = match (send, fork) {
+            (Send::Regenerate { .. }, fork) => {
+                // (Its point was found above: a regenerate always has one.)
+                let fork = fork.ok_or(Error::NothingToRegenerate)?;
+                let run = self.regenerate(model, turn, fork, now)?;
                 self.claim(who)?;
                 if spent {
                     self.end_over_quota(&run.run_id, now)?;
@@ -168,7 +181,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 Sent::Run { run_id: run.run_id, regenerated: true }
             }
             // (`auto` was resolved above.)
-            Send::Message { message, mode: Mode::Reject | Mode::Auto, .. } => {
+            (Send::Message { message, mode: Mode::Reject | Mode::Auto, .. }, fork) => {
                 let token = self.ids.token();
                 let (message_id, run_id) =
                     given.ids.unwrap_or_else(|| (self.ids.id("msg"), ids::scoped(&thread, &self.ids.id("run"))));
@@ -181,6 +194,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     driver: self.config.driver,
                     model,
                     turn,
+                    place: fork.map(|f| f.place).unwrap_or_default(),
                 };
                 let run = self.start_run(start, now)?;
                 self.claim(who)?;
@@ -191,8 +205,10 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 Sent::Run { run_id: run.run_id, regenerated: false }
             }
             // A queued message is checked now, not when it starts.
-            Send::Message { mode: Mode::Queue | Mode::Interrupt, .. } if spent => return Err(Error::QuotaExceeded),
-            Send::Message { message, mode: Mode::Queue, .. } => {
+            (Send::Message { mode: Mode::Queue | Mode::Interrupt, .. }, _) if spent => {
+                return Err(Error::QuotaExceeded)
+            }
+            (Send::Message { message, mode: Mode::Queue, .. }, _) => {
                 let (item, position, started) = self.enqueue(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
                 Sent::Queued(Queued {
@@ -205,7 +221,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     interrupting: None,
                 })
             }
-            Send::Message { message, mode: Mode::Interrupt, .. } => {
+            (Send::Message { message, mode: Mode::Interrupt, .. }, _) => {
                 let (item, interrupted) = self.interrupt(message, model, turn, given.ids, now)?;
                 self.claim(who)?;
                 if let Some(old) = &interrupted {

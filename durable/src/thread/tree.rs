@@ -9,27 +9,58 @@
 //! it, so the path from any leaf ends at a first turn.
 
 use crate::storage::store::RunLink;
+use std::collections::HashMap;
 
-/// Every run's place in the conversation, oldest first.
+/// Every run's place in the conversation, oldest first, and the active
+/// path's leaf.
 #[derive(Debug, Default)]
 pub struct Tree {
     links: Vec<RunLink>,
+    /// Each run's index in `links`.
+    index: HashMap<String, usize>,
+    /// The leaf a person chose or the newest run started (the thread's
+    /// stored choice); `None` for a thread of before, whose leaf is its
+    /// newest run.
+    active: Option<String>,
+}
+
+/// What a message id names in the tree: a user message (by the newest run
+/// that carries it: an answer again keeps its message's id) or an answer
+/// (by its run's id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target<'t> {
+    Message(&'t RunLink),
+    Answer(&'t RunLink),
 }
 
 impl Tree {
-    pub fn new(links: Vec<RunLink>) -> Tree {
-        Tree { links: links.into_iter().filter(|l| !l.replaced).collect() }
+    /// The tree of `links` (oldest first), its active path ending at
+    /// `active` when that is one of its runs, else at its newest run.
+    pub fn new(links: Vec<RunLink>, active: Option<String>) -> Tree {
+        let links: Vec<RunLink> = links.into_iter().filter(|l| !l.replaced).collect();
+        let index = links.iter().enumerate().map(|(i, l)| (l.run_id.clone(), i)).collect();
+        Tree { links, index, active }
     }
 
     fn get(&self, run_id: &str) -> Option<&RunLink> {
-        self.links.iter().find(|l| l.run_id == run_id)
+        self.index.get(run_id).map(|&i| &self.links[i])
     }
 
-    /// The active path's leaf: the newest run of the tree (what
-    /// [`Conversation::leaf`](super::Conversation::leaf) reads without the
-    /// tree).
+    /// How many runs the tree holds.
+    pub fn len(&self) -> usize {
+        self.links.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty()
+    }
+
+    /// The active path's leaf: the chosen one, else the newest run.
     pub fn leaf(&self) -> Option<&str> {
-        self.links.last().map(|l| l.run_id.as_str())
+        match self.active.as_deref().and_then(|a| self.get(a)) {
+            Some(chosen) => Some(&chosen.run_id),
+            None => self.links.last().map(|l| l.run_id.as_str()),
+        }
     }
 
     /// The path from the first turn to `leaf` (its ancestors, then itself);
@@ -53,6 +84,23 @@ impl Tree {
     /// The active path, first turn first.
     pub fn path(&self) -> Vec<&RunLink> {
         self.leaf().map(|leaf| self.path_to(leaf)).unwrap_or_default()
+    }
+
+    /// The answer `run_id` names (a run of the tree).
+    pub fn answer(&self, run_id: &str) -> Option<Target<'_>> {
+        self.get(run_id).map(Target::Answer)
+    }
+
+    /// The user message `message_id` names, by the newest run carrying it
+    /// (an answer again keeps its message's id).
+    pub fn message(&self, message_id: &str) -> Option<Target<'_>> {
+        self.links.iter().rev().find(|l| l.message_id == message_id).map(Target::Message)
+    }
+
+    /// What `id` names, an answer first (a queued message's id is also its
+    /// run's: either way it names that turn).
+    pub fn find(&self, id: &str) -> Option<Target<'_>> {
+        self.answer(id).or_else(|| self.message(id))
     }
 
     /// Where run `run_id`'s answer stands among the answers to the same
@@ -87,19 +135,41 @@ impl Tree {
     /// The newest run at or under `run_id` (itself, or a run whose path
     /// passes through it): the leaf a switch to that branch shows.
     pub fn leaf_under(&self, run_id: &str) -> Option<&str> {
-        let mut under: Vec<&str> = Vec::new();
-        for l in &self.links {
-            if l.run_id == run_id || l.parent.as_deref().is_some_and(|p| under.contains(&p)) {
-                under.push(&l.run_id);
+        let start = *self.index.get(run_id)?;
+        let mut under = vec![false; self.links.len()];
+        let mut leaf = start;
+        under[start] = true;
+        // A child is newer than its parent: one pass in order finds them all.
+        for (i, l) in self.links.iter().enumerate().skip(start + 1) {
+            if l.parent.as_deref().and_then(|p| self.index.get(p)).is_some_and(|&p| under[p]) {
+                under[i] = true;
+                leaf = i;
             }
         }
-        under.last().copied()
+        Some(&self.links[leaf].run_id)
+    }
+
+    /// The leaf a switch to `target` shows: under an answer, its newest
+    /// turn; under a user message, the newest turn under any of its
+    /// answers at that place.
+    pub fn leaf_of(&self, target: Target<'_>) -> Option<&str> {
+        match target {
+            Target::Answer(run) => self.leaf_under(&run.run_id),
+            Target::Message(run) => self
+                .links
+                .iter()
+                .filter(|l| l.parent == run.parent && l.message_id == run.message_id)
+                .filter_map(|l| self.leaf_under(&l.run_id))
+                .max_by_key(|leaf| self.index.get(*leaf).copied()),
+        }
     }
 }
 
 /// Where one message or answer stands among its siblings: `index` of
-/// `count`, and the siblings' ids in order (a client's `< i/n >`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `count`, and the siblings' ids in order (a client's `< i/n >`; a
+/// message's siblings are message ids, an answer's are run ids). As the
+/// history views carry it: `{index, count, ids}`.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Branch {
     pub index: usize,
     pub count: usize,
@@ -127,13 +197,16 @@ mod tests {
 
     #[test]
     fn the_active_path_runs_from_the_first_turn_to_the_newest_leaf() {
-        let tree = Tree::new(vec![
-            link("a", None, false),
-            link("b", Some("a"), false),
-            link("b-old", None, true),
-            link("c", Some("b"), false),
-            link("c2", Some("b"), false),
-        ]);
+        let tree = Tree::new(
+            vec![
+                link("a", None, false),
+                link("b", Some("a"), false),
+                link("b-old", None, true),
+                link("c", Some("b"), false),
+                link("c2", Some("b"), false),
+            ],
+            None,
+        );
         assert_eq!(tree.leaf(), Some("c2"));
         assert_eq!(ids(tree.path()), ["a", "b", "c2"]);
         assert_eq!(ids(tree.path_to("c")), ["a", "b", "c"]);
@@ -148,13 +221,16 @@ mod tests {
     fn siblings_are_counted_where_they_branch() {
         let mut regenerated = link("a2", None, false);
         regenerated.message_id = "m-a".into();
-        let tree = Tree::new(vec![
-            link("a", None, false),
-            regenerated,
-            link("b", Some("a2"), false),
-            link("e", Some("a2"), false),
-            link("f", Some("e"), false),
-        ]);
+        let tree = Tree::new(
+            vec![
+                link("a", None, false),
+                regenerated,
+                link("b", Some("a2"), false),
+                link("e", Some("a2"), false),
+                link("f", Some("e"), false),
+            ],
+            None,
+        );
         let answers = tree.answers("a2").unwrap();
         assert_eq!((answers.index, answers.count, answers.ids), (1, 2, vec!["a".to_owned(), "a2".to_owned()]));
         assert_eq!(tree.answers("b").unwrap().count, 1, "one answer to `b`");
@@ -172,7 +248,7 @@ mod tests {
 
     #[test]
     fn a_parent_outside_the_tree_ends_the_path() {
-        let tree = Tree::new(vec![link("a", Some("gone"), false), link("b", Some("a"), false)]);
+        let tree = Tree::new(vec![link("a", Some("gone"), false), link("b", Some("a"), false)], None);
         assert_eq!(ids(tree.path()), ["a", "b"]);
     }
 }

@@ -238,6 +238,22 @@ impl ApiError {
         ApiError::new(404, "tool_call_not_found", "no confirmation for this tool call")
     }
 
+    pub fn invalid_message_id(message: impl Into<String>) -> ApiError {
+        ApiError::new(400, "invalid_message_id", message)
+    }
+
+    pub fn message_not_found() -> ApiError {
+        ApiError::new(404, "message_not_found", "no message with this id in the thread")
+    }
+
+    pub fn not_an_answer() -> ApiError {
+        ApiError::new(400, "not_an_answer", "`messageId` names a user message: only an answer is regenerated")
+    }
+
+    pub fn not_a_user_message() -> ApiError {
+        ApiError::new(400, "not_a_user_message", "`editOf` names an answer: only a user message is edited")
+    }
+
     pub fn run_not_found() -> ApiError {
         ApiError::new(404, "run_not_found", "no run with this id")
     }

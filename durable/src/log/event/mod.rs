@@ -100,6 +100,7 @@ kinds! {
     QueueUpdated = "queue-updated" => Structural (crate::log::queued::QueueUpdate),
     StepStart = "step-start" => Structural (payload::StepStart),
     StepFinish = "step-finish" => Structural (payload::StepFinish),
+    BranchSwitched = "branch-switched" => Structural (payload::BranchSwitched),
 }
 
 impl Payload {
@@ -434,7 +435,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(Kind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(Kind::ALL.len(), 23);
+        assert_eq!(Kind::ALL.len(), 24);
     }
 
     #[test]

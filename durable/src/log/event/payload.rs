@@ -24,6 +24,41 @@ pub struct RunStart {
     /// file is read at `/v1/threads/:threadId/files/:fileId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attachments: Option<Vec<crate::files::Attachment>>,
+    /// Extension: where a run that branches stands in the conversation (an
+    /// edit or a regenerate). Absent, the run follows the active path's
+    /// leaf, as every run of before did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<BranchPoint>,
+}
+
+/// Where a run that branches joins the conversation: after `parent` (the
+/// run whose turn it follows; `null` at the first turn), as an edit of a
+/// user message or another answer to one. Reading the log in order, a
+/// client knows the whole tree: a `run-start` without one follows the
+/// active leaf, with one follows `parent`, and `branch-switched` moves the
+/// leaf.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchPoint {
+    pub parent: Option<String>,
+    /// The user message this run's message replaces (an edit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edit_of: Option<String>,
+    /// The run whose answer this run answers again (a regenerate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regenerates: Option<String>,
+}
+
+/// `branch-switched`: the conversation's active path now ends at `leaf`
+/// (a run), as a person chose by `messageId` (a message or an answer on
+/// the branch they switched to).
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchSwitched {
+    pub leaf: String,
+    pub message_id: String,
 }
 
 #[cfg_attr(test, derive(schemars::JsonSchema))]

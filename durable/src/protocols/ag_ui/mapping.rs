@@ -409,6 +409,9 @@ impl AguiMapper {
             // its call's result, a queue as its own runs, a filesystem
             // request is the n8n gateway's.
             Payload::ConfirmationSettled(_) | Payload::QueueUpdated(_) | Payload::FilesystemRequest(_) => {}
+            // A switch of branch is no run's: an AG-UI client sends the
+            // messages it shows, and `connect` reads the active path.
+            Payload::BranchSwitched(_) => {}
         }
     }
 

@@ -29,6 +29,7 @@ use crate::wire::ids::ROOT_AGENT;
 use crate::wire::time::rfc3339;
 use crate::storage::store::{ConfirmState, RunRecord, RunState, Store};
 use crate::thread::conversation::TurnRead;
+use crate::thread::tree::Branch;
 use crate::thread::{Sink, Status, Thread, REQUESTER};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -85,6 +86,8 @@ pub struct UserRow {
     agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     page_context: Option<Value>,
+    /// Extension: where the message stands among its edits.
+    branch: Branch,
 }
 
 /// An earlier step's row: its place in the turn, then what it streamed.
@@ -127,6 +130,9 @@ pub struct LastRow {
     agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     agent_name: Option<String>,
+    /// Extension: where the answer stands among the answers to its
+    /// message (run ids, as `regenerate` with `messageId` takes them).
+    branch: Branch,
 }
 
 /// The thread's detail; a message's `attachments` carry their URL on
@@ -184,6 +190,7 @@ fn user_row(turn: &TurnRead, thread_id: &str, origin: &str) -> UserRow {
         sent_at: rfc3339(run.turn.sent_at.unwrap_or(run.created_at)),
         agent: run.turn.agent.clone(),
         page_context: run.turn.page_context.clone(),
+        branch: turn.branches.message.clone(),
     }
 }
 
@@ -210,6 +217,7 @@ fn last_row(turn: &TurnRead, last: Row) -> LastRow {
         model: run.model.clone(),
         agent: run.turn.agent.clone(),
         agent_name: run.turn.agent.clone(),
+        branch: turn.branches.answer.clone(),
     }
 }
 
@@ -388,7 +396,8 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
             | Payload::Error(_)
             | Payload::ThreadTitleUpdated(_)
             | Payload::FilesystemRequest(_)
-            | Payload::QueueUpdated(_) => {}
+            | Payload::QueueUpdated(_)
+            | Payload::BranchSwitched(_) => {}
         }
         if ev.kind().class() != crate::log::event::Class::Ephemeral {
             before = ev.ts;

@@ -377,7 +377,10 @@ impl FrameMapper {
             | Payload::AgentCompleted(_)
             | Payload::Status(_)
             | Payload::Error(_)
-            | Payload::FilesystemRequest(_) => Vec::new(),
+            | Payload::FilesystemRequest(_)
+            // A switch of branch is the thread's, not a run's: agora's
+            // thread detail shows the active path when it is read.
+            | Payload::BranchSwitched(_) => Vec::new(),
         }
     }
 }

@@ -51,10 +51,13 @@ fn file_part(part: &Value) -> Value {
 #[derive(Clone, Debug, PartialEq)]
 pub enum UiChat {
     /// A new user message: its id (the client's), its text parts joined,
-    /// and its `file` parts as attachments.
-    Message { id: String, text: String, files: Vec<Value> },
-    /// `trigger: "regenerate-message"`.
-    Regenerate,
+    /// and its `file` parts as attachments. With `messageId` (the client's
+    /// `sendMessage({text, messageId})`), it edits that message: `edit_of`.
+    Message { id: String, text: String, files: Vec<Value>, edit_of: Option<String> },
+    /// `trigger: "regenerate-message"`, with the `messageId` the client's
+    /// `regenerate({messageId})` names (an answer, or the user message
+    /// whose answer it wants again); none is the last answer.
+    Regenerate { message_id: Option<String> },
     /// The assistant message continues after the person answered its
     /// approval requests (tool parts in state `approval-responded`), or the
     /// client ran its own tools (`output-available`, `output-error`).
@@ -78,7 +81,9 @@ impl UiChat {
             return Err(ApiError::message_required("`messages` must be an array of UI messages"));
         };
         match body.get("trigger").and_then(Value::as_str) {
-            Some("regenerate-message") => return Ok(UiChat::Regenerate),
+            Some("regenerate-message") => {
+                return Ok(UiChat::Regenerate { message_id: crate::input::message_ref(body, "messageId")? })
+            }
             Some("submit-message") | None => {}
             Some(other) => return Err(ApiError::invalid_body(format!("unknown `trigger` `{other}`"))),
         }
@@ -117,7 +122,7 @@ impl UiChat {
                 if text.len() > max_message_bytes {
                     return Err(ApiError::message_too_large(max_message_bytes));
                 }
-                Ok(UiChat::Message { id, text, files })
+                Ok(UiChat::Message { id, text, files, edit_of: crate::input::message_ref(body, "messageId")? })
             }
             Some("assistant") => {
                 let approvals: Vec<UiApproval> = parts
@@ -167,7 +172,7 @@ mod tests {
         let user = |parts: Value| json!({ "id": "c", "messages": [{"id":"m1","role":"user","parts":parts}], "trigger": "submit-message" });
         assert_eq!(
             parse(user(json!([{"type":"text","text":"hi"},{"type":"text","text":"there"}]))).unwrap(),
-            UiChat::Message { id: "m1".into(), text: "hi\nthere".into(), files: vec![] }
+            UiChat::Message { id: "m1".into(), text: "hi\nthere".into(), files: vec![], edit_of: None }
         );
         assert_eq!(
             parse(user(json!([{"type":"file","mediaType":"image/png","filename":"a.png","url":"threadline:inline:0"}])))
@@ -175,7 +180,8 @@ mod tests {
             UiChat::Message {
                 id: "m1".into(),
                 text: String::new(),
-                files: vec![json!({"url": "threadline:inline:0", "mediaType": "image/png", "name": "a.png"})]
+                files: vec![json!({"url": "threadline:inline:0", "mediaType": "image/png", "name": "a.png"})],
+                edit_of: None,
             }
         );
         assert_eq!(parse(user(json!([{"type":"source-url","url":"x"}]))).unwrap_err().code, "unsupported_part");
@@ -183,7 +189,22 @@ mod tests {
         assert_eq!(parse(user(json!([{"type":"text","text":"x".repeat(101)}]))).unwrap_err().code, "message_too_large");
         assert_eq!(parse(json!({"messages": []})).unwrap_err().code, "message_required");
         assert_eq!(parse(json!({"messages": "no"})).unwrap_err().code, "message_required");
-        assert_eq!(parse(json!({"messages": [], "trigger": "regenerate-message"})).unwrap(), UiChat::Regenerate);
+        assert_eq!(
+            parse(json!({"messages": [], "trigger": "regenerate-message"})).unwrap(),
+            UiChat::Regenerate { message_id: None }
+        );
+        assert_eq!(
+            parse(json!({"messages": [], "trigger": "regenerate-message", "messageId": "t.r1"})).unwrap(),
+            UiChat::Regenerate { message_id: Some("t.r1".into()) }
+        );
+        let edit = json!({"id": "c", "messages": [{"id":"m1","role":"user","parts":[{"type":"text","text":"new"}]}],
+            "trigger": "submit-message", "messageId": "m1"});
+        assert_eq!(
+            parse(edit).unwrap(),
+            UiChat::Message { id: "m1".into(), text: "new".into(), files: vec![], edit_of: Some("m1".into()) }
+        );
+        let bad = json!({"messages": [], "trigger": "regenerate-message", "messageId": 4});
+        assert_eq!(parse(bad).unwrap_err().code, "invalid_message_id");
         assert_eq!(parse(json!({"messages": [{"id":"a b","role":"user","parts":[]}]})).unwrap_err().code, "invalid_id");
         let responded = json!({"messages": [{"id":"t.r1","role":"assistant","parts":[
             {"type":"step-start"},

@@ -6,6 +6,7 @@
 use super::mapping;
 use crate::wire::error::ApiError;
 use crate::storage::store::{RunState, Store};
+use crate::thread::tree::Branch;
 use crate::thread::{Sink, Thread};
 use serde_json::Value;
 
@@ -15,16 +16,32 @@ use serde_json::Value;
 /// person is in, with its request to answer. Files are `file` parts with
 /// their URL on `origin`.
 pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
-    let (runs, _) = t.conversation().page(limit, page)?;
-    let mut out = Vec::with_capacity(runs.len() * 2);
-    for run in &runs {
-        out.push(mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, t.conversation().thread_id()));
+    let conversation = t.conversation();
+    let (turns, _) = conversation.turns(limit, page)?;
+    let mut out = Vec::with_capacity(turns.len() * 2);
+    for turn in &turns {
+        let run = &turn.run;
+        let user = mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, conversation.thread_id());
+        out.push(with_branch(user, &turn.branches.message));
         let running = run.state == RunState::Running;
         if running && !(t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended()) {
             continue;
         }
-        let events = t.conversation().run_events(&run.run_id)?;
-        out.push(mapping::fold(&run.run_id, &run.agent_id, &events).to_json());
+        let answer = mapping::fold(&run.run_id, &run.agent_id, &turn.events).to_json();
+        out.push(with_branch(answer, &turn.branches.answer));
     }
     Ok(Value::Array(out))
+}
+
+/// A message with where it stands among its siblings in its `metadata`
+/// (`metadata.branch: {index, count, ids}`, an extension: the client keeps
+/// a message's metadata as it is).
+fn with_branch(mut message: Value, branch: &Branch) -> Value {
+    if let Some(m) = message.as_object_mut() {
+        let metadata = m.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("branch".to_owned(), serde_json::to_value(branch).expect("a branch serialises"));
+        }
+    }
+    message
 }

@@ -347,6 +347,9 @@ impl UiMapper {
             | Payload::ConfirmationSettled(_)
             | Payload::QueueUpdated(_)
             | Payload::FilesystemRequest(_) => {}
+            // A switch of branch is no run's: the AI SDK's client holds its
+            // own messages, and a reload reads the active path.
+            Payload::BranchSwitched(_) => {}
         }
         out
     }

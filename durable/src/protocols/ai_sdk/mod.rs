@@ -254,7 +254,14 @@ fn chat<S: Store, K: Sink>(
         send
     };
     let sent = match UiChat::parse(body, settings.limits.max_message_bytes)? {
-        UiChat::Message { id, text, files } => {
+        UiChat::Message { text, files, edit_of: Some(edit_of), .. } => {
+            // An edit is a message of its own beside the one it replaces
+            // (the client keeps its id; the history names the new one).
+            let client_tools = crate::thread::client_tools(t.config(), body.get("tools"), settings)?;
+            let send = options(json!({ "message": text, "attachments": files, "editOf": edit_of }));
+            t.send(&send, Given { ids: None, client_tools, mode: None }, who, settings, now, effects)?
+        }
+        UiChat::Message { id, text, files, edit_of: None } => {
             let run_id = match t.message_run(&id)? {
                 Seen::New(run_id) => run_id,
                 // Sent already, with its files: nothing to store.
@@ -265,8 +272,14 @@ fn chat<S: Store, K: Sink>(
             let send = options(json!({ "message": text, "attachments": files }));
             t.send(&send, Given { ids: Some((id, run_id)), client_tools, mode: None }, who, settings, now, effects)?
         }
-        UiChat::Regenerate => {
-            let send = options(json!({ "regenerate": true }));
+        UiChat::Regenerate { message_id } => {
+            // The client answers a user message again by its id too: the
+            // answer to it is the one given again.
+            let answer = match message_id {
+                Some(id) => Some(t.conversation().answer_to(&id)?.unwrap_or(id)),
+                None => None,
+            };
+            let send = options(json!({ "regenerate": true, "messageId": answer }));
             t.send(&send, Given::default(), who, settings, now, effects)?
         }
         UiChat::Continue { message_id, approvals, outputs } => {

@@ -494,6 +494,9 @@ impl Projector {
             | Payload::Error(_)
             | Payload::ThreadTitleUpdated(_)
             | Payload::FilesystemRequest(_) => Vec::new(),
+            // A switch of branch starts no submission: a Flue client reads
+            // the active path from the history it loads.
+            Payload::BranchSwitched(_) => Vec::new(),
         }
     }
 

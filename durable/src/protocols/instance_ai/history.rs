@@ -13,6 +13,7 @@ use crate::log::reducer::AgentNode;
 use crate::storage::store::{RunState, Store};
 use crate::thread::conversation::TurnRead;
 use crate::thread::error::Error;
+use crate::thread::tree::Branch;
 use crate::thread::{Sink, Thread};
 use crate::wire::time::rfc3339;
 use serde::Serialize;
@@ -52,6 +53,8 @@ pub struct User {
     /// Each file with its URL on the request's origin; absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attachments: Option<Vec<Value>>,
+    /// Extension: where the message stands among its edits (message ids).
+    pub branch: Branch,
 }
 
 /// The assistant's answer of a turn (`<runId>:assistant`).
@@ -69,6 +72,9 @@ pub struct Assistant {
     /// The model's own counts (and `costUsd`); `null` when none.
     pub usage: Option<Value>,
     pub agent_tree: Option<AgentNode>,
+    /// Extension: where the answer stands among the answers to its
+    /// message (run ids: `POST .../branch` and `regenerate` take them).
+    pub branch: Branch,
 }
 
 impl User {
@@ -86,6 +92,7 @@ impl User {
             is_streaming: false,
             attachments: (!attachments.is_empty())
                 .then(|| attachments.iter().map(|a| a.to_json(origin, thread_id)).collect()),
+            branch: turn.branches.message.clone(),
         }
     }
 }
@@ -106,6 +113,7 @@ impl Assistant {
             status: run.state.as_str(),
             usage: run.usage.as_deref().and_then(usage_view),
             agent_tree: root,
+            branch: turn.branches.answer.clone(),
         }
     }
 }

@@ -62,6 +62,9 @@ pub enum Route {
     QueueItem { thread: String, message: String, delete: bool },
     /// `POST /instance-ai/threads/:threadId/queue/:messageId/move` `{position}`
     QueueMove { thread: String, message: String },
+    /// `POST /instance-ai/threads/:threadId/branch` `{messageId}`: the
+    /// active path through that message or answer
+    Branch { thread: String },
 }
 
 use Route as R;
@@ -145,6 +148,11 @@ impl super::Protocol for Route {
                 Ok(R::QueueMove { thread: p.thread("threadId")?, message: crate::wire::ids::run_id(p.raw("messageId"))? })
             },
         },
+        Spec {
+            path: "/instance-ai/threads/:threadId/branch",
+            methods: &["POST"],
+            build: |p, _| Ok(R::Branch { thread: p.thread("threadId")? }),
+        },
     ];
 
     fn target(&self) -> super::Target {
@@ -171,7 +179,8 @@ impl super::Protocol for Route {
             | R::Delete { thread }
             | R::QueuePause { thread, .. }
             | R::QueueItem { thread, .. }
-            | R::QueueMove { thread, .. } => thread,
+            | R::QueueMove { thread, .. }
+            | R::Branch { thread } => thread,
         }
     }
 
@@ -353,6 +362,12 @@ impl super::Protocol for Route {
                 t.edit_queue(gate.admitted()?, QueueEdit::Pause(*paused), now)?;
                 ok(json!({ "ok": true, "queue": t.conversation().queue() }))
             }
+            R::Branch { .. } => {
+                let message_id = input::message_ref(&json_body()?, "messageId")?
+                    .ok_or_else(|| ApiError::invalid_message_id("`messageId` is required"))?;
+                let leaf = t.switch_branch(gate.admitted()?, &message_id, now)?;
+                Ok(Answer::json(200, &Switched { ok: true, leaf }))
+            }
         }
     }
 }
@@ -365,6 +380,13 @@ struct Started {
     run_id: String,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     regenerated: bool,
+}
+
+/// `POST .../branch`'s answer: the active path's new leaf (a run id).
+#[derive(serde::Serialize)]
+struct Switched {
+    ok: bool,
+    leaf: String,
 }
 
 /// `POST .../cancel`'s answer: whether a run was cancelled, and which.

@@ -39,8 +39,9 @@ fn run_sync(state: RunSync) -> Value {
 /// own kinds it lacks are left off this route: its editor refuses each with
 /// a console warning, and nothing here needs them (a step's usage is on the
 /// run's message; a decision shows as the call's result). They stay in the
-/// log and on the other protocols' routes. (`queue-updated` stays: the
-/// queue is this route's too, and the page follows it here.)
+/// log and on the other protocols' routes. (`queue-updated` and
+/// `branch-switched` stay: the queue and the branch routes are this
+/// route's too, and the page follows them here.)
 ///
 /// Every kind is named: a new kind of the log does not compile until this
 /// protocol decides whether its clients get it.
@@ -66,7 +67,8 @@ fn n8n_has(kind: Kind) -> bool {
         | Kind::Error
         | Kind::ThreadTitleUpdated
         | Kind::FilesystemRequest
-        | Kind::QueueUpdated => true,
+        | Kind::QueueUpdated
+        | Kind::BranchSwitched => true,
     }
 }
 
