@@ -89,6 +89,13 @@ for (const [major, ai] of [["ai 7", ai7], ["ai 6, the previous major", ai6]]) {
     until(async () => !(await api.status(thread)).json.hasActiveRun, { timeoutMs: 15000, what: "the run to end" });
   const last = (c) => plain(c.messages.at(-1));
   const textOf = (m) => m.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
+  /** Messages without the history's branch positions (`metadata.branch`), as a client that read the streams holds them. */
+  const withoutBranches = (messages) =>
+    messages.map(({ metadata, ...m }) => {
+      if (!metadata?.branch) return metadata === undefined ? m : { ...m, metadata };
+      const { branch: _, ...rest } = metadata;
+      return Object.keys(rest).length || m.role === "assistant" ? { ...m, metadata: rest } : m;
+    });
 
   /** Sends and waits; returns the final messages. */
   async function turn(c, text) {
@@ -231,12 +238,52 @@ for (const [major, ai] of [["ai 7", ai7], ["ai 6, the previous major", ai6]]) {
       await runOver(thread);
       assert.equal(c.messages.length, 2);
       assert.notEqual(last(c).id, before, "a new answer, under the new run");
-      assert.deepEqual(await history(thread), plain(c.messages));
+      // The history says where the answer stands among its siblings (the
+      // stream does not: the client learns it on its next read).
+      const [, answer] = await history(thread);
+      assert.deepEqual(answer.metadata.branch, { index: 1, count: 2, ids: [before, last(c).id] });
+      assert.deepEqual(withoutBranches(await history(thread)), plain(c.messages));
       await turn(c, "second question");
       await runOver(thread);
       const req = llm.requests.filter((b) => JSON.stringify(b.messages).includes("second question")).at(-1);
       assert.ok(JSON.stringify(req.messages).includes("first question"), "memory of the first turn");
-      assert.deepEqual(await history(thread), plain(c.messages));
+      assert.deepEqual(withoutBranches(await history(thread)), plain(c.messages));
+    });
+
+    test("the client's edit and its regenerate of an earlier answer branch the conversation", async () => {
+      const thread = newThread("ui");
+      const c = chat(thread);
+      for (const q of ["one", "two", "three"]) {
+        await turn(c, q);
+        await runOver(thread);
+      }
+      const [u1, a1, u2] = plain(c.messages);
+      // `sendMessage({text, messageId})`: the second message, edited.
+      await c.sendMessage({ text: "two, edited", messageId: u2.id });
+      await settled(c);
+      await runOver(thread);
+      assert.deepEqual(c.errors, []);
+      assert.deepEqual(plain(c.messages).map(textOf), ["one", textOf(a1), "two, edited", textOf(last(c))]);
+      const seen = llm.requests.filter((b) => JSON.stringify(b.messages).includes("two, edited")).at(-1);
+      const said = seen.messages.filter((m) => m.role !== "system").map((m) => (typeof m.content === "string" ? m.content : JSON.stringify(m.content)));
+      assert.equal(said.length, 3, `the path up to the edit: ${JSON.stringify(said)}`);
+      assert.match(said[0], /one/);
+      assert.match(said[2], /two, edited/);
+      assert.ok(!said.some((s) => /three/.test(s)), "the abandoned branch is not in the model's context");
+      let shown = await history(thread);
+      assert.deepEqual(shown.map(textOf), plain(c.messages).map(textOf));
+      assert.deepEqual(shown[2].metadata.branch.ids[0], u2.id, "the edited message is the first of two");
+      assert.equal(shown[2].metadata.branch.count, 2);
+      // `regenerate({messageId})` of the first answer: the path is that answer again.
+      await c.regenerate({ messageId: a1.id });
+      await settled(c);
+      await runOver(thread);
+      assert.deepEqual(c.errors, []);
+      assert.equal(c.messages.length, 2);
+      shown = await history(thread);
+      assert.deepEqual(withoutBranches(shown), plain(c.messages));
+      assert.deepEqual(shown[1].metadata.branch, { index: 1, count: 2, ids: [a1.id, last(c).id] });
+      assert.equal(shown[0].id, u1.id);
     });
 
     test("a re-sent user message starts nothing: it follows its run while active, else 409", async () => {

@@ -118,6 +118,8 @@ const ROWS = {
   "PATCH /instance-ai/threads/:threadId/queue/:messageId": { call: (f) => ["PATCH", `/instance-ai/threads/${f.thread}/queue/${f.queued}`, { message: "edited" }], expect: ownerOnly },
   "DELETE /instance-ai/threads/:threadId/queue/:messageId": { call: (f) => ["DELETE", `/instance-ai/threads/${f.thread}/queue/${f.queued}`], expect: ownerOnly },
   "POST /instance-ai/threads/:threadId/queue/:messageId/move": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/queue/${f.queued}/move`, { position: 0 }], expect: ownerOnly },
+  // The fixture's run is active: its owner is admitted, and the tree waits for the run.
+  "POST /instance-ai/threads/:threadId/branch": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/branch`, { messageId: f.run }], expect: { ...ownerOnly, owner: no(409, "run_active") } },
   "GET /agent/models": { call: () => ["GET", "/agent/models"], expect: anyActor },
   "GET /agent/threads": { call: () => ["GET", "/agent/threads"], expect: anyActor },
   "POST /agent/chat": { call: (f) => ["POST", "/agent/chat", { threadId: f.thread, message: "more", mode: "queue" }], expect: ownerOnly },

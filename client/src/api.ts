@@ -55,6 +55,19 @@ export interface Message {
   agentTree?: AgentNode | null;
   /** A user message's files and URLs, when it has any (stored files with their `url`). */
   attachments?: Attachment[];
+  /**
+   * Where the message stands among its siblings, when it has any: a user
+   * message among its edits (message ids), an answer among the answers to
+   * its message (run ids).
+   */
+  branch?: Branch;
+}
+
+/** `index` of `count` siblings, their ids in order (a `< i/n >` switcher). */
+export interface Branch {
+  index: number;
+  count: number;
+  ids: string[];
 }
 
 export interface MessagesPage {
@@ -82,6 +95,10 @@ export interface SendOptions {
   mode?: "queue" | "interrupt" | "reject";
   model?: string;
   regenerate?: boolean;
+  /** With `regenerate`: the answer (a run id) to give again; none is the last. */
+  messageId?: string;
+  /** The user message this one replaces, on a branch of its own beside it. */
+  editOf?: string;
   /**
    * Stored files the message carries ({@link ThreadlineClient.uploadFiles}'s
    * `fileId`s). With attachments, the message text may be empty.
@@ -217,6 +234,15 @@ export class ThreadlineClient {
 
   messages(threadId: string, limit = 100, page = 0): Promise<MessagesPage> {
     return this.request("GET", `/instance-ai/threads/${enc(threadId)}/messages?limit=${limit}&page=${page}`);
+  }
+
+  /**
+   * Makes the conversation's active path the one through `messageId` (a
+   * user message or an answer's run id), to its newest turn; returns the
+   * new leaf (a run id). 409 `run_active` while a run is active.
+   */
+  async switchBranch(threadId: string, messageId: string): Promise<string> {
+    return (await this.request<{ leaf: string }>("POST", `/instance-ai/threads/${enc(threadId)}/branch`, { messageId })).leaf;
   }
 
   /** The queue routes answer `{queue}`; these return the queue. */

@@ -8,10 +8,10 @@
  * `lastEventId = nextEventId - 1`, so nothing folded into the restored trees
  * is applied twice and nothing published since is missed.
  */
-import type { AgentNode, AgentToolCall, Queue } from "./schema.gen.js";
+import type { AgentNode, AgentToolCall, BranchPoint, Queue } from "./schema.gen.js";
 import type { StreamEvent } from "./events.js";
 import { TreeBuilder } from "./tree.js";
-import { ThreadlineClient, ThreadlineError, type Decision, type SendOptions, type SendResult } from "./api.js";
+import { ThreadlineClient, ThreadlineError, type Branch, type Decision, type SendOptions, type SendResult } from "./api.js";
 import type { ConnectionState, ResumableStream } from "./connection.js";
 import { attachmentsOf, type Attachment, type FileSource, type UploadedFile, type UploadOptions } from "./files.js";
 
@@ -29,6 +29,10 @@ export interface Turn {
   tree: AgentNode | null;
   /** True until its `run-finish`. */
   running: boolean;
+  /** Where its message stands among its edits, when it has any. */
+  messageBranch?: Branch;
+  /** Where its answer stands among the answers to its message, when it has any. */
+  answerBranch?: Branch;
 }
 
 export interface OpenConfirmation {
@@ -62,6 +66,7 @@ export class ThreadSession {
   private readonly client: ThreadlineClient;
   private readonly opts: SessionOptions;
   private builders = new Map<string, TreeBuilder>();
+  private refreshing: Promise<void> = Promise.resolve();
   private decided = new Set<string>();
   private stream: ResumableStream | undefined;
   private listeners = new Set<Listener>();
@@ -88,16 +93,29 @@ export class ThreadSession {
    * its stream is served, and the first send's events arrive on it.
    */
   async open(): Promise<void> {
+    const cursor = await this.restore();
+    this.changed();
+    this.connect(cursor);
+  }
+
+  /**
+   * Reads the conversation's active path from the history (its turns,
+   * their trees and branch positions) and the status; returns the stream
+   * cursor the page matches. Each turn's tree is the server's fold.
+   */
+  private async restore(): Promise<number> {
     let cursor = 0;
+    this.turns = [];
+    this.builders = new Map();
     try {
       const page = await this.client.messages(this.threadId, 100, 0);
       // Each user message, then the assistant message of the run answering
       // it (a user message names no run, as n8n's history does).
       // (A server of before named the run on the user message too.)
-      let asked: { content: string; id: string; attachments: Attachment[] } | undefined;
+      let asked: { content: string; id: string; attachments: Attachment[]; branch?: Branch } | undefined;
       for (const m of page.messages) {
         if (m.role === "user") {
-          asked = { content: m.content, id: m.id, attachments: attachmentsOf(m.attachments) };
+          asked = { content: m.content, id: m.id, attachments: attachmentsOf(m.attachments), branch: m.branch };
           if (m.runId) {
             const t = this.turn(m.runId);
             Object.assign(t, { message: asked.content, messageId: asked.id, attachments: asked.attachments, running: false });
@@ -114,8 +132,10 @@ export class ThreadSession {
           turn.message = asked.content;
           turn.messageId = asked.id;
           turn.attachments = asked.attachments;
+          turn.messageBranch = asked.branch;
           asked = undefined;
         }
+        turn.answerBranch = m.branch;
         turn.tree = b.tree();
         turn.running = m.isStreaming;
       }
@@ -126,8 +146,57 @@ export class ThreadSession {
     } catch (e) {
       if (!(e instanceof ThreadlineError && e.code === "thread_not_found")) throw e;
     }
-    this.changed();
-    this.connect(cursor);
+    return cursor;
+  }
+
+  /**
+   * The conversation moved to a branch this session may not hold (a switch,
+   * or a turn after a message it does not show): read the active path
+   * again. No run is active while the tree changes, so no event of a run
+   * is in flight meanwhile; the stream goes on from where it is.
+   */
+  private refresh(): void {
+    this.refreshing = this.refreshing
+      .then(() => this.restore())
+      .then(() => this.changed())
+      .catch((e) => {
+        this.lastError = e as Error;
+        this.changed();
+      });
+  }
+
+  /** Settles once the history read after the last branch change is applied. */
+  get settled(): Promise<void> {
+    return this.refreshing;
+  }
+
+  /**
+   * A run that branches (`run-start.branch`: an edit or an answer again)
+   * follows `parent` instead of the last turn: the turns after the parent
+   * leave the path, and the new turn's siblings are the one it replaces and
+   * that one's. Returns false when the parent is not on this session's path.
+   */
+  private branchAt(runId: string, point: BranchPoint, messageId: string): boolean {
+    const parent = point.parent ?? null;
+    const at = parent === null ? 0 : this.turns.findIndex((t) => t.runId === parent) + 1;
+    const left = this.turns[at];
+    if (at === 0 && parent !== null) return false;
+    if (!left || left.runId === runId) return left?.runId === runId;
+    const grow = (b: Branch | undefined, id: string, alone: string): Branch => {
+      const ids = [...(b?.ids ?? [alone]), id];
+      return { index: ids.length - 1, count: ids.length, ids };
+    };
+    const turn: Turn = { runId, message: "", messageId, attachments: [], tree: null, running: true };
+    if (point.editOf != null) {
+      turn.messageBranch = grow(left.messageBranch, messageId, left.messageId);
+    } else {
+      turn.message = left.message;
+      turn.attachments = left.attachments;
+      turn.messageBranch = left.messageBranch;
+      turn.answerBranch = grow(left.answerBranch, runId, left.runId);
+    }
+    this.turns = [...this.turns.slice(0, at), turn];
+    return true;
   }
 
   private connect(cursor: number) {
@@ -181,7 +250,17 @@ export class ThreadSession {
       case "status":
         this.statusLine = ev.payload.message || undefined;
         break;
+      case "branch-switched":
+        this.refresh();
+        this.changed();
+        return;
       case "run-start": {
+        const point = ev.payload.branch;
+        if (point && !this.branchAt(ev.runId, point, ev.payload.messageId)) {
+          // A branch from a turn this session does not show: the history
+          // has it (the run's own events then apply to what it restored).
+          this.refresh();
+        }
         const t = this.turn(ev.runId);
         t.messageId = ev.payload.messageId;
         if (typeof ev.payload.message === "string") t.message = ev.payload.message;
@@ -275,6 +354,28 @@ export class ThreadSession {
     await this.act(() => this.client.confirm(requestId, decision));
     this.decided.add(requestId);
     this.changed();
+  }
+
+  /**
+   * Edits user message `messageId`: the new text (and files) on a branch
+   * beside it, answered by a new run. 409 `run_active` while a run is active.
+   */
+  async edit(messageId: string, message: string, opts: Omit<SendOptions, "editOf" | "regenerate" | "messageId"> = {}): Promise<SendResult> {
+    const r = await this.act(() => this.client.send(this.threadId, message, { ...opts, mode: "reject", editOf: messageId }));
+    this.stream?.kick();
+    return r;
+  }
+
+  /** Answers again the message that answer `runId` answered (none: the last). */
+  async regenerate(runId?: string, opts: Pick<SendOptions, "model"> = {}): Promise<SendResult> {
+    const r = await this.act(() => this.client.send(this.threadId, "", { ...opts, regenerate: true, messageId: runId }));
+    this.stream?.kick();
+    return r;
+  }
+
+  /** Shows the branch through `messageId` (a user message, or an answer's run id). */
+  switchBranch(messageId: string): Promise<string> {
+    return this.act(() => this.client.switchBranch(this.threadId, messageId));
   }
 
   queueRemove(messageId: string) {

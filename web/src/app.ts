@@ -13,6 +13,7 @@ import {
   type AgentNode,
   type AgentToolCall,
   type Attachment,
+  type Branch,
   type Decision,
   type OpenConfirmation,
   type Turn,
@@ -155,22 +156,91 @@ function markdownBlock(key: string, content: string): HTMLElement {
   return b.el;
 }
 
+/** The turn whose user message is being edited (its run id). */
+let editing: string | undefined;
+
+/**
+ * `< i/n >`: where a message or an answer stands among its siblings, with
+ * buttons to the one before and after (each shows that branch).
+ */
+function switcher(what: "message" | "answer", b: Branch | undefined): HTMLElement | undefined {
+  if (!b || b.count < 2) return undefined;
+  const go = (i: number, label: string, text: string) => {
+    const btn = el("button", { type: "button", class: "ghost", "aria-label": label, "data-testid": `${what}-branch-${text === "‹" ? "prev" : "next"}`, disabled: i < 0 || i >= b.count }, text);
+    const id = b.ids[i];
+    if (id !== undefined) btn.onclick = () => void session?.switchBranch(id).catch(() => {});
+    return btn;
+  };
+  return el(
+    "span",
+    { class: "branch", role: "group", "aria-label": `${what} version ${b.index + 1} of ${b.count}` },
+    go(b.index - 1, `previous ${what} version`, "‹"),
+    el("span", { "data-testid": `${what}-branch` }, `${b.index + 1}/${b.count}`),
+    go(b.index + 1, `next ${what} version`, "›"),
+  );
+}
+
+function button(label: string, text: string, testid: string, onclick: () => void, disabled = false): HTMLButtonElement {
+  const b = el("button", { type: "button", class: "ghost", "aria-label": label, "data-testid": testid, disabled }, text);
+  b.onclick = onclick;
+  return b;
+}
+
+/** The user message as a form: Save (or Ctrl+Enter) sends the edit, Cancel (or Escape) leaves it. */
+function editForm(t: Turn): HTMLElement {
+  const area = el("textarea", { "aria-label": "edit your message", "data-testid": "edit-text", rows: "3" });
+  area.value = t.message;
+  const done = () => {
+    editing = undefined;
+    turnViews.delete(t.runId);
+    render();
+  };
+  const save = () => {
+    const text = area.value.trim();
+    if (!text) return;
+    done();
+    void session?.edit(t.messageId, text).catch(() => {});
+  };
+  area.onkeydown = (e) => {
+    if (e.key === "Escape") done();
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) save();
+  };
+  queueMicrotask(() => area.focus());
+  return el("form", { class: "edit", "data-testid": "edit-form" }, area, el("div", { class: "actions" }, button("save the edit", "Save", "edit-save", save), button("cancel the edit", "Cancel", "edit-cancel", done)));
+}
+
 function renderTurn(t: Turn): HTMLElement {
   const box = el("article", { class: "turn", "data-testid": "turn", "data-run": t.runId, "data-running": String(t.running) });
+  const busy = !!session?.activeRunId;
   if (t.attachments.length) box.append(attachmentsElement(t.attachments));
-  if (t.message) box.append(el("div", { class: "user", "data-testid": "user-message" }, t.message));
+  if (editing === t.runId) {
+    box.append(editForm(t));
+  } else if (t.message) {
+    box.append(el("div", { class: "user", "data-testid": "user-message" }, t.message));
+    const edit = button("edit this message", "Edit", "edit", () => {
+      editing = t.runId;
+      turnViews.delete(t.runId);
+      render();
+    }, busy);
+    box.append(el("div", { class: "turn-bar user-bar" }, switcher("message", t.messageBranch), edit));
+  }
   if (t.tree) box.append(el("div", { class: "agent", "data-testid": "agent" }, renderNode(t.runId, t.tree)));
+  if (!t.running) {
+    const again = button("answer this again", "Regenerate", "regenerate", () => void session?.regenerate(t.runId).catch(() => {}), busy);
+    box.append(el("div", { class: "turn-bar" }, switcher("answer", t.answerBranch), again));
+  }
   return box;
 }
 
 /** A turn's element, rendered again only when the turn changed (the session replaces what changes). */
-const turnViews = new Map<string, { turn: Pick<Turn, "tree" | "message" | "attachments" | "running">; el: HTMLElement }>();
+const turnViews = new Map<string, { key: unknown[]; el: HTMLElement }>();
 
 function turnElement(t: Turn): HTMLElement {
+  const key = [t.tree, t.message, t.attachments, t.running, t.messageBranch, t.answerBranch, editing === t.runId, !!session?.activeRunId];
   const v = turnViews.get(t.runId);
-  if (v && v.turn.tree === t.tree && v.turn.message === t.message && v.turn.attachments === t.attachments && v.turn.running === t.running) return v.el;
+  if (v && v.key.every((k, i) => k === key[i])) return v.el;
   const e = renderTurn(t);
-  turnViews.set(t.runId, { turn: { tree: t.tree, message: t.message, attachments: t.attachments, running: t.running }, el: e });
+  turnViews.set(t.runId, { key, el: e });
   return e;
 }
 

@@ -27,20 +27,19 @@ pub struct TurnRead {
 
 /// Where a turn stands in the tree: its user message among the messages
 /// after the same turn (edits), its answer among the answers to the same
-/// message (regenerates). A turn with neither has one of each.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// message (regenerates). `None` where it has no sibling: a view leaves
+/// the field out, so a conversation that never branched (every thread of
+/// before) reads as it did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Branches {
-    pub message: Branch,
-    pub answer: Branch,
+    pub message: Option<Branch>,
+    pub answer: Option<Branch>,
 }
 
 impl Branches {
     fn of(tree: &Tree, run: &RunRecord) -> Branches {
-        let alone = |id: &str| Branch { index: 0, count: 1, ids: vec![id.to_owned()] };
-        Branches {
-            message: tree.messages(&run.run_id).unwrap_or_else(|| alone(&run.message_id)),
-            answer: tree.answers(&run.run_id).unwrap_or_else(|| alone(&run.run_id)),
-        }
+        let branched = |b: Option<Branch>| b.filter(|b| b.count > 1);
+        Branches { message: branched(tree.messages(&run.run_id)), answer: branched(tree.answers(&run.run_id)) }
     }
 }
 

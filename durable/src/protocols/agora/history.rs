@@ -86,8 +86,10 @@ pub struct UserRow {
     agent: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     page_context: Option<Value>,
-    /// Extension: where the message stands among its edits.
-    branch: Branch,
+    /// Extension: where the message stands among its edits; absent when
+    /// it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch: Option<Branch>,
 }
 
 /// An earlier step's row: its place in the turn, then what it streamed.
@@ -131,8 +133,10 @@ pub struct LastRow {
     #[serde(skip_serializing_if = "Option::is_none")]
     agent_name: Option<String>,
     /// Extension: where the answer stands among the answers to its
-    /// message (run ids, as `regenerate` with `messageId` takes them).
-    branch: Branch,
+    /// message (run ids, as `regenerate` with `messageId` takes them);
+    /// absent when it is the only one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    branch: Option<Branch>,
 }
 
 /// The thread's detail; a message's `attachments` carry their URL on

@@ -22,21 +22,22 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
     for turn in &turns {
         let run = &turn.run;
         let user = mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, conversation.thread_id());
-        out.push(with_branch(user, &turn.branches.message));
+        out.push(with_branch(user, turn.branches.message.as_ref()));
         let running = run.state == RunState::Running;
         if running && !(t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended()) {
             continue;
         }
         let answer = mapping::fold(&run.run_id, &run.agent_id, &turn.events).to_json();
-        out.push(with_branch(answer, &turn.branches.answer));
+        out.push(with_branch(answer, turn.branches.answer.as_ref()));
     }
     Ok(Value::Array(out))
 }
 
 /// A message with where it stands among its siblings in its `metadata`
 /// (`metadata.branch: {index, count, ids}`, an extension: the client keeps
-/// a message's metadata as it is).
-fn with_branch(mut message: Value, branch: &Branch) -> Value {
+/// a message's metadata as it is); a message with no sibling is as it was.
+fn with_branch(mut message: Value, branch: Option<&Branch>) -> Value {
+    let Some(branch) = branch else { return message };
     if let Some(m) = message.as_object_mut() {
         let metadata = m.entry("metadata").or_insert_with(|| Value::Object(Default::default()));
         if let Some(metadata) = metadata.as_object_mut() {

@@ -53,8 +53,10 @@ pub struct User {
     /// Each file with its URL on the request's origin; absent when none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attachments: Option<Vec<Value>>,
-    /// Extension: where the message stands among its edits (message ids).
-    pub branch: Branch,
+    /// Extension: where the message stands among its edits (message ids);
+    /// absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<Branch>,
 }
 
 /// The assistant's answer of a turn (`<runId>:assistant`).
@@ -73,8 +75,10 @@ pub struct Assistant {
     pub usage: Option<Value>,
     pub agent_tree: Option<AgentNode>,
     /// Extension: where the answer stands among the answers to its
-    /// message (run ids: `POST .../branch` and `regenerate` take them).
-    pub branch: Branch,
+    /// message (run ids: `POST .../branch` and `regenerate` take them);
+    /// absent when it is the only one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<Branch>,
 }
 
 impl User {

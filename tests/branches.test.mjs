@@ -1,0 +1,171 @@
+// Edit and branch over real HTTP on workerd, with the built-in agent and
+// the fake model: an edit of an earlier message answers from the path up to
+// it, any answer is given again beside itself, a switch moves the active
+// path, every tab follows live, and a reload, a reconnect from a cursor and
+// each protocol's history show the same path.
+import { test, before, after, describe } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker, client, newThread, until } from "./support/harness.mjs";
+import { startFakeLlm } from "../local/fake-llm.mjs";
+import { ThreadlineClient, ThreadSession } from "../client/dist/index.js";
+
+let llm, worker, api, tc;
+
+before(async () => {
+  llm = await startFakeLlm({ port: 0, delayMs: 1 });
+  worker = await startWorker({ vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "k" } });
+  api = client(worker.url);
+  tc = new ThreadlineClient({ baseUrl: worker.url });
+});
+after(async () => {
+  await worker?.stop();
+  await llm?.close();
+});
+
+const idle = (thread) =>
+  until(async () => !(await api.status(thread)).json.hasActiveRun, { timeoutMs: 15000, what: "the run to end" });
+
+/** Sends `body` and waits for its run to end; returns the send's answer. */
+async function turn(thread, body) {
+  const r = await api.call("POST", `/instance-ai/chat/${thread}`, body);
+  assert.equal(r.status, 200, r.text);
+  await idle(thread);
+  return r.json;
+}
+
+const view = async (thread) => (await api.messages(thread)).json.messages;
+const said = (messages) => messages.map((m) => `${m.role}:${m.role === "user" ? m.content : m.runId}`);
+/** What the model was asked with, `role:content`, system prompt aside. */
+const asked = (body) => body.messages.filter((m) => m.role !== "system").map((m) => `${m.role}:${typeof m.content === "string" ? m.content : JSON.stringify(m.content)}`);
+const requestFor = (text) => llm.requests.filter((b) => JSON.stringify(b.messages).includes(text)).at(-1);
+
+/** A thread of four answered turns: its messages view. */
+async function four(label) {
+  const thread = newThread(label);
+  for (const q of ["one", "two", "three", "four"]) await turn(thread, { message: q });
+  return { thread, messages: await view(thread) };
+}
+
+describe("edit and branch", () => {
+  test("an edit of the second of four: the model receives the first message, the first answer and the edited second only", async () => {
+    const { thread, messages } = await four("br");
+    const [u1, a1, u2] = messages;
+    const started = await turn(thread, { message: "two, edited", editOf: u2.id });
+    const req = requestFor("two, edited");
+    assert.deepEqual(asked(req), ["user:one", `assistant:${a1.content}`, "user:two, edited"]);
+    const now = await view(thread);
+    assert.deepEqual(said(now), ["user:one", `assistant:${a1.runId}`, "user:two, edited", `assistant:${started.runId}`]);
+    assert.equal(now[2].branch.count, 2);
+    assert.deepEqual(now[2].branch.ids, [u2.id, now[2].id]);
+    assert.equal(now[0].id, u1.id);
+    assert.equal(now[1].branch, undefined, "an answer with no sibling has no branch");
+  });
+
+  test("switch back and forth, regenerate the first answer: two tabs follow live, a reload and a reconnect show the same path", async () => {
+    const { thread, messages } = await four("br");
+    const [, a1, u2, , , , , a4] = messages;
+    const tab1 = new ThreadSession(tc, thread);
+    const tab2 = new ThreadSession(tc, thread);
+    await tab1.open();
+    await tab2.open();
+    const texts = (s) => s.turns.map((t) => t.message);
+    const same = async (want, what) => {
+      await until(() => JSON.stringify(texts(tab2)) === JSON.stringify(want) && tab2.turns.every((t) => !t.running), {
+        timeoutMs: 10000,
+        what: `${what}: the other tab shows ${JSON.stringify(want)} (has ${JSON.stringify(texts(tab2))})`,
+      });
+      await tab2.settled;
+    };
+    await tab1.edit(u2.id, "two, edited");
+    await same(["one", "two, edited"], "edit");
+    assert.equal(tab2.turns[1].messageBranch.count, 2, "the other tab knows the edit's siblings");
+    await idle(thread);
+    const edited = (await view(thread))[2];
+    assert.equal(edited.content, "two, edited");
+    // Back: the first version of the second message, to its newest turn.
+    assert.equal(await tab1.switchBranch(u2.id), a4.runId);
+    await same(["one", "two", "three", "four"], "switch back");
+    // And forth, by the edited message.
+    await tab1.switchBranch(edited.id);
+    await same(["one", "two, edited"], "switch forth");
+    // The first answer, given again: the path is that answer alone.
+    const again = await tab1.regenerate(a1.runId);
+    await same(["one"], "regenerate");
+    await idle(thread);
+    assert.equal(tab2.turns[0].runId, again.runId);
+    assert.deepEqual(tab2.turns[0].answerBranch, { index: 1, count: 2, ids: [a1.runId, again.runId] });
+    // A reload shows what the live tab shows; so does a reconnect from its cursor.
+    const reload = new ThreadSession(tc, thread);
+    await reload.open();
+    const shape = (s) => s.turns.map((t) => [t.runId, t.message, t.messageBranch ?? null, t.answerBranch ?? null, t.tree?.textContent]);
+    await until(() => tab2.turns[0]?.tree?.status === "completed", { what: "the answer's tree" });
+    assert.deepEqual(shape(reload), shape(tab2));
+    tab2.reconnect();
+    await until(() => tab2.connection === "open", { what: "the reconnect" });
+    assert.deepEqual(shape(tab2), shape(reload));
+    // The raw log still has every event once: two run-starts for the first message, two switches.
+    const raw = api.events(thread);
+    await raw.ready;
+    await until(() => raw.durable().some((e) => e.type === "run-start" && e.runId === again.runId), { what: "the replay" });
+    const events = raw.durable();
+    raw.close();
+    assert.equal(events.filter((e) => e.type === "branch-switched").length, 2);
+    assert.equal(new Set(events.map((e) => e.id)).size, events.length, "each event once");
+    for (const s of [tab1, tab2, reload]) s.close();
+  });
+
+  test("each protocol's history says where a message stands among its siblings", async () => {
+    const { thread, messages } = await four("br");
+    const [, a1, u2] = messages;
+    await turn(thread, { message: "two, edited", editOf: u2.id });
+    const again = await turn(thread, { regenerate: true, messageId: a1.runId });
+    await api.call("POST", `/instance-ai/threads/${thread}/branch`, { messageId: u2.id });
+    // n8n's messages view.
+    const n8n = await view(thread);
+    assert.deepEqual(n8n[1].branch, { index: 0, count: 2, ids: [a1.runId, again.runId] });
+    assert.equal(n8n[2].branch.index, 0);
+    assert.equal(n8n[2].branch.count, 2);
+    // agora's thread detail.
+    const agora = (await api.call("GET", `/agent/threads/${thread}`)).json;
+    const rows = agora.messages.filter((m) => m.branch);
+    assert.deepEqual(rows.map((m) => [m.id, m.branch.count]), [[`${a1.runId}:assistant`, 2], [u2.id, 2]]);
+    // The AI SDK's messages, in their metadata.
+    const ui = (await api.call("GET", `/api/chat/${thread}/messages`)).json;
+    assert.deepEqual(ui[1].metadata.branch, { index: 0, count: 2, ids: [a1.runId, again.runId] });
+    assert.equal(ui[2].metadata.branch.count, 2);
+  });
+
+  test("bad branch requests: 404 for an unknown id, 400 for the wrong kind, 409 while a run is active; nothing stored", async () => {
+    const { thread, messages } = await four("br");
+    const [, a1, u2] = messages;
+    const before = (await api.messages(thread)).json.nextEventId;
+    const cases = [
+      [{ message: "x", editOf: "nope" }, 404, "message_not_found"],
+      [{ message: "x", editOf: a1.runId }, 400, "not_a_user_message"],
+      [{ regenerate: true, messageId: u2.id }, 400, "not_an_answer"],
+      [{ regenerate: true, messageId: "nope" }, 404, "message_not_found"],
+      [{ message: "x", editOf: { id: 1 } }, 400, "invalid_message_id"],
+    ];
+    for (const [body, status, code] of cases) {
+      const r = await api.call("POST", `/instance-ai/chat/${thread}`, body);
+      assert.equal(r.status, status, JSON.stringify(body));
+      assert.equal(r.json.error.code, code);
+    }
+    const sw = await api.call("POST", `/instance-ai/threads/${thread}/branch`, { messageId: "nope" });
+    assert.deepEqual([sw.status, sw.json.error.code], [404, "message_not_found"]);
+    assert.equal((await api.messages(thread)).json.nextEventId, before, "nothing stored");
+    // While a run is active, the tree does not change.
+    const slow = await api.call("POST", `/instance-ai/chat/${thread}`, { message: "slowly [[slow:80]]" });
+    assert.equal(slow.status, 200);
+    for (const [path, body] of [
+      [`/instance-ai/chat/${thread}`, { message: "x", editOf: u2.id }],
+      [`/instance-ai/chat/${thread}`, { regenerate: true, messageId: a1.runId }],
+      [`/instance-ai/threads/${thread}/branch`, { messageId: u2.id }],
+    ]) {
+      const r = await api.call("POST", path, body);
+      assert.deepEqual([r.status, r.json.error.code], [409, "run_active"], path);
+    }
+    await api.cancel(thread);
+    await idle(thread);
+  });
+});
