@@ -355,6 +355,55 @@ describe("the page", () => {
     await ctx.close();
   });
 
+  test("edit, regenerate and switch branches with the page's controls (by keyboard too); a reload shows the same", async () => {
+    const { page, ctx, threadId } = await openPage(newThread("page-branch"));
+    for (const q of ["one", "two", "three"]) await sendAndWait(page, q);
+    const turns = page.getByTestId("turn");
+    const users = () => page.getByTestId("user-message").allInnerTexts();
+    // Edit the second message: a form in place of the bubble, Save sends it.
+    await turns.nth(1).getByTestId("edit").click();
+    await page.getByTestId("edit-text").fill("two, edited");
+    await page.getByTestId("edit-save").click();
+    await page.getByTestId("user-message").filter({ hasText: "two, edited" }).waitFor();
+    await idle(page);
+    await turns.nth(2).waitFor({ state: "detached" });
+    assert.deepEqual(await users(), ["one", "two, edited"]);
+    assert.equal(await turns.nth(1).getByTestId("message-branch").innerText(), "2/2");
+    await shot(page, "20-branch-edited");
+    // The first version again, to its newest turn; then back.
+    await turns.nth(1).getByTestId("message-branch-prev").click();
+    await page.getByTestId("user-message").filter({ hasText: "three" }).waitFor();
+    assert.deepEqual(await users(), ["one", "two", "three"]);
+    assert.equal(await turns.nth(1).getByTestId("message-branch").innerText(), "1/2");
+    await shot(page, "21-branch-switched-back");
+    const next = turns.nth(1).getByTestId("message-branch-next");
+    await next.focus();
+    await page.keyboard.press("Enter");
+    await page.getByTestId("user-message").filter({ hasText: "two, edited" }).waitFor();
+    // The first answer, given again: the conversation is that answer alone.
+    await turns.nth(0).getByTestId("regenerate").click();
+    await turns.nth(1).waitFor({ state: "detached" });
+    await idle(page);
+    assert.equal(await turns.nth(0).getByTestId("answer-branch").innerText(), "2/2");
+    await shot(page, "22-branch-regenerated");
+    // An edit by keyboard alone: Edit, type, Ctrl+Enter.
+    await turns.nth(0).getByTestId("edit").focus();
+    await page.keyboard.press("Enter");
+    await page.getByTestId("edit-text").fill("one, edited");
+    await page.keyboard.press("Control+Enter");
+    await page.getByTestId("user-message").filter({ hasText: "one, edited" }).waitFor();
+    await idle(page);
+    const before = await page.getByTestId("conversation").innerText();
+    await page.reload();
+    await page.getByTestId("user-message").filter({ hasText: "one, edited" }).waitFor();
+    assert.equal(await page.getByTestId("conversation").innerText(), before, "a reload shows the same path");
+    assert.equal(await turns.nth(0).getByTestId("message-branch").innerText(), "2/2");
+    await shot(page, "23-branch-reloaded");
+    const server = await serverAnswers(threadId);
+    assert.equal(server.length, 1);
+    await ctx.close();
+  });
+
   test("readable on a phone-sized screen", async () => {
     const { page, ctx } = await openPage(undefined, { viewport: { width: 390, height: 844 } });
     await sendAndWait(page, "Hi from a phone");
