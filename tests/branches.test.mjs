@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { startWorker, client, newThread, until } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
 import { ThreadlineClient, ThreadSession } from "../client/dist/index.js";
+import { HttpAgent } from "@ag-ui/client";
 
 let llm, worker, api, tc;
 
@@ -133,6 +134,16 @@ describe("edit and branch", () => {
     const ui = (await api.call("GET", `/api/chat/${thread}/messages`)).json;
     assert.deepEqual(ui[1].metadata.branch, { index: 0, count: 2, ids: [a1.runId, again.runId] });
     assert.equal(ui[2].metadata.branch.count, 2);
+    // Flue's snapshot: the active path only.
+    const flue = (await api.call("GET", `/agents/default/${thread}`)).json;
+    const flueUsers = flue.messages.filter((m) => m.role === "user").map((m) => m.parts.map((p) => p.text).join(""));
+    assert.deepEqual(flueUsers, ["one", "two", "three", "four"]);
+    assert.equal(flue.messages.filter((m) => m.role === "assistant").length, 4);
+    // What the thread used: every run's, and the active path's apart.
+    const usage = (await api.call("GET", `/instance-ai/threads/${thread}/usage`)).json;
+    assert.equal(usage.total.runs, 6);
+    assert.equal(usage.activePath.total.runs, 4);
+    assert.ok(usage.activePath.total.totalTokens < usage.total.totalTokens);
   });
 
   test("bad branch requests: 404 for an unknown id, 400 for the wrong kind, 409 while a run is active; nothing stored", async () => {
@@ -167,5 +178,34 @@ describe("edit and branch", () => {
     }
     await api.cancel(thread);
     await idle(thread);
+  });
+
+  test("AG-UI: an HttpAgent whose messages leave the active path edits where they leave it; agora answers any answer again", async () => {
+    const thread = newThread("br");
+    const agent = new HttpAgent({ url: `${worker.url}/ag-ui`, threadId: thread });
+    for (const [i, q] of ["one", "two", "three"].entries()) {
+      agent.addMessage({ id: `ag-${i}`, role: "user", content: q });
+      await agent.runAgent();
+      await idle(thread);
+    }
+    // The client drops what followed its first answer and sends a new second message.
+    const kept = agent.messages.slice(0, agent.messages.findIndex((m) => m.id === "ag-1"));
+    agent.setMessages([...kept, { id: "ag-1b", role: "user", content: "two, edited" }]);
+    await agent.runAgent();
+    await idle(thread);
+    const now = await view(thread);
+    assert.deepEqual(now.filter((m) => m.role === "user").map((m) => m.content), ["one", "two, edited"]);
+    assert.deepEqual(now[2].branch.ids, ["ag-1", "ag-1b"], "the client's ids, the edit beside the message it replaces");
+    assert.deepEqual(asked(requestFor("two, edited")).map((s) => s.split(":")[0]), ["user", "assistant", "user"]);
+    // agora's send: `regenerate` with a `messageId` (an answer's run id).
+    const first = now[1].runId;
+    const r = await api.call("POST", "/agent/chat", { threadId: thread, regenerate: true, messageId: first });
+    assert.equal(r.status, 200, r.text);
+    await idle(thread);
+    const detail = (await api.call("GET", `/agent/threads/${thread}`)).json;
+    const last = detail.messages.filter((m) => m.branch && m.id.endsWith(":assistant"));
+    assert.equal(last.length, 1);
+    assert.deepEqual(last[0].branch.ids[0], first);
+    assert.equal(detail.messages.filter((m) => m.role === "user").length, 1, "the path is that answer again");
   });
 });

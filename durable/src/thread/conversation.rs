@@ -230,21 +230,33 @@ impl<'t, S: Store> Conversation<'t, S> {
     }
 
     /// `GET /instance-ai/threads/:threadId/usage`: what the thread's runs
-    /// used, per model (regenerated answers count: their tokens were spent).
+    /// used, per model: every run's (an answer given again and a branch
+    /// left count: their tokens were spent), and under `activePath` the
+    /// runs of the path the conversation shows.
     pub fn usage(&self) -> Result<Value, Error> {
         const PAGE: usize = 500;
-        let mut runs = Vec::new();
+        let path: std::collections::HashSet<String> =
+            self.tree()?.path().into_iter().map(|l| l.run_id.clone()).collect();
+        let (mut runs, mut on_path) = (Vec::new(), Vec::new());
         for page in 0.. {
             let (rows, total) = self.store.runs_page(page * PAGE, PAGE)?;
-            runs.extend(
-                rows.iter().filter_map(|r| crate::agent::usage::of_run(r.usage.as_deref()?, r.model.as_deref())),
-            );
+            for r in &rows {
+                let Some(used) = r.usage.as_deref().and_then(|u| crate::agent::usage::of_run(u, r.model.as_deref()))
+                else {
+                    continue;
+                };
+                if path.contains(&r.run_id) {
+                    on_path.push(used.clone());
+                }
+                runs.push(used);
+            }
             if rows.len() < PAGE || (page + 1) * PAGE >= total {
                 break;
             }
         }
         let mut out = crate::agent::usage::view(crate::agent::usage::sum(runs), None);
         out["threadId"] = self.thread_id.to_owned().into();
+        out["activePath"] = crate::agent::usage::view(crate::agent::usage::sum(on_path), None);
         Ok(out)
     }
 

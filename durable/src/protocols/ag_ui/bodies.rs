@@ -82,8 +82,10 @@ fn content_text(content: Option<&Value>) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub enum AguiRun {
     /// A new user message: the client's id, its text, and its media parts
-    /// as attachments.
-    Message { id: String, text: String, files: Vec<Value> },
+    /// as attachments; `earlier`, the ids of the user messages the client
+    /// holds before it (where it diverges from the thread's active path, the
+    /// message is an edit there: [`edit_point`]).
+    Message { id: String, text: String, files: Vec<Value>, earlier: Vec<String> },
     /// Answers to the interrupts a run stopped at (`resume`).
     Resume(Vec<AguiResume>),
     /// The client ran its own tools: the tool messages that end `messages`.
@@ -183,8 +185,27 @@ impl AguiRun {
         if text.len() > max_message_bytes {
             return Err(ApiError::message_too_large(max_message_bytes));
         }
-        Ok(AguiRun::Message { id, text, files })
+        let earlier = messages[..messages.len() - 1]
+            .iter()
+            .filter(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .filter_map(|m| m.get("id").and_then(Value::as_str).map(str::to_owned))
+            .collect();
+        Ok(AguiRun::Message { id, text, files, earlier })
     }
+}
+
+/// Where a new message joins when the client's `earlier` user messages are
+/// not the thread's active path (`path`, its user message ids in order): at
+/// the first place they differ, or after the client's last when it holds
+/// fewer, the new message replaces the path's message there: an edit of
+/// it (`Some(its id)`). A client that sends no earlier message, or the
+/// whole path, appends (`None`).
+pub fn edit_point(earlier: &[String], path: &[String]) -> Option<String> {
+    if earlier.is_empty() {
+        return None;
+    }
+    let same = earlier.iter().zip(path).take_while(|(a, b)| a == b).count();
+    path.get(same).filter(|_| same < earlier.len() || earlier.len() < path.len()).cloned()
 }
 
 #[cfg(test)]
@@ -196,10 +217,13 @@ mod tests {
     fn agui_inputs() {
         let parse = |b: Value| AguiRun::parse(&b, 100);
         let user = |content: Value| json!({"threadId":"t","runId":"r","messages":[{"id":"m1","role":"user","content":content}]});
-        assert_eq!(parse(user(json!("hi"))).unwrap(), AguiRun::Message { id: "m1".into(), text: "hi".into(), files: vec![] });
+        assert_eq!(
+            parse(user(json!("hi"))).unwrap(),
+            AguiRun::Message { id: "m1".into(), text: "hi".into(), files: vec![], earlier: vec![] }
+        );
         assert_eq!(
             parse(user(json!([{"type":"text","text":"a"},{"type":"text","text":"b"}]))).unwrap(),
-            AguiRun::Message { id: "m1".into(), text: "a\nb".into(), files: vec![] }
+            AguiRun::Message { id: "m1".into(), text: "a\nb".into(), files: vec![], earlier: vec![] }
         );
         let media = json!([
             {"type":"image","source":{"type":"data","value":"threadline:inline:0","mimeType":"image/png"},"metadata":{"filename":"a.png"}},
@@ -226,5 +250,22 @@ mod tests {
         );
         assert_eq!(parse(json!({"messages":[],"resume":[{"status":"nope"}]})).unwrap_err().code, "invalid_decision");
         assert_eq!(agui_thread(&json!({})).unwrap_err().code, "thread_required");
+    }
+
+    #[test]
+    fn messages_that_leave_the_active_path_are_an_edit_where_they_leave_it() {
+        let ids = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let path = ids(&["u1", "u2", "u3"]);
+        assert_eq!(edit_point(&[], &path), None, "only the new message: it follows");
+        assert_eq!(edit_point(&ids(&["u1", "u2", "u3"]), &path), None, "the whole path: it follows");
+        assert_eq!(edit_point(&ids(&["u1"]), &path).as_deref(), Some("u2"), "fewer: it replaces the next");
+        assert_eq!(edit_point(&ids(&["u1", "x2", "x3"]), &path).as_deref(), Some("u2"), "they differ at the second");
+        assert_eq!(edit_point(&ids(&["x1"]), &path).as_deref(), Some("u1"));
+        assert_eq!(edit_point(&ids(&["u1", "u2", "u3", "u4"]), &path), None, "more than the path: it follows");
+        let body = json!({"messages": [
+            {"id": "u1", "role": "user", "content": "a"}, {"id": "a1", "role": "assistant", "content": "b"},
+            {"id": "u2", "role": "user", "content": "c"}]});
+        let AguiRun::Message { earlier, .. } = AguiRun::parse(&body, 100).unwrap() else { panic!("a message") };
+        assert_eq!(earlier, ["u1"]);
     }
 }

@@ -258,7 +258,11 @@ fn run<S: Store, K: Sink>(
     effects: &mut Vec<Effect>,
 ) -> Result<Answer, ApiError> {
     match AguiRun::parse(body, settings.limits.max_message_bytes)? {
-        AguiRun::Message { id, text, files } => {
+        AguiRun::Message { id, text, files, earlier } => {
+            // Messages that leave the active path: an edit where they leave it.
+            let path: Vec<String> =
+                t.conversation().tree()?.path().into_iter().map(|l| l.message_id.clone()).collect();
+            let edit_of = bodies::edit_point(&earlier, &path);
             let run_id = match t.message_run(&id)? {
                 Seen::New(run_id) => run_id,
                 // Sent already, with its files: nothing to store.
@@ -266,7 +270,7 @@ fn run<S: Store, K: Sink>(
                 Seen::Active(run_id) => return Ok(follow(&run_id, &[])),
             };
             let client_tools = crate::thread::client_tools(t.config(), body.get("tools"), settings)?;
-            let send = json!({ "message": text, "attachments": files });
+            let send = json!({ "message": text, "attachments": files, "editOf": edit_of });
             match t.send(&send, Given { ids: Some((id, run_id)), client_tools, mode: None }, who, settings, now, effects)? {
                 Sent::Reserved(body) => Ok(Answer::json(200, &body)),
                 Sent::Run { run_id, .. } => Ok(follow(&run_id, &[])),

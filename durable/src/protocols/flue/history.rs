@@ -14,7 +14,9 @@ use super::stream::{batch_reply, split_offset};
 use crate::wire::error::ApiError;
 use crate::protocols::durable_streams::views::{offset, resolve};
 use crate::wire::reply::Reply;
-use crate::storage::store::Store;
+use crate::storage::store::{Record, Store};
+use crate::thread::tree::Tree;
+use std::collections::HashSet;
 use crate::streams::wire;
 use crate::thread::{Sink, Thread};
 
@@ -29,20 +31,27 @@ pub const PAGE_CHUNKS: usize = 1000;
 fn records<S: Store, K: Sink>(
     t: &Thread<S, K>,
     up_to: u64,
-    mut each: impl FnMut(u64, &str) -> bool,
+    mut each: impl FnMut(&Record) -> bool,
 ) -> Result<(), ApiError> {
     let mut after = 0;
     while after < up_to {
         let page = t.conversation().log_page(after, up_to, READ)?;
         let Some(last) = page.last().map(|r| r.seq) else { break };
         for r in &page {
-            if !each(r.seq, &r.data) {
+            if !each(r) {
                 return Ok(());
             }
         }
         after = last;
     }
     Ok(())
+}
+
+/// Whether the snapshot folds a record: a run's only when the run is on
+/// the conversation's active path (a version left by an edit or an answer
+/// given again is not shown); the thread's own records always.
+fn shown(tree: &Tree, path: &HashSet<&str>, r: &Record) -> bool {
+    path.contains(r.run_id.as_str()) || tree.answer(&r.run_id).is_none()
 }
 
 /// The reader's offset of a `view=updates` read: the record it read last
@@ -106,8 +115,12 @@ pub fn history<S: Store, K: Sink>(
             conv.apply(&chunk);
         }
     };
-    records(t, last, |_, data| {
-        fold(data);
+    let tree = t.conversation().tree()?;
+    let path: HashSet<&str> = tree.path().into_iter().map(|l| l.run_id.as_str()).collect();
+    records(t, last, |r| {
+        if shown(&tree, &path, r) {
+            fold(&r.data);
+        }
         true
     })?;
     for segment in &open {
@@ -146,7 +159,8 @@ pub fn updates<S: Store, K: Sink>(
     let mut chunks = Vec::new();
     let mut seq = resume.seq;
     let mut armed = false;
-    records(t, last, |s, data| {
+    records(t, last, |r| {
+        let (s, data) = (r.seq, r.data.as_str());
         if s > resume.seq && !armed {
             armed = true;
             projector.resume_inside(resume.chars);
