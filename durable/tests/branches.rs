@@ -273,3 +273,117 @@ fn a_publisher_cannot_move_the_active_path() {
     );
     assert_eq!((support::status(&o), support::code(&o).as_str()), (400, "invalid_event"));
 }
+
+/// The log read in order, as a client that replays it: a `run-start`
+/// without `branch` follows the active leaf, one with it follows its
+/// `parent`, and `branch-switched` moves the leaf. Returns the active path.
+fn path_from_log(t: &T) -> Vec<String> {
+    let mut parent: std::collections::HashMap<String, Option<String>> = Default::default();
+    let mut leaf: Option<String> = None;
+    for ev in support::log(t) {
+        let v = serde_json::to_value(&ev).unwrap();
+        match v["type"].as_str().unwrap() {
+            "run-start" => {
+                let run = v["runId"].as_str().unwrap().to_owned();
+                let follows = match v["payload"].get("branch") {
+                    Some(b) => b["parent"].as_str().map(str::to_owned),
+                    None => leaf.clone(),
+                };
+                parent.insert(run.clone(), follows);
+                leaf = Some(run);
+            }
+            "branch-switched" => leaf = v["payload"]["leaf"].as_str().map(str::to_owned),
+            _ => {}
+        }
+    }
+    let mut path = Vec::new();
+    while let Some(run) = leaf {
+        leaf = parent.get(&run).cloned().flatten();
+        path.push(run);
+    }
+    path.reverse();
+    path
+}
+
+/// Two hundred edits, answers again, switches and sends in a seeded random
+/// order: after each, the active path is a chain from a first turn to the
+/// stored leaf, the history shows it (and only it), a client replaying the
+/// log finds the same path, every position names its own message among its
+/// siblings, and the newest run's memory is its path before it.
+#[test]
+fn any_sequence_of_branch_operations_keeps_one_path_the_log_and_the_views_agree_on() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    let mut seed: u64 = 0x5eed;
+    let mut next = |n: usize| {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (seed >> 33) as usize % n
+    };
+    let mut runs: Vec<String> = Vec::new();
+    let mut messages: Vec<String> = Vec::new();
+    let mut now = 1;
+    for step in 0..200 {
+        now += 10;
+        let op = if runs.is_empty() { 0 } else { next(4) };
+        match op {
+            0 => runs.push(turn(&mut t, &s, json!({"message": format!("m{step}")}), &format!("a{step}"), now)),
+            1 => {
+                let of = messages[next(messages.len())].clone();
+                runs.push(turn(
+                    &mut t,
+                    &s,
+                    json!({"message": format!("e{step}"), "editOf": of}),
+                    &format!("a{step}"),
+                    now,
+                ));
+            }
+            2 => {
+                let of = runs[next(runs.len())].clone();
+                runs.push(turn(&mut t, &s, json!({"regenerate": true, "messageId": of}), &format!("r{step}"), now));
+            }
+            _ => {
+                let to =
+                    if next(2) == 0 { runs[next(runs.len())].clone() } else { messages[next(messages.len())].clone() };
+                let (status, _, _) = post(&mut t, &s, "/instance-ai/threads/t1/branch", json!({"messageId": to}), now);
+                assert_eq!(status, 200, "step {step}");
+            }
+        }
+        if op != 3 {
+            let newest = t.conversation().known_run(runs.last().unwrap()).unwrap();
+            if !messages.contains(&newest.message_id) {
+                messages.push(newest.message_id.clone());
+            }
+        }
+        let tree = t.conversation().tree().unwrap();
+        let path: Vec<String> = tree.path().iter().map(|l| l.run_id.clone()).collect();
+        // One chain, from a first turn to the leaf.
+        let records: Vec<_> = path.iter().map(|r| t.conversation().known_run(r).unwrap()).collect();
+        assert_eq!(records[0].parent, None, "step {step}: the path starts at a first turn");
+        for pair in records.windows(2) {
+            assert_eq!(pair[1].parent.as_deref(), Some(pair[0].run_id.as_str()), "step {step}");
+        }
+        assert_eq!(t.conversation().leaf().unwrap().as_deref(), path.last().map(String::as_str), "step {step}");
+        // The log says the same.
+        assert_eq!(path_from_log(&t), path, "step {step}: a client replaying the log");
+        // The history shows the path, and only it.
+        let view = get(&mut t, &s, "/instance-ai/threads/t1/messages?limit=200");
+        let shown: Vec<&str> =
+            view["messages"].as_array().unwrap().iter().filter_map(|m| m["runId"].as_str()).collect();
+        assert_eq!(shown, path.iter().map(String::as_str).collect::<Vec<_>>(), "step {step}");
+        for m in view["messages"].as_array().unwrap() {
+            if let Some(b) = m.get("branch") {
+                let own = m["runId"].as_str().or(m["id"].as_str()).unwrap();
+                assert_eq!(b["ids"][b["index"].as_u64().unwrap() as usize], own, "step {step}: {m}");
+                assert_eq!(b["ids"].as_array().unwrap().len() as u64, b["count"].as_u64().unwrap());
+            }
+        }
+        // The newest run's memory is its own path before it.
+        if op != 3 {
+            let newest = runs.last().unwrap();
+            let before: Vec<String> = tree.path_to(newest).iter().rev().skip(1).map(|l| l.run_id.clone()).collect();
+            let remembered = memory(&t, newest).iter().filter(|m| m.starts_with(['m', 'e'])).count();
+            assert_eq!(remembered, before.len(), "step {step}: one user message per turn before it");
+        }
+    }
+    assert_eq!(t.conversation().run_count().unwrap(), runs.len(), "every run kept");
+}

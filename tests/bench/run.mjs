@@ -24,6 +24,10 @@
 //      Validator alone, the platform's RegExp) and as today's does (its
 //      declaration checks done once, patterns on RE2, the work counted), and
 //      a backtracking pattern under both
+//  10. branches (today's build; the release has none): a thread of 1,000
+//      messages on its active path with 100 edits branching off it, beside
+//      a linear thread of the same length: the history's newest and oldest
+//      pages (n8n's and the AI SDK's) and a reconnect 100 events behind
 //   7. files (today's build; the release has none): upload throughput of a
 //      10 MB file, a send carrying a 5 MB image as a data: URL (as useChat
 //      sends one) against a text-only send, time to the run's start; and
@@ -513,6 +517,91 @@ async function mcpBench(trials = 30) {
   return { trials, noneMs: median(out.none), twoMs: median(out.two) };
 }
 
+/** One answered turn through the webhook agent: the send's body, then its run's text and finish. */
+async function answeredTurn(api, hook, thread, body) {
+  const r = await api.call("POST", `/instance-ai/chat/${thread}`, body);
+  if (r.status !== 200) throw new Error(`send ${r.status}: ${r.text}`);
+  const sig = await hook.next((m) => m.type === "run" && m.runId === r.json.runId);
+  const events = [
+    { type: "text-delta", agentId: "orchestrator", payload: { text: `an answer of some length to ${body.message ?? "it"}, `.repeat(4) } },
+    { type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } },
+  ];
+  await post(api.base, `/instance-ai/threads/${thread}/runs/${r.json.runId}/events`, events, sig.publishToken);
+  return r.json.runId;
+}
+
+/** Milliseconds for `n` durable frames of the events route after `lastEventId`. */
+async function replayMs(base, thread, lastEventId, n) {
+  const t0 = performance.now();
+  const ac = new AbortController();
+  const res = await fetch(`${base}/instance-ai/events/${thread}?lastEventId=${lastEventId}`, { signal: ac.signal });
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let seen = 0;
+  let text = "";
+  while (seen < n) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += dec.decode(value, { stream: true });
+    const frames = text.split("\n\n");
+    text = frames.pop();
+    seen += frames.filter((f) => /^id: /m.test(f)).length;
+  }
+  const took = performance.now() - t0;
+  ac.abort();
+  return took;
+}
+
+/** History and reconnect on a branched thread against a linear one. */
+async function branchBench(api, hook, turns = 500, edits = 100, trials = 15) {
+  const build = async (branched) => {
+    const thread = newThread(branched ? "tree" : "line");
+    let runs = 0;
+    for (let i = 0, made = 0; made < turns; i++) {
+      // Every fifth turn is edited once: a second version beside it.
+      if (branched && made % Math.floor(turns / edits) === 1 && i % 2 === 1) {
+        const view = await fetch(`${api.base}/instance-ai/threads/${thread}/messages?limit=1`).then((r) => r.json());
+        const user = view.messages.find((m) => m.role === "user");
+        await answeredTurn(api, hook, thread, { message: `turn ${made}, edited`, editOf: user.id });
+        runs++;
+        continue;
+      }
+      await answeredTurn(api, hook, thread, { message: `turn ${made}` });
+      made++;
+      runs++;
+    }
+    const view = await fetch(`${api.base}/instance-ai/threads/${thread}/messages?limit=1`).then((r) => r.json());
+    return { thread, last: view.nextEventId - 1, runs, pathRuns: view.totalRuns };
+  };
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const timed = async (url) => {
+    const out = [];
+    for (let t = 0; t < trials; t++) {
+      const t0 = performance.now();
+      const r = await fetch(url);
+      await r.arrayBuffer();
+      out.push(performance.now() - t0);
+    }
+    return median(out);
+  };
+  const out = {};
+  for (const [name, branched] of [["linear", false], ["branched", true]]) {
+    const { thread, last, runs, pathRuns } = await build(branched);
+    const pages = Math.ceil(turns / 200);
+    const reconnects = [];
+    for (let t = 0; t < trials; t++) reconnects.push(await replayMs(api.base, thread, last - 100, 100));
+    out[name] = {
+      runs,
+      pathRuns,
+      newestPageMs: await timed(`${api.base}/instance-ai/threads/${thread}/messages?limit=50`),
+      oldestPageMs: await timed(`${api.base}/instance-ai/threads/${thread}/messages?limit=200&page=${pages - 1}`),
+      aiSdkMs: await timed(`${api.base}/api/chat/${thread}/messages`),
+      reconnectMs: median(reconnects),
+    };
+  }
+  return out;
+}
+
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",")) : null;
 const want = (name) => !only || only.has(name);
 const baselineCommit = process.env.BENCH_BASELINE ? [process.env.BENCH_BASELINE] : [];
@@ -692,6 +781,13 @@ try {
     console.log(
       `  workerd resident memory (the Worker, its objects and Miniflare's bucket): ${f.rssBeforeMb.toFixed(0)} MB before; every 10 of ${f.transfers} transfers: ${f.rssEvery10Mb.map((m) => m.toFixed(0)).join(", ")} MB (peak ${f.peakMb.toFixed(0)} MB; /proc/<workerd>/status VmRSS, VmHWM)`,
     );
+  }
+  if (want("branches")) {
+    const r = (results.branches = await branchBench(builds[1].api, hook));
+    const line = (x) =>
+      `newest page (50 turns) ${ms(x.newestPageMs)}, oldest page (200) ${ms(x.oldestPageMs)}, AI SDK history ${ms(x.aiSdkMs)}, reconnect 100 behind ${ms(x.reconnectMs)}`;
+    console.log(`branches (current), ${r.linear.pathRuns * 2} messages shown: linear (${r.linear.runs} runs) ${line(r.linear)}`);
+    console.log(`  branched (${r.branched.runs} runs, ${r.branched.runs - r.branched.pathRuns} versions off the path) ${line(r.branched)} | newest page ${ratio(r.branched.newestPageMs, r.linear.newestPageMs)}, oldest ${ratio(r.branched.oldestPageMs, r.linear.oldestPageMs)}, reconnect ${ratio(r.branched.reconnectMs, r.linear.reconnectMs)}`);
   }
   if (want("mcp")) {
     const m = (results.mcp = await mcpBench());
