@@ -57,9 +57,12 @@ async function replay(api, base, thread) {
  * What changed on purpose since the release, so n8n's editor folds the
  * Instance AI views as n8n's own reducer does (docs/protocols/instance-ai.md,
  * "The tree"; docs/upgrades.md): a user message names no run, times are ISO
- * 8601, and a tool call's request leaves out the call's own fields.
+ * 8601, and a tool call's request leaves out the call's own fields. And
+ * `totalRuns` counts the runs of the active path, the pages there are
+ * (docs/branches.md): an answer a regenerate replaced before is on none.
  */
 function changedOnPurpose(now, then, where) {
+  if (/(^|\.)totalRuns$/.test(where) && typeof then === "number" && now < then) return true;
   if (/messages\[\d+\]\.runId$/.test(where) && now === undefined && !where.startsWith("detail")) return true;
   if (/\.(createdAt|startedAt|completedAt)$/.test(where) && typeof then === "number" && now === new Date(then).toISOString()) return true;
   if (/\.confirmation\.(toolCallId|toolName|args)$/.test(where) && now === undefined) return true;
@@ -118,6 +121,7 @@ test("state written by the previous release reads the same, and everything goes 
     session: newThread("up-sess"),
     queued: newThread("up-queue"),
     running: newThread("up-run"),
+    regen: newThread("up-regen"),
   };
   // 1. The release, built-in agent: finished, suspended (a pending
   //    confirmation with a TTL and the run's checkpoint), session approval.
@@ -126,6 +130,11 @@ test("state written by the previous release reads the same, and everything goes 
   try {
     assert.equal((await api.chat(t.done, "hello [[reason]]")).status, 200);
     await until(async () => (await api.status(t.done)).json.hasActiveRun === false, { what: "the first run to finish" });
+    // A conversation of before with an answer a regenerate replaced.
+    for (const body of [{ message: "first" }, { message: "second" }, { regenerate: true }]) {
+      assert.equal((await api.call("POST", `/instance-ai/chat/${t.regen}`, body)).status, 200);
+      await until(async () => (await api.status(t.regen)).json.hasActiveRun === false, { what: "a turn of before to finish" });
+    }
     assert.equal((await api.chat(t.suspended, 'remove it [[tool:delete-note:{"id":"n1"}]]')).status, 200);
     await until(async () => (await api.status(t.suspended)).json.isSuspended, { what: "the run to wait for a person" });
     assert.equal((await api.chat(t.session, 'remove [[tool:delete-note:{"id":"s1"}]]')).status, 200);
@@ -232,6 +241,21 @@ test("state written by the previous release reads the same, and everything goes 
       return sse.durable();
     })()).map((e) => e.id);
     assert.deepEqual(durable, durable.map((_, i) => i + 1), "no gap, no duplicate");
+
+    // A conversation of before has one version of each message; it branches from here on.
+    const regen = (await api.messages(t.regen)).json.messages;
+    assert.deepEqual(regen.map((m) => m.content).filter((_, i) => i % 2 === 0), ["first", "second"]);
+    assert.ok(regen.every((m) => m.branch === undefined), "one branch per message");
+    const edit = await api.call("POST", `/instance-ai/chat/${t.regen}`, { message: "second, edited", editOf: regen[2].id });
+    assert.equal(edit.status, 200, edit.text);
+    // This build's agent is the webhook's: the edit's run is answered there.
+    const signal = await hook.next((m) => m.type === "run" && m.runId === edit.json.runId);
+    const done = [{ type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } }];
+    assert.equal((await api.publish(t.regen, edit.json.runId, signal.publishToken, done)).status, 200);
+    const edited = (await api.messages(t.regen)).json.messages;
+    assert.deepEqual(edited.filter((m) => m.role === "user").map((m) => m.content), ["first", "second, edited"]);
+    assert.deepEqual(edited[2].branch, { index: 1, count: 2, ids: [regen[2].id, edited[2].id] }, "the answer replaced before is no version");
+    assert.equal((await api.call("POST", `/instance-ai/threads/${t.regen}/branch`, { messageId: regen[2].id })).json.leaf, regen[3].runId);
 
     // The pending confirmation is still decidable, and its run resumes
     // from the release's checkpoint.

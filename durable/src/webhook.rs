@@ -7,7 +7,10 @@
 use crate::storage::store::RunRecord;
 use serde_json::{json, Value};
 
-/// A run to start: who it is for, where and how to publish.
+/// A run to start: who it is for, where and how to publish, and the run
+/// whose turn it follows (`parentRunId`, `null` at a first turn: an agent
+/// that keeps its own memory of a thread follows the conversation's path
+/// through an edit or an answer given again, `docs/branches.md`).
 pub fn start(thread_id: &str, run: &RunRecord, token: &str, origin: &str) -> Value {
     json!({
         "type": "run",
@@ -15,6 +18,7 @@ pub fn start(thread_id: &str, run: &RunRecord, token: &str, origin: &str) -> Val
         "runId": run.run_id,
         "messageId": run.message_id,
         "message": run.message,
+        "parentRunId": run.parent,
         "agentId": run.agent_id,
         "model": run.model,
         "publishUrl": format!("{origin}/instance-ai/threads/{thread_id}/runs/{}/events", run.run_id),

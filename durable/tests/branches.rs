@@ -50,6 +50,13 @@ fn turn(t: &mut T, s: &Settings, body: Value, text: &str, now: i64) -> String {
     assert_eq!(status, 200, "{body} → {started}");
     let run = started["runId"].as_str().unwrap().to_owned();
     let token = token_of(&effects, &run);
+    // The external agent is told which turn its run follows.
+    let parent = t.conversation().known_run(&run).unwrap().parent;
+    let told = effects.iter().find_map(|e| match e {
+        Effect::Webhook { body, start_of: Some(r) } if *r == run => Some(body["parentRunId"].clone()),
+        _ => None,
+    });
+    assert_eq!(told, Some(json!(parent)), "{body}");
     let path = format!("/instance-ai/threads/t1/runs/{run}/events");
     let batch = json!([
         {"type": "text-delta", "agentId": "orchestrator", "payload": {"text": text}},
