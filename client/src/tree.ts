@@ -366,3 +366,42 @@ export function fold(events: Iterable<StreamEvent>): AgentNode | null {
   for (const e of events) b.apply(e);
   return b.tree();
 }
+
+/**
+ * The conversation's active path as the log tells it (the Rust fold's twin,
+ * `durable/src/log/branches.rs`): a `run-start` without `branch` follows the
+ * active leaf, one with it follows `branch.parent`, and `branch-switched`
+ * moves the leaf. For a client that replays a thread's whole log (a
+ * Durable Streams reader); both folds find the paths recorded in
+ * `durable/tests/fixtures/branches/`.
+ */
+export class ActivePath {
+  private parent = new Map<string, string | null>();
+  private leaf: string | null = null;
+
+  apply(ev: StreamEvent): void {
+    if (ev.type === "run-start") {
+      const point = ev.payload.branch;
+      const follows = point ? (point.parent ?? null) : this.leaf;
+      // A run-start seen twice (a replay over a live read) keeps its place.
+      if (!this.parent.has(ev.runId)) this.parent.set(ev.runId, follows);
+      this.leaf = ev.runId;
+    } else if (ev.type === "branch-switched") {
+      this.leaf = ev.payload.leaf;
+    }
+  }
+
+  /** The run ids of the active path, first turn first. */
+  path(): string[] {
+    const out: string[] = [];
+    for (let at = this.leaf; at !== null && out.length <= this.parent.size; at = this.parent.get(at) ?? null) out.push(at);
+    return out.reverse();
+  }
+}
+
+/** The active path of `events`, folded in order. */
+export function activePath(events: Iterable<StreamEvent>): string[] {
+  const p = new ActivePath();
+  for (const e of events) p.apply(e);
+  return p.path();
+}

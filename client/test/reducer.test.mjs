@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { fold, TreeBuilder } from "../dist/index.js";
+import { fold, TreeBuilder, activePath } from "../dist/index.js";
 
 const dir = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../durable/tests/fixtures/reducer");
 const fixtures = fs
@@ -60,3 +60,16 @@ for (const f of fixtures) {
 test("fromTree of nothing is an empty builder", () => {
   assert.equal(TreeBuilder.fromTree(null).tree(), null);
 });
+
+// The conversation's active path, folded from the branch fixture logs, is
+// the one the Rust fold recorded (durable/tests/reducer_fixtures.rs).
+const branchDir = path.join(path.dirname(fileURLToPath(import.meta.url)), "../../durable/tests/fixtures/branches");
+const branchLogs = fs.readdirSync(branchDir).filter((f) => f.endsWith(".json")).sort();
+test("there are branch logs to compare", () => assert.ok(branchLogs.length >= 5));
+for (const name of branchLogs) {
+  test(`${name}: folds to the Rust fold's active path`, () => {
+    const f = JSON.parse(fs.readFileSync(path.join(branchDir, name), "utf8"));
+    assert.ok(f.path, "the fixture has a recorded path (THREADLINE_BLESS=1 cargo test)");
+    assert.deepEqual(activePath(f.events), f.path);
+  });
+}

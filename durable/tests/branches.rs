@@ -8,6 +8,7 @@ mod support;
 
 use serde_json::{json, Value};
 use support::{actor, serve, Req, T};
+use threadline_durable::log::branches::active_path;
 use threadline_durable::{Caller, Effect, Kind, Settings};
 
 fn settings() -> Settings {
@@ -281,35 +282,10 @@ fn a_publisher_cannot_move_the_active_path() {
     assert_eq!((support::status(&o), support::code(&o).as_str()), (400, "invalid_event"));
 }
 
-/// The log read in order, as a client that replays it: a `run-start`
-/// without `branch` follows the active leaf, one with it follows its
-/// `parent`, and `branch-switched` moves the leaf. Returns the active path.
+/// The log read in order, as a client that replays it
+/// ([`active_path`]).
 fn path_from_log(t: &T) -> Vec<String> {
-    let mut parent: std::collections::HashMap<String, Option<String>> = Default::default();
-    let mut leaf: Option<String> = None;
-    for ev in support::log(t) {
-        let v = serde_json::to_value(&ev).unwrap();
-        match v["type"].as_str().unwrap() {
-            "run-start" => {
-                let run = v["runId"].as_str().unwrap().to_owned();
-                let follows = match v["payload"].get("branch") {
-                    Some(b) => b["parent"].as_str().map(str::to_owned),
-                    None => leaf.clone(),
-                };
-                parent.insert(run.clone(), follows);
-                leaf = Some(run);
-            }
-            "branch-switched" => leaf = v["payload"]["leaf"].as_str().map(str::to_owned),
-            _ => {}
-        }
-    }
-    let mut path = Vec::new();
-    while let Some(run) = leaf {
-        leaf = parent.get(&run).cloned().flatten();
-        path.push(run);
-    }
-    path.reverse();
-    path
+    active_path(&support::log(t))
 }
 
 /// Two hundred edits, answers again, switches and sends in a seeded random
