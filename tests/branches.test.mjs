@@ -7,20 +7,23 @@ import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, client, newThread, until } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
+import { startDemoTools } from "../local/demo-tools.mjs";
 import { ThreadlineClient, ThreadSession } from "../client/dist/index.js";
 import { HttpAgent } from "@ag-ui/client";
 
-let llm, worker, api, tc;
+let llm, tools, worker, api, tc;
 
 before(async () => {
   llm = await startFakeLlm({ port: 0, delayMs: 1 });
-  worker = await startWorker({ vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "k" } });
+  tools = await startDemoTools();
+  worker = await startWorker({ vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "k", TOOLS: JSON.stringify(tools.declarations) } });
   api = client(worker.url);
   tc = new ThreadlineClient({ baseUrl: worker.url });
 });
 after(async () => {
   await worker?.stop();
   await llm?.close();
+  await tools?.close();
 });
 
 const idle = (thread) =>
@@ -207,5 +210,34 @@ describe("edit and branch", () => {
     assert.equal(last.length, 1);
     assert.deepEqual(last[0].branch.ids[0], first);
     assert.equal(detail.messages.filter((m) => m.role === "user").length, 1, "the path is that answer again");
+  });
+
+  test("twenty edits at once: one starts, the others are refused, and the tree holds one new version", async () => {
+    const { thread, messages } = await four("br");
+    const u2 = messages[2];
+    const sends = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => api.call("POST", `/instance-ai/chat/${thread}`, { message: `edit ${i}`, editOf: u2.id })),
+    );
+    const started = sends.filter((r) => r.status === 200);
+    assert.equal(started.length, 1, JSON.stringify(sends.map((r) => r.status)));
+    assert.ok(sends.filter((r) => r.status !== 200).every((r) => r.status === 409 && r.json.error.code === "run_active"));
+    await idle(thread);
+    const now = await view(thread);
+    assert.equal(now[2].branch.count, 2, "one new version");
+  });
+
+  test("an edit while a person's decision is pending is refused, and the request stays pending", async () => {
+    const thread = newThread("br");
+    await turn(thread, { message: "one" });
+    const ask = await api.call("POST", `/instance-ai/chat/${thread}`, { message: 'remove it [[tool:delete-note:{"id":"n1"}]]' });
+    assert.equal(ask.status, 200);
+    await until(async () => (await api.status(thread)).json.isSuspended, { timeoutMs: 10000, what: "the run to wait for a person" });
+    const [u1] = await view(thread);
+    const edit = await api.call("POST", `/instance-ai/chat/${thread}`, { message: "one, edited", editOf: u1.id });
+    assert.deepEqual([edit.status, edit.json.error.code], [409, "run_active"]);
+    const status = (await api.status(thread)).json;
+    assert.equal(status.isSuspended, true, "still waiting for the person");
+    await api.cancel(thread);
+    await idle(thread);
   });
 });
