@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{actor, serve, Req, T};
+use support::{actor, serve, token_of, Req, T};
 use threadline_durable::log::branches::active_path;
 use threadline_durable::{Caller, Effect, Kind, Settings};
 
@@ -32,17 +32,6 @@ fn get(t: &mut T, s: &Settings, path: &str) -> Value {
 
 fn send(t: &mut T, s: &Settings, body: Value, now: i64) -> (u16, Value, Vec<Effect>) {
     post(t, s, "/instance-ai/chat/t1", body, now)
-}
-
-/// The publish token in a run's start signal.
-fn token_of(effects: &[Effect], run: &str) -> String {
-    effects
-        .iter()
-        .find_map(|e| match e {
-            Effect::Webhook { body, start_of: Some(r) } if r == run => body["publishToken"].as_str().map(str::to_owned),
-            _ => None,
-        })
-        .expect("a start signal for the run")
 }
 
 /// The run a send started, answered with `text` and finished.

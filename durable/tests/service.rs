@@ -7,7 +7,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::{actor, serve, Req, T};
+use support::{actor, serve, token_of, Req, T};
 use threadline_durable::Caller;
 use threadline_durable::Effect;
 use threadline_durable::Kind;
@@ -24,17 +24,6 @@ fn alice() -> Caller {
 fn send(t: &mut T, s: &Settings, body: Value, now: i64) -> (u16, Value, Vec<Effect>) {
     let o = serve(t, s, Req::new("POST", "/instance-ai/chat/t1", alice()).body(&body), now);
     (support::status(&o), support::json(&o), o.effects)
-}
-
-/// The publish token in a run's start signal.
-fn token_of(effects: &[Effect], run: &str) -> String {
-    effects
-        .iter()
-        .find_map(|e| match e {
-            Effect::Webhook { body, start_of: Some(r) } if r == run => body["publishToken"].as_str().map(str::to_owned),
-            _ => None,
-        })
-        .expect("a start signal for the run")
 }
 
 fn finish(t: &mut T, s: &Settings, run: &str, token: &str, now: i64) -> Vec<Effect> {

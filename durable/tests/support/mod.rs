@@ -42,6 +42,19 @@ pub fn thread(settings: &Settings) -> T {
     Thread::load(MemoryStore::default(), settings.thread.clone(), 0).unwrap()
 }
 
+/// The publish token in a run's start signal (the webhook agent's).
+pub fn token_of(effects: &[threadline_durable::Effect], run: &str) -> String {
+    effects
+        .iter()
+        .find_map(|e| match e {
+            threadline_durable::Effect::Webhook { body, start_of: Some(r) } if r == run => {
+                body["publishToken"].as_str().map(str::to_owned)
+            }
+            _ => None,
+        })
+        .expect("a start signal for the run")
+}
+
 /// An authenticated actor.
 pub fn actor(id: &str, roles: &[&str]) -> Caller {
     Caller::Actor { id: id.into(), roles: roles.iter().map(|r| (*r).to_owned()).collect() }
