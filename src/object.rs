@@ -21,7 +21,7 @@ use std::rc::Rc;
 use threadline_durable::agent::cancel::CancelToken;
 use threadline_durable::protocols::{self, Context};
 use threadline_durable::storage::store::SqlStore;
-use threadline_durable::thread::{Answer, Call};
+use threadline_durable::thread::{Answer, Call, Consulted};
 use threadline_durable::Effect;
 use threadline_durable::{query_pairs, wire::forward, ApiError, Settings, Thread};
 use worker::*;
@@ -174,26 +174,42 @@ impl Inner {
         let tasks = u32::from(self.flush_timer.get().is_some()) + self.agents.borrow().len() as u32;
         let instance = self.counts.facts(&self.storage, self.settings.debug_wakes, tasks).await;
         let mut effects = self.load()?;
-        let call = Call {
-            caller: &context.caller,
-            query: &query,
-            header: &header,
-            body: &body,
-            origin: &origin,
-            random: ids::random_u64(),
-            instance: &instance,
-            budget: context.budget,
-            files: &context.files,
-            reserve: context.reserve,
-        };
+        let random = ids::random_u64();
         let upgrade = http::header(&req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
-        let outcome = self.with_core(|c| protocols::handle(c, &context.route, &call, &self.settings, now_ms()))?;
+        // The core may ask another object first (a fork's source); the
+        // request is then served again with that answer, once.
+        let mut consulted: Option<(u16, Vec<u8>)> = None;
+        let outcome = loop {
+            let call = Call {
+                caller: &context.caller,
+                query: &query,
+                header: &header,
+                body: &body,
+                origin: &origin,
+                random,
+                instance: &instance,
+                budget: context.budget,
+                files: &context.files,
+                reserve: context.reserve,
+                consulted: consulted.as_ref().map(|(status, body)| Consulted { status: *status, body }),
+            };
+            let outcome = self.with_core(|c| protocols::handle(c, &context.route, &call, &self.settings, now_ms()))?;
+            match outcome.answer {
+                Answer::Consult(asked) if consulted.is_none() => {
+                    effects.extend(outcome.effects);
+                    let mut resp = crate::call(&self.env, None, &asked).await.map_err(http::internal)?;
+                    consulted = Some((resp.status_code(), resp.bytes().await.map_err(http::internal)?));
+                }
+                _ => break outcome,
+            }
+        };
         // A subscriber is registered (and sent its hello) in the same
         // synchronous block as its answer was decided; effects come after.
         let resp = match outcome.answer {
             Answer::Reply(r) => http::reply(r).map_err(http::internal),
             Answer::Follow { .. } if !upgrade => Err(ApiError::unavailable("a stream is served over a socket")),
             Answer::Follow { follow, after } => live::subscribe(&self.state, &self.core, follow, after),
+            Answer::Consult(_) => Err(ApiError::unavailable("the thread asked another object twice for one request")),
         };
         effects.extend(outcome.effects);
         self.run(effects).await;

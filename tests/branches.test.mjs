@@ -240,4 +240,45 @@ describe("edit and branch", () => {
     await api.cancel(thread);
     await idle(thread);
   });
+
+  test("a fork answers on its own while the original is unchanged; its history is shared, not copied", async () => {
+    const { thread, messages } = await four("br");
+    const [u1, a1, u2, a2] = messages;
+    const before = await view(thread);
+    const r = await api.call("POST", `/instance-ai/threads/${thread}/fork`, { messageId: a2.runId });
+    assert.equal(r.status, 201, r.text);
+    const fork = r.json.threadId;
+    assert.deepEqual(r.json.forkedFrom.threadId, thread);
+    assert.deepEqual(r.json.forkedFrom.runId, a2.runId);
+    // Its history is the source's path up to the message.
+    const shared = await view(fork);
+    assert.deepEqual(said(shared), said(messages.slice(0, 4)));
+    assert.ok(shared.every((m) => m.sharedFrom === thread), "each shared message names its thread");
+    // Its own turn remembers the shared history, and only it.
+    await turn(fork, { message: "three, elsewhere" });
+    assert.deepEqual(asked(requestFor("three, elsewhere")), ["user:one", `assistant:${a1.content}`, "user:two", `assistant:${a2.content}`, "user:three, elsewhere"]);
+    const after = await view(fork);
+    assert.deepEqual(after.filter((m) => m.role === "user").map((m) => m.content), ["one", "two", "three, elsewhere"]);
+    assert.equal(after[4].sharedFrom, undefined, "its own turn");
+    // The original is unchanged.
+    assert.deepEqual(await view(thread), before);
+    // Every protocol's history of the fork shows the shared turns first.
+    const ui = (await api.call("GET", `/api/chat/${fork}/messages`)).json;
+    assert.deepEqual(ui.filter((m) => m.role === "user").map((m) => m.id), [u1.id, u2.id, after[4].id]);
+    const agui = (await api.call("GET", `/ag-ui/threads/${fork}/messages`)).json;
+    assert.equal(agui.filter((m) => m.role === "user").length, 3);
+    const detail = (await api.call("GET", `/agent/threads/${fork}`)).json;
+    assert.equal(detail.messages.filter((m) => m.role === "user").length, 3);
+    // Durable Streams: the fork's own log, forked from the source's.
+    const ds = await fetch(`${worker.url}/v1/threads/${fork}?offset=-1`);
+    assert.equal(ds.headers.get("stream-forked-from"), `/v1/threads/${thread}`);
+    assert.equal(ds.headers.get("stream-fork-offset"), r.json.forkedFrom.offset);
+    const own = await ds.json();
+    assert.ok(own.every((e) => e.runId !== a1.runId), "the shared turns are not in its log");
+    // Refusals.
+    const taken = await api.call("POST", `/instance-ai/threads/${thread}/fork`, { messageId: u1.id, threadId: fork });
+    assert.deepEqual([taken.status, taken.json.error.code], [409, "thread_exists"]);
+    const unknown = await api.call("POST", `/instance-ai/threads/${thread}/fork`, { messageId: "nope" });
+    assert.deepEqual([unknown.status, unknown.json.error.code], [404, "message_not_found"]);
+  });
 });

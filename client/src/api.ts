@@ -61,6 +61,14 @@ export interface Message {
    * its message (run ids).
    */
   branch?: Branch;
+  /** On a fork, the thread a shared message is of (edit, regenerate or fork it there). */
+  sharedFrom?: string;
+}
+
+/** A fork's answer: the new thread, and where it came from. */
+export interface Forked {
+  threadId: string;
+  forkedFrom: { threadId: string; messageId: string; runId: string; offset: string };
 }
 
 /** `index` of `count` siblings, their ids in order (a `< i/n >` switcher). */
@@ -243,6 +251,16 @@ export class ThreadlineClient {
    */
   async switchBranch(threadId: string, messageId: string): Promise<string> {
     return (await this.request<{ leaf: string }>("POST", `/instance-ai/threads/${enc(threadId)}/branch`, { messageId })).leaf;
+  }
+
+  /**
+   * Forks the thread at `messageId` (a user message, or an answer's run
+   * id): a new thread, the caller's, whose history is this one's path up to
+   * that turn, shared rather than copied. `newThreadId` names it (409
+   * `thread_exists` when taken); else the server makes one.
+   */
+  fork(threadId: string, messageId: string, newThreadId?: string): Promise<Forked> {
+    return this.request("POST", `/instance-ai/threads/${enc(threadId)}/fork`, { messageId, ...(newThreadId ? { threadId: newThreadId } : {}) });
   }
 
   /** The queue routes answer `{queue}`; these return the queue. */

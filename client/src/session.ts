@@ -33,6 +33,8 @@ export interface Turn {
   messageBranch?: Branch;
   /** Where its answer stands among the answers to its message, when it has any. */
   answerBranch?: Branch;
+  /** On a fork, the thread a shared turn is of: it is changed there, not here. */
+  sharedFrom?: string;
 }
 
 export interface OpenConfirmation {
@@ -136,6 +138,7 @@ export class ThreadSession {
           asked = undefined;
         }
         turn.answerBranch = m.branch;
+        turn.sharedFrom = m.sharedFrom;
         turn.tree = b.tree();
         turn.running = m.isStreaming;
       }
@@ -376,6 +379,11 @@ export class ThreadSession {
   /** Shows the branch through `messageId` (a user message, or an answer's run id). */
   switchBranch(messageId: string): Promise<string> {
     return this.act(() => this.client.switchBranch(this.threadId, messageId));
+  }
+
+  /** A new thread sharing this one's history up to `messageId`'s turn; returns its id. */
+  async fork(messageId: string, newThreadId?: string): Promise<string> {
+    return (await this.act(() => this.client.fork(this.threadId, messageId, newThreadId))).threadId;
   }
 
   queueRemove(messageId: string) {

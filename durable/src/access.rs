@@ -119,6 +119,10 @@ pub enum Access {
     Decide,
     /// Publishes into a run: the run's token decides, checked by the thread.
     Publish,
+    /// An object's own call (a fork reading its source's shared turns): its
+    /// route has no path, so no client's request is ever one; only the
+    /// Worker and objects set the header that names it (`wire::forward`).
+    Object,
 }
 
 impl Access {
@@ -143,6 +147,8 @@ pub enum Grant {
     Reader,
     /// A publisher: the thread checks its bearer against the run's token.
     Publisher,
+    /// An object's own call.
+    Object,
     /// An actor on a thread that does not exist yet, on a route that
     /// answers as an empty thread: it stores nothing, and a follow ends if
     /// another actor creates the thread.
@@ -155,6 +161,9 @@ pub enum Grant {
 pub fn decide(access: Access, not_found: ApiError, caller: &Caller, facts: &Facts) -> Result<Grant, ApiError> {
     if access == Access::Publish {
         return Ok(Grant::Publisher);
+    }
+    if access == Access::Object {
+        return Ok(Grant::Object);
     }
     let hidden = || Err(not_found.clone());
     match caller {

@@ -199,6 +199,19 @@ impl Send {
     }
 }
 
+/// `POST .../fork {messageId, threadId?}`: the message to fork at, and the
+/// new thread's id when the caller names one.
+pub fn fork(body: &Value) -> Result<(String, Option<String>), ApiError> {
+    let message_id =
+        message_ref(body, "messageId")?.ok_or_else(|| ApiError::invalid_message_id("`messageId` is required"))?;
+    let thread_id = match body.get("threadId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(crate::wire::ids::id(id)?),
+        Some(_) => return Err(ApiError::invalid_id("`threadId` must be a thread id")),
+    };
+    Ok((message_id, thread_id))
+}
+
 /// A body's reference to a message of the thread (`messageId`, `editOf`):
 /// absent or `null`, or an id of 1 to 256 bytes; anything else is 400
 /// `invalid_message_id`.

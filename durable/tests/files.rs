@@ -116,11 +116,13 @@ impl World {
             budget: ctx.budget,
             files: &ctx.files,
             reserve: ctx.reserve,
+            consulted: None,
         };
         let outcome = protocols::handle(t, &ctx.route, &call, &settings, 1_000);
         match outcome.answer {
             Answer::Reply(r) => (r.status, r.body),
             Answer::Follow { .. } => (200, b"{}".to_vec()),
+            Answer::Consult(_) => panic!("a thread that is no fork asks no other object"),
         }
     }
 

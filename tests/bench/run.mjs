@@ -586,18 +586,42 @@ async function branchBench(api, hook, turns = 500, edits = 100, trials = 15) {
   };
   const out = {};
   for (const [name, branched] of [["linear", false], ["branched", true]]) {
+    const t0 = performance.now();
     const { thread, last, runs, pathRuns } = await build(branched);
+    const buildMs = performance.now() - t0;
     const pages = Math.ceil(turns / 200);
     const reconnects = [];
     for (let t = 0; t < trials; t++) reconnects.push(await replayMs(api.base, thread, last - 100, 100));
     out[name] = {
       runs,
       pathRuns,
+      buildMs,
       newestPageMs: await timed(`${api.base}/instance-ai/threads/${thread}/messages?limit=50`),
       oldestPageMs: await timed(`${api.base}/instance-ai/threads/${thread}/messages?limit=200&page=${pages - 1}`),
       aiSdkMs: await timed(`${api.base}/api/chat/${thread}/messages`),
       reconnectMs: median(reconnects),
     };
+    if (!branched) {
+      // A fork of the whole linear thread (at its last answer) against
+      // copying it: writing its 1,000 messages again, as building it took.
+      const view = await fetch(`${api.base}/instance-ai/threads/${thread}/messages?limit=1`).then((r) => r.json());
+      const lastRun = view.messages.find((m) => m.role === "assistant").runId;
+      const forks = [];
+      let fork;
+      for (let t = 0; t < trials; t++) {
+        const t0 = performance.now();
+        const r = await api.call("POST", `/instance-ai/threads/${thread}/fork`, { messageId: lastRun });
+        forks.push(performance.now() - t0);
+        if (r.status !== 201) throw new Error(`fork ${r.status}: ${r.text}`);
+        fork = r.json.threadId;
+      }
+      out.fork = {
+        createMs: median(forks),
+        copyMs: buildMs,
+        newestPageMs: await timed(`${api.base}/instance-ai/threads/${fork}/messages?limit=50`),
+        sourceNewestPageMs: out.linear.newestPageMs,
+      };
+    }
   }
   return out;
 }
@@ -788,6 +812,7 @@ try {
       `newest page (50 turns) ${ms(x.newestPageMs)}, oldest page (200) ${ms(x.oldestPageMs)}, AI SDK history ${ms(x.aiSdkMs)}, reconnect 100 behind ${ms(x.reconnectMs)}`;
     console.log(`branches (current), ${r.linear.pathRuns * 2} messages shown: linear (${r.linear.runs} runs) ${line(r.linear)}`);
     console.log(`  branched (${r.branched.runs} runs, ${r.branched.runs - r.branched.pathRuns} versions off the path) ${line(r.branched)} | newest page ${ratio(r.branched.newestPageMs, r.linear.newestPageMs)}, oldest ${ratio(r.branched.oldestPageMs, r.linear.oldestPageMs)}, reconnect ${ratio(r.branched.reconnectMs, r.linear.reconnectMs)}`);
+    console.log(`  fork of the linear thread: made in ${ms(r.fork.createMs)} (copying it, its 1,000 messages written again: ${ms(r.fork.copyMs)}); the fork's newest page ${ms(r.fork.newestPageMs)} (read from its source) vs the source's ${ms(r.fork.sourceNewestPageMs)}`);
   }
   if (want("mcp")) {
     const m = (results.mcp = await mcpBench());

@@ -355,7 +355,7 @@ describe("the page", () => {
     await ctx.close();
   });
 
-  test("edit, regenerate and switch branches with the page's controls (by keyboard too); a reload shows the same", async () => {
+  test("edit, regenerate, switch and fork with the page's controls (by keyboard too); a reload shows the same", async () => {
     const { page, ctx, threadId } = await openPage(newThread("page-branch"));
     for (const q of ["one", "two", "three"]) await sendAndWait(page, q);
     const turns = page.getByTestId("turn");
@@ -401,6 +401,16 @@ describe("the page", () => {
     await shot(page, "23-branch-reloaded");
     const server = await serverAnswers(threadId);
     assert.equal(server.length, 1);
+    // Fork from the answer: a new thread opens with the conversation so
+    // far, shared (no controls on it), and answers on its own.
+    await turns.nth(0).getByTestId("fork").click();
+    await page.waitForFunction((id) => location.hash.length > 1 && location.hash !== `#${id}`, threadId);
+    await page.getByTestId("user-message").filter({ hasText: "one, edited" }).waitFor();
+    assert.equal(await turns.nth(0).getByTestId("edit").count(), 0, "a shared turn is changed where it is");
+    await sendAndWait(page, "and in the fork");
+    assert.deepEqual(await users(), ["one, edited", "and in the fork"]);
+    await shot(page, "24-branch-forked");
+    assert.equal((await serverAnswers(threadId)).length, 1, "the original is unchanged");
     await ctx.close();
   });
 

@@ -215,6 +215,9 @@ function renderTurn(t: Turn): HTMLElement {
   if (t.attachments.length) box.append(attachmentsElement(t.attachments));
   if (editing === t.runId) {
     box.append(editForm(t));
+  } else if (t.message && t.sharedFrom) {
+    // A fork's shared turn: changed on the thread it is of.
+    box.append(el("div", { class: "user", "data-testid": "user-message" }, t.message));
   } else if (t.message) {
     box.append(el("div", { class: "user", "data-testid": "user-message" }, t.message));
     const edit = button("edit this message", "Edit", "edit", () => {
@@ -225,9 +228,16 @@ function renderTurn(t: Turn): HTMLElement {
     box.append(el("div", { class: "turn-bar user-bar" }, switcher("message", t.messageBranch), edit));
   }
   if (t.tree) box.append(el("div", { class: "agent", "data-testid": "agent" }, renderNode(t.runId, t.tree)));
-  if (!t.running) {
+  if (!t.running && !t.sharedFrom) {
     const again = button("answer this again", "Regenerate", "regenerate", () => void session?.regenerate(t.runId).catch(() => {}), busy);
-    box.append(el("div", { class: "turn-bar" }, switcher("answer", t.answerBranch), again));
+    // A new thread with the conversation up to here, opened at once.
+    const fork = button("fork a new thread from here", "Fork", "fork", () => {
+      void session
+        ?.fork(t.runId)
+        .then((id) => location.assign(`#${encodeURIComponent(id)}`))
+        .catch(() => {});
+    }, busy);
+    box.append(el("div", { class: "turn-bar" }, switcher("answer", t.answerBranch), again, fork));
   }
   return box;
 }

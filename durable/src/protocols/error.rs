@@ -33,6 +33,7 @@ impl From<Error> for ApiError {
             Error::NothingToResume => ApiError::nothing_to_resume(),
             Error::NothingToRegenerate => ApiError::thread_required("regenerate needs a thread with a message"),
             Error::MessageNotFound => ApiError::message_not_found(),
+            Error::ThreadExists => ApiError::thread_exists(),
             Error::NotAnAnswer => ApiError::not_an_answer(),
             Error::NotAUserMessage => ApiError::not_a_user_message(),
             Error::PublishTokenMissing => ApiError::unauthorized("a bearer publish token is required"),
@@ -94,6 +95,7 @@ mod tests {
             Error::NothingToResume,
             Error::NothingToRegenerate,
             Error::MessageNotFound,
+            Error::ThreadExists,
             Error::NotAnAnswer,
             Error::NotAUserMessage,
             Error::run_active("r", Busy::Branch),
@@ -140,6 +142,7 @@ mod tests {
             | Error::NothingToResume
             | Error::NothingToRegenerate
             | Error::MessageNotFound
+            | Error::ThreadExists
             | Error::NotAnAnswer
             | Error::NotAUserMessage
             | Error::PublishTokenMissing

@@ -207,6 +207,11 @@ pub trait Protocol: Sized + 'static {
     fn directory_reply(&self, _body: &[u8]) -> Result<Reply, ApiError> {
         Err(ApiError::unavailable("no directory answer is expected"))
     }
+    /// Whether the route shows the conversation's turns: on a fork, its
+    /// source's shared turns are read first ([`Thread::share`]).
+    fn shows_turns(&self) -> bool {
+        false
+    }
 }
 
 /// What the Worker forwards to a thread's object with a request: who is
@@ -290,6 +295,7 @@ macro_rules! protocols {
                 match self { $(Route::$variant(r) => r.attachments(body),)* }
             }
             pub fn serves_file(&self) -> bool { match self { $(Route::$variant(r) => r.serves_file(),)* } }
+            pub fn shows_turns(&self) -> bool { match self { $(Route::$variant(r) => r.shows_turns(),)* } }
             fn refused<S: Store, K: Sink>(&self, e: ApiError, t: &Thread<S, K>) -> Result<Answer, ApiError> {
                 match self { $(Route::$variant(r) => r.refused(e, t),)* }
             }
@@ -306,6 +312,21 @@ macro_rules! protocols {
             }
         }
     };
+}
+
+/// An object's own call to the thread `route` names, for `caller`, with
+/// `body` (a fork's offer to its new thread).
+pub fn object_call(route: Route, caller: Caller, body: Vec<u8>) -> crate::wire::forward::ObjectCall {
+    let object = crate::wire::forward::Object::Thread(route.thread().to_owned());
+    let context = Context { caller, route, budget: None, files: Vec::new(), reserve: false };
+    crate::wire::forward::ObjectCall {
+        object,
+        method: "POST",
+        context: crate::wire::forward::encode(&context),
+        body: crate::wire::forward::Body::Bytes(body),
+        socket: false,
+        path: "/",
+    }
 }
 
 /// The route that serves what the query asks, when that is another
@@ -348,9 +369,20 @@ pub fn handle<S: Store, K: Sink>(
         Access::Decide => Ok(Gate::ByRequest),
         access => Ok(Gate::Admitted(t.admit(access, route.not_found(), call.caller, None)?)),
     })
-    .and_then(|gate| route.serve(t, call, &gate, settings, now, &mut effects))
+    .and_then(|gate| {
+        // On a fork, the source's shared turns come first: asked for, or
+        // brought by this second serving.
+        if route.shows_turns() {
+            if let Some(source) = t.share(call)? {
+                let read = instance_ai::Route::SharedTurns { thread: source.thread_id, run: source.run_id };
+                return Ok(Answer::Consult(object_call(Route::InstanceAi(read), Caller::Nobody, Vec::new())));
+            }
+        }
+        route.serve(t, call, &gate, settings, now, &mut effects)
+    })
     .or_else(|e| route.refused(e, t))
     .unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
+    t.unshare();
     effects.extend(t.launch().started(settings, now));
     Outcome { answer, effects }
 }

@@ -19,10 +19,14 @@ use serde_json::{json, Value};
 /// One turn of the conversation ([`Conversation::turns`]): a run it shows
 /// (the user's message and what answered it), the run's events, and where
 /// its message and its answer stand among their siblings.
+#[derive(Clone, Debug)]
 pub struct TurnRead {
     pub run: RunRecord,
     pub events: Vec<Event>,
     pub branches: Branches,
+    /// The thread the turn is of, when not this one: a fork's shared turn
+    /// is its source's (its files are read there).
+    pub home: Option<String>,
 }
 
 /// Where a turn stands in the tree: its user message among the messages
@@ -49,6 +53,11 @@ impl TurnRead {
     pub fn root(&self) -> Option<AgentNode> {
         reducer::fold(&self.events).tree()
     }
+
+    /// The thread the turn is of: `here`, or a fork's source.
+    pub fn thread<'a>(&'a self, here: &'a str) -> &'a str {
+        self.home.as_deref().unwrap_or(here)
+    }
 }
 
 /// Whether a conversation shows `run`: every run but an answer a
@@ -66,11 +75,24 @@ pub struct Conversation<'t, S: Store> {
     thread_id: &'t str,
     last_seq: u64,
     queue: &'t Queue,
+    /// On a fork, the source's turns its history shares, when the request
+    /// being served brought them ([`Thread::share`](super::Thread::share)).
+    shared: &'t [TurnRead],
 }
 
 impl<'t, S: Store> Conversation<'t, S> {
     pub(super) fn new(store: &'t S, thread_id: &'t str, last_seq: u64, queue: &'t Queue) -> Self {
-        Conversation { store, thread_id, last_seq, queue }
+        Conversation { store, thread_id, last_seq, queue, shared: &[] }
+    }
+
+    /// The conversation with a fork's shared turns before its own.
+    pub(super) fn with_shared(self, shared: &'t [TurnRead]) -> Self {
+        Conversation { shared, ..self }
+    }
+
+    /// Where the thread was forked from, when it is a fork.
+    pub fn forked_from(&self) -> Result<Option<super::fork::ForkedFrom>, Error> {
+        Ok(self.store.meta(super::meta::FORK_KEY)?.and_then(|v| serde_json::from_str(&v).ok()))
     }
 
     /// The thread's id, as the Worker routed it.
@@ -217,16 +239,45 @@ impl<'t, S: Store> Conversation<'t, S> {
     /// its events, read once), oldest first within it, and how many runs
     /// the thread has: what every protocol's messages view is made of, in
     /// its own words.
+    ///
+    /// A fork's shared turns come first, then its own.
     pub fn turns(&self, limit: usize, page: usize) -> Result<(Vec<TurnRead>, usize), Error> {
         let tree = self.tree()?;
-        let (runs, total) = self.page_of(&tree, limit, page)?;
-        let mut turns = Vec::with_capacity(runs.len());
-        for run in runs {
-            let events = self.run_events(&run.run_id)?;
-            let branches = Branches::of(&tree, &run);
-            turns.push(TurnRead { run, events, branches });
+        let path = tree.path();
+        let shared = self.shared.len();
+        let total = shared + path.len();
+        let end = total.saturating_sub(page.saturating_mul(limit));
+        let start = end.saturating_sub(limit);
+        let mut turns = Vec::with_capacity(end - start);
+        for i in start..end {
+            match i.checked_sub(shared) {
+                None => turns.push(self.shared[i].clone()),
+                Some(own) => turns.extend(self.turn(&tree, &path[own].run_id)?),
+            }
         }
         Ok((turns, total))
+    }
+
+    /// The turns of the path through `run_id`, oldest first (a fork's
+    /// shared turns first): what a fork made at it shares.
+    pub fn turns_through(&self, run_id: &str) -> Result<Vec<TurnRead>, Error> {
+        let tree = self.tree()?;
+        if tree.answer(run_id).is_none() {
+            return Err(Error::RunNotFound);
+        }
+        let mut turns = self.shared.to_vec();
+        for link in tree.path_to(run_id) {
+            turns.extend(self.turn(&tree, &link.run_id)?);
+        }
+        Ok(turns)
+    }
+
+    /// One of this thread's turns, read; `None` for a run it does not show.
+    fn turn(&self, tree: &Tree, run_id: &str) -> Result<Option<TurnRead>, Error> {
+        let Some(run) = self.store.run(run_id)?.filter(shown) else { return Ok(None) };
+        let events = self.run_events(&run.run_id)?;
+        let branches = Branches::of(tree, &run);
+        Ok(Some(TurnRead { run, events, branches, home: None }))
     }
 
     /// `GET /instance-ai/threads/:threadId/usage`: what the thread's runs
@@ -264,18 +315,34 @@ impl<'t, S: Store> Conversation<'t, S> {
     /// and tool results as chat messages, newest kept first within
     /// `budget_chars`, read run by run (never the whole history at once).
     pub fn history(&self, budget_chars: usize, exclude_run: &str) -> Result<Vec<Value>, Error> {
-        let mut newest_first: Vec<Vec<Value>> = Vec::new();
-        let mut used = 0;
-        let prefix = self.files_prefix()?.unwrap_or_default();
         // The turns before `exclude_run` on its path (the run a memory is
-        // for), else the active path: newest first, read one run at a time.
+        // for), else the active path.
         let tree = self.tree()?;
         let mut path = tree.path_to(exclude_run);
         if path.is_empty() {
             path = tree.path();
         }
-        for link in path.iter().rev().filter(|l| l.run_id != exclude_run) {
-            let Some(run) = self.store.run(&link.run_id)?.filter(shown) else { continue };
+        let before: Vec<&str> = path.iter().map(|l| l.run_id.as_str()).filter(|r| *r != exclude_run).collect();
+        self.memory_of(&before, budget_chars)
+    }
+
+    /// The memory of the path through `run_id`, that run included: what a
+    /// fork made at it remembers.
+    pub fn memory_through(&self, run_id: &str, budget_chars: usize) -> Result<Vec<Value>, Error> {
+        let tree = self.tree()?;
+        let path: Vec<&str> = tree.path_to(run_id).iter().map(|l| l.run_id.as_str()).collect();
+        self.memory_of(&path, budget_chars)
+    }
+
+    /// The memory of `path`'s runs (oldest first), newest kept first within
+    /// `budget_chars`, read run by run; on a fork, its shared memory before
+    /// them, as far as the budget goes.
+    fn memory_of(&self, path: &[&str], budget_chars: usize) -> Result<Vec<Value>, Error> {
+        let mut newest_first: Vec<Vec<Value>> = Vec::new();
+        let mut used = 0;
+        let prefix = self.files_prefix()?.unwrap_or_default();
+        for run_id in path.iter().rev() {
+            let Some(run) = self.store.run(run_id)?.filter(shown) else { continue };
             let folded = reducer::fold(&self.run_events(&run.run_id)?);
             let mut answer = String::new();
             if let Some(root) = folded.tree() {
@@ -291,7 +358,7 @@ impl<'t, S: Store> Conversation<'t, S> {
             }
             let cost = run.message.len() + answer.len();
             if used + cost > budget_chars {
-                break;
+                return Ok(newest_first.into_iter().rev().flatten().collect());
             }
             used += cost;
             let mut pair = vec![crate::agent::memory_message(&run.message, &run.turn.attachments, &prefix)];
@@ -300,7 +367,24 @@ impl<'t, S: Store> Conversation<'t, S> {
             }
             newest_first.push(pair);
         }
-        Ok(newest_first.into_iter().rev().flatten().collect())
+        // A fork's shared memory is older than all of its own turns.
+        let shared: Vec<Value> = self
+            .store
+            .meta(super::meta::FORK_MEMORY_KEY)?
+            .and_then(|m| serde_json::from_str(&m).ok())
+            .unwrap_or_default();
+        let mut kept = Vec::new();
+        for m in shared.into_iter().rev() {
+            let cost = m["content"].to_string().len();
+            if used + cost > budget_chars {
+                break;
+            }
+            used += cost;
+            kept.push(m);
+        }
+        kept.reverse();
+        kept.extend(newest_first.into_iter().rev().flatten());
+        Ok(kept)
     }
 
     /// Where the thread's files are: the prefix of every key (none before a

@@ -53,6 +53,8 @@ pub enum Error {
     NothingToResume,
     /// Regenerate on a thread with no message to answer again.
     NothingToRegenerate,
+    /// A fork's new thread holds something already (an owner, a log).
+    ThreadExists,
     /// A message id (to edit, answer again or switch to) the thread's
     /// tree does not hold.
     MessageNotFound,
@@ -165,6 +167,7 @@ impl Error {
                 | Error::DuplicateRequest
                 | Error::ConfirmationDecided(_)
                 | Error::FileBusy
+                | Error::ThreadExists
         )
     }
 }

@@ -17,6 +17,11 @@ pub const QUEUE_KEY: &str = "queue";
 /// a switch of branch. A thread of before has none: its leaf is its newest
 /// run.
 pub const LEAF_KEY: &str = "leaf";
+/// Where a fork came from (`fork::ForkedFrom`, JSON); none on a thread
+/// that is no fork.
+pub const FORK_KEY: &str = "fork";
+/// A fork's memory of its shared history (chat messages, JSON).
+pub const FORK_MEMORY_KEY: &str = "fork_memory";
 /// The log's generation (its name predates other readers than its first:
 /// stored data keeps it).
 pub const GENERATION_KEY: &str = "ds_generation";

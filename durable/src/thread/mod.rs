@@ -53,6 +53,7 @@ mod charges;
 mod confirmations;
 pub mod conversation;
 pub mod error;
+pub mod fork;
 mod journal;
 mod launch;
 mod lifecycle;
@@ -90,7 +91,7 @@ pub use lifecycle::Clock;
 pub use queue::{QueueEdit, Waiting};
 pub use run_lock::{RunLock, RunSnapshot, Status};
 pub use send::{Given, Seen, Sender, Sent};
-pub use serve::{Admitted, Answer, Call, Instance, Outcome};
+pub use serve::{Admitted, Answer, Call, Consulted, Instance, Outcome};
 pub use stored_files::Files;
 pub use subscribe::Follow;
 pub use subscribers::Subscribers;
@@ -163,6 +164,9 @@ pub struct Thread<S: Store, K: Sink> {
     /// Runs the thread started on its own (from its queue), for the service
     /// to launch: signal the webhook or start the built-in agent.
     started: Vec<Started>,
+    /// On a fork, the source's turns its history shares, for the request
+    /// being served only ([`Thread::share`]).
+    shared: Option<Vec<conversation::TurnRead>>,
     /// Random ids and tokens (the platform's CSPRNG in the Worker).
     ids: Rc<dyn ids::Random>,
     /// The origin of the last accepted send (publish URLs without
@@ -221,6 +225,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             runs: RunLock::found(running, waiting, now),
             waiting: Waiting::default(),
             started: Vec::new(),
+            shared: None,
             ids: Rc::new(ids::Counter::default()),
             send_origin: meta::SendOrigin::default(),
             outbox: Vec::new(),
@@ -358,7 +363,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The conversation as it stands, to read (in this synchronous block):
     /// what protocols see of the thread.
     pub fn conversation(&self) -> conversation::Conversation<'_, S> {
-        self.journal.conversation(self.waiting.queue())
+        let c = self.journal.conversation(self.waiting.queue());
+        match &self.shared {
+            Some(shared) => c.with_shared(shared),
+            None => c,
+        }
     }
 
     /// Publishes into the active run `run_id` (409 `run_finished` otherwise)

@@ -257,11 +257,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// where the runs it starts tell their agent to publish (unless
     /// `PUBLIC_URL` says): never another request's Host.
     pub(super) fn claim(&mut self, who: Sender) -> Result<(), Error> {
-        if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
-            self.journal.store_mut().set_meta(OWNER_KEY, Some(id))?;
-            end_others_follows(&mut self.journal, &mut self.outbox, &who);
-        }
+        self.take_ownership(who.grant, who.caller)?;
         self.send_origin.record(self.journal.store_mut(), who.origin)
+    }
+
+    /// A caller admitted to claim the thread (`Grant::Claim`) owns it now;
+    /// other actors' follows of it from before end.
+    pub(super) fn take_ownership(&mut self, grant: Grant, caller: &Caller) -> Result<(), Error> {
+        if let (Grant::Claim, Some(id)) = (grant, caller.id()) {
+            self.journal.store_mut().set_meta(OWNER_KEY, Some(id))?;
+            let ended = self.journal.subscribers().claimed_by(id);
+            if !ended.is_empty() {
+                self.outbox.push(Effect::EndFollows { ids: ended });
+            }
+        }
+        Ok(())
     }
 
     /// The run of the client's user message `id` (`<thread>.u_<id>`, so

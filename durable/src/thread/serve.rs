@@ -63,6 +63,16 @@ pub struct Call<'a> {
     /// Check the request and reserve its files, and store nothing else:
     /// the Worker stores their bytes, then makes the request again.
     pub reserve: bool,
+    /// The answer to the call this request's first serving asked the shell
+    /// to make ([`Answer::Consult`]); the request is served again with it.
+    pub consulted: Option<Consulted<'a>>,
+}
+
+/// Another object's answer, as the shell read it.
+#[derive(Clone, Copy, Debug)]
+pub struct Consulted<'a> {
+    pub status: u16,
+    pub body: &'a [u8],
 }
 
 /// The object's instance, as its shell counts it: reported by the debug
@@ -97,6 +107,11 @@ pub enum Answer {
         follow: Follow,
         after: u64,
     },
+    /// Ask another object this, then serve the request again with its
+    /// answer ([`Call::consulted`]): a fork reads its shared history from
+    /// its source, and a source hands a new fork its offer. Asked once per
+    /// request.
+    Consult(crate::wire::forward::ObjectCall),
 }
 
 impl Answer {
@@ -126,7 +141,8 @@ impl<S: Store, K: Sink> Thread<S, K> {
         request: Option<access::Request>,
     ) -> Result<Admitted, Error> {
         // Publishing depends on the run's token only: no read on the hot path.
-        let owner = if access == Access::Publish { None } else { self.conversation().owner()? };
+        let owner =
+            if matches!(access, Access::Publish | Access::Object) { None } else { self.conversation().owner()? };
         let exists = owner.is_some() || self.journal.last_seq() > 0;
         let grant = access::decide(access, not_found, caller, &Facts { owner: owner.as_deref(), exists, request })
             .map_err(Error::Denied)?;

@@ -242,6 +242,10 @@ impl ApiError {
         ApiError::new(400, "invalid_message_id", message)
     }
 
+    pub fn thread_exists() -> ApiError {
+        ApiError::new(409, "thread_exists", "a thread with this id exists: fork into a new one")
+    }
+
     pub fn message_not_found() -> ApiError {
         ApiError::new(404, "message_not_found", "no message with this id in the thread")
     }

@@ -34,7 +34,11 @@ impl Reply {
     /// A JSON answer; never cached (every answer describes a thread that
     /// keeps changing).
     pub fn json<T: serde::Serialize + ?Sized>(status: u16, body: &T) -> Reply {
-        let body = serde_json::to_vec(body).expect("an answer's body serialises");
+        Reply::json_bytes(status, serde_json::to_vec(body).expect("an answer's body serialises"))
+    }
+
+    /// A JSON answer already serialised (another object's, passed on).
+    pub fn json_bytes(status: u16, body: Vec<u8>) -> Reply {
         Reply::new(status)
             .header("content-type", "application/json; charset=utf-8")
             .header("cache-control", "no-store")

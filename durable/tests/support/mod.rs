@@ -9,7 +9,8 @@ use serde_json::Value;
 use std::cell::RefCell;
 use std::rc::Rc;
 use threadline_durable::protocols::{self, Target};
-use threadline_durable::thread::{Answer, Call, Outcome};
+use threadline_durable::thread::{Answer, Call, Consulted, Outcome};
+use threadline_durable::wire::forward;
 use threadline_durable::Caller;
 use threadline_durable::Event;
 use threadline_durable::{MemoryStore, Settings, Sink, Thread};
@@ -61,17 +62,25 @@ pub fn actor(id: &str, roles: &[&str]) -> Caller {
 }
 
 /// A request as the object shell hands it to the thread.
+#[derive(Clone)]
 pub struct Req<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub caller: Caller,
     pub body: String,
     pub headers: Vec<(&'a str, String)>,
+    /// Another object's answer, when the request is served again with it.
+    pub consulted: Option<(u16, Vec<u8>)>,
 }
 
 impl<'a> Req<'a> {
     pub fn new(method: &'a str, path: &'a str, caller: Caller) -> Req<'a> {
-        Req { method, path, caller, body: String::new(), headers: Vec::new() }
+        Req { method, path, caller, body: String::new(), headers: Vec::new(), consulted: None }
+    }
+
+    pub fn consulted(mut self, status: u16, body: Vec<u8>) -> Req<'a> {
+        self.consulted = Some((status, body));
+        self
     }
 
     pub fn body(mut self, body: &Value) -> Req<'a> {
@@ -109,8 +118,75 @@ pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
         budget: None,
         files: &[],
         reserve: false,
+        consulted: req.consulted.as_ref().map(|(status, body)| Consulted { status: *status, body }),
     };
     protocols::handle(t, &route, &call, settings, now)
+}
+
+/// Serves `req` on thread `thread` of `threads`, as the object's shell
+/// does: when the core asks another object first (`Answer::Consult`), that
+/// object (a thread of `threads`, made empty when missing) answers, and the
+/// request is served again with its answer.
+pub fn serve_among(
+    threads: &mut std::collections::BTreeMap<String, T>,
+    thread: &str,
+    settings: &Settings,
+    req: Req,
+    now: i64,
+) -> Outcome {
+    let first = serve(threads.get_mut(thread).expect("the thread"), settings, req.clone(), now);
+    let Answer::Consult(asked) = first.answer else { return first };
+    let (status, body) = answer_call(threads, &asked, settings, now, 0);
+    serve(threads.get_mut(thread).unwrap(), settings, req.consulted(status, body), now)
+}
+
+/// An object's own call, answered by its thread as its shell would: a
+/// thread that asks another object first (a fork of a fork) gets its
+/// answer, and serves the call again with it.
+fn answer_call(
+    threads: &mut std::collections::BTreeMap<String, T>,
+    asked: &forward::ObjectCall,
+    settings: &Settings,
+    now: i64,
+    depth: usize,
+) -> (u16, Vec<u8>) {
+    assert!(depth < 8, "objects ask each other in a loop");
+    let ctx: protocols::Context = forward::decode(Some(&asked.context)).expect("the call's context");
+    let forward::Object::Thread(other) = &asked.object else { panic!("a thread is asked") };
+    let body = match &asked.body {
+        forward::Body::Bytes(b) => b.clone(),
+        _ => Vec::new(),
+    };
+    let mut consulted: Option<(u16, Vec<u8>)> = None;
+    loop {
+        let target = threads.entry(other.clone()).or_insert_with(|| thread_of(settings));
+        let headers = |_: &str| None;
+        let call = Call {
+            caller: &ctx.caller,
+            query: &[],
+            header: &headers,
+            body: &body,
+            origin: "https://object",
+            random: 7,
+            instance: &Default::default(),
+            budget: None,
+            files: &[],
+            reserve: false,
+            consulted: consulted.as_ref().map(|(status, body)| Consulted { status: *status, body }),
+        };
+        match protocols::handle(target, &ctx.route, &call, settings, now).answer {
+            Answer::Reply(r) => return (r.status, r.body),
+            Answer::Consult(next) if consulted.is_none() => {
+                consulted = Some(answer_call(threads, &next, settings, now, depth + 1));
+            }
+            other => panic!("an object's call is answered with a reply, not {other:?}"),
+        }
+    }
+}
+
+/// An empty thread configured by `settings`.
+fn thread_of(settings: &Settings) -> T {
+    thread(settings)
 }
 
 /// The status of an outcome (a stream opened counts as 200).

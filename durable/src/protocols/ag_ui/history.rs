@@ -18,20 +18,24 @@ use serde_json::Value;
 /// oldest first). A running run's answer is left out: its stream brings it.
 /// Files are media parts with their URL on `origin`.
 pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, origin: &str) -> Result<Value, ApiError> {
-    let (runs, _) = t.conversation().page(limit, page)?;
+    let conversation = t.conversation();
+    let (turns, _) = conversation.turns(limit, page)?;
     let mut fold = AguiMessages::default();
-    for run in &runs {
+    for turn in turns {
+        let run = &turn.run;
+        // A fork's shared turn is its source's: its files are read there.
+        let home = turn.thread(conversation.thread_id());
         let running = run.state == RunState::Running;
         let waiting = t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended();
         if running && !waiting {
-            let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, t.conversation().thread_id());
+            let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, home);
             let (thread_id, run_id) = (t.conversation().thread_id().to_owned(), run.run_id.clone());
             let messages = vec![UserMessage { id: run.message_id.clone(), role: Role::User, content }];
             let input = RunInput { thread_id: thread_id.clone(), run_id: run_id.clone(), messages, tools: [], context: [] };
             fold.apply(&A::RunStarted { thread_id, run_id, input: Some(input) }.into());
             continue;
         }
-        let events = t.conversation().run_events(&run.run_id)?;
+        let events = &turn.events;
         // The client tool results the client sent, by call: the history
         // shows them under the client's message ids.
         let mut client_results = std::collections::HashMap::new();
@@ -51,11 +55,11 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
                 }
             }
         }
-        let mut mapper = AguiMapper::new(t.conversation().thread_id(), &run.run_id, &run.agent_id)
+        let mut mapper = AguiMapper::new(home, &run.run_id, &run.agent_id)
             .with_client_results(client_results)
             .with_origin(origin);
         for ev in events {
-            for (_, e) in mapper.map(&ev) {
+            for (_, e) in mapper.map(ev) {
                 fold.apply(&e);
             }
         }

@@ -146,6 +146,10 @@ impl super::Protocol for Route {
         Some((plan, R::Stream { thread: thread.clone(), run: run_id, resume: Some(resume) }))
     }
 
+    fn shows_turns(&self) -> bool {
+        matches!(self, R::Messages { .. })
+    }
+
     fn head(&self) -> Option<Reply> {
         matches!(self, R::Stream { .. }).then(|| Reply::with_headers(200, mapping::HEADERS))
     }

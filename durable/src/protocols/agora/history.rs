@@ -147,7 +147,7 @@ pub fn detail<'t, S: Store, K: Sink>(t: &'t Thread<S, K>, origin: &str) -> Resul
     let mut messages = Vec::with_capacity(turns.len() * 2);
     for turn in &turns {
         let run = &turn.run;
-        messages.push(Message::User(user_row(turn, conversation.thread_id(), origin)));
+        messages.push(Message::User(user_row(turn, turn.thread(conversation.thread_id()), origin)));
         let mut rows = steps(t, run, &turn.events)?;
         let last = rows.pop().expect("a turn has one row at least");
         let at = rfc3339(run.created_at);

@@ -275,6 +275,10 @@ impl super::Protocol for Route {
         Some((run_plan(thread, &run, 0), R::Stream { thread: thread.clone(), run }))
     }
 
+    fn shows_turns(&self) -> bool {
+        matches!(self, R::Thread { method: ThreadMethod::Get | ThreadMethod::Patch, .. })
+    }
+
     fn head(&self) -> Option<Reply> {
         matches!(self, R::Stream { .. }).then(|| Reply::with_headers(200, sse::HEADERS))
     }

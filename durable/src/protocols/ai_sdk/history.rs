@@ -21,7 +21,8 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
     let mut out = Vec::with_capacity(turns.len() * 2);
     for turn in &turns {
         let run = &turn.run;
-        let user = mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, conversation.thread_id());
+        let home = turn.thread(conversation.thread_id());
+        let user = mapping::user_message_with(&run.message_id, &run.message, &run.turn.attachments, origin, home);
         out.push(with_branch(user, turn.branches.message.as_ref()));
         let running = run.state == RunState::Running;
         if running && !(t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended()) {

@@ -162,6 +162,10 @@ impl super::Protocol for Route {
         Some((plan, R::RunStream { thread: thread.clone(), run: run_id, after: Some(after), continuing }))
     }
 
+    fn shows_turns(&self) -> bool {
+        matches!(self, R::Messages { .. })
+    }
+
     fn head(&self) -> Option<Reply> {
         matches!(self, R::Stream { .. } | R::RunStream { .. }).then(|| Reply::with_headers(200, mapping::HEADERS))
     }

@@ -163,7 +163,18 @@ impl super::Protocol for Route {
         _: &mut Vec<Effect>,
     ) -> Result<Answer, ApiError> {
         match self {
-            R::Thread { .. } => views::read(t, None, call.query, call.random, settings),
+            R::Thread { .. } => {
+                let answer = views::read(t, None, call.query, call.random, settings)?;
+                // A fork's log goes on from its source's at the fork: said as
+                // a forked stream says it.
+                Ok(match (answer, t.conversation().forked_from()?) {
+                    (Answer::Reply(r), Some(from)) => Answer::Reply(
+                        r.header(crate::streams::wire::FORKED_FROM, format!("/v1/threads/{}", from.thread_id))
+                            .header(crate::streams::wire::FORK_OFFSET, from.offset),
+                    ),
+                    (answer, _) => answer,
+                })
+            }
             R::Run { run, append: false, .. } => views::read(t, Some(run), call.query, call.random, settings),
             R::Run { run, append: true, .. } => {
                 views::append(t, run, call.header, call.body, call.random, settings, now).map(Answer::Reply)

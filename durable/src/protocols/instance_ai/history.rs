@@ -57,6 +57,10 @@ pub struct User {
     /// absent when it has none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<Branch>,
+    /// Extension: on a fork, the thread a shared message is of (it is
+    /// edited, answered again or forked there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_from: Option<String>,
 }
 
 /// The assistant's answer of a turn (`<runId>:assistant`).
@@ -79,6 +83,9 @@ pub struct Assistant {
     /// absent when it is the only one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<Branch>,
+    /// Extension: on a fork, the thread a shared answer is of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_from: Option<String>,
 }
 
 impl User {
@@ -97,6 +104,7 @@ impl User {
             attachments: (!attachments.is_empty())
                 .then(|| attachments.iter().map(|a| a.to_json(origin, thread_id)).collect()),
             branch: turn.branches.message.clone(),
+            shared_from: turn.home.clone(),
         }
     }
 }
@@ -118,6 +126,7 @@ impl Assistant {
             usage: run.usage.as_deref().and_then(usage_view),
             agent_tree: root,
             branch: turn.branches.answer.clone(),
+            shared_from: turn.home.clone(),
         }
     }
 }
@@ -134,7 +143,7 @@ pub fn messages<'t, S: Store, K: Sink>(
     let (turns, total) = conversation.turns(limit, page)?;
     let mut messages = Vec::with_capacity(turns.len() * 2);
     for turn in &turns {
-        messages.push(Message::User(User::of(turn, conversation.thread_id(), origin)));
+        messages.push(Message::User(User::of(turn, turn.thread(conversation.thread_id()), origin)));
         messages.push(Message::Assistant(Box::new(Assistant::of(turn))));
     }
     Ok(Messages {

@@ -65,6 +65,15 @@ pub enum Route {
     /// `POST /instance-ai/threads/:threadId/branch` `{messageId}`: the
     /// active path through that message or answer
     Branch { thread: String },
+    /// `POST /instance-ai/threads/:threadId/fork` `{messageId, threadId?}`:
+    /// a new thread sharing this one's history up to that message
+    Fork { thread: String },
+    /// A fork's new thread takes the source's offer (an object's own call:
+    /// no path reaches it).
+    Adopt { thread: String },
+    /// A source's turns through `run`, which a fork of it shares (an
+    /// object's own call: no path reaches it).
+    SharedTurns { thread: String, run: String },
 }
 
 use Route as R;
@@ -153,6 +162,11 @@ impl super::Protocol for Route {
             methods: &["POST"],
             build: |p, _| Ok(R::Branch { thread: p.thread("threadId")? }),
         },
+        Spec {
+            path: "/instance-ai/threads/:threadId/fork",
+            methods: &["POST"],
+            build: |p, _| Ok(R::Fork { thread: p.thread("threadId")? }),
+        },
     ];
 
     fn target(&self) -> super::Target {
@@ -180,7 +194,10 @@ impl super::Protocol for Route {
             | R::QueuePause { thread, .. }
             | R::QueueItem { thread, .. }
             | R::QueueMove { thread, .. }
-            | R::Branch { thread } => thread,
+            | R::Branch { thread }
+            | R::Fork { thread }
+            | R::Adopt { thread }
+            | R::SharedTurns { thread, .. } => thread,
         }
     }
 
@@ -194,6 +211,9 @@ impl super::Protocol for Route {
             R::Status { .. } | R::Messages { .. } | R::Cancel { .. } => Access::OwnerOrNew,
             R::Publish { .. } => Access::Publish,
             R::Confirm { .. } => Access::Decide,
+            // A fork's new thread is claimed as a send claims a thread.
+            R::Adopt { .. } => Access::Send,
+            R::SharedTurns { .. } => Access::Object,
             _ => Access::Owner,
         }
     }
@@ -216,6 +236,7 @@ impl super::Protocol for Route {
             | R::ActorUsage
             | R::Stats { .. }
             | R::QueueList { .. }
+            | R::SharedTurns { .. }
             | R::Delete { .. } => None,
             R::Chat { .. } => Send(crate::files::spec::SLOTS),
             _ => Json,
@@ -231,6 +252,10 @@ impl super::Protocol for Route {
             R::Events { .. } => Some(Plan::new(Box::new(Relay::new(stream::Events)), sse::headers())),
             _ => None,
         })
+    }
+
+    fn shows_turns(&self) -> bool {
+        matches!(self, R::Messages { .. } | R::SharedTurns { .. })
     }
 
     fn head(&self) -> Option<Reply> {
@@ -368,6 +393,27 @@ impl super::Protocol for Route {
                 let leaf = t.switch_branch(gate.admitted()?, &message_id, now)?;
                 Ok(Answer::json(200, &Switched { ok: true, leaf }))
             }
+            R::Fork { .. } => match call.consulted {
+                // The source checks and offers; the new thread adopts.
+                None => {
+                    let (message_id, thread_id) = input::fork(&json_body()?)?;
+                    let memory_chars = settings.turn_config(None, None).1.history_chars;
+                    let offer = t.fork_offer(gate.admitted()?, &message_id, thread_id, call.random, memory_chars)?;
+                    let adopt = Route::Adopt { thread: offer.thread_id.clone() };
+                    let body = serde_json::to_vec(&offer).expect("an offer serialises");
+                    Ok(Answer::Consult(super::object_call(super::Route::InstanceAi(adopt), call.caller.clone(), body)))
+                }
+                // The new thread's answer: made (201), or its refusal.
+                Some(adopted) => {
+                    let status = if adopted.status == 200 { 201 } else { adopted.status };
+                    Ok(Answer::Reply(Reply::json_bytes(status, adopted.body.to_vec())))
+                }
+            },
+            R::Adopt { .. } => {
+                let offer = serde_json::from_slice(call.body).map_err(|e| ApiError::invalid_body(e.to_string()))?;
+                Ok(Answer::json(200, &t.adopt(gate.admitted()?, call.caller, offer)?))
+            }
+            R::SharedTurns { run, .. } => Ok(Answer::json(200, &t.shared_turns(run)?)),
         }
     }
 }
