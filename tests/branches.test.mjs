@@ -254,6 +254,9 @@ describe("edit and branch", () => {
     const shared = await view(fork);
     assert.deepEqual(said(shared), said(messages.slice(0, 4)));
     assert.ok(shared.every((m) => m.sharedFrom === thread), "each shared message names its thread");
+    // It is listed at once, with its source's title.
+    const listed = (await api.call("GET", "/agent/threads")).json;
+    assert.equal(listed.find((x) => x.id === fork)?.title, "one");
     // Its own turn remembers the shared history, and only it.
     await turn(fork, { message: "three, elsewhere" });
     assert.deepEqual(asked(requestFor("three, elsewhere")), ["user:one", `assistant:${a1.content}`, "user:two", `assistant:${a2.content}`, "user:three, elsewhere"]);

@@ -95,6 +95,10 @@ fn a_fork_shares_the_source_s_path_and_answers_on_its_own() {
     // Its history is the source's path up to the message, read from the source.
     assert_eq!(said(&mut ts, &s, "f1"), ["one", "A1", "two", "A2"]);
     assert_eq!(ts["f1"].conversation().run_count().unwrap(), 0, "nothing of it was copied");
+    // It keeps the source's title, in its log.
+    let log = support::log(&ts["f1"]);
+    assert_eq!(log.len(), 1, "its log starts with its title alone");
+    assert_eq!(serde_json::to_value(&log[0]).unwrap()["payload"], json!({"title": "one"}));
     // Its own turn follows, remembering the shared history.
     let own = turn(&mut ts, &s, "f1", "four", "B4", 200);
     let memory: Vec<String> = ts["f1"]

@@ -112,7 +112,9 @@ impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
         let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
         let conversation = self.thread.conversation();
         let history = conversation.history(cfg.history_chars, &run.run_id)?;
-        let first = conversation.run_count().map(|total| total == 1).unwrap_or(false);
+        // A fork keeps its source's title.
+        let first =
+            conversation.run_count().map(|total| total == 1).unwrap_or(false) && conversation.forked_from()?.is_none();
         let sent_at = settings.message_timestamps.then(|| run.turn.sent_at.unwrap_or(run.created_at));
         let prefix = conversation.files_prefix()?.unwrap_or_default();
         let user = agent::UserTurn {

@@ -90,6 +90,17 @@ impl<'t, S: Store> Conversation<'t, S> {
         Conversation { shared, ..self }
     }
 
+    /// The thread's title: a fork's is its source's; else its first turn's
+    /// message's, as the agent titled it (`None` before a first turn).
+    pub fn title(&self) -> Result<Option<String>, Error> {
+        if let Some(from) = self.forked_from()? {
+            return Ok(Some(from.title));
+        }
+        let tree = self.tree()?;
+        let Some(first) = tree.path().first().map(|l| l.run_id.clone()) else { return Ok(None) };
+        Ok(self.store.run(&first)?.map(|r| crate::agent::title_for(&r.message, &r.turn.attachments)))
+    }
+
     /// Where the thread was forked from, when it is a fork.
     pub fn forked_from(&self) -> Result<Option<super::fork::ForkedFrom>, Error> {
         Ok(self.store.meta(super::meta::FORK_KEY)?.and_then(|v| serde_json::from_str(&v).ok()))

@@ -22,9 +22,10 @@ use super::conversation::TurnRead;
 use super::error::{Busy, Error};
 use super::meta;
 use super::serve::{Call, Consulted};
-use super::{Admitted, Sink, Thread};
+use super::{Admitted, Sink, Thread, ROOT_AGENT};
 use crate::access::Caller;
-use crate::log::event::Event;
+use crate::log::event::payload::Title;
+use crate::log::event::{Event, Payload};
 use crate::storage::store::{Driver, RunRecord, RunState, Store, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,6 +43,8 @@ pub struct ForkedFrom {
     /// The source's log position at the fork (`<generation>_<seq>`, a
     /// Durable Streams offset: `Stream-Fork-Offset`).
     pub offset: String,
+    /// The source's title, which the fork keeps.
+    pub title: String,
 }
 
 /// What the source hands the new thread: the adopt call's body (an
@@ -150,11 +153,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let conversation = self.conversation();
         let offset = crate::streams::offset::Offset::new(generation, conversation.last_seq()).to_string();
         let memory = conversation.memory_through(&run_id, memory_chars)?;
+        let title = conversation.title()?.unwrap_or_default();
         let from = ForkedFrom {
             thread_id: conversation.thread_id().to_owned(),
             message_id: message_id.to_owned(),
             run_id,
             offset,
+            title,
         };
         let thread_id = thread_id.unwrap_or_else(|| self.ids.id("fork"));
         if thread_id == from.thread_id {
@@ -164,9 +169,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// The new thread takes `offer`, while it holds nothing: it is then the
-    /// caller's, its history the source's path. 409 `thread_exists` for a
-    /// thread that has an owner, a log or a fork of its own already.
-    pub fn adopt(&mut self, admitted: &Admitted, caller: &Caller, offer: ForkOffer) -> Result<Forked, Error> {
+    /// caller's, its history the source's path, its title the source's (in
+    /// its log, and in the caller's list of threads at once). 409
+    /// `thread_exists` for a thread that has an owner, a log or a fork of
+    /// its own already.
+    pub fn adopt(&mut self, admitted: &Admitted, caller: &Caller, offer: ForkOffer, now: i64) -> Result<Forked, Error> {
         let c = self.conversation();
         if c.last_seq() > 0 || c.owner()?.is_some() || c.forked_from()?.is_some() {
             return Err(Error::ThreadExists);
@@ -177,6 +184,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         store.set_meta(meta::FORK_KEY, Some(&from))?;
         store.set_meta(meta::FORK_MEMORY_KEY, Some(&memory))?;
         self.take_ownership(admitted.grant(), caller)?;
+        let title = Payload::ThreadTitleUpdated(Title { title: offer.from.title.clone() });
+        self.commit(vec![Event::new(title, "thread", ROOT_AGENT, now)], None)?;
+        if let Some(actor) = caller.id() {
+            let thread_id = self.journal.thread_id().to_owned();
+            let op = crate::directory::Op::Register { thread_id, title: offer.from.title.clone(), at: now };
+            self.outbox.push(crate::effect::Effect::Directory { actor: actor.to_owned(), op });
+        }
         Ok(Forked { thread_id: offer.thread_id, forked_from: offer.from })
     }
 

@@ -411,7 +411,7 @@ impl super::Protocol for Route {
             },
             R::Adopt { .. } => {
                 let offer = serde_json::from_slice(call.body).map_err(|e| ApiError::invalid_body(e.to_string()))?;
-                Ok(Answer::json(200, &t.adopt(gate.admitted()?, call.caller, offer)?))
+                Ok(Answer::json(200, &t.adopt(gate.admitted()?, call.caller, offer, now)?))
             }
             R::SharedTurns { run, .. } => Ok(Answer::json(200, &t.shared_turns(run)?)),
         }
