@@ -28,6 +28,7 @@ use crate::feed::Plan;
 use crate::input::Head;
 use crate::settings::{Limits, Settings};
 use crate::storage::store::Store;
+use crate::thread::fork::Window;
 use crate::thread::{Admitted, Answer, Call, Outcome, Sink, Thread};
 use crate::wire::error::ApiError;
 use crate::wire::reply::Reply;
@@ -207,10 +208,11 @@ pub trait Protocol: Sized + 'static {
     fn directory_reply(&self, _body: &[u8]) -> Result<Reply, ApiError> {
         Err(ApiError::unavailable("no directory answer is expected"))
     }
-    /// Whether the route shows the conversation's turns: on a fork, its
-    /// source's shared turns are read first ([`Thread::share`]).
-    fn shows_turns(&self) -> bool {
-        false
+    /// Which of the conversation's turns the route shows, for a request
+    /// with `query`: on a fork, the source's shared turns among them are
+    /// read first ([`Thread::share`]).
+    fn shows_turns(&self, _query: &[(String, String)]) -> Option<Window> {
+        None
     }
 }
 
@@ -295,7 +297,9 @@ macro_rules! protocols {
                 match self { $(Route::$variant(r) => r.attachments(body),)* }
             }
             pub fn serves_file(&self) -> bool { match self { $(Route::$variant(r) => r.serves_file(),)* } }
-            pub fn shows_turns(&self) -> bool { match self { $(Route::$variant(r) => r.shows_turns(),)* } }
+            pub fn shows_turns(&self, query: &[(String, String)]) -> Option<Window> {
+                match self { $(Route::$variant(r) => r.shows_turns(query),)* }
+            }
             fn refused<S: Store, K: Sink>(&self, e: ApiError, t: &Thread<S, K>) -> Result<Answer, ApiError> {
                 match self { $(Route::$variant(r) => r.refused(e, t),)* }
             }
@@ -372,9 +376,14 @@ pub fn handle<S: Store, K: Sink>(
     .and_then(|gate| {
         // On a fork, the source's shared turns come first: asked for, or
         // brought by this second serving.
-        if route.shows_turns() {
-            if let Some(source) = t.share(call)? {
-                let read = instance_ai::Route::SharedTurns { thread: source.thread_id, run: source.run_id };
+        if let Some(window) = route.shows_turns(call.query) {
+            if let Some(read) = t.share(call, window)? {
+                let read = instance_ai::Route::SharedTurns {
+                    thread: read.thread_id,
+                    run: read.run_id,
+                    start: read.start,
+                    end: read.end,
+                };
                 return Ok(Answer::Consult(object_call(Route::InstanceAi(read), Caller::Nobody, Vec::new())));
             }
         }

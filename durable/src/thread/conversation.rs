@@ -75,19 +75,50 @@ pub struct Conversation<'t, S: Store> {
     thread_id: &'t str,
     last_seq: u64,
     queue: &'t Queue,
-    /// On a fork, the source's turns its history shares, when the request
-    /// being served brought them ([`Thread::share`](super::Thread::share)).
-    shared: &'t [TurnRead],
+    /// On a fork, the source's turns its history shares, as far as the
+    /// request being served brought them ([`Thread::share`](super::Thread::share)).
+    shared: Option<&'t Shared>,
+}
+
+/// A window of a fork's shared turns: `turns` are the shared history's
+/// turns from index `at`, of `total` (oldest first).
+#[derive(Clone, Debug, Default)]
+pub struct Shared {
+    pub at: usize,
+    pub total: usize,
+    pub turns: Vec<TurnRead>,
+}
+
+impl Shared {
+    /// Shared turn `i` (of the whole shared history), when the window has it.
+    fn get(&self, i: usize) -> Option<&TurnRead> {
+        i.checked_sub(self.at).and_then(|k| self.turns.get(k))
+    }
 }
 
 impl<'t, S: Store> Conversation<'t, S> {
     pub(super) fn new(store: &'t S, thread_id: &'t str, last_seq: u64, queue: &'t Queue) -> Self {
-        Conversation { store, thread_id, last_seq, queue, shared: &[] }
+        Conversation { store, thread_id, last_seq, queue, shared: None }
     }
 
     /// The conversation with a fork's shared turns before its own.
-    pub(super) fn with_shared(self, shared: &'t [TurnRead]) -> Self {
-        Conversation { shared, ..self }
+    pub(super) fn with_shared(self, shared: &'t Shared) -> Self {
+        Conversation { shared: Some(shared), ..self }
+    }
+
+    /// How many turns the fork's shared history has: as the request's
+    /// window of it says (0 when the source is gone), else as the fork was
+    /// made; 0 on a thread that is no fork.
+    fn shared_total(&self) -> usize {
+        match self.shared {
+            Some(s) => s.total,
+            None => self.forked_from().ok().flatten().map_or(0, |f| f.turns),
+        }
+    }
+
+    /// The own path's turn count, for a fork's window of its history.
+    pub fn path_len(&self) -> Result<usize, Error> {
+        Ok(self.tree()?.path().len())
     }
 
     /// The thread's title: a fork's is its source's; else its first turn's
@@ -255,32 +286,42 @@ impl<'t, S: Store> Conversation<'t, S> {
     pub fn turns(&self, limit: usize, page: usize) -> Result<(Vec<TurnRead>, usize), Error> {
         let tree = self.tree()?;
         let path = tree.path();
-        let shared = self.shared.len();
+        let shared = self.shared_total();
         let total = shared + path.len();
-        let end = total.saturating_sub(page.saturating_mul(limit));
-        let start = end.saturating_sub(limit);
+        let (start, end) = page_window(total, limit, page);
         let mut turns = Vec::with_capacity(end - start);
         for i in start..end {
             match i.checked_sub(shared) {
-                None => turns.push(self.shared[i].clone()),
+                None => turns.extend(self.shared.and_then(|s| s.get(i)).cloned()),
                 Some(own) => turns.extend(self.turn(&tree, &path[own].run_id)?),
             }
         }
         Ok((turns, total))
     }
 
-    /// The turns of the path through `run_id`, oldest first (a fork's
-    /// shared turns first): what a fork made at it shares.
-    pub fn turns_through(&self, run_id: &str) -> Result<Vec<TurnRead>, Error> {
+    /// Turns `start..end` of the path through `run_id`, oldest first (a
+    /// fork's shared turns first): what a fork made at it shares.
+    pub fn turns_through(&self, run_id: &str, start: usize, end: usize) -> Result<Vec<TurnRead>, Error> {
         let tree = self.tree()?;
         if tree.answer(run_id).is_none() {
             return Err(Error::RunNotFound);
         }
-        let mut turns = self.shared.to_vec();
-        for link in tree.path_to(run_id) {
-            turns.extend(self.turn(&tree, &link.run_id)?);
+        let path = tree.path_to(run_id);
+        let shared = self.shared_total();
+        let mut turns = Vec::new();
+        for i in start..end.min(shared + path.len()) {
+            match i.checked_sub(shared) {
+                None => turns.extend(self.shared.and_then(|s| s.get(i)).cloned()),
+                Some(own) => turns.extend(self.turn(&tree, &path[own].run_id)?),
+            }
         }
         Ok(turns)
+    }
+
+    /// How many turns the path through `run_id` has, a fork's shared ones
+    /// included: what a fork made at it shares.
+    pub fn turns_through_count(&self, run_id: &str) -> Result<usize, Error> {
+        Ok(self.shared_total() + self.tree()?.path_to(run_id).len())
     }
 
     /// One of this thread's turns, read; `None` for a run it does not show.
@@ -425,6 +466,13 @@ impl<'t, S: Store> Conversation<'t, S> {
     pub fn stored_generation(&self) -> Result<Option<u64>, Error> {
         super::meta::stored_generation(self.store)
     }
+}
+
+/// Page `page` of `limit` turns of `total`, newest page first: the turns'
+/// indices `start..end`, oldest first.
+pub fn page_window(total: usize, limit: usize, page: usize) -> (usize, usize) {
+    let end = total.saturating_sub(page.saturating_mul(limit));
+    (end.saturating_sub(limit), end)
 }
 
 /// Every event of a run, in order (a record that does not read back is

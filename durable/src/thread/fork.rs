@@ -18,7 +18,7 @@
 //!   and only the source's owner can have made the fork; a source deleted
 //!   since shows the fork's own turns alone.
 
-use super::conversation::TurnRead;
+use super::conversation::{page_window, Shared, TurnRead};
 use super::error::{Busy, Error};
 use super::meta;
 use super::serve::{Call, Consulted};
@@ -45,6 +45,27 @@ pub struct ForkedFrom {
     pub offset: String,
     /// The source's title, which the fork keeps.
     pub title: String,
+    /// How many turns the shared history has.
+    pub turns: usize,
+}
+
+/// Which of the conversation's turns a route shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Window {
+    /// Page `page` of `limit` turns, newest page first.
+    Page { limit: usize, page: usize },
+    /// Turns `start..end`, oldest first.
+    Range { start: usize, end: usize },
+}
+
+/// The shared turns a fork asks its source for: `start..end` of the
+/// source's path to `run_id`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SharedRead {
+    pub thread_id: String,
+    pub run_id: String,
+    pub start: usize,
+    pub end: usize,
 }
 
 /// What the source hands the new thread: the adopt call's body (an
@@ -154,12 +175,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let offset = crate::streams::offset::Offset::new(generation, conversation.last_seq()).to_string();
         let memory = conversation.memory_through(&run_id, memory_chars)?;
         let title = conversation.title()?.unwrap_or_default();
+        let turns = conversation.turns_through_count(&run_id)?;
         let from = ForkedFrom {
             thread_id: conversation.thread_id().to_owned(),
             message_id: message_id.to_owned(),
             run_id,
             offset,
             title,
+            turns,
         };
         let thread_id = thread_id.unwrap_or_else(|| self.ids.id("fork"));
         if thread_id == from.thread_id {
@@ -194,30 +217,48 @@ impl<S: Store, K: Sink> Thread<S, K> {
         Ok(Forked { thread_id: offer.thread_id, forked_from: offer.from })
     }
 
-    /// The source's side of a fork's history read: its turns on the path
-    /// to `run_id`, oldest first, with their events (an object's own call).
-    pub fn shared_turns(&self, run_id: &str) -> Result<Value, Error> {
-        let conversation = self.conversation();
-        let turns = conversation.turns_through(run_id)?;
+    /// The source's side of a fork's history read: turns `start..end` of
+    /// its path to `run_id`, oldest first, with their events (an object's
+    /// own call).
+    pub fn shared_turns(&self, run_id: &str, start: usize, end: usize) -> Result<Value, Error> {
+        let turns = self.conversation().turns_through(run_id, start, end)?;
         let shared: Vec<SharedTurn> = turns.into_iter().map(SharedTurn::of).collect();
         Ok(serde_json::to_value(shared).expect("shared turns serialise"))
     }
 
-    /// Before a route that shows the conversation's turns, on a fork: the
-    /// source to ask for its shared turns (the shell asks, then serves the
-    /// request again with the answer, [`Call::consulted`]), or `None` when
-    /// there is nothing to ask: no fork, or the answer is here, and its
-    /// turns are held for this request.
-    pub fn share(&mut self, call: &Call) -> Result<Option<ForkedFrom>, Error> {
-        let Some(from) = self.conversation().forked_from()? else { return Ok(None) };
-        let Some(Consulted { status, body }) = call.consulted else { return Ok(Some(from)) };
-        // A source deleted since: the fork shows its own turns.
-        let shared: Vec<SharedTurn> = match status {
-            200 => serde_json::from_slice(body).map_err(|e| Error::Unavailable(e.to_string()))?,
-            404 => Vec::new(),
-            other => return Err(Error::Unavailable(format!("the fork's source answered {other}"))),
+    /// Before a route that shows the conversation's turns (`window` of
+    /// them), on a fork: the source to ask for the shared turns the window
+    /// holds (`start..end` of its path to `run_id`; the shell asks, then
+    /// serves the request again with the answer, [`Call::consulted`]), or
+    /// `None` when there is nothing to ask: no fork, no shared turn in the
+    /// window, or the answer is here. The window's shared turns are then
+    /// held for this request.
+    pub fn share(&mut self, call: &Call, window: Window) -> Result<Option<SharedRead>, Error> {
+        let c = self.conversation();
+        let Some(from) = c.forked_from()? else { return Ok(None) };
+        let (start, end) = match window {
+            Window::Page { limit, page } => page_window(from.turns + c.path_len()?, limit, page),
+            Window::Range { start, end } => (start, end),
         };
-        self.shared = Some(shared.into_iter().map(|t| t.read(&from.thread_id)).collect());
+        let end = end.min(from.turns);
+        let read = SharedRead { thread_id: from.thread_id.clone(), run_id: from.run_id.clone(), start, end };
+        let turns: Vec<SharedTurn> = match call.consulted {
+            _ if start >= end => Vec::new(),
+            None => return Ok(Some(read)),
+            Some(Consulted { status: 200, body }) => {
+                serde_json::from_slice(body).map_err(|e| Error::Unavailable(e.to_string()))?
+            }
+            // A source deleted since: the fork shows its own turns.
+            Some(Consulted { status: 404, .. }) => {
+                self.shared = Some(Shared::default());
+                return Ok(None);
+            }
+            Some(Consulted { status, .. }) => {
+                return Err(Error::Unavailable(format!("the fork's source answered {status}")))
+            }
+        };
+        let turns = turns.into_iter().map(|t| t.read(&from.thread_id)).collect();
+        self.shared = Some(Shared { at: start, total: from.turns, turns });
         Ok(None)
     }
 

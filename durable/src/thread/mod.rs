@@ -166,7 +166,7 @@ pub struct Thread<S: Store, K: Sink> {
     started: Vec<Started>,
     /// On a fork, the source's turns its history shares, for the request
     /// being served only ([`Thread::share`]).
-    shared: Option<Vec<conversation::TurnRead>>,
+    shared: Option<conversation::Shared>,
     /// Random ids and tokens (the platform's CSPRNG in the Worker).
     ids: Rc<dyn ids::Random>,
     /// The origin of the last accepted send (publish URLs without

@@ -23,6 +23,7 @@ use crate::wire::route::Spec;
 use crate::settings::Settings;
 use crate::wire::sse;
 use crate::storage::store::{Confirmation, Store};
+use crate::thread::fork::Window;
 use crate::thread::serve::held;
 use crate::log::queued::QueuePatch;
 use crate::thread::{Answer, Call, Given, QueueEdit, Sender, Sent, Sink, Thread};
@@ -275,8 +276,13 @@ impl super::Protocol for Route {
         Some((run_plan(thread, &run, 0), R::Stream { thread: thread.clone(), run }))
     }
 
-    fn shows_turns(&self) -> bool {
-        matches!(self, R::Thread { method: ThreadMethod::Get | ThreadMethod::Patch, .. })
+    fn shows_turns(&self, _: &[(String, String)]) -> Option<Window> {
+        match self {
+            R::Thread { method: ThreadMethod::Get | ThreadMethod::Patch, .. } => {
+                Some(Window::Page { limit: history::MAX_RUNS, page: 0 })
+            }
+            _ => None,
+        }
     }
 
     fn head(&self) -> Option<Reply> {

@@ -28,6 +28,7 @@ use crate::effect::Effect;
 use crate::wire::error::ApiError;
 use crate::feed::{Plan, Relay};
 use crate::input::{self, ToolOutput};
+use crate::thread::fork::Window;
 use crate::wire::reply::Reply;
 use crate::wire::route::Spec;
 use crate::settings::Settings;
@@ -162,8 +163,11 @@ impl super::Protocol for Route {
         Some((plan, R::RunStream { thread: thread.clone(), run: run_id, after: Some(after), continuing }))
     }
 
-    fn shows_turns(&self) -> bool {
-        matches!(self, R::Messages { .. })
+    fn shows_turns(&self, query: &[(String, String)]) -> Option<Window> {
+        match self {
+            R::Messages { .. } => input::messages_page(query).ok().map(|(limit, page)| Window::Page { limit, page }),
+            _ => None,
+        }
     }
 
     fn head(&self) -> Option<Reply> {

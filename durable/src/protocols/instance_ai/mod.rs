@@ -21,6 +21,7 @@ use crate::settings::Settings;
 use crate::wire::sse;
 use crate::storage::store::Store;
 use crate::log::queued::QueuePatch;
+use crate::thread::fork::Window;
 use crate::thread::{Answer, Call, Follow, Given, QueueEdit, Sender, Sent, Sink, Thread};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -71,9 +72,9 @@ pub enum Route {
     /// A fork's new thread takes the source's offer (an object's own call:
     /// no path reaches it).
     Adopt { thread: String },
-    /// A source's turns through `run`, which a fork of it shares (an
-    /// object's own call: no path reaches it).
-    SharedTurns { thread: String, run: String },
+    /// Turns `start..end` of a source's path through `run`, which a fork
+    /// of it shares (an object's own call: no path reaches it).
+    SharedTurns { thread: String, run: String, start: usize, end: usize },
 }
 
 use Route as R;
@@ -254,8 +255,12 @@ impl super::Protocol for Route {
         })
     }
 
-    fn shows_turns(&self) -> bool {
-        matches!(self, R::Messages { .. } | R::SharedTurns { .. })
+    fn shows_turns(&self, query: &[(String, String)]) -> Option<Window> {
+        match self {
+            R::Messages { .. } => input::messages_page(query).ok().map(|(limit, page)| Window::Page { limit, page }),
+            R::SharedTurns { start, end, .. } => Some(Window::Range { start: *start, end: *end }),
+            _ => None,
+        }
     }
 
     fn head(&self) -> Option<Reply> {
@@ -413,7 +418,7 @@ impl super::Protocol for Route {
                 let offer = serde_json::from_slice(call.body).map_err(|e| ApiError::invalid_body(e.to_string()))?;
                 Ok(Answer::json(200, &t.adopt(gate.admitted()?, call.caller, offer, now)?))
             }
-            R::SharedTurns { run, .. } => Ok(Answer::json(200, &t.shared_turns(run)?)),
+            R::SharedTurns { run, start, end, .. } => Ok(Answer::json(200, &t.shared_turns(run, *start, *end)?)),
         }
     }
 }
