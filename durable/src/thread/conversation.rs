@@ -133,8 +133,8 @@ impl<'t, S: Store> Conversation<'t, S> {
     }
 
     /// Where the thread was forked from, when it is a fork.
-    pub fn forked_from(&self) -> Result<Option<super::fork::ForkedFrom>, Error> {
-        Ok(self.store.meta(super::meta::FORK_KEY)?.and_then(|v| serde_json::from_str(&v).ok()))
+    pub fn forked_from(&self) -> Result<Option<super::meta::ForkedFrom>, Error> {
+        super::meta::forked_from(self.store)
     }
 
     /// The thread's id, as the Worker routed it.

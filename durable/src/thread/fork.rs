@@ -30,24 +30,7 @@ use crate::storage::store::{Driver, RunRecord, RunState, Store, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Where a fork came from (its meta [`meta::FORK_KEY`], and the
-/// `forkedFrom` of its answers).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ForkedFrom {
-    pub thread_id: String,
-    /// The message the fork was made at.
-    pub message_id: String,
-    /// The source's run its shared history ends with.
-    pub run_id: String,
-    /// The source's log position at the fork (`<generation>_<seq>`, a
-    /// Durable Streams offset: `Stream-Fork-Offset`).
-    pub offset: String,
-    /// The source's title, which the fork keeps.
-    pub title: String,
-    /// How many turns the shared history has.
-    pub turns: usize,
-}
+pub use super::meta::ForkedFrom;
 
 /// Which of the conversation's turns a route shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

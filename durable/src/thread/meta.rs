@@ -4,6 +4,7 @@
 
 use super::error::Error;
 use crate::storage::store::Store;
+use serde::{Deserialize, Serialize};
 
 /// The actor who created the thread.
 pub const OWNER_KEY: &str = "owner";
@@ -17,7 +18,7 @@ pub const QUEUE_KEY: &str = "queue";
 /// a switch of branch. A thread of before has none: its leaf is its newest
 /// run.
 pub const LEAF_KEY: &str = "leaf";
-/// Where a fork came from (`fork::ForkedFrom`, JSON); none on a thread
+/// Where a fork came from ([`ForkedFrom`], JSON); none on a thread
 /// that is no fork.
 pub const FORK_KEY: &str = "fork";
 /// A fork's memory of its shared history (chat messages, JSON).
@@ -69,4 +70,28 @@ impl SendOrigin {
         self.0 = Some(Some(origin.to_owned()));
         Ok(())
     }
+}
+
+/// Where a fork came from (its meta [`FORK_KEY`], and the
+/// `forkedFrom` of its answers).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkedFrom {
+    pub thread_id: String,
+    /// The message the fork was made at.
+    pub message_id: String,
+    /// The source's run its shared history ends with.
+    pub run_id: String,
+    /// The source's log position at the fork (`<generation>_<seq>`, a
+    /// Durable Streams offset: `Stream-Fork-Offset`).
+    pub offset: String,
+    /// The source's title, which the fork keeps.
+    pub title: String,
+    /// How many turns the shared history has.
+    pub turns: usize,
+}
+
+/// Where the thread was forked from, when it is a fork.
+pub fn forked_from<S: Store>(store: &S) -> Result<Option<ForkedFrom>, Error> {
+    Ok(store.meta(FORK_KEY)?.and_then(|v| serde_json::from_str(&v).ok()))
 }

@@ -21,7 +21,9 @@
 //!   once; each protocol shapes its messages view from its turns).
 //! - [`tree::Tree`] (`tree`): the conversation as a tree of runs, each
 //!   following the turn before it on its path; what the conversation shows
-//!   (and a new run's memory) is the active path.
+//!   (and a new run's memory) is the active path. `branch` changes it (an
+//!   edit, an answer again, a switch), `fork` makes a new thread that
+//!   shares its path up to a message.
 //! - `meta`: what a thread keeps under meta keys, and the log's generation.
 //!
 //! This file holds the thread itself: loading, the run lock's
