@@ -284,4 +284,21 @@ describe("edit and branch", () => {
     const unknown = await api.call("POST", `/instance-ai/threads/${thread}/fork`, { messageId: "nope" });
     assert.deepEqual([unknown.status, unknown.json.error.code], [404, "message_not_found"]);
   });
+
+  test("forks count among the caller's sends per minute: an account cannot make threads without end", async () => {
+    const limited = await startWorker({ vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "k", RUNS_PER_MINUTE: "2" } });
+    try {
+      const a = client(limited.url);
+      const thread = newThread("br");
+      const sent = await a.call("POST", `/instance-ai/chat/${thread}`, { message: "one" });
+      assert.equal(sent.status, 200);
+      await until(async () => !(await a.status(thread)).json.hasActiveRun, { timeoutMs: 10000, what: "the run" });
+      const first = await a.call("POST", `/instance-ai/threads/${thread}/fork`, { messageId: sent.json.runId });
+      assert.equal(first.status, 201, first.text);
+      const second = await a.call("POST", `/instance-ai/threads/${thread}/fork`, { messageId: sent.json.runId });
+      assert.deepEqual([second.status, second.json.error.code], [429, "rate_limited"]);
+    } finally {
+      await limited.stop();
+    }
+  });
 });

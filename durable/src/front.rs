@@ -474,7 +474,7 @@ impl<'s> Exchange<'s> {
     /// they used in the period so far.
     fn toward_thread(&mut self, route: Route, caller: Caller, body: Body) -> Result<Step, ApiError> {
         let quota = self.settings.quota.as_ref().map_err(|e| ApiError::invalid_quota(e.clone()))?;
-        if route.access() == Access::Send && (self.settings.runs_per_minute > 0 || quota.is_some()) {
+        if route.counts_as_send() && (self.settings.runs_per_minute > 0 || quota.is_some()) {
             let key = rate_key(&caller, self.client_ip.as_deref(), self.settings);
             let since = quota.as_ref().map(|q| q.period.window(self.now).0);
             let op = Op::Admit { limit: self.settings.runs_per_minute, now: self.now, since };

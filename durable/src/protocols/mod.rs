@@ -128,6 +128,12 @@ pub trait Protocol: Sized + 'static {
     fn thread(&self) -> &str;
     /// What it does, as access sees it.
     fn access(&self) -> Access;
+    /// Whether a request counts in its caller's sends per minute
+    /// (`RUNS_PER_MINUTE`): every send, and what makes a thread as a send
+    /// does (a fork).
+    fn counts_as_send(&self) -> bool {
+        self.access() == Access::Send
+    }
     /// What it answers for an id it does not know, and a caller it may not
     /// serve on a thread that exists: the same, so existence does not leak.
     fn not_found(&self) -> ApiError {
@@ -269,6 +275,7 @@ macro_rules! protocols {
             pub fn target(&self) -> Target { match self { $(Route::$variant(r) => r.target(),)* } }
             pub fn thread(&self) -> &str { match self { $(Route::$variant(r) => r.thread(),)* } }
             pub fn access(&self) -> Access { match self { $(Route::$variant(r) => r.access(),)* } }
+            pub fn counts_as_send(&self) -> bool { match self { $(Route::$variant(r) => r.counts_as_send(),)* } }
             pub fn not_found(&self) -> ApiError { match self { $(Route::$variant(r) => r.not_found(),)* } }
             pub fn body(&self) -> BodyKind { match self { $(Route::$variant(r) => r.body(),)* } }
             pub fn address(&mut self, body: &Value, new_id: &dyn Fn(&str) -> String) -> Result<(), ApiError> {

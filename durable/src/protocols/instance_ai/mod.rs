@@ -255,6 +255,12 @@ impl super::Protocol for Route {
         })
     }
 
+    /// A fork makes a thread, as a send does: it counts among the caller's
+    /// sends per minute.
+    fn counts_as_send(&self) -> bool {
+        matches!(self, R::Chat { .. } | R::Fork { .. })
+    }
+
     fn shows_turns(&self, query: &[(String, String)]) -> Option<Window> {
         match self {
             R::Messages { .. } => input::messages_page(query).ok().map(|(limit, page)| Window::Page { limit, page }),
