@@ -263,11 +263,24 @@ describe("edit and branch", () => {
     const after = await view(fork);
     assert.deepEqual(after.filter((m) => m.role === "user").map((m) => m.content), ["one", "two", "three, elsewhere"]);
     assert.equal(after[4].sharedFrom, undefined, "its own turn");
+    // A tab on the fork edits its first own message: the shared turns stay before it.
+    const tab = new ThreadSession(tc, fork);
+    await tab.open();
+    await tab.edit(after[4].id, "three, again");
+    await until(() => JSON.stringify(tab.turns.map((t) => t.message)) === JSON.stringify(["one", "two", "three, again"]) && tab.turns.every((t) => !t.running), {
+      timeoutMs: 10000,
+      what: `the tab shows the edit after the shared turns (has ${JSON.stringify(tab.turns.map((t) => t.message))})`,
+    });
+    assert.equal(tab.turns[2].messageBranch.count, 2);
+    tab.close();
+    await idle(fork);
     // The original is unchanged.
     assert.deepEqual(await view(thread), before);
     // Every protocol's history of the fork shows the shared turns first.
     const ui = (await api.call("GET", `/api/chat/${fork}/messages`)).json;
-    assert.deepEqual(ui.filter((m) => m.role === "user").map((m) => m.id), [u1.id, u2.id, after[4].id]);
+    const uiUsers = ui.filter((m) => m.role === "user");
+    assert.deepEqual(uiUsers.map((m) => m.id).slice(0, 2), [u1.id, u2.id]);
+    assert.equal(uiUsers.length, 3);
     const agui = (await api.call("GET", `/ag-ui/threads/${fork}/messages`)).json;
     assert.equal(agui.filter((m) => m.role === "user").length, 3);
     const detail = (await api.call("GET", `/agent/threads/${fork}`)).json;

@@ -181,7 +181,9 @@ export class ThreadSession {
    */
   private branchAt(runId: string, point: BranchPoint, messageId: string): boolean {
     const parent = point.parent ?? null;
-    const at = parent === null ? 0 : this.turns.findIndex((t) => t.runId === parent) + 1;
+    // A first turn follows a fork's shared turns, which come first.
+    const shared = this.turns.filter((t) => t.sharedFrom !== undefined).length;
+    const at = parent === null ? shared : this.turns.findIndex((t) => t.runId === parent) + 1;
     const left = this.turns[at];
     if (at === 0 && parent !== null) return false;
     if (!left || left.runId === runId) return left?.runId === runId;
