@@ -137,11 +137,18 @@ describe("edit and branch", () => {
     const ui = (await api.call("GET", `/api/chat/${thread}/messages`)).json;
     assert.deepEqual(ui[1].metadata.branch, { index: 0, count: 2, ids: [a1.runId, again.runId] });
     assert.equal(ui[2].metadata.branch.count, 2);
-    // Flue's snapshot: the active path only.
+    // Flue's snapshot: the active path only, positions in each message's metadata.
     const flue = (await api.call("GET", `/agents/default/${thread}`)).json;
     const flueUsers = flue.messages.filter((m) => m.role === "user").map((m) => m.parts.map((p) => p.text).join(""));
     assert.deepEqual(flueUsers, ["one", "two", "three", "four"]);
     assert.equal(flue.messages.filter((m) => m.role === "assistant").length, 4);
+    const flueBranched = flue.messages.filter((m) => m.metadata?.branch).map((m) => [m.role, m.submissionId, m.metadata.branch.count]);
+    assert.deepEqual(flueBranched, [["assistant", a1.runId, 2], ["user", n8n[3].runId, 2]]);
+    // AG-UI's messages: the user message and the run's first answer, as an extension.
+    const agui = (await api.call("GET", `/ag-ui/threads/${thread}/messages`)).json;
+    const aguiBranched = agui.filter((m) => m.branch).map((m) => [m.role, m.branch.count, m.branch.index]);
+    assert.deepEqual(aguiBranched, [["assistant", 2, 0], ["user", 2, 0]]);
+    assert.deepEqual(agui.find((m) => m.role === "assistant" && m.branch).branch.ids, [a1.runId, again.runId]);
     // What the thread used: every run's, and the active path's apart.
     const usage = (await api.call("GET", `/instance-ai/threads/${thread}/usage`)).json;
     assert.equal(usage.total.runs, 6);

@@ -8,6 +8,8 @@ use super::mapping::AguiMapper;
 use crate::wire::error::ApiError;
 use crate::log::event::Payload;
 use crate::storage::store::{RunState, Store};
+use crate::thread::conversation::TurnRead;
+use crate::thread::tree::Branch;
 use crate::thread::{Sink, Thread};
 use super::frames::{AguiEvent as A, Frame, Role, RunInput, UserMessage};
 use serde::ser::SerializeMap;
@@ -22,49 +24,69 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
     let (turns, _) = conversation.turns(limit, page)?;
     let mut fold = AguiMessages::default();
     for turn in turns {
-        let run = &turn.run;
+        let before = fold.messages.len();
         // A fork's shared turn is its source's: its files are read there.
-        let home = turn.thread(conversation.thread_id());
-        let running = run.state == RunState::Running;
-        let waiting = t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended();
-        if running && !waiting {
-            let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, home);
-            let (thread_id, run_id) = (t.conversation().thread_id().to_owned(), run.run_id.clone());
-            let messages = vec![UserMessage { id: run.message_id.clone(), role: Role::User, content }];
-            let input = RunInput { thread_id: thread_id.clone(), run_id: run_id.clone(), messages, tools: [], context: [] };
-            fold.apply(&A::RunStarted { thread_id, run_id, input: Some(input) }.into());
-            continue;
+        fold_turn(t, &mut fold, &turn, turn.thread(conversation.thread_id()), origin)?;
+        // Where the turn's message and answer stand among their versions.
+        let added = &mut fold.messages[before..];
+        if let Some(m) = added.iter_mut().find(|m| m.role == Role::User) {
+            m.branch = turn.branches.message.clone();
         }
-        let events = &turn.events;
-        // The client tool results the client sent, by call: the history
-        // shows them under the client's message ids.
-        let mut client_results = std::collections::HashMap::new();
-        let outcomes = events.iter().filter_map(|e| {
-            if let Payload::ToolResult(r) = &e.payload {
-                Some(r.tool_call_id.as_str())
-            } else if let Payload::ToolError(e) = &e.payload {
-                Some(e.tool_call_id.as_str())
-            } else {
-                None
-            }
-        });
-        for call in outcomes {
-            if let Some(c) = t.requests().for_call(call, Some(&run.run_id))? {
-                if let Some(m) = c.client_message_id() {
-                    client_results.insert(call.to_owned(), m.to_owned());
-                }
-            }
-        }
-        let mut mapper = AguiMapper::new(home, &run.run_id, &run.agent_id)
-            .with_client_results(client_results)
-            .with_origin(origin);
-        for ev in events {
-            for (_, e) in mapper.map(ev) {
-                fold.apply(&e);
-            }
+        if let Some(m) = added.iter_mut().find(|m| m.role == Role::Assistant) {
+            m.branch = turn.branches.answer.clone();
         }
     }
     Ok(serde_json::to_value(&fold.messages).expect("messages serialise"))
+}
+
+/// Folds one turn into the messages an `HttpAgent` holds.
+fn fold_turn<S: Store, K: Sink>(
+    t: &Thread<S, K>,
+    fold: &mut AguiMessages,
+    turn: &TurnRead,
+    home: &str,
+    origin: &str,
+) -> Result<(), ApiError> {
+    let run = &turn.run;
+    let running = run.state == RunState::Running;
+    let waiting = t.runs().active_run().is_some_and(|a| a.run_id == run.run_id) && t.runs().is_suspended();
+    if running && !waiting {
+        let content = super::mapping::user_content(&run.message, &run.turn.attachments, origin, home);
+        let (thread_id, run_id) = (t.conversation().thread_id().to_owned(), run.run_id.clone());
+        let messages = vec![UserMessage { id: run.message_id.clone(), role: Role::User, content }];
+        let input = RunInput { thread_id: thread_id.clone(), run_id: run_id.clone(), messages, tools: [], context: [] };
+        fold.apply(&A::RunStarted { thread_id, run_id, input: Some(input) }.into());
+        return Ok(());
+    }
+    let events = &turn.events;
+    // The client tool results the client sent, by call: the history
+    // shows them under the client's message ids.
+    let mut client_results = std::collections::HashMap::new();
+    let outcomes = events.iter().filter_map(|e| {
+        if let Payload::ToolResult(r) = &e.payload {
+            Some(r.tool_call_id.as_str())
+        } else if let Payload::ToolError(e) = &e.payload {
+            Some(e.tool_call_id.as_str())
+        } else {
+            None
+        }
+    });
+    for call in outcomes {
+        if let Some(c) = t.requests().for_call(call, Some(&run.run_id))? {
+            if let Some(m) = c.client_message_id() {
+                client_results.insert(call.to_owned(), m.to_owned());
+            }
+        }
+    }
+    let mut mapper = AguiMapper::new(home, &run.run_id, &run.agent_id)
+        .with_client_results(client_results)
+        .with_origin(origin);
+    for ev in events {
+        for (_, e) in mapper.map(ev) {
+            fold.apply(&e);
+        }
+    }
+    Ok(())
 }
 
 /// The messages an `HttpAgent` holds after reading a run's events (the
@@ -86,6 +108,10 @@ pub struct Message {
     pub tool_call_id: Option<String>,
     pub tool_calls: Option<Vec<ToolCall>>,
     pub subagent_run_id: Option<String>,
+    /// Extension: where a user message stands among its edits, or a run's
+    /// first assistant message among the answers to its message, when it
+    /// has versions (last of its keys).
+    pub branch: Option<Branch>,
     /// The message was made to hold tool calls, rather than given them after
     /// its text: where `toolCalls` stands among its keys.
     made_for_calls: bool,
@@ -100,6 +126,7 @@ impl Message {
             tool_call_id: None,
             tool_calls: None,
             subagent_run_id,
+            branch: None,
             made_for_calls: false,
         }
     }
@@ -128,6 +155,9 @@ impl Serialize for Message {
         }
         if let Some(calls) = calls.filter(|_| !self.made_for_calls) {
             m.serialize_entry("toolCalls", calls)?;
+        }
+        if let Some(branch) = &self.branch {
+            m.serialize_entry("branch", branch)?;
         }
         m.end()
     }

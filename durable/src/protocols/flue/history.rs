@@ -126,6 +126,14 @@ pub fn history<S: Store, K: Sink>(
     for segment in &open {
         fold(&segment.to_json());
     }
+    // Each message with versions says where it stands among them.
+    for m in &mut conv.messages {
+        let Some(run) = m.submission_id.as_deref() else { continue };
+        let branch = if m.role == "user" { tree.messages(run) } else { tree.answers(run) };
+        if let (Some(b), Some(meta)) = (branch.filter(|b| b.count > 1), m.metadata.as_mut()) {
+            meta.branch = Some(b);
+        }
+    }
     let chars = projector.live_chars();
     let at = match chars {
         0 => offset(gen, last),

@@ -143,12 +143,15 @@ fn user_parts(text: &str, list: &[crate::files::Attachment]) -> Vec<Part> {
     parts
 }
 
-/// A message's `metadata`: when it was written.
+/// A message's `metadata`: when it was written, and (an extension, in the
+/// snapshot only) where it stands among its versions.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Metadata {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub branch: Option<crate::thread::tree::Branch>,
 }
 
 /// `FlueConversationMessage`.
@@ -515,7 +518,7 @@ impl Projector {
                     display: "visible",
                     submission_id: Some(run_id.to_owned()),
                     parts: user_parts(text, start.attachments.as_deref().unwrap_or_default()),
-                    metadata: Some(Metadata { timestamp: Some(timestamp.clone()) }),
+                    metadata: Some(Metadata { timestamp: Some(timestamp.clone()), branch: None }),
                 },
             });
         }
@@ -529,7 +532,7 @@ impl Projector {
                 display: "visible",
                 submission_id: Some(run_id.to_owned()),
                 parts: Vec::new(),
-                metadata: Some(Metadata { timestamp: Some(timestamp) }),
+                metadata: Some(Metadata { timestamp: Some(timestamp), branch: None }),
             },
         });
         let run = Run { root: e.agent_id.clone(), answer, text: String::new(), segment: None };
