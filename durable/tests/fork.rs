@@ -217,3 +217,23 @@ fn a_fork_whose_source_is_gone_shows_its_own_turns() {
     ts.remove("src");
     assert_eq!(said(&mut ts, &s, "f"), ["mine", "M"]);
 }
+
+/// A new thread whose storage fails while it adopts the offer keeps
+/// nothing of it: the same fork is made again, whole.
+#[test]
+fn a_fork_that_fails_to_store_is_not_half_made() {
+    let s = settings();
+    let mut ts = Threads::new();
+    let runs = source(&mut ts, &s);
+    let mut f = support::thread(&s);
+    f.journal_mut().store_mut().fail_commits = 1;
+    ts.insert("f".into(), f);
+    let body = json!({"messageId": runs[0], "threadId": "f"});
+    let (status, _) = call(&mut ts, &s, "POST", "/instance-ai/threads/src/fork", alice(), Some(body.clone()), 100);
+    assert_eq!(status, 503);
+    let c = ts["f"].conversation();
+    assert_eq!((c.owner().unwrap(), c.forked_from().unwrap(), c.last_seq()), (None, None, 0), "nothing kept");
+    let (status, _) = call(&mut ts, &s, "POST", "/instance-ai/threads/src/fork", alice(), Some(body), 101);
+    assert_eq!(status, 201);
+    assert_eq!(said(&mut ts, &s, "f"), ["one", "A1"]);
+}

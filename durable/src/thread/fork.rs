@@ -191,7 +191,15 @@ impl<S: Store, K: Sink> Thread<S, K> {
         store.set_meta(meta::FORK_MEMORY_KEY, Some(&memory))?;
         self.take_ownership(admitted.grant(), caller)?;
         let title = Payload::ThreadTitleUpdated(Title { title: offer.from.title.clone() });
-        self.commit(vec![Event::new(title, "thread", ROOT_AGENT, now)], None)?;
+        if let Err(e) = self.commit(vec![Event::new(title, "thread", ROOT_AGENT, now)], None) {
+            // Nothing of a failed adoption is kept: the thread holds nothing,
+            // and the same fork may be made again.
+            let store = self.journal.store_mut();
+            for key in [meta::FORK_KEY, meta::FORK_MEMORY_KEY, meta::OWNER_KEY] {
+                store.set_meta(key, None)?;
+            }
+            return Err(e);
+        }
         if let Some(actor) = caller.id() {
             let thread_id = self.journal.thread_id().to_owned();
             let op = crate::directory::Op::Register { thread_id, title: offer.from.title.clone(), at: now };
