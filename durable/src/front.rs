@@ -505,7 +505,7 @@ impl<'s> Exchange<'s> {
             let ctx =
                 Context { files: self.new_files(), reserve: true, ..context(route.clone(), caller.clone(), budget) };
             self.waiting = Waiting::Reserve(route, caller, body.clone(), budget);
-            return Ok(Step::Call(call_with(ctx, body, false)));
+            return Ok(Step::Call(protocols::thread_call(ctx, body, false)));
         }
         if route.serves_file() {
             self.waiting = Waiting::FileRead;
@@ -513,7 +513,7 @@ impl<'s> Exchange<'s> {
         }
         let follows = matches!(body, Body::Bytes(_));
         let ctx = Context { files: self.new_files(), ..context(route.clone(), caller.clone(), budget) };
-        let call = ObjectCall { method: self.method, ..call_with(ctx, body, false) };
+        let call = ObjectCall { method: self.method, ..protocols::thread_call(ctx, body, false) };
         if follows {
             // A send whose body named its thread may answer with a run to
             // follow (`Protocol::after_send`).
@@ -548,14 +548,7 @@ fn context(route: Route, caller: Caller, budget: Option<Budget>) -> Context {
 
 /// A call to a thread's object for `route`.
 fn thread_call(route: Route, caller: Caller, body: Body, socket: bool, budget: Option<Budget>) -> ObjectCall {
-    call_with(context(route, caller, budget), body, socket)
-}
-
-/// A call to the thread of `ctx`'s route, carrying `ctx`.
-fn call_with(ctx: Context, body: Body, socket: bool) -> ObjectCall {
-    let object = Object::Thread(ctx.route.thread().to_owned());
-    let method = if socket { "GET" } else { "POST" };
-    ObjectCall { object, method, context: forward::encode(&ctx), body, socket, path: "/" }
+    protocols::thread_call(context(route, caller, budget), body, socket)
 }
 
 /// A call to `actor`'s directory.

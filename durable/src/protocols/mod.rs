@@ -31,6 +31,7 @@ use crate::storage::store::Store;
 use crate::thread::fork::Window;
 use crate::thread::{Admitted, Answer, Call, Outcome, Sink, Thread};
 use crate::wire::error::ApiError;
+use crate::wire::forward::{self, Body, Object, ObjectCall};
 use crate::wire::reply::Reply;
 use crate::wire::route::Spec;
 use serde::{Deserialize, Serialize};
@@ -325,19 +326,19 @@ macro_rules! protocols {
     };
 }
 
+/// A call to the thread of `ctx`'s route, carrying `ctx` (a subscriber's
+/// socket is asked with `GET`): the Worker's, and an object's own.
+pub fn thread_call(ctx: Context, body: Body, socket: bool) -> ObjectCall {
+    let object = Object::Thread(ctx.route.thread().to_owned());
+    let method = if socket { "GET" } else { "POST" };
+    ObjectCall { object, method, context: forward::encode(&ctx), body, socket, path: "/" }
+}
+
 /// An object's own call to the thread `route` names, for `caller`, with
 /// `body` (a fork's offer to its new thread).
-pub fn object_call(route: Route, caller: Caller, body: Vec<u8>) -> crate::wire::forward::ObjectCall {
-    let object = crate::wire::forward::Object::Thread(route.thread().to_owned());
+pub fn object_call(route: Route, caller: Caller, body: Vec<u8>) -> ObjectCall {
     let context = Context { caller, route, budget: None, files: Vec::new(), reserve: false };
-    crate::wire::forward::ObjectCall {
-        object,
-        method: "POST",
-        context: crate::wire::forward::encode(&context),
-        body: crate::wire::forward::Body::Bytes(body),
-        socket: false,
-        path: "/",
-    }
+    thread_call(context, Body::Bytes(body), false)
 }
 
 /// The route that serves what the query asks, when that is another

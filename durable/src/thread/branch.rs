@@ -12,13 +12,14 @@
 
 use super::error::{Busy, Error};
 use super::tree::{Target, Tree};
-use super::{meta, Admitted, Place, Sink, Thread, ROOT_AGENT};
+use super::{Admitted, Place, Sink, Thread, ROOT_AGENT};
 use crate::log::event::payload::{BranchPoint, BranchSwitched};
 use crate::log::event::{Event, Payload};
 use crate::storage::store::{RunRecord, Store};
 
-/// A turn to branch from, and where the new run joins.
-pub struct Fork {
+/// A turn to branch from, and where the new run joins (not a fork of the
+/// thread: that is [`super::fork`]).
+pub struct Branching {
     /// The run that carried the message edited or answered again.
     pub run: RunRecord,
     pub place: Place,
@@ -28,7 +29,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Where an edit of user message `message_id` joins: beside it, after
     /// the turn it followed. 404 `message_not_found` for an id the tree
     /// does not hold, 400 `not_a_user_message` for an answer's.
-    pub(super) fn edit_point(&self, message_id: &str) -> Result<Fork, Error> {
+    pub(super) fn edit_point(&self, message_id: &str) -> Result<Branching, Error> {
         self.runs.check_free(Busy::Branch)?;
         let tree = self.conversation().tree()?;
         let run_id = match (tree.message(message_id), tree.answer(message_id)) {
@@ -38,7 +39,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let run = self.conversation().known_run(&run_id)?;
         let point = BranchPoint { parent: run.parent.clone(), edit_of: Some(message_id.to_owned()), regenerates: None };
-        Ok(Fork { run, place: Place::Branch(point) })
+        Ok(Branching { run, place: Place::Branch(point) })
     }
 
     /// Where another answer to the message answer `answer` answered joins:
@@ -46,7 +47,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// `message_not_found` for an id the tree does not hold, 400
     /// `not_an_answer` for a user message's; a thread with no turn has
     /// nothing to answer again.
-    pub(super) fn regenerate_point(&self, answer: Option<&str>) -> Result<Fork, Error> {
+    pub(super) fn regenerate_point(&self, answer: Option<&str>) -> Result<Branching, Error> {
         self.runs.check_free(Busy::Regenerate)?;
         let tree = self.conversation().tree()?;
         let run_id = match answer {
@@ -59,7 +60,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         };
         let run = self.conversation().known_run(&run_id)?;
         let point = BranchPoint { parent: run.parent.clone(), edit_of: None, regenerates: Some(run_id) };
-        Ok(Fork { run, place: Place::Branch(point) })
+        Ok(Branching { run, place: Place::Branch(point) })
     }
 
     /// `POST .../branch {messageId}`: makes the active path the one through
@@ -75,15 +76,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if tree.leaf() == Some(leaf.as_str()) {
             return Ok(leaf);
         }
-        let before = tree.leaf().map(str::to_owned);
-        self.journal.store_mut().set_meta(meta::LEAF_KEY, Some(&leaf))?;
         let switched = BranchSwitched { leaf: leaf.clone(), message_id: message_id.to_owned() };
         let ev = Event::new(Payload::BranchSwitched(switched), "thread", ROOT_AGENT, now);
-        if let Err(e) = self.commit(vec![ev], None) {
-            // Nothing of a failed switch is kept.
-            self.journal.store_mut().set_meta(meta::LEAF_KEY, before.as_deref())?;
-            return Err(e);
-        }
+        self.commit_at_leaf(&leaf, vec![ev], None)?;
         Ok(leaf)
     }
 }

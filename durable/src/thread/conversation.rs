@@ -13,7 +13,7 @@ use super::tree::{Branch, Target, Tree};
 use crate::log::event::Event;
 use crate::log::queued::Queue;
 use crate::log::reducer::{self, AgentNode};
-use crate::storage::store::{Confirmation, Record, RunRecord, Store};
+use crate::storage::store::{Confirmation, Record, RunLink, RunRecord, Store};
 use serde_json::{json, Value};
 
 /// One turn of the conversation ([`Conversation::turns`]): a run it shows
@@ -62,7 +62,7 @@ impl TurnRead {
 
 /// Whether a conversation shows `run`: every run but an answer a
 /// regenerate replaced. The one rule every history view applies, through
-/// [`Conversation::page`] (and the memory a run starts from).
+/// [`Conversation::turns`] (and the memory a run starts from).
 fn shown(run: &RunRecord) -> bool {
     !run.replaced
 }
@@ -192,26 +192,6 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok(self.store.meta(key)?.and_then(|v| serde_json::from_str(&v).ok()))
     }
 
-    /// The runs the conversation shows on page `page` of `limit` runs
-    /// (newest page first), oldest first within it, and how many runs the
-    /// active path has (the pages there are; other branches' runs are in
-    /// none). Every protocol's history reads the conversation here, never
-    /// through the store.
-    pub fn page(&self, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
-        self.page_of(&self.tree()?, limit, page)
-    }
-
-    fn page_of(&self, tree: &Tree, limit: usize, page: usize) -> Result<(Vec<RunRecord>, usize), Error> {
-        let path = tree.path();
-        let newest_first = path.iter().rev().skip(page.saturating_mul(limit)).take(limit);
-        let mut runs = Vec::with_capacity(limit.min(path.len()));
-        for link in newest_first {
-            runs.extend(self.store.run(&link.run_id)?.filter(shown));
-        }
-        runs.reverse();
-        Ok((runs, path.len()))
-    }
-
     /// The active path's leaf: the stored choice ([`LEAF_KEY`](super::meta::LEAF_KEY))
     /// when it names a run, else (a thread of before) the newest run in the
     /// tree, read from the newest runs down: a send reads a run or two, not
@@ -277,26 +257,18 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok(runs.iter().any(|r| r.turn.agent.as_deref().unwrap_or(crate::agent::personas::DEFAULT) == name))
     }
 
-    /// A page of turns (the runs [`Conversation::page`] shows, each with
-    /// its events, read once), oldest first within it, and how many runs
-    /// the thread has: what every protocol's messages view is made of, in
-    /// its own words.
-    ///
-    /// A fork's shared turns come first, then its own.
+    /// Page `page` of `limit` turns of the active path (newest page first),
+    /// oldest first within it, each with its events, read once; and how
+    /// many turns the path has (the pages there are; other branches' runs
+    /// are in none). What every protocol's messages view is made of, in its
+    /// own words: protocols read the conversation here, never through the
+    /// store. A fork's shared turns come first, then its own.
     pub fn turns(&self, limit: usize, page: usize) -> Result<(Vec<TurnRead>, usize), Error> {
         let tree = self.tree()?;
         let path = tree.path();
-        let shared = self.shared_total();
-        let total = shared + path.len();
+        let total = self.shared_total() + path.len();
         let (start, end) = page_window(total, limit, page);
-        let mut turns = Vec::with_capacity(end - start);
-        for i in start..end {
-            match i.checked_sub(shared) {
-                None => turns.extend(self.shared.and_then(|s| s.get(i)).cloned()),
-                Some(own) => turns.extend(self.turn(&tree, &path[own].run_id)?),
-            }
-        }
-        Ok((turns, total))
+        Ok((self.read_turns(&tree, &path, start, end)?, total))
     }
 
     /// Turns `start..end` of the path through `run_id`, oldest first (a
@@ -306,13 +278,20 @@ impl<'t, S: Store> Conversation<'t, S> {
         if tree.answer(run_id).is_none() {
             return Err(Error::RunNotFound);
         }
-        let path = tree.path_to(run_id);
+        self.read_turns(&tree, &tree.path_to(run_id), start, end)
+    }
+
+    /// Turns `start..end` of a fork's shared turns followed by `path`
+    /// (this thread's own), as far as there are: the shared ones from the
+    /// window the request brought, the own ones read from the store.
+    fn read_turns(&self, tree: &Tree, path: &[&RunLink], start: usize, end: usize) -> Result<Vec<TurnRead>, Error> {
         let shared = self.shared_total();
-        let mut turns = Vec::new();
-        for i in start..end.min(shared + path.len()) {
+        let end = end.min(shared + path.len());
+        let mut turns = Vec::with_capacity(end.saturating_sub(start));
+        for i in start..end {
             match i.checked_sub(shared) {
                 None => turns.extend(self.shared.and_then(|s| s.get(i)).cloned()),
-                Some(own) => turns.extend(self.turn(&tree, &path[own].run_id)?),
+                Some(own) => turns.extend(self.turn(tree, &path[own].run_id)?),
             }
         }
         Ok(turns)
@@ -520,11 +499,9 @@ mod tests {
         let s = store();
         let queue = Queue::default();
         let c = Conversation::new(&s, "t", 0, &queue);
-        let (runs, total) = c.page(10, 0).unwrap();
-        assert_eq!(runs.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
-        assert_eq!(total, 2, "the total counts the active path's runs");
-        let (turns, _) = c.turns(10, 0).unwrap();
+        let (turns, total) = c.turns(10, 0).unwrap();
         assert_eq!(turns.iter().map(|t| t.run.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
+        assert_eq!(total, 2, "the total counts the active path's runs");
         let memory = c.history(10_000, "none").unwrap();
         let said: Vec<_> = memory.iter().map(|m| m["content"].to_string()).collect();
         assert!(said.iter().all(|m| !m.contains("answered twice")), "{said:?}");
@@ -537,13 +514,11 @@ mod tests {
         let s = store();
         let queue = Queue::default();
         let c = Conversation::new(&s, "t", 0, &queue);
-        let (newest, _) = c.page(1, 0).unwrap();
-        assert_eq!(newest[0].run_id, "r3");
-        let (older, _) = c.page(1, 1).unwrap();
-        assert_eq!(older[0].run_id, "r1");
-        assert!(c.page(1, 2).unwrap().0.is_empty());
-        let (both, _) = c.page(2, 0).unwrap();
-        assert_eq!(both.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
+        let ids = |page: Vec<TurnRead>| page.into_iter().map(|t| t.run.run_id).collect::<Vec<_>>();
+        assert_eq!(ids(c.turns(1, 0).unwrap().0), ["r3"]);
+        assert_eq!(ids(c.turns(1, 1).unwrap().0), ["r1"]);
+        assert!(c.turns(1, 2).unwrap().0.is_empty());
+        assert_eq!(ids(c.turns(2, 0).unwrap().0), ["r1", "r3"]);
         assert_eq!(c.leaf().unwrap().as_deref(), Some("r3"));
         assert_eq!(c.tree().unwrap().leaf(), Some("r3"), "the leaf read alone is the tree's");
     }

@@ -295,13 +295,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         }
         let run_start = Event::built(Kind::RunStart, &start.run_id, ROOT_AGENT, now, payload);
         self.runs.fold_from_start(&record.run_id);
-        let before = self.journal.store().meta(meta::LEAF_KEY)?;
-        self.journal.store_mut().set_meta(meta::LEAF_KEY, Some(&record.run_id))?;
-        if let Err(e) = self.commit(vec![run_start], Some(record.clone())) {
-            // A run that did not start moves no leaf.
-            self.journal.store_mut().set_meta(meta::LEAF_KEY, before.as_deref())?;
-            return Err(e);
-        }
+        self.commit_at_leaf(&record.run_id, vec![run_start], Some(record.clone()))?;
         self.runs.take(record.clone(), now)?;
         Ok(record)
     }
@@ -451,6 +445,19 @@ impl<S: Store, K: Sink> Thread<S, K> {
             if let Some(item) = h.item {
                 self.start_item(item, Place::Leaf, now)?;
             }
+        }
+        Ok(())
+    }
+
+    /// [`Thread::commit`], with the active path's leaf moved to `leaf` (a
+    /// run that starts, a switch of branch): the leaf moves with the events
+    /// that say so, or not at all.
+    fn commit_at_leaf(&mut self, leaf: &str, events: Vec<Event>, run: Option<RunRecord>) -> Result<(), Error> {
+        let before = self.journal.store().meta(meta::LEAF_KEY)?;
+        self.journal.store_mut().set_meta(meta::LEAF_KEY, Some(leaf))?;
+        if let Err(e) = self.commit(events, run) {
+            self.journal.store_mut().set_meta(meta::LEAF_KEY, before.as_deref())?;
+            return Err(e);
         }
         Ok(())
     }

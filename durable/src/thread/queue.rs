@@ -231,14 +231,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
     }
 
     /// `regenerate: true`: answers again, under a new run beside it, the
-    /// user message `fork` names ([`Thread::regenerate_point`]); the new
+    /// user message `point` names ([`Thread::regenerate_point`]); the new
     /// answer is the active path's leaf, and the one it answers again stays
     /// in the tree ([`branch`](super::branch)).
     pub(super) fn regenerate(
         &mut self,
         model: Option<String>,
         turn: Turn,
-        fork: super::branch::Fork,
+        point: super::branch::Branching,
         now: i64,
     ) -> Result<RunRecord, Error> {
         // The same user message, answered again: it keeps its id.
@@ -246,13 +246,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let item = new_item(
             &*self.ids,
             self.journal.thread_id(),
-            fork.run.message,
+            point.run.message,
             model,
             turn,
-            Some((fork.run.message_id, run_id)),
+            Some((point.run.message_id, run_id)),
             now,
         );
-        self.start_item(item, fork.place, now)
+        self.start_item(item, point.place, now)
     }
 }
 

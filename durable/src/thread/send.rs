@@ -145,14 +145,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let (model, mut turn) =
             resolve_turn(self.conversation().pin()?, self.config.tracing, asked, &who, catalog, settings)?;
         // Where the turn joins the tree, checked before anything is kept.
-        let fork = match &send {
+        let point = match &send {
             Send::Regenerate { answer, .. } => Some(self.regenerate_point(answer.as_deref())?),
             Send::Message { edit_of: Some(id), .. } => Some(self.edit_point(id)?),
             Send::Message { edit_of: None, .. } => None,
         };
-        turn.attachments = match (&send, &fork) {
+        turn.attachments = match (&send, &point) {
             // An answer again to a message, with its files.
-            (Send::Regenerate { .. }, Some(fork)) => fork.run.turn.attachments.clone(),
+            (Send::Regenerate { .. }, Some(point)) => point.run.turn.attachments.clone(),
             _ => self.journal.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
         };
         super::stored_files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
@@ -167,13 +167,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.journal.files_mut().attach_files(&turn.attachments)?;
         // The thread becomes the sender's: other actors' follows of it from
         // before it existed end before any of its events is sent.
-        end_others_follows(&mut self.journal, &mut self.outbox, &who);
+        self.end_others_follows(who.grant, who.caller);
         let thread = self.journal.thread_id().to_owned();
-        let sent = match (send, fork) {
-            (Send::Regenerate { .. }, fork) => {
+        let sent = match (send, point) {
+            (Send::Regenerate { .. }, point) => {
                 // (Its point was found above: a regenerate always has one.)
-                let fork = fork.ok_or(Error::NothingToRegenerate)?;
-                let run = self.regenerate(model, turn, fork, now)?;
+                let point = point.ok_or(Error::NothingToRegenerate)?;
+                let run = self.regenerate(model, turn, point, now)?;
                 self.claim(who)?;
                 if spent {
                     self.end_over_quota(&run.run_id, now)?;
@@ -181,7 +181,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                 Sent::Run { run_id: run.run_id, regenerated: true }
             }
             // (`auto` was resolved above.)
-            (Send::Message { message, mode: Mode::Reject | Mode::Auto, .. }, fork) => {
+            (Send::Message { message, mode: Mode::Reject | Mode::Auto, .. }, point) => {
                 let token = self.ids.token();
                 let (message_id, run_id) =
                     given.ids.unwrap_or_else(|| (self.ids.id("msg"), ids::scoped(&thread, &self.ids.id("run"))));
@@ -194,7 +194,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
                     driver: self.config.driver,
                     model,
                     turn,
-                    place: fork.map(|f| f.place).unwrap_or_default(),
+                    place: point.map(|p| p.place).unwrap_or_default(),
                 };
                 let run = self.start_run(start, now)?;
                 self.claim(who)?;
@@ -266,12 +266,20 @@ impl<S: Store, K: Sink> Thread<S, K> {
     pub(super) fn take_ownership(&mut self, grant: Grant, caller: &Caller) -> Result<(), Error> {
         if let (Grant::Claim, Some(id)) = (grant, caller.id()) {
             self.journal.store_mut().set_meta(OWNER_KEY, Some(id))?;
+            self.end_others_follows(grant, caller);
+        }
+        Ok(())
+    }
+
+    /// A claiming caller's: every follow another actor made of the thread
+    /// before it existed ends (`Subscribers::claimed_by`). Idempotent.
+    fn end_others_follows(&mut self, grant: Grant, caller: &Caller) {
+        if let (Grant::Claim, Some(id)) = (grant, caller.id()) {
             let ended = self.journal.subscribers().claimed_by(id);
             if !ended.is_empty() {
                 self.outbox.push(Effect::EndFollows { ids: ended });
             }
         }
-        Ok(())
     }
 
     /// The run of the client's user message `id` (`<thread>.u_<id>`, so
@@ -351,17 +359,6 @@ fn reserve_send<S: Store, K: Sink>(
     }
     let new: Vec<NewFile> = who.files.iter().flatten().cloned().collect();
     journal.files_mut().reserve_files(&new, who.origin, who.random, now).map(Sent::Reserved)
-}
-
-/// A claiming sender's: every follow another actor made of the thread
-/// before it existed ends (`Subscribers::claimed_by`). Idempotent.
-fn end_others_follows<S: Store, K: Sink>(journal: &mut Journal<S, K>, outbox: &mut Vec<Effect>, who: &Sender) {
-    if let (Grant::Claim, Some(id)) = (who.grant, who.caller.id()) {
-        let ended = journal.subscribers().claimed_by(id);
-        if !ended.is_empty() {
-            outbox.push(Effect::EndFollows { ids: ended });
-        }
-    }
 }
 
 /// What a send needs before it is read: a readable policy and catalog,

@@ -46,15 +46,6 @@ impl Tree {
         self.index.get(run_id).map(|&i| &self.links[i])
     }
 
-    /// How many runs the tree holds.
-    pub fn len(&self) -> usize {
-        self.links.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.links.is_empty()
-    }
-
     /// The active path's leaf: the chosen one, else the newest run.
     pub fn leaf(&self) -> Option<&str> {
         match self.active.as_deref().and_then(|a| self.get(a)) {
