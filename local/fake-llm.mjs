@@ -36,6 +36,8 @@ import { isMain } from "./is-main.mjs";
 
 const MODEL_ID = "fake-model";
 const SUB_AGENT_MARKER = "You are a sub-agent";
+/** How threadline's compaction step opens its instruction (agent/context.rs). */
+const COMPACTION_MARKER = "You compact a conversation";
 /** Pause between streamed chunks unless a directive says otherwise. */
 const DEFAULT_DELAY_MS = 15;
 /** Text is cut into pieces of these sizes (cycled), i.e. ~4-8 characters. */
@@ -217,6 +219,20 @@ function isSubAgent(messages) {
   );
 }
 
+/**
+ * The summary a compaction step asks for: which messages it folds, the first
+ * and the last thing the person asked, and whether an earlier summary was
+ * folded in. Bounded, so a compacted context stays small whatever it folds.
+ */
+function compactionSummary(messages) {
+  const transcript = textOf(messages.at(-1)?.content);
+  const asked = transcript.split("\n").filter((l) => l.startsWith("user: ")).map((l) => truncate(l.slice(6), 60));
+  const earlier = transcript.startsWith("Earlier summary:") ? " It folds an earlier summary in." : "";
+  const first = asked[0] ?? "nothing";
+  const last = asked.at(-1) ?? "nothing";
+  return `SUMMARY of ${asked.length} messages from the person: first "${first}", last "${last}".${earlier}`;
+}
+
 /** "Tool results: name: content; ..." for the trailing run of `tool` messages. */
 function summariseToolResults(messages) {
   let start = messages.length;
@@ -278,6 +294,9 @@ export function planReply(body) {
   // Only call a tool the request actually offers, as a real model would.
   const callIfOffered = (name, args) => (isOffered(name) ? toolReply([call(name, args, 0)]) : notOffered(name));
 
+  if (messages[0]?.role === "system" && textOf(messages[0].content).startsWith(COMPACTION_MARKER)) {
+    return textReply(compactionSummary(messages));
+  }
   if (isSubAgent(messages)) {
     // A sub-agent reports at once, or slowly when its instructions say
     // [[slow:MS]] (so a test can watch a background task run).
@@ -551,7 +570,7 @@ async function readJson(req) {
   return JSON.parse(Buffer.concat(chunks).toString("utf8"));
 }
 
-async function handleChat(req, res, { requests, delayMs, signal, usage }) {
+async function handleChat(req, res, { requests, prompts, delayMs, signal, usage }) {
   if (!/^Bearer +\S/i.test(req.headers.authorization ?? "")) {
     return sendJson(res, 401, errorBody("Missing or malformed Authorization header; expected `Bearer <api key>`.", "invalid_request_error", "invalid_api_key"));
   }
@@ -562,6 +581,19 @@ async function handleChat(req, res, { requests, delayMs, signal, usage }) {
     return sendJson(res, 400, errorBody("The request body is not valid JSON.", "invalid_request_error"));
   }
   requests.push(body);
+  // Prompt caching, as providers do it: the request's longest prefix in
+  // common with a recent one is reported cached (whole 64-token blocks).
+  const text = JSON.stringify(body?.messages ?? null);
+  let common = 0;
+  for (const seen of prompts) {
+    let i = 0;
+    const n = Math.min(seen.length, text.length);
+    while (i < n && seen.charCodeAt(i) === text.charCodeAt(i)) i++;
+    common = Math.max(common, i);
+  }
+  prompts.push(text);
+  if (prompts.length > 64) prompts.shift();
+  const cachedTokens = Math.floor(common / 4 / 64) * 64;
   if (!Array.isArray(body?.messages) || body.messages.length === 0) {
     return sendJson(res, 400, errorBody("`messages` must be a non-empty array.", "invalid_request_error"));
   }
@@ -575,6 +607,7 @@ async function handleChat(req, res, { requests, delayMs, signal, usage }) {
     model: typeof body.model === "string" && body.model ? body.model : MODEL_ID,
     usage: usage ? usage(body, usageFor(body, plan)) : usageFor(body, plan),
   };
+  meta.usage = { ...meta.usage, prompt_tokens_details: { cached_tokens: Math.min(cachedTokens, meta.usage.prompt_tokens ?? 0) } };
 
   if (body.stream === true) {
     return streamCompletion(res, plan, meta, {
@@ -620,8 +653,9 @@ async function handle(req, res, options) {
  */
 export async function startFakeLlm({ port = 0, delayMs = DEFAULT_DELAY_MS, usage } = {}) {
   const requests = [];
+  const prompts = [];
   const server = http.createServer((req, res) => {
-    handle(req, res, { requests, delayMs, usage }).catch((err) => {
+    handle(req, res, { requests, prompts, delayMs, usage }).catch((err) => {
       // A client that hung up mid-stream is expected; anything else is a bug.
       if (err?.name === "AbortError" || res.destroyed) return;
       console.error("fake-llm:", err);

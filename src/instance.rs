@@ -59,6 +59,7 @@ impl Counts {
             handled: self.handled.get(),
             handled_ever,
             tasks,
+            database_bytes: Some(storage.sql().database_size() as u64),
         }
     }
 }

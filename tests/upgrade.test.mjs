@@ -267,6 +267,12 @@ test("state written by the previous release reads the same, and everything goes 
     const after = (await api.messages(t.suspended)).json.messages[1];
     assert.equal(after.status, "completed");
     assert.ok(after.agentTree.toolCalls[0].result, "the approved tool ran");
+    // A conversation of before compacts (storage v11): its memory folds
+    // into a summary marked on its last answer; its history is whole.
+    const compact = await api.call("POST", `/instance-ai/threads/${t.suspended}/compact`);
+    assert.equal(compact.status, 202, compact.text);
+    await until(async () => (await api.messages(t.suspended)).json.messages.at(-1).contextCompacted, { timeoutMs: 8000, what: "the compaction of a thread of before" });
+    assert.equal((await api.messages(t.suspended)).json.messages.length, msgs.length);
 
     // The queue resumes and runs in order.
     assert.equal((await api.call("POST", `/instance-ai/threads/${t.queued}/queue/resume`)).status, 200);

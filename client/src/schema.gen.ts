@@ -29,7 +29,9 @@ export type ThreadEvent =
   | QueueUpdatedEvent
   | StepStartEvent
   | StepFinishEvent
-  | BranchSwitchedEvent;
+  | BranchSwitchedEvent
+  | ContextCompactedEvent
+  | ContextCompactionFailedEvent;
 /**
  * An attachment of a message: a file the thread stores, or an `https:` URL
  * the model's provider fetches itself.
@@ -976,6 +978,94 @@ export interface BranchSwitchedEvent {
 export interface BranchSwitched {
   leaf: string;
   messageId: string;
+}
+/**
+ * A `context-compacted` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ContextCompactedEvent".
+ */
+export interface ContextCompactedEvent {
+  type: "context-compacted";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ContextCompacted;
+}
+/**
+ * `context-compacted`: the model's context was compacted. From now on the
+ * agent sends `summary` in place of the conversation up to and including
+ * run `through` (only its first `calls` tool calls, when set: the run was
+ * compacted while it ran), `from` being the first run it folded that no
+ * summary before it had. Nothing the person sees changes: every history
+ * view still shows the whole conversation.
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ContextCompacted".
+ */
+export interface ContextCompacted {
+  summary: string;
+  from: string;
+  through: string;
+  calls?: number | null;
+  /**
+   * How many messages of the model's context the summary replaced.
+   */
+  messages: number;
+  /**
+   * The catalog id (or provider model name) that wrote the summary.
+   */
+  model: string;
+  /**
+   * The context's estimated tokens before and after.
+   */
+  tokensBefore: number;
+  tokensAfter: number;
+  /**
+   * What the summary step used, as its provider reported.
+   */
+  usage?: {
+    [k: string]: unknown | undefined;
+  };
+  /**
+   * A person asked for it (`POST .../compact`); else the context passed
+   * `AGENT_COMPACT_AT`.
+   */
+  requested?: boolean;
+}
+/**
+ * A `context-compaction-failed` event (Structural).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ContextCompactionFailedEvent".
+ */
+export interface ContextCompactionFailedEvent {
+  type: "context-compaction-failed";
+  runId: string;
+  agentId: string;
+  responseId?: string;
+  /**
+   * Epoch milliseconds, stamped by the server.
+   */
+  ts: number;
+  payload: ContextCompactionFailed;
+}
+/**
+ * `context-compaction-failed`: a summary step failed; the run went on with
+ * the context it had (its oldest turns left out when that was over the
+ * model's window, `dropped` of them).
+ *
+ * This interface was referenced by `Threadline`'s JSON-Schema
+ * via the `definition` "ContextCompactionFailed".
+ */
+export interface ContextCompactionFailed {
+  reason: string;
+  tokens: number;
+  dropped?: number;
 }
 /**
  * One agent of the tree, with its children nested.

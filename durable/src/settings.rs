@@ -204,7 +204,10 @@ const VARS: &[&str] = &[
     "LLM_MODEL_INPUT",
     "LLM_STALL_TIMEOUT_MS",
     "AGENT_MAX_STEPS",
-    "AGENT_HISTORY_CHARS",
+    "AGENT_CONTEXT_WINDOW",
+    "AGENT_COMPACT_AT",
+    "AGENT_TOOL_RESULT_AGE_TURNS",
+    "AGENT_TOOL_RESULT_AGE_BYTES",
     "AGENT_SYSTEM_PROMPT",
     "AGENT_HEARTBEAT_MS",
     "MCP_CACHE_TTL_MS",
@@ -278,6 +281,18 @@ fn var_text(name: &str, var: Var) -> Result<String, String> {
         }
         Var::Value(v) => Err(format!("{name} is {}: it must be a string (or a number)", kind(&v))),
     }
+}
+
+/// A share of a whole, written `0.75`, `75` or `75%` (`AGENT_COMPACT_AT`):
+/// within 10% and 100%, else `None` (the default holds).
+fn share(text: Option<&str>) -> Option<f64> {
+    let text = text?.trim();
+    let (n, percent) = match text.strip_suffix('%') {
+        Some(n) => (n.trim().parse::<f64>().ok()?, true),
+        None => (text.parse::<f64>().ok()?, false),
+    };
+    let n = if percent || n > 1.0 { n / 100.0 } else { n };
+    (0.1..=1.0).contains(&n).then_some(n)
 }
 
 impl Settings {
@@ -437,7 +452,10 @@ impl Settings {
                 max_steps: num("AGENT_MAX_STEPS", agent_defaults.max_steps as i64).max(1) as u32,
                 stall_timeout_ms: num("LLM_STALL_TIMEOUT_MS", agent_defaults.stall_timeout_ms as i64).max(1) as u64,
                 system_prompt: var("AGENT_SYSTEM_PROMPT").unwrap_or(agent_defaults.system_prompt),
-                history_chars: num("AGENT_HISTORY_CHARS", agent_defaults.history_chars as i64) as usize,
+                context_window: num("AGENT_CONTEXT_WINDOW", agent_defaults.context_window as i64).max(256) as u64,
+                compact_at: share(var("AGENT_COMPACT_AT").as_deref()).unwrap_or(agent_defaults.compact_at),
+                age_turns: num("AGENT_TOOL_RESULT_AGE_TURNS", agent_defaults.age_turns as i64).max(0) as usize,
+                age_bytes: num("AGENT_TOOL_RESULT_AGE_BYTES", agent_defaults.age_bytes as i64).max(100) as usize,
                 max_tool_result_bytes: num("MAX_TOOL_RESULT_BYTES", agent_defaults.max_tool_result_bytes as i64)
                     .clamp(1_000, 900_000) as usize,
                 max_model_bytes: num("MAX_MODEL_BYTES", agent_defaults.max_model_bytes as i64).max(10_000) as usize,
@@ -493,6 +511,9 @@ impl Settings {
                 cfg.price = m.price();
                 cfg.input_images = m.takes(crate::files::media::Input::Image);
                 cfg.max_output_tokens = m.max_output_tokens;
+                if let Some(window) = m.context_window {
+                    cfg.context_window = window;
+                }
                 if let Some(url) = &m.base_url {
                     endpoint.base_url = url.clone();
                 }

@@ -38,6 +38,8 @@ fn payload(kind: Kind, g: &mut SchemaGenerator) -> Schema {
         Kind::StepStart => g.subschema_for::<p::StepStart>(),
         Kind::StepFinish => g.subschema_for::<p::StepFinish>(),
         Kind::BranchSwitched => g.subschema_for::<p::BranchSwitched>(),
+        Kind::ContextCompacted => g.subschema_for::<p::ContextCompacted>(),
+        Kind::ContextCompactionFailed => g.subschema_for::<p::ContextCompactionFailed>(),
     }
 }
 
@@ -128,6 +130,11 @@ fn every_kind_has_a_variant_and_payload_schemas_accept_canonical_payloads() {
         (Kind::RunStart, json!({"messageId": "m2", "branch": {"parent": null, "editOf": "m1"}})),
         (Kind::RunStart, json!({"messageId": "m1", "branch": {"parent": "r0", "regenerates": "r1"}})),
         (Kind::BranchSwitched, json!({"leaf": "r1", "messageId": "m1"})),
+        (
+            Kind::ContextCompacted,
+            json!({"summary": "s", "from": "r1", "through": "r2", "messages": 4, "model": "m", "tokensBefore": 900, "tokensAfter": 300}),
+        ),
+        (Kind::ContextCompactionFailed, json!({"reason": "HTTP 500", "tokens": 900})),
         (Kind::RunFinish, json!({"status": "completed"})),
         (Kind::TextBlock, json!({"text": "hi", "parts": [2]})),
         (Kind::TextDelta, json!({"text": "hi", "snapshot": true, "parts": [2]})),

@@ -28,6 +28,11 @@ enum Answer {
     Chunks(Vec<Value>),
     /// An HTTP status instead of a stream.
     Status(u16),
+    /// Made from the request, as a model would answer it: a compaction's
+    /// summary (naming the person's first and last message it folds), or
+    /// an answer naming the last user message; its usage counts four bytes
+    /// of the request a token.
+    Auto,
 }
 
 struct Fake {
@@ -55,6 +60,11 @@ struct Fake {
     logs: RefCell<Vec<String>>,
     /// The charges the thread settled, as delivered to directories.
     charges: RefCell<Vec<threadline_durable::agent::charge::Charge>>,
+    /// A compaction's summary request is answered by itself ([`Answer::Auto`],
+    /// from no script), or with this status.
+    summary_fails: Cell<Option<u16>>,
+    /// Cancelled when a summary step is asked for (the loop dies in it).
+    cancel_on_summary: RefCell<Option<CancelToken>>,
 }
 
 /// MCP servers over Streamable HTTP, in process: `http://<name>/mcp` each,
@@ -221,8 +231,25 @@ impl Host for Host1 {
                 f.cancel_after.set(Some((n, token)));
             }
         }
-        match f.answers.borrow_mut().pop_front().expect("a scripted answer") {
+        let request: Value = serde_json::from_str(&body).unwrap();
+        if is_summary(&request) {
+            if let Some(token) = f.cancel_on_summary.borrow_mut().take() {
+                token.cancel();
+            }
+        }
+        let scripted = if is_summary(&request) {
+            f.summary_fails.get().map_or(Answer::Auto, Answer::Status)
+        } else {
+            f.answers.borrow_mut().pop_front().expect("a scripted answer")
+        };
+        match scripted {
             Answer::Status(status) => Err(ModelFailure::Status { status, body: "down".into() }),
+            Answer::Auto => {
+                let chunks = auto_answer(&request);
+                let mut out: VecDeque<Vec<u8>> = chunks.iter().map(|c| format!("data: {c}\n\n").into_bytes()).collect();
+                out.push_back(b"data: [DONE]\n\n".to_vec());
+                Ok(Chunks(out))
+            }
             Answer::Chunks(chunks) => {
                 let mut out: VecDeque<Vec<u8>> = chunks.iter().map(|c| format!("data: {c}\n\n").into_bytes()).collect();
                 out.push_back(b"data: [DONE]\n\n".to_vec());
@@ -371,7 +398,37 @@ fn fake(settings: &Settings, answers: Vec<Answer>) -> Rc<Fake> {
         spans: RefCell::default(),
         logs: RefCell::default(),
         charges: RefCell::default(),
+        summary_fails: Cell::new(None),
+        cancel_on_summary: RefCell::default(),
     })
+}
+
+/// Whether `request` is a compaction's summary step.
+fn is_summary(request: &Value) -> bool {
+    request["messages"][0]["content"].as_str().is_some_and(|c| c.starts_with("You compact a conversation"))
+}
+
+/// [`Answer::Auto`]'s chunks for `request`.
+fn auto_answer(request: &Value) -> Vec<Value> {
+    let messages = request["messages"].as_array().unwrap();
+    let said = |m: &Value| m["content"].as_str().map(str::to_owned).unwrap_or_else(|| m["content"].to_string());
+    let reply = if said(&messages[0]).starts_with("You compact a conversation") {
+        let transcript = said(&messages[1]);
+        let asked: Vec<String> =
+            transcript.lines().filter_map(|l| l.strip_prefix("user: ")).map(|l| l.chars().take(10).collect()).collect();
+        // An earlier summary's first message is the first of all.
+        let earlier = transcript.split_once("first=").map(|(_, rest)| rest.chars().take(10).collect::<String>());
+        let first = earlier.or_else(|| asked.first().cloned()).unwrap_or_default();
+        format!("SUMMARY first={first} last={} n={}", asked.last().cloned().unwrap_or_default(), asked.len())
+    } else {
+        let last = messages.iter().rev().find(|m| m["role"] == "user").map(said).unwrap_or_default();
+        format!("answer to {}", last.chars().take(24).collect::<String>())
+    };
+    let prompt = ((request["messages"].to_string().len() + request["tools"].to_string().len()) / 4) as u64;
+    vec![
+        text(&reply),
+        json!({"choices": [{"delta": {}, "finish_reason": "stop"}], "usage": {"prompt_tokens": prompt, "completion_tokens": 10, "total_tokens": prompt + 10}}),
+    ]
 }
 
 fn text(s: &str) -> Value {
@@ -1246,4 +1303,325 @@ fn a_sub_agent_gets_at_most_its_agents_tools() {
     );
     assert!(!events(&f).iter().any(|e| e.kind() == Kind::AgentSpawned), "no sub-agent ran");
     assert!(f.calls.borrow().is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// Long conversations: the context within the model's window.
+
+/// A catalog of one model with a `window`-token context and a 200-token
+/// answer; tool results never age (unless `extra` says).
+fn windowed(window: u64, extra: &[(&str, &str)]) -> Settings {
+    let models = json!({"default": "small", "models": {"small": {"model": "m", "contextWindow": window, "maxOutputTokens": 200}}}).to_string();
+    let mut vars: Vec<(&str, &str)> = extra.to_vec();
+    vars.push(("AGENT_TOOL_RESULT_AGE_TURNS", "0"));
+    let leaked: &'static str = Box::leak(models.into_boxed_str());
+    vars.push(("LLM_MODELS", leaked));
+    settings(&vars)
+}
+
+fn unmetered(reason: &str) -> Value {
+    json!({"choices": [{"delta": {}, "finish_reason": reason}]})
+}
+
+/// What the fake provider counts a request as: four bytes of its messages
+/// and tools a token, and the answer's room it asks for.
+fn provider_tokens(request: &Value) -> u64 {
+    ((request["messages"].to_string().len() + request["tools"].to_string().len()) / 4) as u64
+        + request["max_tokens"].as_u64().unwrap_or(0)
+}
+
+fn content(m: &Value) -> String {
+    m["content"].as_str().map(str::to_owned).unwrap_or_else(|| m["content"].to_string())
+}
+
+/// The model's requests that were no summary step's.
+fn answers_asked(f: &Rc<Fake>) -> Vec<Value> {
+    f.requests.borrow().iter().filter(|r| !is_summary(r)).cloned().collect()
+}
+
+fn compactions(f: &Rc<Fake>) -> Vec<Value> {
+    events(f).iter().filter(|e| e.kind() == Kind::ContextCompacted).map(Event::payload_json).collect()
+}
+
+/// A message of about 400 characters that names its turn.
+fn long_message(i: usize) -> String {
+    format!("message {i}: {}", "words of a long conversation ".repeat(14))
+}
+
+#[test]
+fn the_model_never_receives_more_than_its_window_and_later_turns_start_from_the_summary() {
+    let s = windowed(2_000, &[]);
+    let f = fake(&s, (0..30).map(|_| Answer::Auto).collect());
+    for i in 0..30 {
+        assert_eq!(send(&f, &s, &long_message(i)), [End::Completed], "turn {i}");
+    }
+    for r in f.requests.borrow().iter() {
+        assert!(provider_tokens(r) <= 2_000, "a request of {} tokens", provider_tokens(r));
+    }
+    let done = compactions(&f);
+    assert!(done.len() >= 3, "a long conversation compacts again and again: {}", done.len());
+    // Each summary folds the one before it in.
+    assert!(done[1]["summary"].as_str().unwrap().contains("first=message 0"), "{}", done[1]);
+    // The last turn: the agent's instructions first, then the summary, then
+    // the turns after it, then the message.
+    let asked = answers_asked(&f);
+    let last = asked.last().unwrap()["messages"].as_array().unwrap().clone();
+    assert_eq!(last[0]["role"], "system");
+    assert!(content(&last[0]).starts_with("You are a helpful assistant"), "the instructions stay first");
+    assert!(content(&last[1]).starts_with("Summary of the earlier conversation"), "{}", last[1]);
+    assert!(content(&last[1]).contains("SUMMARY first=message 0"), "the summary reaches back to the start");
+    assert!(content(last.last().unwrap()).starts_with("message 29"));
+    // Nothing the person sees is removed.
+    let (turns, total) = f.thread.borrow().conversation().turns(100, 0).unwrap();
+    assert_eq!((turns.len(), total), (30, 30));
+    // The summary steps are charged to the run like any call.
+    // (every answer of the fake says 10 tokens: 30 answers and the summaries).
+    let usage = f.thread.borrow().conversation().usage().unwrap();
+    assert_eq!(usage["total"]["outputTokens"], (30 + done.len()) * 10, "{usage}");
+}
+
+#[test]
+fn a_run_compacts_its_own_steps_and_never_parts_a_call_from_its_result() {
+    let s = windowed(2_500, &[]);
+    let f = fake(
+        &s,
+        vec![
+            // (No usage reported: the estimate stands as it is.)
+            Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), unmetered("tool_calls")]),
+            Answer::Chunks(vec![call(0, "weather", "{\"city\":\"B\"}"), unmetered("tool_calls")]),
+            Answer::Chunks(vec![call(0, "weather", "{\"city\":\"C\"}"), unmetered("tool_calls")]),
+            Answer::Chunks(vec![text("done"), unmetered("stop")]),
+        ],
+    );
+    f.tools.borrow_mut()[0].1 = Ok(json!({"report": "cloudy and mild ".repeat(190)}));
+    assert_eq!(send(&f, &s, "three cities"), [End::Completed]);
+    let done = compactions(&f);
+    assert!(!done.is_empty(), "the run's own results passed the threshold");
+    let run = events(&f)[0].run_id.clone();
+    assert_eq!(done[0]["through"], run.as_str(), "it folds the run's own steps");
+    assert!(done[0]["calls"].as_u64().unwrap() >= 1);
+    for r in answers_asked(&f) {
+        let messages = r["messages"].as_array().unwrap();
+        assert!(provider_tokens(&r) <= 2_500, "{}", provider_tokens(&r));
+        assert!(messages.iter().any(|m| content(m) == "three cities"), "the run's message stays");
+        for (i, m) in messages.iter().enumerate().filter(|(_, m)| m["role"] == "tool") {
+            let id = &m["tool_call_id"];
+            let called = messages[..i]
+                .iter()
+                .any(|a| a["tool_calls"].as_array().is_some_and(|calls| calls.iter().any(|c| &c["id"] == id)));
+            assert!(called, "result {id} was sent without its call");
+        }
+    }
+    assert_eq!(finish_of(&f)["status"], "completed");
+}
+
+/// Sends long messages until a run's loop dies in a summary step (its
+/// token is cancelled there); returns that run's id.
+fn until_a_summary_dies(f: &Rc<Fake>, s: &Settings) -> String {
+    let token = CancelToken::default();
+    *f.cancel_on_summary.borrow_mut() = Some(token.clone());
+    for i in 0..20 {
+        f.answers.borrow_mut().extend((0..2).map(|_| Answer::Auto));
+        let outcome = serve(
+            &mut f.thread.borrow_mut(),
+            s,
+            Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": long_message(i)})),
+            1_000,
+        );
+        let Some(Effect::Drive(d)) = outcome.effects.into_iter().find(|e| matches!(e, Effect::Drive(_))) else {
+            panic!("no drive")
+        };
+        let run = d.job.run_id.clone();
+        if drive(f, d, token.clone()) == End::Stopped {
+            assert!(is_summary(f.requests.borrow().last().unwrap()), "it died in its summary step");
+            return run;
+        }
+    }
+    panic!("no run compacted")
+}
+
+/// The loop dies while the summary is being written (the instance went
+/// away): the run resumes from its checkpoint after the restart and
+/// compacts once.
+#[test]
+fn a_restart_mid_compaction_compacts_once() {
+    let s = windowed(2_000, &[]);
+    let f = fake(&s, vec![]);
+    let run = until_a_summary_dies(&f, &s);
+    let requests = f.requests.borrow().len();
+    assert!(compactions(&f).iter().all(|c| c["through"] != run.as_str()), "nothing of it was stored");
+    let before = compactions(&f).len();
+    // The object restarts: the run is found open and resumed.
+    let store = std::mem::take(f.thread.borrow_mut().journal_mut().store_mut());
+    let mut after: T = threadline_durable::Thread::load(store, s.thread.clone(), 5_000).unwrap();
+    after.journal_mut().set_thread_id("t1");
+    let effects = after.agent_loop().recovery(&s, 5_000).unwrap();
+    *f.thread.borrow_mut() = after;
+    f.answers.borrow_mut().extend((0..4).map(|_| Answer::Auto));
+    assert_eq!(drive_all(&f, &s, effects), [End::Completed]);
+    assert_eq!(compactions(&f).len(), before + 1, "compacted once");
+    let summaries = f.requests.borrow().iter().skip(requests).filter(|r| is_summary(r)).count();
+    assert_eq!(summaries, 1, "the summary was asked for again, once");
+    assert_eq!(finish_of(&f)["status"], "completed");
+}
+
+#[test]
+fn cancel_during_compaction_stops_the_run_and_keeps_nothing_of_it() {
+    let s = windowed(2_000, &[]);
+    let f = fake(&s, vec![]);
+    let run = until_a_summary_dies(&f, &s);
+    let cancelled = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1/cancel", actor("alice", &[])),
+        1_500,
+    );
+    assert!(cancelled.effects.iter().any(|e| matches!(e, Effect::StopAgents)));
+    assert!(compactions(&f).iter().all(|c| c["through"] != run.as_str()));
+    let ours: Vec<Event> = events(&f).into_iter().filter(|e| e.run_id == run).collect();
+    assert!(ours.iter().all(|e| e.kind() != Kind::ContextCompacted));
+    assert_eq!(ours.last().unwrap().payload_json(), json!({"status": "cancelled", "reason": "user_cancelled"}));
+}
+
+#[test]
+fn a_summary_that_fails_leaves_the_run_going_and_says_why() {
+    let s = windowed(2_000, &[]);
+    let f = fake(&s, (0..12).map(|_| Answer::Auto).collect());
+    f.summary_fails.set(Some(500));
+    for i in 0..12 {
+        assert_eq!(send(&f, &s, &long_message(i)), [End::Completed], "turn {i}");
+    }
+    assert!(compactions(&f).is_empty());
+    let failed: Vec<Value> =
+        events(&f).iter().filter(|e| e.kind() == Kind::ContextCompactionFailed).map(Event::payload_json).collect();
+    assert!(!failed.is_empty());
+    assert!(failed[0]["reason"].as_str().unwrap().contains("summary step failed"), "{}", failed[0]);
+    // Over the window, the oldest turns were left out: no call passed it.
+    assert!(failed.iter().any(|f| f["dropped"].as_u64().unwrap() > 0));
+    for r in f.requests.borrow().iter() {
+        assert!(provider_tokens(r) <= 2_000);
+    }
+}
+
+#[test]
+fn a_window_too_small_for_the_prompt_and_the_message_refuses_the_send() {
+    let s = windowed(600, &[]);
+    let f = fake(&s, vec![]);
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[])).body(&json!({"message": "x".repeat(2_000)})),
+        1_000,
+    );
+    assert_eq!(support::status(&outcome), 400);
+    assert_eq!(support::code(&outcome), "context_too_small");
+    assert!(events(&f).is_empty(), "nothing was stored");
+    assert!(f.requests.borrow().is_empty());
+}
+
+#[test]
+fn large_tool_results_age_in_blocks_and_the_prefix_stays_stable_between_runs() {
+    let s = windowed(100_000, &[("AGENT_TOOL_RESULT_AGE_TURNS", "2")]);
+    let f = fake(&s, vec![]);
+    f.tools.borrow_mut()[0].1 = Ok(json!({"report": "sunny ".repeat(600)}));
+    let mut firsts = Vec::new();
+    for i in 0..8 {
+        f.answers.borrow_mut().extend([
+            Answer::Chunks(vec![call(0, "weather", &format!("{{\"city\":\"C{i}\"}}")), finish("tool_calls")]),
+            Answer::Chunks(vec![text(&format!("report {i}")), finish("stop")]),
+        ]);
+        let at = f.requests.borrow().len();
+        send(&f, &s, &format!("weather {i}"));
+        firsts.push(f.requests.borrow()[at]["messages"].as_array().unwrap().clone());
+    }
+    // The eighth run remembers seven turns: the oldest four (two blocks of
+    // two) are stubs, the newest three whole.
+    let memory: Vec<String> = firsts[7].iter().filter(|m| m["role"] == "assistant").map(content).collect();
+    assert_eq!(memory.len(), 7);
+    let stubs =
+        memory.iter().filter(|m| m.contains("left out here: the whole result is in the thread's history")).count();
+    assert_eq!(stubs, 4, "{memory:#?}");
+    assert!(memory[6].contains("sunny sunny"), "the newest is whole");
+    // Within a block, what was sent before is sent again unchanged: the
+    // seventh run's request, but its own message, begins the eighth's.
+    let (a, b) = (&firsts[6], &firsts[7]);
+    assert_eq!(b[..a.len() - 1], a[..a.len() - 1], "a stable prefix for the provider's cache");
+}
+
+#[test]
+fn an_edit_before_a_compaction_remembers_its_own_path_not_the_summary() {
+    let s = windowed(2_000, &[]);
+    let f = fake(&s, (0..30).map(|_| Answer::Auto).collect());
+    for i in 0..10 {
+        send(&f, &s, &long_message(i));
+    }
+    assert!(!compactions(&f).is_empty());
+    let (turns, _) = f.thread.borrow().conversation().turns(100, 0).unwrap();
+    let second = turns[1].run.message_id.clone();
+    let outcome = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/chat/t1", actor("alice", &[]))
+            .body(&json!({"message": "message 1, edited", "editOf": second})),
+        1_000,
+    );
+    assert_eq!(support::status(&outcome), 200, "{:?}", outcome.answer);
+    drive_all(&f, &s, outcome.effects);
+    let asked = answers_asked(&f);
+    let first = asked.last().unwrap()["messages"].as_array().unwrap();
+    assert!(first.iter().all(|m| !content(m).starts_with("Summary of the earlier")), "no summary of another path");
+    assert!(content(&first[1]).starts_with("message 0"), "its path: the first turn, then the edit");
+    assert_eq!(content(first.last().unwrap()), "message 1, edited");
+}
+
+#[test]
+fn a_person_asks_for_a_compaction_between_runs() {
+    let s = windowed(100_000, &[]);
+    let f = fake(&s, (0..3).map(|_| Answer::Auto).collect());
+    for i in 0..3 {
+        send(&f, &s, &format!("turn {i}"));
+    }
+    let compact = |now| {
+        serve(
+            &mut f.thread.borrow_mut(),
+            &s,
+            Req::new("POST", "/instance-ai/threads/t1/compact", actor("alice", &[])),
+            now,
+        )
+    };
+    let asked = compact(2_000);
+    assert_eq!(support::status(&asked), 202, "{:?}", asked.answer);
+    assert_eq!(support::json(&asked)["turns"], 3);
+    // One at a time: a second waits for the first.
+    let again = compact(2_001);
+    assert_eq!((support::status(&again), support::code(&again)), (409, "compaction_active".into()));
+    // Nobody else's thread.
+    let other = serve(
+        &mut f.thread.borrow_mut(),
+        &s,
+        Req::new("POST", "/instance-ai/threads/t1/compact", actor("mallory", &[])),
+        2_002,
+    );
+    assert_eq!(support::status(&other), 404);
+    drive_all(&f, &s, asked.effects);
+    let done = compactions(&f);
+    assert_eq!(done.len(), 1);
+    assert_eq!((done[0]["requested"].as_bool(), done[0]["messages"].as_u64()), (Some(true), Some(6)));
+    let leaf = f.thread.borrow().conversation().leaf().unwrap().unwrap();
+    assert_eq!(done[0]["through"], leaf.as_str(), "it runs through the conversation's last turn");
+    // Its event is the leaf run's, after its finish; nothing else was published.
+    let last = events(&f).pop().unwrap();
+    assert_eq!((last.kind(), last.run_id.as_str()), (Kind::ContextCompacted, leaf.as_str()));
+    // Nothing left to fold; the next turn starts from the summary alone.
+    assert_eq!(support::json(&compact(3_000))["compacting"], false);
+    f.answers.borrow_mut().push_back(Answer::Auto);
+    send(&f, &s, "turn 3");
+    let first = answers_asked(&f).last().unwrap()["messages"].as_array().unwrap().clone();
+    assert_eq!(first.iter().map(|m| m["role"].as_str().unwrap()).collect::<Vec<_>>(), ["system", "system", "user"]);
+    assert!(content(&first[1]).contains("SUMMARY first=turn 0 last=turn 2 n=3"), "{}", content(&first[1]));
+    // While a run holds the thread, it compacts its own context.
+    f.answers.borrow_mut().push_back(Answer::Chunks(vec![call(0, "wipe", "{}"), finish("tool_calls")]));
+    send(&f, &s, "wipe it");
+    let busy = compact(4_000);
+    assert_eq!((support::status(&busy), support::code(&busy)), (409, "run_active".into()));
 }

@@ -89,7 +89,8 @@ fn four(t: &mut T, s: &Settings) -> (Vec<String>, Vec<String>) {
 
 /// The model's memory for `run`: its path's turns before it.
 fn memory(t: &T, run: &str) -> Vec<String> {
-    let memory = t.conversation().history(100_000, run).unwrap();
+    let recall = threadline_durable::thread::Recall { max_bytes: 100_000, age_turns: 0, age_bytes: 0 };
+    let memory = t.conversation().history(run, &recall).unwrap().messages();
     memory.iter().map(|m| m["content"].as_str().unwrap_or_default().to_owned()).collect()
 }
 

@@ -9,6 +9,7 @@ mod support;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use support::{actor, serve_among, token_of, Req, T};
+use threadline_durable::thread::Recall;
 use threadline_durable::{Caller, Settings};
 
 fn settings() -> Settings {
@@ -103,8 +104,9 @@ fn a_fork_shares_the_source_s_path_and_answers_on_its_own() {
     let own = turn(&mut ts, &s, "f1", "four", "B4", 200);
     let memory: Vec<String> = ts["f1"]
         .conversation()
-        .history(100_000, &own)
+        .history(&own, &Recall { max_bytes: 100_000, age_turns: 0, age_bytes: 0 })
         .unwrap()
+        .messages()
         .iter()
         .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
         .collect();

@@ -517,6 +517,119 @@ async function mcpBench(trials = 30) {
   return { trials, noneMs: median(out.none), twoMs: median(out.two) };
 }
 
+/**
+ * The context budget's token estimate (three bytes a token: agent/charge.rs
+ * `text_tokens`) against real tokenizers (OpenAI's o200k_base and
+ * cl100k_base, from gpt-tokenizer) on real text cut into 4 KB messages:
+ * this project's docs (English prose), the protocols' own notes, the
+ * protocols' transcripts (the golden SSE and JSON of every route), and
+ * Rust source. Over 1 is the estimate erring high (safe).
+ */
+async function tokensBench() {
+  const o200k = await import("gpt-tokenizer/encoding/o200k_base");
+  const cl100k = await import("gpt-tokenizer/encoding/cl100k_base");
+  const read = (dir, ext) =>
+    fs.existsSync(dir)
+      ? fs.readdirSync(dir, { recursive: true }).filter((f) => f.endsWith(ext)).map((f) => fs.readFileSync(path.join(dir, f), "utf8"))
+      : [];
+  const corpora = {
+    "docs (English prose)": read("docs", ".md"),
+    "protocol notes (technical prose)": read("../shared/seeds", ".txt"),
+    "transcripts (SSE and JSON)": read("tests/golden", ".txt"),
+    "Rust source": read("durable/src", ".rs"),
+  };
+  const out = {};
+  for (const [name, texts] of Object.entries(corpora)) {
+    if (!texts.length) continue;
+    const pieces = texts.flatMap((t) => t.match(/[\s\S]{1,4096}/g) ?? []);
+    let bytes = 0, est = 0, a = 0, b = 0, worst = Infinity;
+    for (const p of pieces) {
+      const n = Buffer.byteLength(p);
+      const e = Math.ceil(n / 3);
+      const t = o200k.countTokens(p);
+      bytes += n;
+      est += e;
+      a += t;
+      b += cl100k.countTokens(p);
+      worst = Math.min(worst, e / t);
+    }
+    out[name] = { pieces: pieces.length, bytes, estimate: est, o200k: a, cl100k: b, o200kRatio: est / a, cl100kRatio: est / b, worstPieceRatio: worst };
+  }
+  return out;
+}
+
+/**
+ * A thread of `turns` turns with a tool call each, on the built-in agent and
+ * the fake model (a 32,768-token window: `AGENT_CONTEXT_WINDOW`'s default):
+ * at each mark, what SQLite holds (rows by table, the database's bytes), the
+ * time to open the history's newest page and to reconnect 100 events behind,
+ * and the size of the model's requests (the largest and the mean over the
+ * last 100 turns, in the fake's tokens: four bytes a token).
+ */
+async function contextBench(turns = Number(process.env.BENCH_CONTEXT_TURNS ?? 5_000), trials = 7) {
+  const { startFakeLlm } = await import("../../local/fake-llm.mjs");
+  const { startDemoTools } = await import("../../local/demo-tools.mjs");
+  const llm = await startFakeLlm({ port: 0, delayMs: 0 });
+  const tools = await startDemoTools();
+  const worker = await startWorker({
+    vars: { LLM_BASE_URL: llm.url, LLM_API_KEY: "k", TOOLS: JSON.stringify(tools.declarations), DEBUG_ROUTES: "1" },
+  });
+  const base = worker.url;
+  const api = client(base);
+  const thread = newThread("bench-context");
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const marks = new Set([100, 500, 1_000, 2_000, 3_000, 4_000, 5_000, turns].filter((m) => m <= turns));
+  const tokens = (b) => Math.ceil((JSON.stringify(b.messages).length + JSON.stringify(b.tools ?? null).length) / 4);
+  const isSummary = (b) => String(b.messages[0]?.content ?? "").startsWith("You compact a conversation");
+  const curve = [];
+  let window = [];
+  const t0 = performance.now();
+  try {
+    for (let i = 1; i <= turns; i++) {
+      const seen = llm.requests.length;
+      const r = await api.chat(thread, `turn ${i}: what is the weather? [[tool:weather:{"city":"City ${i}"}]]`);
+      if (r.status !== 200) throw new Error(`turn ${i}: ${r.status} ${r.text}`);
+      while ((await api.status(thread)).json.hasActiveRun) await sleep(2);
+      window.push(...llm.requests.slice(seen).filter((b) => !isSummary(b)).map(tokens));
+      // The fake keeps every request; the bench only needs the newest.
+      llm.requests.length = 0;
+      window = window.slice(-200);
+      if (!marks.has(i)) continue;
+      const stats = (await api.stats(thread)).json;
+      const pages = [];
+      for (let t = 0; t < trials; t++) {
+        const s = performance.now();
+        await (await fetch(`${base}/instance-ai/threads/${thread}/messages?limit=50`)).arrayBuffer();
+        pages.push(performance.now() - s);
+      }
+      const reconnects = [];
+      for (let t = 0; t < trials; t++) reconnects.push(await replayMs(base, thread, stats.lastEventId - 100, 100));
+      const usage = (await api.call("GET", `/instance-ai/threads/${thread}/usage`)).json;
+      curve.push({
+        turns: i,
+        events: stats.lastEventId,
+        rows: stats.rows,
+        databaseBytes: stats.instance.databaseBytes,
+        historyMs: median(pages),
+        reconnectMs: median(reconnects),
+        largestRequest: Math.max(...window),
+        meanRequest: Math.round(window.reduce((a, b) => a + b, 0) / window.length),
+        tokensPerTurn: Math.round(usage.total.totalTokens / i),
+        elapsedS: Math.round((performance.now() - t0) / 1000),
+      });
+      const c = curve.at(-1);
+      console.log(
+        `  ${String(i).padStart(5)} turns: ${c.events.toLocaleString("en")} events, rows ${JSON.stringify(c.rows)}, SQLite ${(c.databaseBytes / 1e6).toFixed(1)} MB; history ${ms(c.historyMs)}, reconnect ${ms(c.reconnectMs)}; model request largest ${c.largestRequest.toLocaleString("en")} tokens, mean ${c.meanRequest.toLocaleString("en")}; ${c.tokensPerTurn.toLocaleString("en")} tokens/turn (${c.elapsedS} s)`,
+      );
+    }
+  } finally {
+    await worker.stop();
+    await tools.close();
+    await llm.close();
+  }
+  return curve;
+}
+
 /** One answered turn through the webhook agent: the send's body, then its run's text and finish. */
 async function answeredTurn(api, hook, thread, body) {
   const r = await api.call("POST", `/instance-ai/chat/${thread}`, body);
@@ -813,6 +926,23 @@ try {
     console.log(`branches (current), ${r.linear.pathRuns * 2} messages shown: linear (${r.linear.runs} runs) ${line(r.linear)}`);
     console.log(`  branched (${r.branched.runs} runs, ${r.branched.runs - r.branched.pathRuns} versions off the path) ${line(r.branched)} | newest page ${ratio(r.branched.newestPageMs, r.linear.newestPageMs)}, oldest ${ratio(r.branched.oldestPageMs, r.linear.oldestPageMs)}, reconnect ${ratio(r.branched.reconnectMs, r.linear.reconnectMs)}`);
     console.log(`  fork of the linear thread: made in ${ms(r.fork.createMs)} (copying it, its 1,000 messages written again: ${ms(r.fork.copyMs)}); the fork's newest page ${ms(r.fork.newestPageMs)} (read from its source) vs the source's ${ms(r.fork.sourceNewestPageMs)}`);
+  }
+  if (want("tokens")) {
+    results.tokens = await tokensBench();
+    console.log("token estimate (3 bytes a token) against real tokenizers, text cut into 4 KB messages:");
+    for (const [name, r] of Object.entries(results.tokens)) {
+      console.log(
+        `  ${name}: ${r.pieces} pieces, ${(r.bytes / 1e3).toFixed(0)} KB: estimate ${r.estimate.toLocaleString("en")} tokens; o200k ${r.o200k.toLocaleString("en")} (estimate ${r.o200kRatio.toFixed(2)}×), cl100k ${r.cl100k.toLocaleString("en")} (${r.cl100kRatio.toFixed(2)}×); lowest piece ${r.worstPieceRatio.toFixed(2)}×`,
+      );
+    }
+  }
+  if (want("context")) {
+    console.log(`long conversations (current): a thread of tool-calling turns on a 32,768-token window`);
+    results.context = await contextBench();
+    const [first, last] = [results.context[0], results.context.at(-1)];
+    console.log(
+      `  ${first.turns} → ${last.turns} turns (x${last.turns / first.turns}): SQLite bytes ${ratio(last.databaseBytes, first.databaseBytes)}, history ${ratio(last.historyMs, first.historyMs)}, reconnect ${ratio(last.reconnectMs, first.reconnectMs)}, largest request ${ratio(last.largestRequest, first.largestRequest)}`,
+    );
   }
   if (want("mcp")) {
     const m = (results.mcp = await mcpBench());

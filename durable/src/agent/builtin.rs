@@ -92,6 +92,10 @@ pub(super) fn add_usage(acc: Option<&Value>, u: &Value) -> Value {
         let sum = out[key].as_u64().unwrap_or(0) + u[key].as_u64().unwrap_or(0);
         out[key] = sum.into();
     }
+    // What the provider served from its prompt cache, when it says.
+    if let Some(cached) = u["prompt_tokens_details"]["cached_tokens"].as_u64() {
+        out["cached_tokens"] = (out["cached_tokens"].as_u64().unwrap_or(0) + cached).into();
+    }
     if u.get("costUsd").is_some() || out.get("costUsd").is_some() {
         out["costUsd"] = (out["costUsd"].as_f64().unwrap_or(0.0) + u["costUsd"].as_f64().unwrap_or(0.0)).into();
     }

@@ -28,6 +28,9 @@ pub enum ModelFailure {
 pub enum Scope {
     Run,
     Background(String),
+    /// A compaction a person asked for, between runs: it publishes its
+    /// `context-compacted` (or why it failed) into the run it runs through.
+    Compaction,
 }
 
 /// The publish path refused: the run (or task) may not publish any more.
@@ -134,8 +137,16 @@ pub struct AgentConfig {
     pub max_steps: u32,
     pub stall_timeout_ms: u64,
     pub system_prompt: String,
-    /// Characters of earlier conversation sent with each run.
-    pub history_chars: usize,
+    /// The picked model's context window, in tokens (its catalog
+    /// `contextWindow`, else `AGENT_CONTEXT_WINDOW`).
+    pub context_window: u64,
+    /// The share of the window past which the context is compacted
+    /// (`AGENT_COMPACT_AT`).
+    pub compact_at: f64,
+    /// A tool result older than this many turns is sent as a stub when it
+    /// is larger than `age_bytes` (`AGENT_TOOL_RESULT_AGE_TURNS`, 0: never).
+    pub age_turns: usize,
+    pub age_bytes: usize,
     /// Largest tool result kept (JSON bytes): a longer one is cut, with a
     /// marker the model sees (`MAX_TOOL_RESULT_BYTES`).
     pub max_tool_result_bytes: usize,
@@ -149,6 +160,14 @@ pub struct AgentConfig {
     pub max_output_tokens: Option<u64>,
 }
 
+impl AgentConfig {
+    /// The model's budget: its window, its answer's room, where it compacts.
+    pub fn budget(&self) -> crate::agent::context::Budget {
+        let output = self.max_output_tokens.unwrap_or(crate::agent::charge::DEFAULT_OUTPUT_CAP);
+        crate::agent::context::Budget::new(self.context_window, output, self.compact_at)
+    }
+}
+
 impl Default for AgentConfig {
     fn default() -> AgentConfig {
         AgentConfig {
@@ -160,7 +179,10 @@ impl Default for AgentConfig {
             max_steps: 20,
             stall_timeout_ms: 30_000,
             system_prompt: "You are a helpful assistant. Use tools when they help; plan multi-step work with create-tasks; delegate focused work with spawn-agent.".into(),
-            history_chars: 24_000,
+            context_window: crate::agent::context::DEFAULT_CONTEXT_WINDOW,
+            compact_at: 0.75,
+            age_turns: 4,
+            age_bytes: 2_000,
             max_tool_result_bytes: 256 * 1024,
             max_model_bytes: 8 * 1024 * 1024,
             input_images: true,
@@ -204,6 +226,14 @@ pub struct Checkpoint {
     /// (thread storage v4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// Where `messages` came from, so a compaction knows what it may fold
+    /// (thread storage v11; a run of before has none and never compacts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<crate::agent::context::Layout>,
+    /// The provider's count of the thread's last call against its
+    /// estimate, which corrects the next ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::agent::context::Calibration>,
 }
 
 /// One tool call of a suspended step.

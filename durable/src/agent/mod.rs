@@ -13,6 +13,8 @@ mod builtin;
 mod calls;
 pub mod cancel;
 pub mod charge;
+mod compact;
+pub mod context;
 mod host;
 pub mod mcp;
 pub mod models;
@@ -152,6 +154,9 @@ pub struct Job {
     pub usage: Option<Value>,
     /// Where the run's model and tool spans hang (`None`: traces are off).
     pub trace: Option<crate::trace::RunTrace>,
+    /// Only compact the conversation, as a person asked
+    /// (`POST .../compact`): `run_id` is the run it runs through.
+    pub compact: bool,
 }
 
 /// A new turn's user message, and what it says of itself.
@@ -172,9 +177,14 @@ pub struct UserTurn<'a> {
 /// The system, history and user messages of a new run: the page context
 /// as a system message of its own (this turn's), and the time the message
 /// was sent before its text when the deployment tells the model.
-pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user: UserTurn) -> Vec<Value> {
-    let mut messages = vec![openai::message("system", &cfg.system_prompt)];
-    messages.extend(history);
+pub fn initial_messages(
+    cfg: &AgentConfig,
+    memory: crate::thread::Memory,
+    user: Option<UserTurn>,
+) -> (Vec<Value>, context::Layout) {
+    let (mut messages, layout) = remembered(cfg, memory);
+    let Some(user) = user else { return (messages, layout) };
+    let before = messages.len();
     if let Some(page) = user.page_context {
         let page = match page {
             Value::String(s) => s.clone(),
@@ -191,7 +201,25 @@ pub fn initial_messages(cfg: &AgentConfig, history: Vec<Value>, user: UserTurn) 
     };
     let content = attachments::user_content(&text, user.attachments, &|sha| format!("{}{sha}", user.files_prefix));
     messages.push(json!({ "role": "user", "content": content }));
-    messages
+    let intro = messages.len() - before;
+    (messages, context::Layout { intro, ..layout })
+}
+
+/// The system prompt, then what the conversation's memory holds (its
+/// summary in the head, after the prompt; its turns), and where each came from.
+fn remembered(cfg: &AgentConfig, memory: crate::thread::Memory) -> (Vec<Value>, context::Layout) {
+    let mut messages = vec![openai::message("system", &cfg.system_prompt)];
+    let mut layout = context::Layout { head: 1, ..context::Layout::default() };
+    if let Some(summary) = &memory.summary {
+        messages.push(context::summary_message(summary));
+        layout.head = 2;
+        layout.summary = Some(summary.clone());
+    }
+    for (run_id, turn) in memory.turns.into_iter().filter(|(_, m)| !m.is_empty()) {
+        layout.turns.push(context::Span { run_id, messages: turn.len() });
+        messages.extend(turn);
+    }
+    (messages, layout)
 }
 
 /// A user message of the conversation memory: its text and attachments.
@@ -243,7 +271,7 @@ pub async fn run_orchestrator<H: Host>(
     let output = job.checkpoint.output.clone();
     // The MCP servers' tools (cached per isolate); a server that cannot be
     // asked leaves its tools out, and the run says so.
-    let found = if mcp.is_empty() {
+    let found = if mcp.is_empty() || job.compact {
         crate::agent::mcp::Discovered::default()
     } else {
         let mut taken: Vec<String> = tools
@@ -273,7 +301,7 @@ pub async fn run_orchestrator<H: Host>(
         thread_id: job.thread_id,
         run_id: job.run_id.clone(),
         agent_id: job.root_agent.clone(),
-        scope: Scope::Run,
+        scope: if job.compact { Scope::Compaction } else { Scope::Run },
         orchestrator: true,
         client: Rc::new(client),
         output: output.clone(),
@@ -282,6 +310,10 @@ pub async fn run_orchestrator<H: Host>(
         found: Rc::new(found),
         trace: job.trace,
     };
+    if job.compact {
+        agent.compact_requested(job.checkpoint).await;
+        return End::Completed;
+    }
     let mut answer = None;
     let outcome = match agent.run(job.checkpoint).await {
         Ok(text) => match &output {
@@ -414,7 +446,6 @@ impl<H: Host> Agent<H> {
         if let Some(calls) = cp.suspended.take() {
             self.finish_suspended_step(&mut cp, calls).await?;
         }
-        let mut usage = cp.usage.clone();
         loop {
             if cp.step >= self.cfg.max_steps {
                 return Err(Halt::Failed(format!(
@@ -422,7 +453,14 @@ impl<H: Host> Agent<H> {
                     self.cfg.max_steps
                 )));
             }
+            // The context fits the model's window first: compacted, or
+            // (a summary that failed) cut, or the run fails saying so.
+            self.fit(&mut cp).await?;
+            let mut usage = cp.usage.clone();
             let step = self.stream_step(&cp.messages).await?;
+            if let Some(prompt) = step.usage.as_ref().and_then(|u| u["prompt_tokens"].as_u64()) {
+                cp.calibration = Some(context::Calibration { estimated: step.estimated, reported: prompt });
+            }
             if let Some(u) = &step.usage {
                 let mut sum = add_usage(usage.as_ref(), u);
                 // The run's usage names its model, for the usage views.
@@ -555,6 +593,8 @@ impl<H: Host> Agent<H> {
             suspended: None,
             client_tools: Vec::new(),
             output: None,
+            context: None,
+            calibration: None,
         };
         match task_id {
             None => {

@@ -49,6 +49,10 @@ pub struct ModelEntry {
     /// `charge::DEFAULT_OUTPUT_CAP`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_output_tokens: Option<u64>,
+    /// The model's context window, in tokens: what a call may hold, its
+    /// answer included (default `AGENT_CONTEXT_WINDOW`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 impl ModelEntry {
@@ -68,6 +72,7 @@ impl ModelEntry {
             output_usd_per_m_tok: None,
             input: None,
             max_output_tokens: None,
+            context_window: None,
         }
     }
 

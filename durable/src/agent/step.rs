@@ -13,19 +13,40 @@ pub(super) struct ModelStep {
     pub(super) finish: Option<String>,
     pub(super) usage: Option<Value>,
     pub(super) done: bool,
+    /// The request's raw estimate ([`context::raw_estimate`](crate::agent::context::raw_estimate)),
+    /// for the provider's count to correct.
+    pub(super) estimated: u64,
+    /// A step nobody sees (the summary of a compaction): its text is not
+    /// published, nor its start and finish.
+    pub(super) quiet: bool,
+}
+
+/// What a model call is for: a step of the agent (its tools offered, its
+/// text published), or a quiet one (a summary) with its own answer cap.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Ask {
+    pub(super) quiet: bool,
+    pub(super) max_tokens: Option<u64>,
 }
 
 impl<H: Host> Agent<H> {
     /// Streams one model response, publishing deltas as they arrive.
     /// One model call, with its span (GenAI's `chat`) when traces are on.
     pub(super) async fn stream_step(&self, messages: &[Value]) -> Result<ModelStep, Halt> {
+        self.traced_step(messages, Ask::default()).await
+    }
+
+    /// One model call with its span: `chat {model}`, or `compact {model}`
+    /// for a quiet one.
+    pub(super) async fn traced_step(&self, messages: &[Value], ask: Ask) -> Result<ModelStep, Halt> {
         let start = self.host.now();
-        let step = self.model_step(messages).await;
+        let step = self.model_step(messages, ask).await;
         if let Some(trace) = &self.trace {
+            let name = if ask.quiet { "compact" } else { "chat" };
             let mut span = trace
                 .child(
                     &self.host.new_id("span"),
-                    format!("chat {}", self.cfg.model),
+                    format!("{name} {}", self.cfg.model),
                     crate::trace::SpanKind::Client,
                     start,
                     self.host.now(),
@@ -57,20 +78,27 @@ impl<H: Host> Agent<H> {
         step
     }
 
-    pub(super) async fn model_step(&self, messages: &[Value]) -> Result<ModelStep, Halt> {
+    /// The tools a step offers the model, as sent.
+    pub(super) fn definitions(&self) -> Vec<Value> {
         let allowed = self.allowed.as_deref();
         let mut defs = self.tools.definitions(allowed, self.orchestrator);
         defs.extend(self.offered_mcp().map(crate::agent::mcp::McpTool::definition));
         defs.extend(self.client.iter().map(|t| {
             json!({ "type": "function", "function": { "name": t.name, "description": t.description, "parameters": t.parameters } })
         }));
+        defs
+    }
+
+    pub(super) async fn model_step(&self, messages: &[Value], ask: Ask) -> Result<ModelStep, Halt> {
+        let defs = if ask.quiet { Vec::new() } else { self.definitions() };
         // What the call may use is held before it is made: its request as
         // sent (files counted apart from their bytes) and its output cap.
         let request_bytes = serde_json::to_string(messages).map_or(0, |m| m.len())
             + serde_json::to_string(&defs).map_or(0, |d| d.len());
-        let cap = self.cfg.max_output_tokens.unwrap_or(crate::agent::charge::DEFAULT_OUTPUT_CAP);
-        let estimate =
-            crate::agent::charge::estimate(request_bytes, attachments::keys(messages).len(), cap, self.cfg.price);
+        let max_tokens = ask.max_tokens.or(self.cfg.max_output_tokens);
+        let cap = max_tokens.unwrap_or(crate::agent::charge::DEFAULT_OUTPUT_CAP);
+        let files = attachments::keys(messages).len();
+        let estimate = crate::agent::charge::estimate(request_bytes, files, cap, self.cfg.price);
         let held = self.cancel.run(self.host.hold(self.model_name(), estimate, self.cfg.price)).await;
         let mut meter = match held.ok_or(Halt::Stopped)? {
             Ok(hold) => Meter { host: self.host.clone(), hold, streamed: 0 },
@@ -83,13 +111,13 @@ impl<H: Host> Agent<H> {
             "stream": true,
             "stream_options": { "include_usage": true },
         });
-        if let Some(cap) = self.cfg.max_output_tokens {
+        if let Some(cap) = max_tokens {
             body["max_tokens"] = cap.into();
         }
         if !defs.is_empty() {
             body["tools"] = Value::Array(defs);
         }
-        if let Some(spec) = self.output.as_ref().filter(|_| self.orchestrator) {
+        if let Some(spec) = self.output.as_ref().filter(|_| self.orchestrator && !ask.quiet) {
             body["response_format"] = json!({
                 "type": "json_schema",
                 "json_schema": { "name": spec["name"], "schema": spec["schema"], "strict": false },
@@ -111,10 +139,16 @@ impl<H: Host> Agent<H> {
             }
         };
         let response_id = self.host.new_id("resp");
-        self.publish(vec![self.event(Kind::StepStart, json!({}))])?;
+        if !ask.quiet {
+            self.publish(vec![self.event(Kind::StepStart, json!({}))])?;
+        }
         let mut decoder = sse::Decoder::default();
         let mut parser = ChunkParser::default();
-        let mut step = ModelStep::default();
+        let mut step = ModelStep {
+            estimated: crate::agent::context::raw_estimate(request_bytes, files),
+            quiet: ask.quiet,
+            ..ModelStep::default()
+        };
         let mut read = 0usize;
         loop {
             let next = {
@@ -176,7 +210,9 @@ impl<H: Host> Agent<H> {
             finish["finishReason"] = r.clone().into();
         }
         // Its charge settles with its step-finish, in the same block.
-        self.publish(vec![self.event(Kind::StepFinish, finish)])?;
+        if !ask.quiet {
+            self.publish(vec![self.event(Kind::StepFinish, finish)])?;
+        }
         meter.settle(step.usage.as_ref().map(crate::agent::charge::Spend::reported));
         step.calls = parser.tool_calls();
         for call in &mut step.calls {
@@ -215,6 +251,8 @@ impl<H: Host> Agent<H> {
         let mut out = Vec::new();
         for ev in events {
             match ev {
+                ModelEvent::Text(t) if step.quiet => step.text.push_str(&t),
+                ModelEvent::Reasoning(_) if step.quiet => {}
                 ModelEvent::Text(t) => {
                     step.text.push_str(&t);
                     let mut e = self.event(Kind::TextDelta, json!({ "text": t }));

@@ -483,7 +483,10 @@ impl TreeBuilder {
             | Payload::StepFinish(_)
             // A run's tree is its own: which runs a conversation shows is
             // the thread's tree (`thread::tree`), not an agent's.
-            | Payload::BranchSwitched(_) => {}
+            | Payload::BranchSwitched(_)
+            // The model's context, not the conversation.
+            | Payload::ContextCompacted(_)
+            | Payload::ContextCompactionFailed(_) => {}
         }
     }
 

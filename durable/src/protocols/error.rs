@@ -20,6 +20,9 @@ impl From<Error> for ApiError {
             Error::RunActive { run_id, why: Busy::Branch } => {
                 ApiError::run_active(&run_id, "a run is active; edit, switch or fork after it settles")
             }
+            Error::RunActive { run_id, why: Busy::Compact } => {
+                ApiError::run_active(&run_id, "a run is active: it compacts its context itself when it must")
+            }
             Error::RunFinished { run_id } => ApiError::run_finished(&run_id),
             Error::MessageAlreadySent { run_id } => ApiError::message_already_sent(&run_id),
             Error::TaskFinished => ApiError::task_finished(),
@@ -36,6 +39,8 @@ impl From<Error> for ApiError {
             Error::ThreadExists => ApiError::thread_exists(),
             Error::NotAnAnswer => ApiError::not_an_answer(),
             Error::NotAUserMessage => ApiError::not_a_user_message(),
+            Error::CompactionActive => ApiError::compaction_active(),
+            Error::ContextTooSmall { model, needed, limit } => ApiError::context_too_small(&model, needed, limit),
             Error::PublishTokenMissing => ApiError::unauthorized("a bearer publish token is required"),
             Error::PublishTokenWrong => ApiError::forbidden("this token does not publish to this run"),
             Error::QuotaExceeded => ApiError::quota_exceeded(),
@@ -98,7 +103,10 @@ mod tests {
             Error::ThreadExists,
             Error::NotAnAnswer,
             Error::NotAUserMessage,
+            Error::CompactionActive,
+            Error::ContextTooSmall { model: s(), needed: 9, limit: 8 },
             Error::run_active("r", Busy::Branch),
+            Error::run_active("r", Busy::Compact),
             Error::PublishTokenMissing,
             Error::PublishTokenWrong,
             Error::QuotaExceeded,
@@ -145,6 +153,8 @@ mod tests {
             | Error::ThreadExists
             | Error::NotAnAnswer
             | Error::NotAUserMessage
+            | Error::CompactionActive
+            | Error::ContextTooSmall { .. }
             | Error::PublishTokenMissing
             | Error::PublishTokenWrong
             | Error::QuotaExceeded

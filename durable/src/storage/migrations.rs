@@ -277,6 +277,20 @@ pub const THREAD: Layout = Layout {
                 ),
             ],
         },
+        Migration {
+            version: 11,
+            note: "the model's context is compacted: `compactions` holds, by the run it runs through, the summary \
+               that replaces the conversation up to it (the `context-compacted` event's payload). A checkpoint is \
+               kept only while its run runs: those of finished runs, never read again, are deleted",
+            steps: &[
+                Statement::Sql(
+                    "CREATE TABLE IF NOT EXISTS compactions (through_run TEXT PRIMARY KEY, data TEXT NOT NULL)",
+                ),
+                Statement::Sql(
+                    "DELETE FROM checkpoints WHERE run_id NOT IN (SELECT run_id FROM runs WHERE state = 'running')",
+                ),
+            ],
+        },
     ],
 };
 

@@ -7,7 +7,7 @@ use super::error::{Error, Setting};
 use super::{Config, Sink, Thread};
 use crate::agent::{self, BackgroundTask, Checkpoint, Job, Scope};
 use crate::effect::{Drive, Effect};
-use crate::log::event::{Event, FinishStatus, Kind};
+use crate::log::event::{Event, FinishStatus, Kind, Payload};
 use crate::settings::Settings;
 use crate::storage::store::ConfirmState;
 use crate::storage::store::{Driver, RunRecord, RunState, Store};
@@ -40,17 +40,44 @@ impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
     /// the loop stops where it is, and nothing else would end the run: it
     /// ends here (`run-finish {error}`), rather than hold the lock until the
     /// idle timeout.
+    ///
+    /// A `context-compacted` is stored twice in the same block: in the log,
+    /// and as the thread's record of the compaction by the run it runs
+    /// through, which later runs' memories read.
     pub fn publish(&mut self, run_id: &str, scope: &Scope, events: Vec<Event>, now: i64) -> Result<(), Error> {
+        let compactions: Vec<(String, String)> = events
+            .iter()
+            .filter_map(|e| match &e.payload {
+                Payload::ContextCompacted(c) => Some((c.through.clone(), serde_json::to_string(c).ok()?)),
+                _ => None,
+            })
+            .collect();
         let result = match scope {
             Scope::Run => self.thread.publish_run(run_id, events, now),
             Scope::Background(task) => self.publish_background(task, events, now),
+            Scope::Compaction => self.publish_compaction(run_id, events, now),
         };
         if let Err(e) = &result {
-            if matches!(e, Error::Storage(_)) {
+            if matches!(e, Error::Storage(_)) && *scope != Scope::Compaction {
                 let _ = self.thread.end_run(run_id, FinishStatus::Error, "storage refused the run's events", now);
             }
         }
-        result
+        result?;
+        for (through, data) in compactions {
+            self.thread.journal.store_mut().put_compaction(&through, &data)?;
+        }
+        Ok(())
+    }
+
+    /// Publishes what a compaction a person asked for came to, into the
+    /// (finished) run it runs through; it is no longer in flight.
+    fn publish_compaction(&mut self, run_id: &str, events: Vec<Event>, now: i64) -> Result<(), Error> {
+        let ours = |e: &Event| matches!(e.kind(), Kind::ContextCompacted | Kind::ContextCompactionFailed);
+        if !events.iter().all(ours) || self.thread.conversation().run(run_id)?.is_none() {
+            return Err(Error::invalid_event("a compaction publishes only what it came to"));
+        }
+        self.thread.compacting = None;
+        self.thread.publish_events(events, now)
     }
 
     /// Publishes a background task's events: allowed while the task runs,
@@ -74,6 +101,10 @@ impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
         }
         let data = serde_json::to_string(cp).expect("checkpoints serialise");
         thread.journal.store_mut().save_checkpoint(&cp.run_id, &data)?;
+        if let Some(c) = &cp.calibration {
+            let c = serde_json::to_string(c).expect("a calibration serialises");
+            thread.journal.store_mut().set_meta(super::meta::CALIBRATION_KEY, Some(&c))?;
+        }
         if let Some(usage) = &cp.usage {
             thread.runs.record_usage(&cp.run_id, usage);
         }
@@ -111,7 +142,7 @@ impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
         agents.get(run.turn.agent.as_deref()).map_err(Error::Input)?;
         let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
         let conversation = self.thread.conversation();
-        let history = conversation.history(cfg.history_chars, &run.run_id)?;
+        let memory = conversation.history(&run.run_id, &super::Recall::of(&cfg))?;
         // A fork keeps its source's title.
         let first =
             conversation.run_count().map(|total| total == 1).unwrap_or(false) && conversation.forked_from()?.is_none();
@@ -124,16 +155,19 @@ impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
             page_context: run.turn.page_context.as_ref(),
             sent_at,
         };
+        let (messages, layout) = agent::initial_messages(&cfg, memory, Some(user));
         let checkpoint = Checkpoint {
             run_id: run.run_id.clone(),
             thread_id: self.thread.journal.thread_id().to_owned(),
             step: 0,
-            messages: agent::initial_messages(&cfg, history, user),
+            messages,
             tasks: Vec::new(),
             usage: None,
             suspended: None,
             client_tools,
             output: run.turn.output.clone(),
+            context: Some(layout),
+            calibration: conversation.calibration()?,
         };
         self.save_checkpoint(&checkpoint)?;
         if first {
@@ -180,6 +214,88 @@ impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
     }
 }
 
+/// How long a compaction a person asked for holds off another: past it, a
+/// compaction whose loop died is taken as over.
+const COMPACTING_FOR_MS: i64 = 120_000;
+
+/// What `POST .../compact` came to.
+#[derive(Debug)]
+pub enum Compacting {
+    /// The summary step runs; its `context-compacted` follows in the log.
+    Started { through: String, turns: usize, effect: Effect },
+    /// The memory holds no turn the summary does not cover already.
+    Nothing,
+}
+
+impl<S: Store, K: Sink> Thread<S, K> {
+    /// `POST .../compact`: folds the conversation the next run would
+    /// remember (the active path, up to its leaf) into a summary now, as
+    /// the built-in agent does past `AGENT_COMPACT_AT`. 409 `run_active`
+    /// while a run holds the thread (a run compacts its own context), 409
+    /// `compaction_active` while one asked for is under way.
+    pub fn compact(&mut self, _: &super::Admitted, settings: &Settings, now: i64) -> Result<Compacting, Error> {
+        self.runs.check_free(super::error::Busy::Compact)?;
+        if self.compacting.is_some_and(|at| now - at < COMPACTING_FOR_MS) {
+            return Err(Error::CompactionActive);
+        }
+        let tools = builtin_ready(settings)?;
+        let conversation = self.conversation();
+        let Some(leaf) = conversation.leaf()? else { return Ok(Compacting::Nothing) };
+        let run = conversation.known_run(&leaf)?;
+        let (_, cfg) = settings.turn_config(run.model.as_deref(), run.turn.agent.as_deref());
+        let memory = conversation.memory_through(&leaf, &super::Recall::of(&cfg))?;
+        let (messages, layout) = agent::initial_messages(&cfg, memory, None);
+        let turns = layout.turns.len();
+        if turns == 0 {
+            return Ok(Compacting::Nothing);
+        }
+        let checkpoint = Checkpoint {
+            run_id: leaf.clone(),
+            thread_id: self.journal.thread_id().to_owned(),
+            step: 0,
+            messages,
+            tasks: Vec::new(),
+            usage: None,
+            suspended: None,
+            client_tools: Vec::new(),
+            output: None,
+            context: Some(layout),
+            calibration: conversation.calibration()?,
+        };
+        let mut effect = drive(self, &run, checkpoint, tools, settings);
+        if let Effect::Drive(d) = &mut effect {
+            d.job.compact = true;
+        }
+        self.compacting = Some(now);
+        Ok(Compacting::Started { through: leaf, turns, effect })
+    }
+}
+
+/// Refuses a send whose model's window cannot hold the system prompt, the
+/// tools and the message with room for an answer (400 `context_too_small`):
+/// such a run could only fail.
+pub(super) fn check_fits(
+    settings: &Settings,
+    model: Option<&str>,
+    agent: Option<&str>,
+    message: &str,
+) -> Result<(), Error> {
+    let (_, cfg) = settings.turn_config(model, agent);
+    let tools = settings
+        .tools
+        .as_ref()
+        .map(|t| Value::Array(t.definitions(cfg.allowed_tools.as_deref(), true)).to_string().len())
+        .unwrap_or(0);
+    let bytes = cfg.system_prompt.len() + message.len() + tools + 64;
+    let needed = agent::context::estimate(bytes, 0, None);
+    let limit = cfg.budget().limit();
+    if needed > limit {
+        let model = cfg.model_id.clone().unwrap_or(cfg.model);
+        return Err(Error::ContextTooSmall { model, needed, limit });
+    }
+    Ok(())
+}
+
 /// A suspended built-in run whose confirmations are all settled resumes:
 /// the decisions are filled into its checkpoint's suspended step.
 pub(super) fn resume_if_ready<S: Store, K: Sink>(
@@ -222,6 +338,7 @@ fn drive<S: Store, K: Sink>(
         checkpoint,
         usage: None,
         trace: thread.config.tracing.then(|| super::telemetry::run_trace(thread_id, run)),
+        compact: false,
     };
     Effect::Drive(Box::new(Drive { job, endpoint, config, tools, mcp: settings.mcp.clone() }))
 }

@@ -10,6 +10,7 @@
 
 use super::error::Error;
 use super::tree::{Branch, Target, Tree};
+use crate::log::event::payload::ContextCompacted;
 use crate::log::event::Event;
 use crate::log::queued::Queue;
 use crate::log::reducer::{self, AgentNode};
@@ -54,9 +55,109 @@ impl TurnRead {
         reducer::fold(&self.events).tree()
     }
 
+    /// The quiet marker a history view shows on the turn's answer: the
+    /// last compaction of the model's context made during it (or asked for
+    /// after it), which every later turn's context starts from.
+    pub fn compacted(&self) -> Option<ContextCompacted> {
+        self.events.iter().rev().find_map(|e| match &e.payload {
+            crate::log::event::Payload::ContextCompacted(c) => Some(c.clone()),
+            _ => None,
+        })
+    }
+
     /// The thread the turn is of: `here`, or a fork's source.
     pub fn thread<'a>(&'a self, here: &'a str) -> &'a str {
         self.home.as_deref().unwrap_or(here)
+    }
+}
+
+/// What a new run remembers of the conversation
+/// ([`Conversation::history`]): the summary of its compacted part, and the
+/// turns after it, oldest first, each as chat messages.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    pub summary: Option<String>,
+    pub turns: Vec<(String, Vec<Value>)>,
+}
+
+impl Memory {
+    /// As chat messages: the summary's, then the turns'.
+    pub fn messages(&self) -> Vec<Value> {
+        let mut out: Vec<Value> = self.summary.iter().map(|s| crate::agent::context::summary_message(s)).collect();
+        out.extend(self.turns.iter().flat_map(|(_, m)| m.iter().cloned()));
+        out
+    }
+
+    /// [`Memory::messages`] read back: the summary (its message first),
+    /// and the rest.
+    pub fn parse(mut messages: Vec<Value>) -> (Option<String>, Vec<Value>) {
+        let header = crate::agent::context::SUMMARY_HEADER;
+        let summary = messages
+            .first()
+            .and_then(|m| m["content"].as_str())
+            .and_then(|c| c.strip_prefix(header))
+            .map(str::to_owned);
+        if summary.is_some() {
+            messages.remove(0);
+        }
+        (summary, messages)
+    }
+}
+
+/// How far a memory is read ([`Conversation::history`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Recall {
+    /// The most bytes of turns read (more could not be sent: the model's
+    /// limit at the estimate's three bytes a token).
+    pub max_bytes: usize,
+    /// Tool results of turns older than this many are stubs when larger
+    /// than `age_bytes` (0: never).
+    pub age_turns: usize,
+    pub age_bytes: usize,
+}
+
+impl Recall {
+    /// As a run with `cfg` reads it.
+    pub fn of(cfg: &crate::agent::AgentConfig) -> Recall {
+        Recall { max_bytes: cfg.budget().limit() as usize * 3, age_turns: cfg.age_turns, age_bytes: cfg.age_bytes }
+    }
+}
+
+/// One run as the memory holds it, before it is written as messages.
+struct Remembered {
+    run: RunRecord,
+    /// Its message is in (not when a compaction covered its first calls).
+    with_message: bool,
+    /// Its root agent's tool calls: name, arguments, outcome.
+    calls: Vec<(String, String, String)>,
+    text: String,
+    bytes: usize,
+}
+
+impl Remembered {
+    /// The turn as chat messages: the user's (with its files), then the
+    /// answer with its tool calls in brackets, a result longer than
+    /// `aged` bytes as a stub.
+    fn messages(&self, files_prefix: &str, aged: Option<usize>) -> Vec<Value> {
+        let mut out = Vec::new();
+        if self.with_message {
+            out.push(crate::agent::memory_message(&self.run.message, &self.run.turn.attachments, files_prefix));
+        }
+        let mut answer = String::new();
+        for (name, args, outcome) in &self.calls {
+            match aged.filter(|max| outcome.len() > *max) {
+                Some(_) => answer.push_str(&format!(
+                    "[tool {name}({args}) → a result of {} characters, left out here: the whole result is in the thread's history]\n",
+                    outcome.chars().count()
+                )),
+                None => answer.push_str(&format!("[tool {name}({args}) → {outcome}]\n")),
+            }
+        }
+        answer.push_str(&self.text);
+        if !answer.is_empty() {
+            out.push(json!({ "role": "assistant", "content": answer }));
+        }
+        out
     }
 }
 
@@ -342,80 +443,122 @@ impl<'t, S: Store> Conversation<'t, S> {
         Ok(out)
     }
 
-    /// Conversation memory for a new run: earlier runs' user messages, answers
-    /// and tool results as chat messages, newest kept first within
-    /// `budget_chars`, read run by run (never the whole history at once).
-    pub fn history(&self, budget_chars: usize, exclude_run: &str) -> Result<Vec<Value>, Error> {
-        // The turns before `exclude_run` on its path (the run a memory is
-        // for), else the active path.
+    /// What a new run `run_id` remembers: the conversation on its path
+    /// before it (else the active path), as [`Conversation::memory_of`] reads it.
+    pub fn history(&self, run_id: &str, recall: &Recall) -> Result<Memory, Error> {
         let tree = self.tree()?;
-        let mut path = tree.path_to(exclude_run);
+        let mut path = tree.path_to(run_id);
         if path.is_empty() {
             path = tree.path();
         }
-        let before: Vec<&str> = path.iter().map(|l| l.run_id.as_str()).filter(|r| *r != exclude_run).collect();
-        self.memory_of(&before, budget_chars)
+        let before: Vec<&str> = path.iter().map(|l| l.run_id.as_str()).filter(|r| *r != run_id).collect();
+        self.memory_of(&before, recall)
     }
 
     /// The memory of the path through `run_id`, that run included: what a
     /// fork made at it remembers.
-    pub fn memory_through(&self, run_id: &str, budget_chars: usize) -> Result<Vec<Value>, Error> {
+    pub fn memory_through(&self, run_id: &str, recall: &Recall) -> Result<Memory, Error> {
         let tree = self.tree()?;
         let path: Vec<&str> = tree.path_to(run_id).iter().map(|l| l.run_id.as_str()).collect();
-        self.memory_of(&path, budget_chars)
+        self.memory_of(&path, recall)
     }
 
-    /// The memory of `path`'s runs (oldest first), newest kept first within
-    /// `budget_chars`, read run by run; on a fork, its shared memory before
-    /// them, as far as the budget goes.
-    fn memory_of(&self, path: &[&str], budget_chars: usize) -> Result<Vec<Value>, Error> {
-        let mut newest_first: Vec<Vec<Value>> = Vec::new();
+    /// The memory of `path`'s runs (oldest first), read newest first, run
+    /// by run, down to the newest compaction through one of them (its
+    /// summary stands for everything before), or as far as `recall` lets
+    /// (what a thread never compacted remembers within its model's window).
+    /// On a fork, the shared memory comes before its own turns.
+    ///
+    /// Invariant: a run's memory is read from its own path only: a
+    /// compaction summarises the path up to the run it runs through, which
+    /// in a tree is that run's path alone, so a branch never remembers
+    /// another branch's turns.
+    fn memory_of(&self, path: &[&str], recall: &Recall) -> Result<Memory, Error> {
+        let mut newest_first: Vec<Remembered> = Vec::new();
+        let mut summary = None;
         let mut used = 0;
-        let prefix = self.files_prefix()?.unwrap_or_default();
+        let mut full = false;
         for run_id in path.iter().rev() {
-            let Some(run) = self.store.run(run_id)?.filter(shown) else { continue };
-            let folded = reducer::fold(&self.run_events(&run.run_id)?);
-            let mut answer = String::new();
-            if let Some(root) = folded.tree() {
-                for tc in &root.tool_calls {
-                    let outcome = match (&tc.result, &tc.error) {
-                        (Some(r), _) => r.to_string(),
-                        (_, Some(e)) => format!("error: {e}"),
-                        _ => "no result".into(),
-                    };
-                    answer.push_str(&format!("[tool {}({}) → {}]\n", tc.tool_name, tc.args, outcome));
+            if let Some(c) = self.compaction(run_id)? {
+                summary = Some(c.summary);
+                // Compacted while it ran: its message and later calls remain.
+                if let Some(calls) = c.calls {
+                    newest_first.extend(self.remembered(run_id, calls as usize)?);
                 }
-                answer.push_str(&root.text_content);
-            }
-            let cost = run.message.len() + answer.len();
-            if used + cost > budget_chars {
-                return Ok(newest_first.into_iter().rev().flatten().collect());
-            }
-            used += cost;
-            let mut pair = vec![crate::agent::memory_message(&run.message, &run.turn.attachments, &prefix)];
-            if !answer.is_empty() {
-                pair.push(json!({ "role": "assistant", "content": answer }));
-            }
-            newest_first.push(pair);
-        }
-        // A fork's shared memory is older than all of its own turns.
-        let shared: Vec<Value> = self
-            .store
-            .meta(super::meta::FORK_MEMORY_KEY)?
-            .and_then(|m| serde_json::from_str(&m).ok())
-            .unwrap_or_default();
-        let mut kept = Vec::new();
-        for m in shared.into_iter().rev() {
-            let cost = m["content"].to_string().len();
-            if used + cost > budget_chars {
                 break;
             }
-            used += cost;
-            kept.push(m);
+            let Some(turn) = self.remembered(run_id, 0)? else { continue };
+            if used + turn.bytes > recall.max_bytes {
+                full = true;
+                break;
+            }
+            used += turn.bytes;
+            newest_first.push(turn);
         }
-        kept.reverse();
-        kept.extend(newest_first.into_iter().rev().flatten());
-        Ok(kept)
+        let mut turns = Vec::new();
+        if summary.is_none() && !full {
+            if let Some(from) = self.forked_from()? {
+                let shared: Vec<Value> = self
+                    .store
+                    .meta(super::meta::FORK_MEMORY_KEY)?
+                    .and_then(|m| serde_json::from_str(&m).ok())
+                    .unwrap_or_default();
+                let (s, rest) = Memory::parse(shared);
+                let folded = self.compaction(&from.run_id)?;
+                if folded.is_none() && !rest.is_empty() {
+                    turns.push((from.run_id.clone(), rest));
+                }
+                summary = folded.map(|c| c.summary).or(s);
+            }
+        }
+        // Large tool results age in blocks of `age_turns`, so what is sent
+        // changes once every so many turns, not at every turn.
+        let count = newest_first.len();
+        let aged = match recall.age_turns {
+            0 => 0,
+            n => (count.saturating_sub(n) / n) * n,
+        };
+        let prefix = self.files_prefix()?.unwrap_or_default();
+        for (i, turn) in newest_first.into_iter().rev().enumerate() {
+            let messages = turn.messages(&prefix, (i < aged).then_some(recall.age_bytes));
+            turns.push((turn.run.run_id.clone(), messages));
+        }
+        Ok(Memory { summary, turns })
+    }
+
+    /// The provider's count of the thread's last model call against its
+    /// estimate, when one was reported.
+    pub fn calibration(&self) -> Result<Option<crate::agent::context::Calibration>, Error> {
+        Ok(self.store.meta(super::meta::CALIBRATION_KEY)?.and_then(|c| serde_json::from_str(&c).ok()))
+    }
+
+    /// The compaction through `run_id`, as stored.
+    pub fn compaction(&self, run_id: &str) -> Result<Option<ContextCompacted>, Error> {
+        Ok(self.store.compaction(run_id)?.and_then(|d| serde_json::from_str(&d).ok()))
+    }
+
+    /// One run as the memory holds it: its message, its root agent's tool
+    /// calls after the first `skip` (each with its outcome) and its answer.
+    fn remembered(&self, run_id: &str, skip: usize) -> Result<Option<Remembered>, Error> {
+        let Some(run) = self.store.run(run_id)?.filter(shown) else { return Ok(None) };
+        let folded = reducer::fold(&self.run_events(&run.run_id)?);
+        let mut calls = Vec::new();
+        let mut text = String::new();
+        if let Some(root) = folded.tree() {
+            for tc in root.tool_calls.iter().skip(skip) {
+                let outcome = match (&tc.result, &tc.error) {
+                    (Some(r), _) => r.to_string(),
+                    (_, Some(e)) => format!("error: {e}"),
+                    _ => "no result".into(),
+                };
+                calls.push((tc.tool_name.clone(), tc.args.to_string(), outcome));
+            }
+            text = root.text_content;
+        }
+        let bytes = run.message.len()
+            + text.len()
+            + calls.iter().map(|(n, a, o)| n.len() + a.len() + o.len() + 12).sum::<usize>();
+        Ok(Some(Remembered { run, with_message: skip == 0, calls, text, bytes }))
     }
 
     /// Where the thread's files are: the prefix of every key (none before a
@@ -502,7 +645,8 @@ mod tests {
         let (turns, total) = c.turns(10, 0).unwrap();
         assert_eq!(turns.iter().map(|t| t.run.run_id.as_str()).collect::<Vec<_>>(), ["r1", "r3"]);
         assert_eq!(total, 2, "the total counts the active path's runs");
-        let memory = c.history(10_000, "none").unwrap();
+        let recall = Recall { max_bytes: 10_000, age_turns: 0, age_bytes: 0 };
+        let memory = c.history("none", &recall).unwrap().messages();
         let said: Vec<_> = memory.iter().map(|m| m["content"].to_string()).collect();
         assert!(said.iter().all(|m| !m.contains("answered twice")), "{said:?}");
         assert_eq!(memory.len(), 2, "two user messages without answers: {memory:?}");

@@ -62,6 +62,15 @@ pub enum Error {
     NotAnAnswer,
     /// An edit of an answer: only a user message is edited.
     NotAUserMessage,
+    /// A compaction a person asked for is under way.
+    CompactionActive,
+    /// The model's window cannot hold the system prompt, the tools and the
+    /// message with room for an answer (estimated tokens).
+    ContextTooSmall {
+        model: String,
+        needed: u64,
+        limit: u64,
+    },
 
     /// Publishing without a run's token, or with another run's.
     PublishTokenMissing,
@@ -124,6 +133,8 @@ pub enum Busy {
     /// Editing a message, switching or forking a branch: the tree changes
     /// only while no run holds the thread.
     Branch,
+    /// Compacting the conversation between runs.
+    Compact,
 }
 
 /// The deployment settings an operation read and found broken.
@@ -168,6 +179,7 @@ impl Error {
                 | Error::ConfirmationDecided(_)
                 | Error::FileBusy
                 | Error::ThreadExists
+                | Error::CompactionActive
         )
     }
 }

@@ -149,14 +149,14 @@ impl<S: Store, K: Sink> Thread<S, K> {
         message_id: &str,
         thread_id: Option<String>,
         random: u64,
-        memory_chars: usize,
+        recall: &super::conversation::Recall,
     ) -> Result<ForkOffer, Error> {
         self.runs.check_free(Busy::Branch)?;
         let run_id = self.conversation().answer_to(message_id)?.ok_or(Error::MessageNotFound)?;
         let generation = meta::generation(self.journal.store_mut(), || random)?;
         let conversation = self.conversation();
         let offset = crate::streams::offset::Offset::new(generation, conversation.last_seq()).to_string();
-        let memory = conversation.memory_through(&run_id, memory_chars)?;
+        let memory = conversation.memory_through(&run_id, recall)?.messages();
         let title = conversation.title()?.unwrap_or_default();
         let turns = conversation.turns_through_count(&run_id)?;
         let from = ForkedFrom {

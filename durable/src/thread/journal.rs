@@ -90,6 +90,7 @@ impl<S: Store, K: Sink> Journal<S, K> {
             "subscribers": self.subscribers.len(),
             "bufferedBytes": self.buffered_bytes(),
             "files": self.store.file_count().unwrap_or(0),
+            "rows": self.store.table_rows().unwrap_or_default(),
             "instance": instance,
         })
     }

@@ -23,6 +23,9 @@ pub const LEAF_KEY: &str = "leaf";
 pub const FORK_KEY: &str = "fork";
 /// A fork's memory of its shared history (chat messages, JSON).
 pub const FORK_MEMORY_KEY: &str = "fork_memory";
+/// The provider's count of the thread's last model call against its
+/// estimate ([`Calibration`](crate::agent::context::Calibration), JSON).
+pub const CALIBRATION_KEY: &str = "context_calibration";
 /// The log's generation (its name predates other readers than its first:
 /// stored data keeps it).
 pub const GENERATION_KEY: &str = "ds_generation";

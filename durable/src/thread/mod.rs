@@ -82,11 +82,11 @@ use std::rc::Rc;
 
 pub use crate::settings::Config;
 pub use crate::wire::ids::ROOT_AGENT;
-pub use agent::{client_tools, AgentLoop};
+pub use agent::{client_tools, AgentLoop, Compacting};
 use budgets::Budgets;
 pub use charges::{keep_charges, Charges, Held};
 pub use confirmations::{check_decision, ApprovalScope, By, DecisionBody, Decisions, Requests, REQUESTER};
-pub use conversation::Conversation;
+pub use conversation::{Conversation, Memory, Recall};
 pub use journal::Journal;
 pub use launch::Launch;
 pub use lifecycle::Clock;
@@ -184,6 +184,9 @@ pub struct Thread<S: Store, K: Sink> {
     /// When undelivered charges are next tried, and the wait before that
     /// (doubled after each failure): `thread/charges.rs`.
     charge_retry: charges::Retry,
+    /// When a compaction a person asked for started, while it is under way
+    /// ([`Thread::compact`]).
+    compacting: Option<i64>,
 }
 
 /// Why a turn did not run, or a queue paused: its sender's budget is spent.
@@ -232,6 +235,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             send_origin: meta::SendOrigin::default(),
             outbox: Vec::new(),
             charge_retry: charges::Retry::default(),
+            compacting: None,
         };
         thread.waiting = Waiting::load(thread.journal.store())?;
         let Thread { journal, runs, waiting, .. } = &mut thread;
@@ -316,7 +320,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let ev = event::parse_published(value, run_id, now).map_err(|e| Error::invalid_event_at(index, e))?;
             // A run's start and a switch of branch are the thread's own
             // word: an agent that published one could move clients' views.
-            if matches!(ev.kind(), Kind::RunStart | Kind::BranchSwitched) {
+            if matches!(ev.kind(), Kind::RunStart | Kind::BranchSwitched | Kind::ContextCompacted) {
                 let kind = ev.kind().as_str();
                 return Err(Error::invalid_event_at(index, format!("`{kind}` is emitted by the server")));
             }
@@ -439,6 +443,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             let told = telemetry::run_ended(self.journal.thread_id(), self.config.tracing, rec);
             self.outbox.push(told);
             self.runs.release();
+            // Nothing resumes a finished run: its checkpoint (its context,
+            // up to a window's worth) is not kept.
+            self.journal.store_mut().delete_checkpoint(&rec.run_id)?;
         }
         if let Some(h) = handoff {
             self.waiting.handed_off(&h);

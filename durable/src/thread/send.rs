@@ -156,6 +156,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             _ => self.journal.files().attachments_of(&asked.attachments, who.files, who.reserve)?,
         };
         super::stored_files::check_model_input(catalog, model.as_deref(), &turn.attachments)?;
+        if let (Send::Message { message, .. }, Driver::Builtin) = (&send, self.config.driver) {
+            super::agent::check_fits(settings, model.as_deref(), turn.agent.as_deref(), message)?;
+        }
         if let (Some(budget), Some(actor)) = (who.budget, &turn.actor) {
             self.budgets.learn(actor, budget);
         }

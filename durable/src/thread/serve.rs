@@ -94,6 +94,9 @@ pub struct Instance {
     /// In-memory timers and built-in agent loops running (each keeps the
     /// object awake).
     pub tasks: u32,
+    /// The object's SQLite database, in bytes, as the platform reports it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_bytes: Option<u64>,
 }
 
 /// What to answer.

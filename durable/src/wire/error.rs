@@ -246,6 +246,20 @@ impl ApiError {
         ApiError::new(409, "thread_exists", "a thread with this id exists: fork into a new one")
     }
 
+    pub fn compaction_active() -> ApiError {
+        ApiError::new(409, "compaction_active", "the conversation is being compacted already")
+    }
+
+    pub fn context_too_small(model: &str, needed: u64, limit: u64) -> ApiError {
+        ApiError::new(
+            400,
+            "context_too_small",
+            format!(
+                "the model `{model}` takes {limit} tokens (its window less its answer's room); the system prompt, the tools and this message alone are about {needed}"
+            ),
+        )
+    }
+
     pub fn message_not_found() -> ApiError {
         ApiError::new(404, "message_not_found", "no message with this id in the thread")
     }

@@ -101,6 +101,8 @@ kinds! {
     StepStart = "step-start" => Structural (payload::StepStart),
     StepFinish = "step-finish" => Structural (payload::StepFinish),
     BranchSwitched = "branch-switched" => Structural (payload::BranchSwitched),
+    ContextCompacted = "context-compacted" => Structural (payload::ContextCompacted),
+    ContextCompactionFailed = "context-compaction-failed" => Structural (payload::ContextCompactionFailed),
 }
 
 impl Payload {
@@ -435,7 +437,7 @@ mod tests {
         for k in Kind::ALL {
             assert_eq!(Kind::parse(k.as_str()), Some(*k));
         }
-        assert_eq!(Kind::ALL.len(), 24);
+        assert_eq!(Kind::ALL.len(), 26);
     }
 
     #[test]

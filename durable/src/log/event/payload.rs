@@ -61,6 +61,50 @@ pub struct BranchSwitched {
     pub message_id: String,
 }
 
+/// `context-compacted`: the model's context was compacted. From now on the
+/// agent sends `summary` in place of the conversation up to and including
+/// run `through` (only its first `calls` tool calls, when set: the run was
+/// compacted while it ran), `from` being the first run it folded that no
+/// summary before it had. Nothing the person sees changes: every history
+/// view still shows the whole conversation.
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextCompacted {
+    pub summary: String,
+    pub from: String,
+    pub through: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls: Option<u32>,
+    /// How many messages of the model's context the summary replaced.
+    pub messages: u32,
+    /// The catalog id (or provider model name) that wrote the summary.
+    pub model: String,
+    /// The context's estimated tokens before and after.
+    pub tokens_before: u64,
+    pub tokens_after: u64,
+    /// What the summary step used, as its provider reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Value>,
+    /// A person asked for it (`POST .../compact`); else the context passed
+    /// `AGENT_COMPACT_AT`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requested: bool,
+}
+
+/// `context-compaction-failed`: a summary step failed; the run went on with
+/// the context it had (its oldest turns left out when that was over the
+/// model's window, `dropped` of them).
+#[cfg_attr(test, derive(schemars::JsonSchema))]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContextCompactionFailed {
+    pub reason: String,
+    pub tokens: u64,
+    #[serde(default)]
+    pub dropped: u32,
+}
+
 #[cfg_attr(test, derive(schemars::JsonSchema))]
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

@@ -35,6 +35,9 @@ pub fn messages<S: Store, K: Sink>(t: &Thread<S, K>, limit: usize, page: usize, 
         if let Some(m) = added.iter_mut().find(|m| m.role == Role::Assistant) {
             m.branch = turn.branches.answer.clone();
         }
+        if let Some(m) = added.iter_mut().rev().find(|m| m.role == Role::Assistant) {
+            m.context_compacted = turn.compacted();
+        }
     }
     Ok(serde_json::to_value(&fold.messages).expect("messages serialise"))
 }
@@ -112,6 +115,9 @@ pub struct Message {
     /// first assistant message among the answers to its message, when it
     /// has versions (last of its keys).
     pub branch: Option<Branch>,
+    /// Extension: on a run's last assistant message, the compaction of the
+    /// model's context made during it (a quiet marker: the message is whole).
+    pub context_compacted: Option<crate::log::event::payload::ContextCompacted>,
     /// The message was made to hold tool calls, rather than given them after
     /// its text: where `toolCalls` stands among its keys.
     made_for_calls: bool,
@@ -127,6 +133,7 @@ impl Message {
             tool_calls: None,
             subagent_run_id,
             branch: None,
+            context_compacted: None,
             made_for_calls: false,
         }
     }
@@ -158,6 +165,9 @@ impl Serialize for Message {
         }
         if let Some(branch) = &self.branch {
             m.serialize_entry("branch", branch)?;
+        }
+        if let Some(c) = &self.context_compacted {
+            m.serialize_entry("contextCompacted", c)?;
         }
         m.end()
     }

@@ -410,8 +410,10 @@ impl AguiMapper {
             // request is the n8n gateway's.
             Payload::ConfirmationSettled(_) | Payload::QueueUpdated(_) | Payload::FilesystemRequest(_) => {}
             // A switch of branch is no run's: an AG-UI client sends the
-            // messages it shows, and `connect` reads the active path.
-            Payload::BranchSwitched(_) => {}
+            // messages it shows, and `connect` reads the active path. A
+            // compaction is the model's context, marked on the history's
+            // messages (`contextCompacted`); AG-UI has no event for it.
+            Payload::BranchSwitched(_) | Payload::ContextCompacted(_) | Payload::ContextCompactionFailed(_) => {}
         }
     }
 

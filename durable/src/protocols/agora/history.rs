@@ -137,6 +137,10 @@ pub struct LastRow {
     /// absent when it is the only one.
     #[serde(skip_serializing_if = "Option::is_none")]
     branch: Option<Branch>,
+    /// Extension: the compaction of the model's context made during the
+    /// turn (a quiet marker: the conversation shown is whole).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_compacted: Option<crate::log::event::payload::ContextCompacted>,
 }
 
 /// The thread's detail; a message's `attachments` carry their URL on
@@ -222,6 +226,7 @@ fn last_row(turn: &TurnRead, last: Row) -> LastRow {
         agent: run.turn.agent.clone(),
         agent_name: run.turn.agent.clone(),
         branch: turn.branches.answer.clone(),
+        context_compacted: turn.compacted(),
     }
 }
 
@@ -401,7 +406,9 @@ fn steps<S: Store, K: Sink>(t: &Thread<S, K>, run: &RunRecord, events: &[Event])
             | Payload::ThreadTitleUpdated(_)
             | Payload::FilesystemRequest(_)
             | Payload::QueueUpdated(_)
-            | Payload::BranchSwitched(_) => {}
+            | Payload::BranchSwitched(_)
+            | Payload::ContextCompacted(_)
+            | Payload::ContextCompactionFailed(_) => {}
         }
         if ev.kind().class() != crate::log::event::Class::Ephemeral {
             before = ev.ts;

@@ -379,8 +379,12 @@ impl FrameMapper {
             | Payload::Error(_)
             | Payload::FilesystemRequest(_)
             // A switch of branch is the thread's, not a run's: agora's
-            // thread detail shows the active path when it is read.
-            | Payload::BranchSwitched(_) => Vec::new(),
+            // thread detail shows the active path when it is read. A
+            // compaction is the model's, not the person's: the thread
+            // detail marks it (`contextCompacted`).
+            | Payload::BranchSwitched(_)
+            | Payload::ContextCompacted(_)
+            | Payload::ContextCompactionFailed(_) => Vec::new(),
         }
     }
 }

@@ -112,6 +112,12 @@ pub enum Chunk {
         data: Value,
         transient: bool,
     },
+    /// The model's context was compacted during the run: a quiet marker
+    /// the message keeps (id: the run the summary runs through).
+    DataContextCompacted {
+        id: String,
+        data: Box<crate::log::event::payload::ContextCompacted>,
+    },
 }
 
 impl Chunk {
@@ -132,6 +138,7 @@ impl Chunk {
             Chunk::DataStatus { transient, .. } => ("data-status", None, *transient),
             Chunk::DataConfirmation { id, .. } => ("data-confirmation", Some(id), false),
             Chunk::DataQueued { transient, .. } => ("data-queued", None, *transient),
+            Chunk::DataContextCompacted { id, .. } => ("data-context-compacted", Some(id), false),
             Chunk::Start { .. }
             | Chunk::StartStep
             | Chunk::FinishStep

@@ -350,6 +350,14 @@ impl UiMapper {
             // A switch of branch is no run's: the AI SDK's client holds its
             // own messages, and a reload reads the active path.
             Payload::BranchSwitched(_) => {}
+            // The model's context, marked quietly on the answer; a failed
+            // compaction changed nothing the person sees.
+            Payload::ContextCompacted(c) => {
+                if root {
+                    out.push(Chunk::DataContextCompacted { id: c.through.clone(), data: Box::new(c.clone()) });
+                }
+            }
+            Payload::ContextCompactionFailed(_) => {}
         }
         out
     }
@@ -607,7 +615,8 @@ impl UiMessage {
             | Chunk::DataTitle { .. }
             | Chunk::DataStatus { .. }
             | Chunk::DataConfirmation { .. }
-            | Chunk::DataQueued { .. } => {
+            | Chunk::DataQueued { .. }
+            | Chunk::DataContextCompacted { .. } => {
                 let Some((kind, id, transient)) = chunk.data_part() else { return };
                 if transient {
                     return;

@@ -117,14 +117,29 @@ pub fn history<S: Store, K: Sink>(
     };
     let tree = t.conversation().tree()?;
     let path: HashSet<&str> = tree.path().into_iter().map(|l| l.run_id.as_str()).collect();
+    let mut compactions = Vec::new();
     records(t, last, |r| {
         if shown(&tree, &path, r) {
             fold(&r.data);
+            if r.data.starts_with("{\"type\":\"context-compacted\"") {
+                if let Ok(ev) = serde_json::from_str::<crate::log::event::Event>(&r.data) {
+                    if let crate::log::event::Payload::ContextCompacted(c) = ev.payload {
+                        compactions.push((ev.run_id, c));
+                    }
+                }
+            }
         }
         true
     })?;
     for segment in &open {
         fold(&segment.to_json());
+    }
+    // A submission's last answer marks the compaction made during it.
+    for (run, c) in compactions {
+        let last = conv.messages.iter_mut().rev().find(|m| m.role == "assistant" && m.submission_id.as_deref() == Some(run.as_str()));
+        if let Some(meta) = last.and_then(|m| m.metadata.as_mut()) {
+            meta.context_compacted = Some(Box::new(c));
+        }
     }
     // Each message with versions says where it stands among them.
     for m in &mut conv.messages {

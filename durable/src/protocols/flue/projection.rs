@@ -152,6 +152,10 @@ pub struct Metadata {
     pub timestamp: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub branch: Option<crate::thread::tree::Branch>,
+    /// Extension, in the snapshot only: on a submission's last answer, the
+    /// compaction of the model's context made during it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_compacted: Option<Box<crate::log::event::payload::ContextCompacted>>,
 }
 
 /// `FlueConversationMessage`.
@@ -498,8 +502,9 @@ impl Projector {
             | Payload::ThreadTitleUpdated(_)
             | Payload::FilesystemRequest(_) => Vec::new(),
             // A switch of branch starts no submission: a Flue client reads
-            // the active path from the history it loads.
-            Payload::BranchSwitched(_) => Vec::new(),
+            // the active path from the history it loads. A compaction is the
+            // model's context: the history marks it (`metadata.contextCompacted`).
+            Payload::BranchSwitched(_) | Payload::ContextCompacted(_) | Payload::ContextCompactionFailed(_) => Vec::new(),
         }
     }
 
@@ -518,7 +523,7 @@ impl Projector {
                     display: "visible",
                     submission_id: Some(run_id.to_owned()),
                     parts: user_parts(text, start.attachments.as_deref().unwrap_or_default()),
-                    metadata: Some(Metadata { timestamp: Some(timestamp.clone()), branch: None }),
+                    metadata: Some(Metadata { timestamp: Some(timestamp.clone()), branch: None, context_compacted: None }),
                 },
             });
         }
@@ -532,7 +537,7 @@ impl Projector {
                 display: "visible",
                 submission_id: Some(run_id.to_owned()),
                 parts: Vec::new(),
-                metadata: Some(Metadata { timestamp: Some(timestamp), branch: None }),
+                metadata: Some(Metadata { timestamp: Some(timestamp), branch: None, context_compacted: None }),
             },
         });
         let run = Run { root: e.agent_id.clone(), answer, text: String::new(), segment: None };

@@ -86,6 +86,10 @@ pub struct Assistant {
     /// Extension: on a fork, the thread a shared answer is of.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_from: Option<String>,
+    /// Extension: the compaction of the model's context made during the
+    /// turn (a quiet marker: the conversation shown is whole).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_compacted: Option<crate::log::event::payload::ContextCompacted>,
 }
 
 impl User {
@@ -127,6 +131,7 @@ impl Assistant {
             agent_tree: root,
             branch: turn.branches.answer.clone(),
             shared_from: turn.home.clone(),
+            context_compacted: turn.compacted(),
         }
     }
 }

@@ -69,6 +69,9 @@ pub enum Route {
     /// `POST /instance-ai/threads/:threadId/fork` `{messageId, threadId?}`:
     /// a new thread sharing this one's history up to that message
     Fork { thread: String },
+    /// `POST /instance-ai/threads/:threadId/compact`: the conversation
+    /// folded into a summary now
+    Compact { thread: String },
     /// A fork's new thread takes the source's offer (an object's own call:
     /// no path reaches it).
     Adopt { thread: String },
@@ -168,6 +171,11 @@ impl super::Protocol for Route {
             methods: &["POST"],
             build: |p, _| Ok(R::Fork { thread: p.thread("threadId")? }),
         },
+        Spec {
+            path: "/instance-ai/threads/:threadId/compact",
+            methods: &["POST"],
+            build: |p, _| Ok(R::Compact { thread: p.thread("threadId")? }),
+        },
     ];
 
     fn target(&self) -> super::Target {
@@ -197,6 +205,7 @@ impl super::Protocol for Route {
             | R::QueueMove { thread, .. }
             | R::Branch { thread }
             | R::Fork { thread }
+            | R::Compact { thread }
             | R::Adopt { thread }
             | R::SharedTurns { thread, .. } => thread,
         }
@@ -238,6 +247,7 @@ impl super::Protocol for Route {
             | R::Stats { .. }
             | R::QueueList { .. }
             | R::SharedTurns { .. }
+            | R::Compact { .. }
             | R::Delete { .. } => None,
             R::Chat { .. } => Send(crate::files::spec::SLOTS),
             _ => Json,
@@ -398,6 +408,13 @@ impl super::Protocol for Route {
                 t.edit_queue(gate.admitted()?, QueueEdit::Pause(*paused), now)?;
                 ok(json!({ "ok": true, "queue": t.conversation().queue() }))
             }
+            R::Compact { .. } => match t.compact(gate.admitted()?, settings, now)? {
+                crate::thread::Compacting::Started { through, turns, effect } => {
+                    effects.push(effect);
+                    Ok(Answer::json(202, &json!({ "ok": true, "compacting": true, "through": through, "turns": turns })))
+                }
+                crate::thread::Compacting::Nothing => ok(json!({ "ok": true, "compacting": false })),
+            },
             R::Branch { .. } => {
                 let message_id = input::message_ref(&json_body()?, "messageId")?
                     .ok_or_else(|| ApiError::invalid_message_id("`messageId` is required"))?;
@@ -408,8 +425,8 @@ impl super::Protocol for Route {
                 // The source checks and offers; the new thread adopts.
                 None => {
                     let (message_id, thread_id) = input::fork(&json_body()?)?;
-                    let memory_chars = settings.turn_config(None, None).1.history_chars;
-                    let offer = t.fork_offer(gate.admitted()?, &message_id, thread_id, call.random, memory_chars)?;
+                    let recall = crate::thread::Recall::of(&settings.turn_config(None, None).1);
+                    let offer = t.fork_offer(gate.admitted()?, &message_id, thread_id, call.random, &recall)?;
                     let adopt = Route::Adopt { thread: offer.thread_id.clone() };
                     let body = serde_json::to_vec(&offer).expect("an offer serialises");
                     Ok(Answer::Consult(super::object_call(super::Route::InstanceAi(adopt), call.caller.clone(), body)))

@@ -68,7 +68,9 @@ fn n8n_has(kind: Kind) -> bool {
         | Kind::ThreadTitleUpdated
         | Kind::FilesystemRequest
         | Kind::QueueUpdated
-        | Kind::BranchSwitched => true,
+        | Kind::BranchSwitched
+        | Kind::ContextCompacted
+        | Kind::ContextCompactionFailed => true,
     }
 }
 

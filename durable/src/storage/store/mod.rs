@@ -215,6 +215,16 @@ pub trait Store {
     fn save_checkpoint(&mut self, run_id: &str, data: &str) -> StoreResult<()>;
 
     fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>>;
+    /// How many rows each of the thread's main tables holds (the debug
+    /// stats: what a long thread keeps).
+    fn table_rows(&self) -> StoreResult<std::collections::BTreeMap<&'static str, u64>>;
+    /// Drops a run's checkpoint (its run finished: nothing resumes it).
+    fn delete_checkpoint(&mut self, run_id: &str) -> StoreResult<()>;
+    /// Stores the compaction through run `through` (its payload's JSON);
+    /// a later one through the same run replaces it.
+    fn put_compaction(&mut self, through: &str, data: &str) -> StoreResult<()>;
+    /// The compaction through run `through`, if any.
+    fn compaction(&self, through: &str) -> StoreResult<Option<String>>;
 
     /// Inserts or replaces a confirmation.
     fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()>;
@@ -275,6 +285,7 @@ pub struct MemoryStore {
     pub meta: Vec<(String, String)>,
     pub files: Vec<FileRow>,
     pub charges: Vec<Charge>,
+    pub compactions: Vec<(String, String)>,
     rows: u64,
 }
 
@@ -348,6 +359,34 @@ impl Store for MemoryStore {
 
     fn checkpoint(&self, run_id: &str) -> StoreResult<Option<String>> {
         Ok(self.checkpoints.iter().find(|(r, _)| r == run_id).map(|(_, d)| d.clone()))
+    }
+
+    fn table_rows(&self) -> StoreResult<std::collections::BTreeMap<&'static str, u64>> {
+        Ok([
+            ("events", self.records.len()),
+            ("runs", self.runs.len()),
+            ("checkpoints", self.checkpoints.len()),
+            ("compactions", self.compactions.len()),
+        ]
+        .into_iter()
+        .map(|(k, n)| (k, n as u64))
+        .collect())
+    }
+
+    fn delete_checkpoint(&mut self, run_id: &str) -> StoreResult<()> {
+        self.checkpoints.retain(|(r, _)| r != run_id);
+        Ok(())
+    }
+
+    fn put_compaction(&mut self, through: &str, data: &str) -> StoreResult<()> {
+        self.compactions.retain(|(r, _)| r != through);
+        self.compactions.push((through.to_owned(), data.to_owned()));
+        self.rows += 1;
+        Ok(())
+    }
+
+    fn compaction(&self, through: &str) -> StoreResult<Option<String>> {
+        Ok(self.compactions.iter().find(|(r, _)| r == through).map(|(_, d)| d.clone()))
     }
 
     fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()> {

@@ -256,6 +256,35 @@ impl<D: Db> Store for SqlStore<D> {
             .and_then(Value::text))
     }
 
+    fn table_rows(&self) -> StoreResult<std::collections::BTreeMap<&'static str, u64>> {
+        let mut out = std::collections::BTreeMap::new();
+        for table in ["events", "runs", "checkpoints", "compactions"] {
+            let n = self.db.run(&format!("SELECT count(*) FROM {table}"), &[])?.first().map_or(0, |v| v.int());
+            out.insert(table, n as u64);
+        }
+        Ok(out)
+    }
+
+    fn delete_checkpoint(&mut self, run_id: &str) -> StoreResult<()> {
+        self.write("DELETE FROM checkpoints WHERE run_id = ?", &[run_id.into()])
+    }
+
+    fn put_compaction(&mut self, through: &str, data: &str) -> StoreResult<()> {
+        self.write(
+            "INSERT INTO compactions (through_run, data) VALUES (?, ?)
+             ON CONFLICT (through_run) DO UPDATE SET data = excluded.data",
+            &[through.into(), data.into()],
+        )
+    }
+
+    fn compaction(&self, through: &str) -> StoreResult<Option<String>> {
+        Ok(self
+            .db
+            .run("SELECT data FROM compactions WHERE through_run = ?", &[through.into()])?
+            .first()
+            .and_then(Value::text))
+    }
+
     fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()> {
         let data = serde_json::to_string(c).expect("confirmations serialise");
         self.write(
