@@ -1350,7 +1350,7 @@ fn long_message(i: usize) -> String {
 
 #[test]
 fn the_model_never_receives_more_than_its_window_and_later_turns_start_from_the_summary() {
-    let s = windowed(2_000, &[]);
+    let s = windowed(2_000, &[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")]);
     let f = fake(&s, (0..30).map(|_| Answer::Auto).collect());
     for i in 0..30 {
         assert_eq!(send(&f, &s, &long_message(i)), [End::Completed], "turn {i}");
@@ -1378,6 +1378,10 @@ fn the_model_never_receives_more_than_its_window_and_later_turns_start_from_the_
     // (every answer of the fake says 10 tokens: 30 answers and the summaries).
     let usage = f.thread.borrow().conversation().usage().unwrap();
     assert_eq!(usage["total"]["outputTokens"], (30 + done.len()) * 10, "{usage}");
+    // Each summary step is a span of its own beside the run's chat spans.
+    let spans = f.spans.borrow();
+    assert_eq!(spans.iter().filter(|s| s.name == "compact m").count(), done.len());
+    assert_eq!(spans.iter().filter(|s| s.name == "chat m").count(), 30);
 }
 
 #[test]
@@ -1495,7 +1499,12 @@ fn a_summary_that_fails_leaves_the_run_going_and_says_why() {
     let failed: Vec<Value> =
         events(&f).iter().filter(|e| e.kind() == Kind::ContextCompactionFailed).map(Event::payload_json).collect();
     assert!(!failed.is_empty());
-    assert!(failed[0]["reason"].as_str().unwrap().contains("summary step failed"), "{}", failed[0]);
+    assert!(
+        failed[0]["reason"].as_str().unwrap().contains("summary step failed: The model provider answered HTTP 500"),
+        "{}",
+        failed[0]
+    );
+    assert!(!kinds(&f).contains(&"error"), "a quiet step's failure is no error of the run");
     // Over the window, the oldest turns were left out: no call passed it.
     assert!(failed.iter().any(|f| f["dropped"].as_u64().unwrap() > 0));
     for r in f.requests.borrow().iter() {

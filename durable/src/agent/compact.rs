@@ -99,8 +99,8 @@ impl<H: Host> Agent<H> {
         let ask = Ask { quiet: true, max_tokens: Some(budget.summary_tokens()) };
         let step = match self.traced_step(&request, ask).await {
             Ok(step) => step,
-            // The provider's failure was published as an `error` by the
-            // step: here it is only why the summary is missing.
+            // A quiet step publishes nothing of its failure: the run goes
+            // on, and `context-compaction-failed` says why.
             Err(Halt::Failed(why)) => return Err(Halt::Failed(format!("the summary step failed: {why}"))),
             Err(h) => return Err(h),
         };

@@ -102,6 +102,7 @@ impl<H: Host> Agent<H> {
         let held = self.cancel.run(self.host.hold(self.model_name(), estimate, self.cfg.price)).await;
         let mut meter = match held.ok_or(Halt::Stopped)? {
             Ok(hold) => Meter { host: self.host.clone(), hold, streamed: 0 },
+            Err(why) if ask.quiet => return Err(Halt::Failed(why)),
             Err(why) => return Err(self.over_budget(why)),
         };
         let messages = self.with_files(messages).await;
@@ -128,14 +129,17 @@ impl<H: Host> Agent<H> {
             Ok(s) => s,
             Err(ModelFailure::Unreachable(why)) => {
                 return Err(
-                    self.provider_failed(json!({ "content": format!("Could not reach the model provider: {why}") }))
+                    self.failed(ask.quiet, json!({ "content": format!("Could not reach the model provider: {why}") }))
                 );
             }
             Err(ModelFailure::Status { status, body }) => {
-                return Err(self.provider_failed(json!({
-                    "content": format!("The model provider answered HTTP {status}: {body}"),
-                    "statusCode": status,
-                })));
+                return Err(self.failed(
+                    ask.quiet,
+                    json!({
+                        "content": format!("The model provider answered HTTP {status}: {body}"),
+                        "statusCode": status,
+                    }),
+                ));
             }
         };
         let response_id = self.host.new_id("resp");
@@ -162,7 +166,7 @@ impl<H: Host> Agent<H> {
             };
             let chunk = match next {
                 None => {
-                    return Err(self.provider_failed(json!({
+                    return Err(self.failed(ask.quiet, json!({
                         "content": format!("The model stream stalled: nothing for {} ms (LLM_STALL_TIMEOUT_MS).", self.cfg.stall_timeout_ms),
                     })));
                 }
@@ -173,7 +177,7 @@ impl<H: Host> Agent<H> {
                     break;
                 }
                 Some(Some(Err(why))) => {
-                    return Err(self.provider_failed(json!({ "content": format!("The model stream broke: {why}") })));
+                    return Err(self.failed(ask.quiet, json!({ "content": format!("The model stream broke: {why}") })));
                 }
                 Some(Some(Ok(bytes))) => bytes,
             };
@@ -181,7 +185,7 @@ impl<H: Host> Agent<H> {
             meter.streamed = read;
             if read > self.cfg.max_model_bytes {
                 let limit = self.cfg.max_model_bytes;
-                return Err(self.provider_failed(json!({
+                return Err(self.failed(ask.quiet, json!({
                     "content": format!("The model's answer passed {limit} bytes in one step (MAX_MODEL_BYTES); it was cut off."),
                 })));
             }
@@ -247,7 +251,7 @@ impl<H: Host> Agent<H> {
         data: &str,
         response_id: &str,
     ) -> Result<bool, Halt> {
-        let events = parser.push(data).map_err(|e| self.provider_failed(json!({ "content": e })))?;
+        let events = parser.push(data).map_err(|e| self.failed(step.quiet, json!({ "content": e })))?;
         let mut out = Vec::new();
         for ev in events {
             match ev {
@@ -280,7 +284,8 @@ impl<H: Host> Agent<H> {
                 ModelEvent::Usage(u) => step.usage = Some(u),
                 ModelEvent::Error(msg) => {
                     self.publish(out)?;
-                    return Err(self.provider_failed(
+                    return Err(self.failed(
+                        step.quiet,
                         json!({ "content": format!("The model provider reported an error: {msg}") }),
                     ));
                 }
@@ -291,6 +296,17 @@ impl<H: Host> Agent<H> {
             self.publish(out)?;
         }
         Ok(step.done)
+    }
+
+    /// A failed call: the provider's `error` published (the run ends), or,
+    /// for a quiet step, only why (the person saw nothing of the step).
+    pub(super) fn failed(&self, quiet: bool, payload: Value) -> Halt {
+        match quiet {
+            true => {
+                Halt::Failed(payload.get("content").and_then(Value::as_str).unwrap_or("the call failed").to_owned())
+            }
+            false => self.provider_failed(payload),
+        }
     }
 
     /// Publishes the provider's `error` event; the run ends with
