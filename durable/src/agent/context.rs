@@ -52,6 +52,39 @@ earlier summary in when there is one. Leave out greetings and repetition. Write 
 pub const SUMMARY_HEADER: &str =
     "Summary of the earlier conversation (compacted; the whole conversation is in the thread's history):\n";
 
+/// What a new run remembers of the conversation
+/// (`Conversation::history` in the thread): the summary of its compacted part, and the
+/// turns after it, oldest first, each as chat messages.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Memory {
+    pub summary: Option<String>,
+    pub turns: Vec<(String, Vec<Value>)>,
+}
+
+impl Memory {
+    /// As chat messages: the summary's, then the turns'.
+    pub fn messages(&self) -> Vec<Value> {
+        let mut out: Vec<Value> = self.summary.iter().map(|s| summary_message(s)).collect();
+        out.extend(self.turns.iter().flat_map(|(_, m)| m.iter().cloned()));
+        out
+    }
+
+    /// [`Memory::messages`] read back: the summary (its message first),
+    /// and the rest.
+    pub fn parse(mut messages: Vec<Value>) -> (Option<String>, Vec<Value>) {
+        let header = SUMMARY_HEADER;
+        let summary = messages
+            .first()
+            .and_then(|m| m["content"].as_str())
+            .and_then(|c| c.strip_prefix(header))
+            .map(str::to_owned);
+        if summary.is_some() {
+            messages.remove(0);
+        }
+        (summary, messages)
+    }
+}
+
 /// A model's window and what a call may answer with.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Budget {

@@ -179,7 +179,7 @@ pub struct UserTurn<'a> {
 /// was sent before its text when the deployment tells the model.
 pub fn initial_messages(
     cfg: &AgentConfig,
-    memory: crate::thread::Memory,
+    memory: context::Memory,
     user: Option<UserTurn>,
 ) -> (Vec<Value>, context::Layout) {
     let (mut messages, layout) = remembered(cfg, memory);
@@ -207,7 +207,7 @@ pub fn initial_messages(
 
 /// The system prompt, then what the conversation's memory holds (its
 /// summary in the head, after the prompt; its turns), and where each came from.
-fn remembered(cfg: &AgentConfig, memory: crate::thread::Memory) -> (Vec<Value>, context::Layout) {
+fn remembered(cfg: &AgentConfig, memory: context::Memory) -> (Vec<Value>, context::Layout) {
     let mut messages = vec![openai::message("system", &cfg.system_prompt)];
     let mut layout = context::Layout { head: 1, ..context::Layout::default() };
     if let Some(summary) = &memory.summary {

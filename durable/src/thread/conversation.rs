@@ -10,6 +10,7 @@
 
 use super::error::Error;
 use super::tree::{Branch, Target, Tree};
+use crate::agent::context::Memory;
 use crate::log::event::payload::ContextCompacted;
 use crate::log::event::Event;
 use crate::log::queued::Queue;
@@ -68,39 +69,6 @@ impl TurnRead {
     /// The thread the turn is of: `here`, or a fork's source.
     pub fn thread<'a>(&'a self, here: &'a str) -> &'a str {
         self.home.as_deref().unwrap_or(here)
-    }
-}
-
-/// What a new run remembers of the conversation
-/// ([`Conversation::history`]): the summary of its compacted part, and the
-/// turns after it, oldest first, each as chat messages.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Memory {
-    pub summary: Option<String>,
-    pub turns: Vec<(String, Vec<Value>)>,
-}
-
-impl Memory {
-    /// As chat messages: the summary's, then the turns'.
-    pub fn messages(&self) -> Vec<Value> {
-        let mut out: Vec<Value> = self.summary.iter().map(|s| crate::agent::context::summary_message(s)).collect();
-        out.extend(self.turns.iter().flat_map(|(_, m)| m.iter().cloned()));
-        out
-    }
-
-    /// [`Memory::messages`] read back: the summary (its message first),
-    /// and the rest.
-    pub fn parse(mut messages: Vec<Value>) -> (Option<String>, Vec<Value>) {
-        let header = crate::agent::context::SUMMARY_HEADER;
-        let summary = messages
-            .first()
-            .and_then(|m| m["content"].as_str())
-            .and_then(|c| c.strip_prefix(header))
-            .map(str::to_owned);
-        if summary.is_some() {
-            messages.remove(0);
-        }
-        (summary, messages)
     }
 }
 

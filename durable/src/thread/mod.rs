@@ -86,7 +86,7 @@ pub use agent::{client_tools, AgentLoop, Compacting};
 use budgets::Budgets;
 pub use charges::{keep_charges, Charges, Held};
 pub use confirmations::{check_decision, ApprovalScope, By, DecisionBody, Decisions, Requests, REQUESTER};
-pub use conversation::{Conversation, Memory, Recall};
+pub use conversation::{Conversation, Recall};
 pub use journal::Journal;
 pub use launch::Launch;
 pub use lifecycle::Clock;
