@@ -485,6 +485,17 @@ fn drive(f: &Rc<Fake>, d: Box<Drive>, token: CancelToken) -> End {
     futures_executor::block_on(agent::run_orchestrator(host, Rc::new(d.config), d.tools, d.mcp, token, d.job))
 }
 
+/// A person cancels the thread's run: its agents are told to stop.
+fn cancel_run(f: &Rc<Fake>, s: &Settings) {
+    let cancelled = serve(
+        &mut f.thread.borrow_mut(),
+        s,
+        Req::new("POST", "/instance-ai/chat/t1/cancel", actor("alice", &[])),
+        1_500,
+    );
+    assert!(cancelled.effects.iter().any(|e| matches!(e, Effect::StopAgents)));
+}
+
 fn events(f: &Rc<Fake>) -> Vec<Event> {
     support::log(&f.thread.borrow())
 }
@@ -700,13 +711,7 @@ fn cancel_stops_the_loop_and_nothing_more_is_published() {
     let token = CancelToken::default();
     f.cancel_after.set(Some((2, token.clone())));
     // A person cancels while the second step is asked for.
-    let cancelled = serve(
-        &mut f.thread.borrow_mut(),
-        &s,
-        Req::new("POST", "/instance-ai/chat/t1/cancel", actor("alice", &[])),
-        1_500,
-    );
-    assert!(cancelled.effects.iter().any(|e| matches!(e, Effect::StopAgents)));
+    cancel_run(&f, &s);
     assert_eq!(drive(&f, d, token), End::Stopped);
     assert_eq!(finish_of(&f), json!({"status": "cancelled", "reason": "user_cancelled"}));
     assert!(!kinds(&f).contains(&"text-block"), "nothing after the cancel");
@@ -1474,13 +1479,7 @@ fn cancel_during_compaction_stops_the_run_and_keeps_nothing_of_it() {
     let s = windowed(2_000, &[]);
     let f = fake(&s, vec![]);
     let run = until_a_summary_dies(&f, &s);
-    let cancelled = serve(
-        &mut f.thread.borrow_mut(),
-        &s,
-        Req::new("POST", "/instance-ai/chat/t1/cancel", actor("alice", &[])),
-        1_500,
-    );
-    assert!(cancelled.effects.iter().any(|e| matches!(e, Effect::StopAgents)));
+    cancel_run(&f, &s);
     assert!(compactions(&f).iter().all(|c| c["through"] != run.as_str()));
     let ours: Vec<Event> = events(&f).into_iter().filter(|e| e.run_id == run).collect();
     assert!(ours.iter().all(|e| e.kind() != Kind::ContextCompacted));

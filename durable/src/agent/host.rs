@@ -236,6 +236,25 @@ pub struct Checkpoint {
     pub calibration: Option<crate::agent::context::Calibration>,
 }
 
+impl Checkpoint {
+    /// The checkpoint a loop starts from: `messages`, no step taken yet.
+    pub fn first(run_id: &str, thread_id: &str, messages: Vec<Value>) -> Checkpoint {
+        Checkpoint {
+            run_id: run_id.to_owned(),
+            thread_id: thread_id.to_owned(),
+            step: 0,
+            messages,
+            tasks: Vec::new(),
+            usage: None,
+            suspended: None,
+            client_tools: Vec::new(),
+            output: None,
+            context: None,
+            calibration: None,
+        }
+    }
+}
+
 /// One tool call of a suspended step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

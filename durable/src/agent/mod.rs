@@ -583,19 +583,7 @@ impl<H: Host> Agent<H> {
             ),
             openai::message("user", &instructions),
         ];
-        let cp = Checkpoint {
-            run_id: self.run_id.clone(),
-            thread_id: self.thread_id.clone(),
-            step: 0,
-            messages,
-            tasks: Vec::new(),
-            usage: None,
-            suspended: None,
-            client_tools: Vec::new(),
-            output: None,
-            context: None,
-            calibration: None,
-        };
+        let cp = Checkpoint::first(&self.run_id, &self.thread_id, messages);
         match task_id {
             None => {
                 let outcome = sub.run(cp).await;

@@ -157,17 +157,11 @@ impl<S: Store, K: Sink> AgentLoop<'_, S, K> {
         };
         let (messages, layout) = agent::initial_messages(&cfg, memory, Some(user));
         let checkpoint = Checkpoint {
-            run_id: run.run_id.clone(),
-            thread_id: self.thread.journal.thread_id().to_owned(),
-            step: 0,
-            messages,
-            tasks: Vec::new(),
-            usage: None,
-            suspended: None,
             client_tools,
             output: run.turn.output.clone(),
             context: Some(layout),
             calibration: conversation.calibration()?,
+            ..Checkpoint::first(&run.run_id, self.thread.journal.thread_id(), messages)
         };
         self.save_checkpoint(&checkpoint)?;
         if first {
@@ -250,17 +244,9 @@ impl<S: Store, K: Sink> Thread<S, K> {
             return Ok(Compacting::Nothing);
         }
         let checkpoint = Checkpoint {
-            run_id: leaf.clone(),
-            thread_id: self.journal.thread_id().to_owned(),
-            step: 0,
-            messages,
-            tasks: Vec::new(),
-            usage: None,
-            suspended: None,
-            client_tools: Vec::new(),
-            output: None,
             context: Some(layout),
             calibration: conversation.calibration()?,
+            ..Checkpoint::first(&leaf, self.journal.thread_id(), messages)
         };
         let mut effect = drive(self, &run, checkpoint, tools, settings);
         if let Effect::Drive(d) = &mut effect {
