@@ -228,7 +228,8 @@ function compactionSummary(messages) {
   const transcript = textOf(messages.at(-1)?.content);
   const asked = transcript.split("\n").filter((l) => l.startsWith("user: ")).map((l) => truncate(l.slice(6), 60));
   const earlier = transcript.startsWith("Earlier summary:") ? " It folds an earlier summary in." : "";
-  const first = asked[0] ?? "nothing";
+  // Folding an earlier summary in, the conversation's first message is its.
+  const first = (earlier && transcript.match(/first "([^"]*)"/)?.[1]) || (asked[0] ?? "nothing");
   const last = asked.at(-1) ?? "nothing";
   return `SUMMARY of ${asked.length} messages from the person: first "${first}", last "${last}".${earlier}`;
 }
@@ -453,7 +454,8 @@ function errorBody(message, type, code = null) {
 /** Deterministic token counts: roughly four characters per token. */
 function usageFor(body, plan) {
   const tokens = (chars) => Math.max(1, Math.ceil(chars / 4));
-  const promptTokens = tokens(JSON.stringify(body.messages).length);
+  // The request as a provider counts it: its messages and its tools' schemas.
+  const promptTokens = tokens(JSON.stringify(body.messages).length + (body.tools ? JSON.stringify(body.tools).length : 0));
   const completionChars =
     plan.text.join("").length +
     (plan.reasoning?.pieces.join("").length ?? 0) +

