@@ -603,7 +603,7 @@ async function contextBench(turns = Number(process.env.BENCH_CONTEXT_TURNS ?? 5_
         pages.push(performance.now() - s);
       }
       const reconnects = [];
-      for (let t = 0; t < trials; t++) reconnects.push(await replayMs(base, thread, stats.lastEventId - 100, 100));
+      for (let t = 0; t < trials; t++) reconnects.push(await catchUpMs(base, thread, stats.lastEventId - 100, stats.lastEventId));
       const usage = (await api.call("GET", `/instance-ai/threads/${thread}/usage`)).json;
       curve.push({
         turns: i,
@@ -641,6 +641,31 @@ async function answeredTurn(api, hook, thread, body) {
   ];
   await post(api.base, `/instance-ai/threads/${thread}/runs/${r.json.runId}/events`, events, sig.publishToken);
   return r.json.runId;
+}
+
+/**
+ * Milliseconds for the events route to bring a client from `lastEventId` to
+ * `last` (the route carries n8n's kinds only, so frames are not counted: the
+ * last id is waited for).
+ */
+async function catchUpMs(base, thread, lastEventId, last) {
+  const t0 = performance.now();
+  const ac = new AbortController();
+  const res = await fetch(`${base}/instance-ai/events/${thread}?lastEventId=${lastEventId}`, { signal: ac.signal });
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let text = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += dec.decode(value, { stream: true });
+    const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    if (ids.some((id) => id >= last)) break;
+    text = text.slice(text.lastIndexOf("\n\n") + 2);
+  }
+  const took = performance.now() - t0;
+  ac.abort();
+  return took;
 }
 
 /** Milliseconds for `n` durable frames of the events route after `lastEventId`. */

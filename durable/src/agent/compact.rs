@@ -46,7 +46,7 @@ impl<H: Host> Agent<H> {
         if before <= budget.threshold() {
             return Ok(());
         }
-        let layout = cp.context.clone().filter(|_| self.orchestrator);
+        let layout = cp.context.clone().filter(|_| self.orchestrator && !self.compact_failed.get());
         let plan =
             layout.as_ref().and_then(|l| context::plan(&cp.messages, l, &budget, cp.calibration, self.schema_bytes()));
         let failed = match (layout, plan) {
@@ -75,6 +75,7 @@ impl<H: Host> Agent<H> {
             }
         }
         if let Some(reason) = failed {
+            self.compact_failed.set(true);
             let failed = ContextCompactionFailed { reason, tokens: before, dropped };
             self.publish(vec![self.payload(Payload::ContextCompactionFailed(failed))])?;
         }

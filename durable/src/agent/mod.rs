@@ -65,6 +65,9 @@ struct Agent<H: Host> {
     found: Rc<crate::agent::mcp::Discovered>,
     /// Where its spans hang (`None`: traces are off).
     trace: Option<crate::trace::RunTrace>,
+    /// A summary step of this loop failed: it is not asked for again
+    /// before the run ends (each try is a paid call).
+    compact_failed: std::cell::Cell<bool>,
 }
 
 /// A settled call: the value its event carries, what the model is told
@@ -309,6 +312,7 @@ pub async fn run_orchestrator<H: Host>(
         mcp,
         found: Rc::new(found),
         trace: job.trace,
+        compact_failed: Default::default(),
     };
     if job.compact {
         agent.compact_requested(job.checkpoint).await;
@@ -568,6 +572,7 @@ impl<H: Host> Agent<H> {
             mcp: self.mcp.clone(),
             found: Rc::default(),
             trace: self.trace,
+            compact_failed: Default::default(),
         };
         let mut spawned = json!({ "parentId": self.agent_id, "role": role, "tools": requested });
         if let Some(t) = &task_id {

@@ -11,7 +11,7 @@
 //! left open on a branch the conversation left.
 
 use super::error::{Busy, Error};
-use super::tree::{Target, Tree};
+use super::tree::Target;
 use super::{Admitted, Place, Sink, Thread, ROOT_AGENT};
 use crate::log::event::payload::{BranchPoint, BranchSwitched};
 use crate::log::event::{Event, Payload};
@@ -70,7 +70,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// Returns the leaf.
     pub fn switch_branch(&mut self, _: &Admitted, message_id: &str, now: i64) -> Result<String, Error> {
         self.runs.check_free(Busy::Branch)?;
-        let tree: Tree = self.conversation().tree()?;
+        let tree = self.conversation().tree()?;
         let target = tree.find(message_id).ok_or(Error::MessageNotFound)?;
         let leaf = tree.leaf_of(target).ok_or(Error::MessageNotFound)?.to_owned();
         if tree.leaf() == Some(leaf.as_str()) {

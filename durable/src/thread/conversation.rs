@@ -9,7 +9,7 @@
 //! Which runs a conversation shows is decided once, by [`shown`].
 
 use super::error::Error;
-use super::tree::{Branch, Target, Tree};
+use super::tree::{Branch, Target, Tree, TreeCache};
 use crate::agent::context::Memory;
 use crate::log::event::payload::ContextCompacted;
 use crate::log::event::Event;
@@ -147,6 +147,9 @@ pub struct Conversation<'t, S: Store> {
     /// On a fork, the source's turns its history shares, as far as the
     /// request being served brought them ([`Thread::share`](super::Thread::share)).
     shared: Option<&'t Shared>,
+    /// The thread's tree as last read ([`TreeCache`]); none for a
+    /// conversation read apart from its thread.
+    trees: Option<&'t TreeCache>,
 }
 
 /// A window of a fork's shared turns: `turns` are the shared history's
@@ -167,7 +170,12 @@ impl Shared {
 
 impl<'t, S: Store> Conversation<'t, S> {
     pub(super) fn new(store: &'t S, thread_id: &'t str, last_seq: u64, queue: &'t Queue) -> Self {
-        Conversation { store, thread_id, last_seq, queue, shared: None }
+        Conversation { store, thread_id, last_seq, queue, shared: None, trees: None }
+    }
+
+    /// The conversation reading its tree through the thread's cache.
+    pub(super) fn with_trees(self, trees: &'t TreeCache) -> Self {
+        Conversation { trees: Some(trees), ..self }
     }
 
     /// The conversation with a fork's shared turns before its own.
@@ -290,8 +298,14 @@ impl<'t, S: Store> Conversation<'t, S> {
 
     /// The conversation's tree: every run's place in it, and the active
     /// path's leaf ([`Tree`]).
-    pub fn tree(&self) -> Result<Tree, Error> {
-        Ok(Tree::new(self.store.run_links()?, self.store.meta(super::meta::LEAF_KEY)?))
+    pub fn tree(&self) -> Result<std::rc::Rc<Tree>, Error> {
+        let read = || -> Result<Tree, Error> {
+            Ok(Tree::new(self.store.run_links()?, self.store.meta(super::meta::LEAF_KEY)?))
+        };
+        match self.trees {
+            Some(cache) => cache.at(self.last_seq, read),
+            None => read().map(std::rc::Rc::new),
+        }
     }
 
     /// The answer `id` names: itself when it is an answer (a run id), else

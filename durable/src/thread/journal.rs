@@ -39,6 +39,8 @@ pub struct Journal<S: Store, K: Sink> {
     subscribers: Subscribers<K>,
     /// When the log last grew (ms): a thread idle past its TTL is deleted.
     last_write_at: i64,
+    /// The conversation's tree as last read.
+    trees: super::tree::TreeCache,
 }
 
 impl<S: Store, K: Sink> Journal<S, K> {
@@ -59,6 +61,7 @@ impl<S: Store, K: Sink> Journal<S, K> {
             coalescer: Coalescer::default(),
             subscribers: Subscribers::default(),
             last_write_at,
+            trees: Default::default(),
         })
     }
 
@@ -117,7 +120,7 @@ impl<S: Store, K: Sink> Journal<S, K> {
 
     /// The conversation as it stands, with `queue` as the thread holds it.
     pub(super) fn conversation<'t>(&'t self, queue: &'t Queue) -> Conversation<'t, S> {
-        Conversation::new(&self.store, &self.thread_id, self.last_seq, queue)
+        Conversation::new(&self.store, &self.thread_id, self.last_seq, queue).with_trees(&self.trees)
     }
 
     /// The thread's files, to read.

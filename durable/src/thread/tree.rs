@@ -24,6 +24,30 @@ pub struct Tree {
     active: Option<String>,
 }
 
+/// The tree as last read, kept while the log does not grow: a history read
+/// of a long conversation reads its page of turns, not every run's link.
+///
+/// Invariant: it is keyed by the log's last seq, and nothing changes the
+/// tree without an event in the same commit (a run's start and finish, a
+/// switch of branch, a fork's adoption), so a tree read at the same seq is
+/// the tree. A commit that fails restores what it wrote and keeps the seq.
+#[derive(Debug, Default)]
+pub struct TreeCache(std::cell::RefCell<Option<(u64, std::rc::Rc<Tree>)>>);
+
+impl TreeCache {
+    /// The tree at `seq`: the one kept, else `read()` (then kept).
+    pub fn at<E>(&self, seq: u64, read: impl FnOnce() -> Result<Tree, E>) -> Result<std::rc::Rc<Tree>, E> {
+        if let Some((at, tree)) = self.0.borrow().as_ref() {
+            if *at == seq {
+                return Ok(tree.clone());
+            }
+        }
+        let tree = std::rc::Rc::new(read()?);
+        *self.0.borrow_mut() = Some((seq, tree.clone()));
+        Ok(tree)
+    }
+}
+
 /// What a message id names in the tree: a user message (by the newest run
 /// that carries it: an answer again keeps its message's id) or an answer
 /// (by its run's id).
@@ -176,6 +200,25 @@ impl Branch {
 
 #[cfg(test)]
 mod tests {
+    /// A tree is read again only when the log has grown.
+    #[test]
+    fn the_tree_is_read_once_per_position_of_the_log() {
+        let cache = TreeCache::default();
+        let reads = std::cell::Cell::new(0);
+        let read = || -> Result<Tree, ()> {
+            reads.set(reads.get() + 1);
+            Ok(Tree::default())
+        };
+        cache.at(5, read).unwrap();
+        cache.at(5, read).unwrap();
+        assert_eq!(reads.get(), 1);
+        cache.at(6, read).unwrap();
+        assert_eq!(reads.get(), 2);
+        assert!(cache.at(7, || Err::<Tree, _>("storage")).is_err(), "a failed read keeps nothing");
+        cache.at(6, read).unwrap();
+        assert_eq!(reads.get(), 2);
+    }
+
     use super::*;
 
     fn link(run: &str, parent: Option<&str>, replaced: bool) -> RunLink {
