@@ -18,6 +18,9 @@ pub struct Tree {
     links: Vec<RunLink>,
     /// Each run's index in `links`.
     index: HashMap<String, usize>,
+    /// The runs that follow each run (`None`: the first turns), by index,
+    /// oldest first: a turn's siblings are found without reading the tree.
+    children: HashMap<Option<String>, Vec<usize>>,
     /// The leaf a person chose or the newest run started (the thread's
     /// stored choice); `None` for a thread of before, whose leaf is its
     /// newest run.
@@ -63,7 +66,16 @@ impl Tree {
     pub fn new(links: Vec<RunLink>, active: Option<String>) -> Tree {
         let links: Vec<RunLink> = links.into_iter().filter(|l| !l.replaced).collect();
         let index = links.iter().enumerate().map(|(i, l)| (l.run_id.clone(), i)).collect();
-        Tree { links, index, active }
+        let mut children: HashMap<Option<String>, Vec<usize>> = HashMap::new();
+        for (i, l) in links.iter().enumerate() {
+            children.entry(l.parent.clone()).or_default().push(i);
+        }
+        Tree { links, index, children, active }
+    }
+
+    /// The runs that follow the same turn as `run` (itself included), oldest first.
+    fn siblings<'a>(&'a self, run: &'a RunLink) -> impl Iterator<Item = &'a RunLink> + 'a {
+        self.children.get(&run.parent).into_iter().flatten().map(|&i| &self.links[i])
     }
 
     fn get(&self, run_id: &str) -> Option<&RunLink> {
@@ -123,12 +135,8 @@ impl Tree {
     /// same message id), oldest first; `None` for a run not in the tree.
     pub fn answers(&self, run_id: &str) -> Option<Branch> {
         let run = self.get(run_id)?;
-        let ids: Vec<String> = self
-            .links
-            .iter()
-            .filter(|l| l.parent == run.parent && l.message_id == run.message_id)
-            .map(|l| l.run_id.clone())
-            .collect();
+        let ids: Vec<String> =
+            self.siblings(run).filter(|l| l.message_id == run.message_id).map(|l| l.run_id.clone()).collect();
         Branch::at(ids, &run.run_id)
     }
 
@@ -139,7 +147,7 @@ impl Tree {
     pub fn messages(&self, run_id: &str) -> Option<Branch> {
         let run = self.get(run_id)?;
         let mut ids: Vec<String> = Vec::new();
-        for l in self.links.iter().filter(|l| l.parent == run.parent) {
+        for l in self.siblings(run) {
             if !ids.contains(&l.message_id) {
                 ids.push(l.message_id.clone());
             }
@@ -171,9 +179,8 @@ impl Tree {
         match target {
             Target::Answer(run) => self.leaf_under(&run.run_id),
             Target::Message(run) => self
-                .links
-                .iter()
-                .filter(|l| l.parent == run.parent && l.message_id == run.message_id)
+                .siblings(run)
+                .filter(|l| l.message_id == run.message_id)
                 .filter_map(|l| self.leaf_under(&l.run_id))
                 .max_by_key(|leaf| self.index.get(*leaf).copied()),
         }
