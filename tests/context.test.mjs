@@ -9,6 +9,7 @@ import { test, before, after, describe } from "node:test";
 import assert from "node:assert/strict";
 import { startWorker, client, newThread, until } from "./support/harness.mjs";
 import { startFakeLlm } from "../local/fake-llm.mjs";
+import { ThreadlineClient, ThreadSession } from "../client/dist/index.js";
 
 const WINDOW = 3_000;
 const SYSTEM = "You are the context test's agent. Keep every answer short.";
@@ -104,6 +105,9 @@ describe("long conversations", () => {
   test("a person asks for a compaction: its marker appears, and the next turn starts from it", async () => {
     const thread = newThread("ctx");
     for (const q of ["one", "two", "three"]) await turn(thread, { message: q });
+    // An open tab (the TypeScript client's session, which the page draws).
+    const tab = new ThreadSession(new ThreadlineClient({ baseUrl: worker.url }), thread);
+    await tab.open();
     const asked = await api.call("POST", `/instance-ai/threads/${thread}/compact`);
     assert.equal(asked.status, 202, asked.text);
     assert.equal(asked.json.turns, 3);
@@ -112,6 +116,15 @@ describe("long conversations", () => {
     const marker = (await view()).at(-1).contextCompacted;
     assert.equal(marker.requested, true);
     assert.match(marker.summary, /first "one", last "three"/);
+    // The tab marks its last turn live; a reload marks it from the history.
+    await until(() => tab.turns.at(-1)?.compacted, { what: "the tab's marker" });
+    assert.deepEqual(tab.turns.at(-1).compacted, marker);
+    tab.close();
+    const reload = new ThreadSession(new ThreadlineClient({ baseUrl: worker.url }), thread);
+    await reload.open();
+    assert.deepEqual(reload.turns.at(-1).compacted, marker);
+    assert.equal(reload.turns.filter((t) => t.compacted).length, 1);
+    reload.close();
     // Nothing left to fold: the summary covers the conversation.
     const again = await api.call("POST", `/instance-ai/threads/${thread}/compact`);
     assert.deepEqual([again.status, again.json.compacting], [200, false]);

@@ -121,6 +121,7 @@ const ROWS = {
   // The fixture's run is active: its owner is admitted, and the tree waits for the run.
   "POST /instance-ai/threads/:threadId/branch": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/branch`, { messageId: f.run }], expect: { ...ownerOnly, owner: no(409, "run_active") } },
   "POST /instance-ai/threads/:threadId/fork": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/fork`, { messageId: f.run }], expect: { ...ownerOnly, owner: no(409, "run_active") } },
+  "POST /instance-ai/threads/:threadId/compact": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/compact`], expect: { ...ownerOnly, owner: no(409, "run_active") } },
   "GET /agent/models": { call: () => ["GET", "/agent/models"], expect: anyActor },
   "GET /agent/threads": { call: () => ["GET", "/agent/threads"], expect: anyActor },
   "POST /agent/chat": { call: (f) => ["POST", "/agent/chat", { threadId: f.thread, message: "more", mode: "queue" }], expect: ownerOnly },

@@ -3,7 +3,7 @@
  * the server sends is `{error: {code, message}}`; it surfaces here as a
  * {@link ThreadlineError} with that stable `code`.
  */
-import type { AgentNode, Queue } from "./schema.gen.js";
+import type { AgentNode, ContextCompacted, Queue } from "./schema.gen.js";
 import { ResumableStream, type StreamOptions } from "./connection.js";
 import { mediaTypeFor, type Attachment, type AttachmentRef, type FileSource, type UploadedFile, type UploadOptions } from "./files.js";
 
@@ -63,6 +63,8 @@ export interface Message {
   branch?: Branch;
   /** On a fork, the thread a shared message is of (edit, regenerate or fork it there). */
   sharedFrom?: string;
+  /** On an answer: the model's context was compacted during its turn (a summary took the earlier conversation's place for the model). */
+  contextCompacted?: ContextCompacted;
 }
 
 /** A fork's answer: the new thread, and where it came from. */

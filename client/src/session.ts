@@ -8,7 +8,7 @@
  * `lastEventId = nextEventId - 1`, so nothing folded into the restored trees
  * is applied twice and nothing published since is missed.
  */
-import type { AgentNode, AgentToolCall, BranchPoint, Queue } from "./schema.gen.js";
+import type { AgentNode, AgentToolCall, BranchPoint, ContextCompacted, Queue } from "./schema.gen.js";
 import type { StreamEvent } from "./events.js";
 import { TreeBuilder } from "./tree.js";
 import { ThreadlineClient, ThreadlineError, type Branch, type Decision, type SendOptions, type SendResult } from "./api.js";
@@ -35,6 +35,12 @@ export interface Turn {
   answerBranch?: Branch;
   /** On a fork, the thread a shared turn is of: it is changed there, not here. */
   sharedFrom?: string;
+  /**
+   * The model's context was compacted during this turn (or after it, when a
+   * person asked): from here on the model reads a summary of what came
+   * before. The conversation shown is whole.
+   */
+  compacted?: ContextCompacted;
 }
 
 export interface OpenConfirmation {
@@ -139,6 +145,7 @@ export class ThreadSession {
         }
         turn.answerBranch = m.branch;
         turn.sharedFrom = m.sharedFrom;
+        turn.compacted = m.contextCompacted;
         turn.tree = b.tree();
         turn.running = m.isStreaming;
       }
@@ -259,6 +266,14 @@ export class ThreadSession {
         this.refresh();
         this.changed();
         return;
+      case "context-compacted": {
+        // On a turn this session shows (a person's compaction lands in the
+        // last turn, after its finish).
+        const t = this.turns.find((x) => x.runId === ev.runId);
+        if (t) t.compacted = ev.payload;
+        this.changed();
+        return;
+      }
       case "run-start": {
         const point = ev.payload.branch;
         if (point && !this.branchAt(ev.runId, point, ev.payload.messageId)) {

@@ -1633,3 +1633,24 @@ fn a_person_asks_for_a_compaction_between_runs() {
     let busy = compact(4_000);
     assert_eq!((support::status(&busy), support::code(&busy)), (409, "run_active".into()));
 }
+
+#[test]
+fn a_tool_result_larger_than_the_window_is_cut_to_fit_and_the_run_completes() {
+    let s = windowed(4_000, &[]);
+    let f = fake(
+        &s,
+        vec![
+            Answer::Chunks(vec![call(0, "weather", "{\"city\":\"A\"}"), unmetered("tool_calls")]),
+            Answer::Chunks(vec![text("done"), unmetered("stop")]),
+        ],
+    );
+    f.tools.borrow_mut()[0].1 = Ok(json!({"report": "y".repeat(100_000)}));
+    assert_eq!(send(&f, &s, "a big one"), [End::Completed]);
+    let last = answers_asked(&f).pop().unwrap();
+    assert!(provider_tokens(&last) <= 4_000, "{}", provider_tokens(&last));
+    let result = last["messages"].as_array().unwrap().iter().find(|m| m["role"] == "tool").map(content).unwrap();
+    assert!(result.ends_with(threadline_durable::agent::context::CUT_TO_FIT), "{}", &result[result.len() - 100..]);
+    // The history keeps the whole result.
+    let stored = events(&f).into_iter().find(|e| e.kind() == Kind::ToolResult).unwrap().payload_json();
+    assert!(stored.to_string().len() > 100_000);
+}

@@ -228,6 +228,14 @@ function renderTurn(t: Turn): HTMLElement {
     box.append(el("div", { class: "turn-bar user-bar" }, switcher("message", t.messageBranch), edit));
   }
   if (t.tree) box.append(el("div", { class: "agent", "data-testid": "agent" }, renderNode(t.runId, t.tree)));
+  if (t.compacted) {
+    // Quiet: the model's memory changed, not the conversation.
+    const n = t.compacted.messages;
+    box.append(
+      el("div", { class: "compacted", "data-testid": "compacted", title: t.compacted.summary },
+        `Earlier conversation summarised for the model (${n} message${n === 1 ? "" : "s"}); everything stays here.`),
+    );
+  }
   if (!t.running && !t.sharedFrom) {
     const again = button("answer this again", "Regenerate", "regenerate", () => void session?.regenerate(t.runId).catch(() => {}), busy);
     // A new thread with the conversation up to here, opened at once.
@@ -246,7 +254,7 @@ function renderTurn(t: Turn): HTMLElement {
 const turnViews = new Map<string, { key: unknown[]; el: HTMLElement }>();
 
 function turnElement(t: Turn): HTMLElement {
-  const key = [t.tree, t.message, t.attachments, t.running, t.messageBranch, t.answerBranch, editing === t.runId, !!session?.activeRunId];
+  const key = [t.tree, t.message, t.attachments, t.running, t.messageBranch, t.answerBranch, t.compacted, editing === t.runId, !!session?.activeRunId];
   const v = turnViews.get(t.runId);
   if (v && v.key.every((k, i) => k === key[i])) return v.el;
   const e = renderTurn(t);

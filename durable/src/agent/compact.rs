@@ -5,9 +5,11 @@
 //! `context-compacted`.
 //!
 //! Invariants enforced here:
-//! - No model call is sent over its window less its answer's room: a
-//!   context that cannot be brought under it fails the run
-//!   (`context_exceeded`), before the call.
+//! - No model call is sent over its window less its answer's room. Past a
+//!   compaction, the run's own largest tool results are cut to fit (with a
+//!   marker: the whole result is in the history), then its oldest memory
+//!   turns are left out; a context that still cannot be brought under it
+//!   fails the run (`context_exceeded`), before the call.
 //! - The `context-compacted` event (with the thread's record of it, which
 //!   later runs' memories read) and the checkpoint with the compacted
 //!   context are written in one synchronous block, so a restart finds both
@@ -57,7 +59,16 @@ impl<H: Host> Agent<H> {
             },
             _ => None,
         };
-        let now = self.size(cp);
+        let mut now = self.size(cp);
+        if now > budget.limit() {
+            // A result too big for the window even alone (a tool's answer
+            // of up to MAX_TOOL_RESULT_BYTES) is cut to fit, with a marker.
+            let ratio = cp.calibration.map_or(1.0, |c| c.ratio());
+            let excess = ((now - budget.limit()) as f64 * 3.0 / ratio) as usize + 1_024;
+            let from = context::own_start(cp.context.as_ref());
+            context::shrink_results(&mut cp.messages, from, excess);
+            now = self.size(cp);
+        }
         let mut dropped = 0;
         if now > budget.limit() {
             let trimmed = cp

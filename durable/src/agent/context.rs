@@ -421,6 +421,46 @@ fn layout_turn_messages(layout: &Layout, turns: usize) -> usize {
     layout.turns.iter().take(turns).map(|t| t.messages).sum()
 }
 
+/// What a tool result cut to fit the window ends with.
+pub const CUT_TO_FIT: &str = "… [cut to fit the model's context window: the whole result is in the thread's history]";
+
+/// Cuts the largest tool results from `from` on, largest first, until
+/// `excess` bytes are gone (each keeps at least its first 1,000
+/// characters and ends with [`CUT_TO_FIT`]); whether they are.
+pub fn shrink_results(messages: &mut [Value], from: usize, excess: usize) -> bool {
+    const KEEP: usize = 1_000;
+    let mut big: Vec<(usize, usize)> = messages
+        .iter()
+        .enumerate()
+        .skip(from)
+        .filter(|(_, m)| m["role"] == "tool")
+        .filter_map(|(i, m)| m["content"].as_str().map(|c| (i, c.len())))
+        .filter(|(_, n)| *n > KEEP + CUT_TO_FIT.len())
+        .collect();
+    big.sort_by_key(|b| std::cmp::Reverse(b.1));
+    let mut left = excess;
+    for (i, len) in big {
+        if left == 0 {
+            break;
+        }
+        let Some(text) = messages[i]["content"].as_str() else { continue };
+        let mut keep = len.saturating_sub(left + CUT_TO_FIT.len()).max(KEEP);
+        while !text.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        let cut = format!("{}{CUT_TO_FIT}", &text[..keep]);
+        left = left.saturating_sub(len - cut.len());
+        messages[i]["content"] = Value::String(cut);
+    }
+    left == 0
+}
+
+/// Where the run's own part starts (its page context and message), for a
+/// context of `layout`; 1 (after the system prompt) without one.
+pub fn own_start(layout: Option<&Layout>) -> usize {
+    layout.map_or(1, Layout::own)
+}
+
 /// Whether a context over the hard limit can be brought under it without a
 /// summary: its oldest memory turns dropped (a summary step that failed).
 /// Returns the context and layout with as few turns dropped as needed, or
@@ -565,6 +605,22 @@ mod tests {
         let short = summary_request(None, &folded(&m2, &l2, &Plan { turns: 3, steps: 1 }), 500);
         let t = short[1]["content"].as_str().unwrap();
         assert!(t.len() <= 560 && t.starts_with("[…the start is left out]"), "{}", t.len());
+    }
+
+    #[test]
+    fn a_result_too_big_for_the_window_is_cut_to_fit_with_a_marker() {
+        let (mut m, l) = context();
+        m[11] = result("c2", &"z".repeat(50_000));
+        assert!(shrink_results(&mut m, own_start(Some(&l)), 40_000));
+        let cut = m[11]["content"].as_str().unwrap();
+        assert!(cut.len() <= 10_000 + CUT_TO_FIT.len() && cut.ends_with(CUT_TO_FIT), "{}", cut.len());
+        assert_eq!(m[9]["content"].as_str().unwrap().len(), 3_000, "the smaller result was enough to leave");
+        // The memory is never cut here; nor below 1,000 characters.
+        let (mut m, l) = context();
+        assert!(!shrink_results(&mut m, own_start(Some(&l)), 1_000_000));
+        assert!(m[9]["content"].as_str().unwrap().starts_with(&"x".repeat(1_000)));
+        assert!(m[9]["content"].as_str().unwrap().ends_with(CUT_TO_FIT));
+        assert_eq!(m[1]["content"].as_str().unwrap().len(), 3_003);
     }
 
     #[test]
