@@ -644,51 +644,42 @@ async function answeredTurn(api, hook, thread, body) {
 }
 
 /**
- * Milliseconds for the events route to bring a client from `lastEventId` to
- * `last` (the route carries n8n's kinds only, so frames are not counted: the
- * last id is waited for).
+ * Milliseconds for the events route, read from `lastEventId`, until
+ * `enough(ids)` holds for the ids of the complete frames read so far.
  */
-async function catchUpMs(base, thread, lastEventId, last) {
+async function eventsRouteMs(base, thread, lastEventId, enough) {
   const t0 = performance.now();
   const ac = new AbortController();
   const res = await fetch(`${base}/instance-ai/events/${thread}?lastEventId=${lastEventId}`, { signal: ac.signal });
   const reader = res.body.getReader();
   const dec = new TextDecoder();
+  const ids = [];
   let text = "";
-  for (;;) {
+  while (!enough(ids)) {
     const { value, done } = await reader.read();
     if (done) break;
     text += dec.decode(value, { stream: true });
-    const ids = [...text.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
-    if (ids.some((id) => id >= last)) break;
-    text = text.slice(text.lastIndexOf("\n\n") + 2);
+    const frames = text.split("\n\n");
+    text = frames.pop();
+    for (const f of frames) {
+      const id = f.match(/^id: (\d+)$/m);
+      if (id) ids.push(Number(id[1]));
+    }
   }
   const took = performance.now() - t0;
   ac.abort();
   return took;
 }
 
+/**
+ * Milliseconds for the events route to bring a client from `lastEventId` to
+ * `last` (the route carries n8n's kinds only, so frames are not counted: the
+ * last id is waited for).
+ */
+const catchUpMs = (base, thread, lastEventId, last) => eventsRouteMs(base, thread, lastEventId, (ids) => ids.some((id) => id >= last));
+
 /** Milliseconds for `n` durable frames of the events route after `lastEventId`. */
-async function replayMs(base, thread, lastEventId, n) {
-  const t0 = performance.now();
-  const ac = new AbortController();
-  const res = await fetch(`${base}/instance-ai/events/${thread}?lastEventId=${lastEventId}`, { signal: ac.signal });
-  const reader = res.body.getReader();
-  const dec = new TextDecoder();
-  let seen = 0;
-  let text = "";
-  while (seen < n) {
-    const { value, done } = await reader.read();
-    if (done) break;
-    text += dec.decode(value, { stream: true });
-    const frames = text.split("\n\n");
-    text = frames.pop();
-    seen += frames.filter((f) => /^id: /m.test(f)).length;
-  }
-  const took = performance.now() - t0;
-  ac.abort();
-  return took;
-}
+const replayMs = (base, thread, lastEventId, n) => eventsRouteMs(base, thread, lastEventId, (ids) => ids.length >= n);
 
 /** History and reconnect on a branched thread against a linear one. */
 async function branchBench(api, hook, turns = 500, edits = 100, trials = 15) {

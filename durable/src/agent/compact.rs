@@ -26,12 +26,7 @@ use crate::log::event::payload::{ContextCompacted, ContextCompactionFailed};
 use crate::log::event::Payload;
 
 impl<H: Host> Agent<H> {
-    /// The context's estimated tokens, the tools' schemas included.
-    fn size(&self, cp: &Checkpoint) -> u64 {
-        let bytes: usize = cp.messages.iter().map(|m| m.to_string().len()).sum::<usize>() + self.schema_bytes();
-        context::estimate(bytes, attachments::keys(&cp.messages).len(), cp.calibration)
-    }
-
+    /// The bytes of the tools' schemas a step sends.
     fn schema_bytes(&self) -> usize {
         let defs = self.definitions();
         if defs.is_empty() {
@@ -44,22 +39,24 @@ impl<H: Host> Agent<H> {
     /// Brings `cp`'s context within the model's window before a call.
     pub(super) async fn fit(&self, cp: &mut Checkpoint) -> Result<(), Halt> {
         let budget = self.cfg.budget();
-        let before = self.size(cp);
+        // The tools offered do not change within a step: measured once.
+        let schemas = self.schema_bytes();
+        let size = |cp: &Checkpoint| context::tokens(&cp.messages, schemas, cp.calibration);
+        let before = size(cp);
         if before <= budget.threshold() {
             return Ok(());
         }
         let layout = cp.context.clone().filter(|_| self.orchestrator && !self.compact_failed.get());
-        let plan =
-            layout.as_ref().and_then(|l| context::plan(&cp.messages, l, &budget, cp.calibration, self.schema_bytes()));
+        let plan = layout.as_ref().and_then(|l| context::plan(&cp.messages, l, &budget, cp.calibration, schemas));
         let failed = match (layout, plan) {
-            (Some(layout), Some(plan)) => match self.compact(cp, &layout, plan, before, false).await {
+            (Some(layout), Some(plan)) => match self.compact(cp, &layout, plan, before, schemas, false).await {
                 Ok(()) => None,
                 Err(Halt::Failed(why)) => Some(why),
                 Err(h) => return Err(h),
             },
             _ => None,
         };
-        let mut now = self.size(cp);
+        let mut now = size(cp);
         if now > budget.limit() {
             // A result too big for the window even alone (a tool's answer
             // of up to MAX_TOOL_RESULT_BYTES) is cut to fit, with a marker.
@@ -67,7 +64,7 @@ impl<H: Host> Agent<H> {
             let excess = ((now - budget.limit()) as f64 * 3.0 / ratio) as usize + 1_024;
             let from = context::own_start(cp.context.as_ref());
             context::shrink_results(&mut cp.messages, from, excess);
-            now = self.size(cp);
+            now = size(cp);
         }
         let mut dropped = 0;
         if now > budget.limit() {
@@ -75,7 +72,7 @@ impl<H: Host> Agent<H> {
                 .context
                 .as_ref()
                 .filter(|_| self.orchestrator)
-                .and_then(|l| context::trim(&cp.messages, l, &budget, cp.calibration, self.schema_bytes()));
+                .and_then(|l| context::trim(&cp.messages, l, &budget, cp.calibration, schemas));
             match trimmed {
                 Some((messages, layout)) => {
                     dropped = cp.context.as_ref().map_or(0, |l| l.turns.len() - layout.turns.len()) as u32;
@@ -102,6 +99,7 @@ impl<H: Host> Agent<H> {
         layout: &Layout,
         plan: Plan,
         before: u64,
+        schemas: usize,
         requested: bool,
     ) -> Result<(), Halt> {
         let folded = context::folded(&cp.messages, layout, &plan);
@@ -117,9 +115,7 @@ impl<H: Host> Agent<H> {
             Err(h) => return Err(h),
         };
         if let Some(u) = &step.usage {
-            let mut sum = builtin::add_usage(cp.usage.as_ref(), u);
-            sum["model"] = self.cfg.model_id.as_ref().unwrap_or(&self.cfg.model).clone().into();
-            cp.usage = Some(sum);
+            cp.usage = Some(self.add_usage(cp.usage.as_ref(), u));
         }
         let summary = step.text.trim();
         if summary.is_empty() {
@@ -140,7 +136,7 @@ impl<H: Host> Agent<H> {
             messages: covers.messages as u32,
             model: self.model_name().unwrap_or_default().to_owned(),
             tokens_before: before,
-            tokens_after: self.size(cp),
+            tokens_after: context::tokens(&cp.messages, schemas, cp.calibration),
             usage: step.usage.clone(),
             requested,
         };
@@ -165,9 +161,10 @@ impl<H: Host> Agent<H> {
         if layout.turns.is_empty() {
             return;
         }
-        let before = self.size(&cp);
+        let schemas = self.schema_bytes();
+        let before = context::tokens(&cp.messages, schemas, cp.calibration);
         let plan = Plan { turns: layout.turns.len(), steps: 0 };
-        if let Err(Halt::Failed(reason)) = self.compact(&mut cp, &layout, plan, before, true).await {
+        if let Err(Halt::Failed(reason)) = self.compact(&mut cp, &layout, plan, before, schemas, true).await {
             let failed = ContextCompactionFailed { reason, tokens: before, dropped: 0 };
             let _ = self.publish(vec![self.payload(Payload::ContextCompactionFailed(failed))]);
         }

@@ -169,10 +169,11 @@ pub fn raw_estimate(bytes: usize, files: usize) -> u64 {
     charge::text_tokens(bytes) + files as u64 * charge::FILE_TOKENS
 }
 
-/// The raw estimate of `messages` (and `extra` bytes: the tools' schemas).
-pub fn raw_of(messages: &[Value], extra: usize) -> u64 {
+/// The [`estimate`] of `messages` and `extra` bytes (the tools' schemas):
+/// what a context is taken to be, wherever it is measured.
+pub fn tokens(messages: &[Value], extra: usize, calibration: Option<Calibration>) -> u64 {
     let bytes: usize = messages.iter().map(|m| m.to_string().len()).sum::<usize>() + extra;
-    raw_estimate(bytes, crate::agent::attachments::keys(messages).len())
+    estimate(bytes, crate::agent::attachments::keys(messages).len(), calibration)
 }
 
 /// Where a run's context came from: what may be folded into a summary, and
@@ -205,9 +206,14 @@ pub struct Span {
 }
 
 impl Layout {
+    /// How many messages the memory's first `turns` turns take.
+    fn turn_messages(&self, turns: usize) -> usize {
+        self.turns.iter().take(turns).map(|t| t.messages).sum()
+    }
+
     /// Where the run's own part starts.
     fn own(&self) -> usize {
-        self.head + self.turns.iter().map(|t| t.messages).sum::<usize>()
+        self.head + self.turn_messages(self.turns.len())
     }
 
     /// The run's steps: each one's first message's index and its length.
@@ -244,10 +250,9 @@ pub fn plan(
     cal: Option<Calibration>,
     extra: usize,
 ) -> Option<Plan> {
-    let size = |ms: &[Value]| {
-        estimate(ms.iter().map(|m| m.to_string().len()).sum(), crate::agent::attachments::keys(ms).len(), cal)
-    };
-    let head = size(&messages[..layout.head.min(messages.len())]) + budget.summary_tokens() + estimate(extra, 0, None);
+    let head = tokens(&messages[..layout.head.min(messages.len())], 0, cal)
+        + budget.summary_tokens()
+        + estimate(extra, 0, None);
     let steps = layout.steps(messages);
     let mut candidates = Vec::new();
     for turns in 1..=layout.turns.len() {
@@ -258,13 +263,13 @@ pub fn plan(
         candidates.push(Plan { turns: layout.turns.len(), steps: s });
     }
     let last = *candidates.last()?;
-    let after = |p: &Plan| head + size(&kept(messages, layout, p));
+    let after = |p: &Plan| head + tokens(&kept(messages, layout, p), 0, cal);
     Some(candidates.into_iter().find(|p| after(p) <= budget.target()).unwrap_or(last))
 }
 
 /// The messages a plan keeps after the head.
 fn kept(messages: &[Value], layout: &Layout, plan: &Plan) -> Vec<Value> {
-    let from = layout.head + layout.turns.iter().take(plan.turns).map(|t| t.messages).sum::<usize>();
+    let from = layout.head + layout.turn_messages(plan.turns);
     let own = layout.own();
     let steps = layout.steps(messages);
     let (skip_from, skip_to) = match plan.steps {
@@ -281,19 +286,26 @@ fn kept(messages: &[Value], layout: &Layout, plan: &Plan) -> Vec<Value> {
 
 /// The messages a plan folds, in order.
 pub fn folded(messages: &[Value], layout: &Layout, plan: &Plan) -> Vec<Value> {
-    let to = layout.head + layout.turns.iter().take(plan.turns).map(|t| t.messages).sum::<usize>();
+    let to = layout.head + layout.turn_messages(plan.turns);
     let mut out: Vec<Value> = messages[layout.head.min(messages.len())..to.min(messages.len())].to_vec();
-    if plan.steps > 0 {
-        let steps = layout.steps(messages);
-        let (a, b) = (steps[0].0, steps[plan.steps - 1].0 + steps[plan.steps - 1].1);
-        out.extend_from_slice(&messages[a..b]);
-    }
+    out.extend_from_slice(folded_steps(messages, layout, plan));
     out
 }
 
-/// How many tool calls `messages` make.
-fn call_count(messages: &[Value]) -> u32 {
-    messages.iter().map(|m| m["tool_calls"].as_array().map_or(0, Vec::len) as u32).sum()
+/// The run's own steps a plan folds (none when it folds only turns).
+fn folded_steps<'m>(messages: &'m [Value], layout: &Layout, plan: &Plan) -> &'m [Value] {
+    if plan.steps == 0 {
+        return &[];
+    }
+    let steps = layout.steps(messages);
+    &messages[steps[0].0..steps[plan.steps - 1].0 + steps[plan.steps - 1].1]
+}
+
+/// The run's tool calls a summary covers after `plan`: those it covered
+/// before, and the calls of the steps the plan folds.
+fn calls_after(messages: &[Value], layout: &Layout, plan: &Plan) -> u32 {
+    let folded = folded_steps(messages, layout, plan);
+    layout.calls + folded.iter().map(|m| m["tool_calls"].as_array().map_or(0, Vec::len) as u32).sum::<u32>()
 }
 
 /// What a compaction covers, as it is stored: the conversation up to and
@@ -317,7 +329,7 @@ pub fn covers(messages: &[Value], layout: &Layout, plan: &Plan, run_id: &str) ->
         let through = layout.turns[plan.turns - 1].run_id.clone();
         Covers { from, through, calls: None, messages: folded.len() }
     } else {
-        let calls = layout.calls + call_count(&folded);
+        let calls = calls_after(messages, layout, plan);
         Covers { from, through: run_id.to_owned(), calls: Some(calls), messages: folded.len() }
     }
 }
@@ -400,25 +412,16 @@ pub fn summary_message(summary: &str) -> Value {
 /// The context after a compaction: the system prompt, the new summary, and
 /// what the plan keeps; and its layout.
 pub fn apply(messages: &[Value], layout: &Layout, plan: &Plan, summary: &str) -> (Vec<Value>, Layout) {
-    let folded_calls = if plan.steps > 0 {
-        call_count(&folded(messages, layout, plan)[layout_turn_messages(layout, plan.turns)..])
-    } else {
-        0
-    };
     let mut out = vec![messages[0].clone(), summary_message(summary)];
     out.extend(kept(messages, layout, plan));
     let next = Layout {
         head: 2,
         turns: layout.turns[plan.turns..].to_vec(),
         intro: layout.intro,
-        calls: layout.calls + folded_calls,
+        calls: calls_after(messages, layout, plan),
         summary: Some(summary.to_owned()),
     };
     (out, next)
-}
-
-fn layout_turn_messages(layout: &Layout, turns: usize) -> usize {
-    layout.turns.iter().take(turns).map(|t| t.messages).sum()
 }
 
 /// What a tool result cut to fit the window ends with.
@@ -472,18 +475,11 @@ pub fn trim(
     cal: Option<Calibration>,
     extra: usize,
 ) -> Option<(Vec<Value>, Layout)> {
-    let size = |ms: &[Value]| {
-        estimate(
-            ms.iter().map(|m| m.to_string().len()).sum::<usize>() + extra,
-            crate::agent::attachments::keys(ms).len(),
-            cal,
-        )
-    };
     for drop in 0..=layout.turns.len() {
-        let from = layout.head + layout_turn_messages(layout, drop);
+        let from = layout.head + layout.turn_messages(drop);
         let mut out = messages[..layout.head].to_vec();
         out.extend_from_slice(&messages[from..]);
-        if size(&out) <= budget.limit() {
+        if tokens(&out, extra, cal) <= budget.limit() {
             let next = Layout { turns: layout.turns[drop..].to_vec(), ..layout.clone() };
             return Some((out, next));
         }

@@ -432,6 +432,14 @@ impl<H: Host> Agent<H> {
         }
     }
 
+    /// The run's usage with a call's added; it names the run's model, for
+    /// the usage views.
+    fn add_usage(&self, acc: Option<&Value>, used: &Value) -> Value {
+        let mut sum = add_usage(acc, used);
+        sum["model"] = self.model_name().unwrap_or_default().into();
+        sum
+    }
+
     fn event(&self, kind: Kind, payload: Value) -> Event {
         Event::built(kind, &self.run_id, &self.agent_id, self.host.now(), payload)
     }
@@ -466,10 +474,7 @@ impl<H: Host> Agent<H> {
                 cp.calibration = Some(context::Calibration { estimated: step.estimated, reported: prompt });
             }
             if let Some(u) = &step.usage {
-                let mut sum = add_usage(usage.as_ref(), u);
-                // The run's usage names its model, for the usage views.
-                sum["model"] = self.cfg.model_id.as_ref().unwrap_or(&self.cfg.model).clone().into();
-                usage = Some(sum);
+                usage = Some(self.add_usage(usage.as_ref(), u));
             }
             if step.finish.as_deref() == Some("length") {
                 self.publish(vec![self.event(
