@@ -35,6 +35,8 @@ pub struct WorkerHost {
     pub abort: Rc<RefCell<Option<AbortController>>>,
     /// The threads' files (`FILES`), for the model.
     pub files: Option<Rc<Bucket>>,
+    /// Called after each publish: the thread's inbox hears of what changed.
+    pub changed: Rc<dyn Fn()>,
 }
 
 impl WorkerHost {
@@ -44,9 +46,10 @@ impl WorkerHost {
         run_id: String,
         model: Rc<ModelEndpoint>,
         files: Option<Rc<Bucket>>,
+        changed: Rc<dyn Fn()>,
     ) -> WorkerHost {
         let abort = Rc::new(RefCell::new(Some(AbortController::default())));
-        WorkerHost { env, core, run_id, model, abort, files }
+        WorkerHost { env, core, run_id, model, abort, files, changed }
     }
 
     /// Aborts the run's in-flight requests.
@@ -214,14 +217,18 @@ impl Host for WorkerHost {
     }
 
     fn publish(&self, scope: &Scope, events: Vec<Event>) -> std::result::Result<(), Stopped> {
-        let mut slot = self.core.borrow_mut();
-        let Some(core) = slot.as_mut() else { return Err(Stopped) };
-        core.agent_loop().publish(&self.run_id, scope, events, now_ms()).map_err(|e| {
-            if !e.is_conflict() {
-                console_error!("agent publish: {e}");
-            }
-            Stopped
-        })
+        let published = {
+            let mut slot = self.core.borrow_mut();
+            let Some(core) = slot.as_mut() else { return Err(Stopped) };
+            core.agent_loop().publish(&self.run_id, scope, events, now_ms()).map_err(|e| {
+                if !e.is_conflict() {
+                    console_error!("agent publish: {e}");
+                }
+                Stopped
+            })
+        };
+        (self.changed)();
+        published
     }
 
     fn checkpoint(&self, cp: &Checkpoint) {
@@ -305,12 +312,16 @@ impl Host for WorkerHost {
     }
 
     fn request_confirmation(&self, agent_id: &str, payload: Value) -> std::result::Result<String, Stopped> {
-        let mut slot = self.core.borrow_mut();
-        let Some(core) = slot.as_mut() else { return Err(Stopped) };
-        let local = ids::new_id("cr");
-        core.agent_loop().request_confirmation(&self.run_id, agent_id, payload, &local, now_ms()).map_err(|e| {
-            console_error!("confirmation: {e}");
-            Stopped
-        })
+        let requested = {
+            let mut slot = self.core.borrow_mut();
+            let Some(core) = slot.as_mut() else { return Err(Stopped) };
+            let local = ids::new_id("cr");
+            core.agent_loop().request_confirmation(&self.run_id, agent_id, payload, &local, now_ms()).map_err(|e| {
+                console_error!("confirmation: {e}");
+                Stopped
+            })
+        };
+        (self.changed)();
+        requested
     }
 }

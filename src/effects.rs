@@ -49,6 +49,7 @@ impl Inner {
                         console_warn!("directory: {e}");
                     }
                 }
+                Effect::Report { actor, reports } => self.deliver_reports(actor, reports),
                 Effect::Charge { actor, charges } => {
                     crate::charges::deliver(&self.env, &self.core, &actor, charges).await
                 }
@@ -121,6 +122,7 @@ impl Inner {
                 self.state.wait_until(crate::telemetry::export(otlp.clone(), spans));
             }
         }
+        self.report();
         self.arm_alarm().await;
         self.arm_flush_timer();
     }
@@ -131,7 +133,14 @@ impl Inner {
         let Drive { job, endpoint, config, tools, mcp } = *d;
         let run_id = job.run_id.clone();
         let files = crate::bucket::bucket(&self.env).ok().map(Rc::new);
-        let host = WorkerHost::new(self.env.clone(), self.core.clone(), run_id.clone(), Rc::new(endpoint), files);
+        let weak = Rc::downgrade(self);
+        let changed: Rc<dyn Fn()> = Rc::new(move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.report();
+            }
+        });
+        let host =
+            WorkerHost::new(self.env.clone(), self.core.clone(), run_id.clone(), Rc::new(endpoint), files, changed);
         let token = CancelToken::default();
         self.agents.borrow_mut().push((run_id.clone(), token.clone(), host.clone()));
         let inner = self.clone();
@@ -159,7 +168,7 @@ impl Inner {
     /// Keeps the storage alarm at the core's next deadline (alarms survive
     /// eviction and restarts, so a silent run always ends). Only moves it
     /// earlier, or sets it when none is pending.
-    async fn arm_alarm(&self) {
+    pub(crate) async fn arm_alarm(&self) {
         let now = now_ms();
         let deadline = self.core.borrow_mut().as_mut().and_then(|c| c.clock().next_alarm(now, &self.settings));
         let Some(deadline) = deadline else { return };

@@ -38,6 +38,7 @@ mod json_schema;
 mod live;
 mod object;
 mod relay;
+mod reports;
 mod store;
 mod stream_object;
 mod telemetry;

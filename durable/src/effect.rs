@@ -24,6 +24,11 @@ pub enum Effect {
     /// Tell an actor's directory (the thread's owner's: a run started, the
     /// thread is gone).
     Directory { actor: String, op: crate::directory::Op },
+    /// Tell `actor`'s inbox (their directory) the thread's state: the
+    /// reports it has not taken, oldest first (`Op::Report`); then report
+    /// the outcome: `Thread::reported` with the last version, or
+    /// `Thread::report_failed` (the alarm tries again).
+    Report { actor: String, reports: Vec<crate::directory::inbox::Report> },
     /// Deliver model calls' charges to `actor`'s directory
     /// (`Op::Charge`), then report the outcome: `Thread::charged` with
     /// their ids, or `Thread::charge_failed` (the alarm tries again).
@@ -61,6 +66,9 @@ impl std::fmt::Debug for Effect {
             Effect::Webhook { body, start_of } => write!(f, "Webhook({body}, start_of: {start_of:?})"),
             Effect::StopAgents => f.write_str("StopAgents"),
             Effect::Directory { actor, op } => write!(f, "Directory({actor}, {op:?})"),
+            Effect::Report { actor, reports } => {
+                write!(f, "Report({actor}, {:?})", reports.iter().map(|r| r.version).collect::<Vec<_>>())
+            }
             Effect::Charge { actor, charges } => write!(f, "Charge({actor}, {} charges)", charges.len()),
             Effect::Wipe { files } => write!(f, "Wipe(files: {files:?})"),
             Effect::EndFollows { ids } => write!(f, "EndFollows({ids:?})"),

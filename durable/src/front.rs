@@ -115,6 +115,8 @@ pub struct Exchange<'s> {
     /// Their bytes are in the bucket.
     stored: bool,
     content_type: Option<String>,
+    /// A Worker route's query, kept while its body is read.
+    worker_body: Option<String>,
 }
 
 /// The methods a request may have, as a static name (a call's).
@@ -148,6 +150,7 @@ impl<'s> Exchange<'s> {
             files: Vec::new(),
             stored: false,
             content_type: (head.header)("content-type"),
+            worker_body: None,
         };
         let step = x.begin(head).unwrap_or_else(|e| Step::Reply(Reply::error(&e)));
         (x, step)
@@ -213,6 +216,13 @@ impl<'s> Exchange<'s> {
             return Ok(Step::Reply(reply));
         }
         match route.target() {
+            // A body the route reads before it goes anywhere.
+            Target::Worker if route.body() == BodyKind::Json && self.worker_body.is_none() => {
+                let limit = route.body().limit(&self.settings.limits);
+                self.waiting = Waiting::Body(route, caller);
+                self.worker_body = Some(head.query.to_owned());
+                Ok(Step::ReadBody { limit })
+            }
             Target::Worker => match route.at_worker(&caller, head, self.settings, self.now)? {
                 AtWorker::Reply(r) => Ok(Step::Reply(r)),
                 AtWorker::Stream { name, context, live } => {
@@ -238,6 +248,12 @@ impl<'s> Exchange<'s> {
                     let actor = caller.id().ok_or_else(ApiError::thread_not_found)?.to_owned();
                     self.waiting = Waiting::Directory(route);
                     Ok(Step::Call(directory_call(&actor, &op)))
+                }
+                // The directory answers with a reader's socket, relayed:
+                // it sleeps between changes.
+                AtWorker::Follow { op, plan } => {
+                    let actor = caller.id().ok_or_else(ApiError::thread_not_found)?.to_owned();
+                    Ok(Step::Relay(ObjectCall { method: "GET", socket: true, ..directory_call(&actor, &op) }, plan))
                 }
             },
             // A body that may carry files is read here, as it streams, its
@@ -416,6 +432,22 @@ impl<'s> Exchange<'s> {
             route.address(&json, new_id)?;
             Ok(bytes)
         });
+        if route.target() == Target::Worker {
+            // A Worker route that read its body: on to where it goes now.
+            let query = self.worker_body.clone().unwrap_or_default();
+            let no_header = |_: &str| None;
+            let head = Head { method: self.method, path: "", query: &query, header: &no_header };
+            let step = addressed.and_then(|_| match route.at_worker(&caller, &head, self.settings, self.now)? {
+                AtWorker::Directory(op) => {
+                    let actor = caller.id().ok_or_else(ApiError::thread_not_found)?.to_owned();
+                    self.waiting = Waiting::Directory(route);
+                    Ok(Step::Call(directory_call(&actor, &op)))
+                }
+                AtWorker::Reply(r) => Ok(Step::Reply(r)),
+                _ => Err(ApiError::unavailable("a route with a body answers from the directory")),
+            });
+            return step.unwrap_or_else(|e| Step::Reply(Reply::error(&e)));
+        }
         match addressed.and_then(|bytes| self.toward_thread(route, caller, Body::Bytes(bytes))) {
             Ok(step) => step,
             Err(e) => Step::Reply(Reply::error(&e)),

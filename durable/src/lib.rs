@@ -72,7 +72,7 @@
 mod access;
 pub mod agent;
 pub mod auth;
-mod directory;
+pub mod directory;
 mod effect;
 pub mod feed;
 pub mod files;

@@ -332,3 +332,70 @@ fn the_stored_queue_stays_under_its_byte_limit_and_a_refusal_changes_nothing() {
     let edited = serve(&mut t, &s, Req::new("PATCH", &path, alice()).body(&json!({"message": "short now"})), 4);
     assert_eq!(support::status(&edited), 200);
 }
+
+/// The reports a due [`Thread::report`] carries.
+fn reported(t: &mut T, now: i64) -> Vec<threadline_durable::directory::inbox::Report> {
+    match t.report(now).unwrap() {
+        Some(Effect::Report { actor, reports }) => {
+            assert_eq!(actor, "alice", "to the owner's directory");
+            reports
+        }
+        None => Vec::new(),
+        Some(other) => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_thread_reports_each_state_to_its_owners_inbox_until_taken() {
+    use threadline_durable::directory::inbox::State;
+    let s = settings();
+    let mut t = support::thread(&s);
+    assert!(reported(&mut t, 0).is_empty(), "nobody owns an empty thread");
+    let (_, first, effects) = send(&mut t, &s, json!({"message": "careful"}), 1);
+    let run = first["runId"].as_str().unwrap().to_owned();
+    let token = token_of(&effects, &run);
+    let running = reported(&mut t, 1);
+    assert_eq!(running.len(), 1);
+    assert_eq!(
+        (running[0].version, running[0].state, running[0].run_id.as_deref()),
+        (1, State::Running, Some(run.as_str()))
+    );
+    assert_eq!(running[0].title, "careful");
+    assert!(reported(&mut t, 1).is_empty(), "nothing changed: nothing to say");
+    // The directory did not take it: the alarm tries again, with what is new.
+    t.report_failed(2);
+    let retry_at = t.report_deadline().expect("a retry");
+    assert!(retry_at > 2);
+    let path = format!("/instance-ai/threads/t1/runs/{run}/events");
+    let ask = json!([{"type": "confirmation-request", "agentId": "orchestrator", "payload": {
+        "requestId": "r1", "toolCallId": "c1", "toolName": "drop", "args": {}, "severity": "warning",
+        "message": "ok?", "inputType": "approval"}}]);
+    let auth = format!("Bearer {token}");
+    serve(&mut t, &s, Req::new("POST", &path, Caller::Nobody).body(&ask).header("authorization", &auth), 3);
+    let owed = reported(&mut t, 3);
+    assert_eq!(owed.iter().map(|r| r.version).collect::<Vec<_>>(), [1, 2], "the one not taken, then the new one");
+    let waiting = &owed[1];
+    assert_eq!(waiting.state, State::Waiting);
+    let wait = waiting.waiting.as_ref().unwrap();
+    assert_eq!((wait.kind.as_str(), wait.tool_name.as_str()), ("approval", "drop"));
+    assert!(waiting.answer_id > 0, "a request is worth reading");
+    t.reported(2).unwrap();
+    assert_eq!(t.report_deadline(), None, "nothing owed");
+    // Decided, then finished: idle, with the run's end to read.
+    decide(&mut t, &s, "r1", json!({"approved": true}), 4);
+    finish(&mut t, &s, &run, &token, 5);
+    let done = reported(&mut t, 5);
+    let last = done.last().unwrap();
+    assert_eq!(last.state, State::Idle);
+    assert_eq!(
+        last.last_run.as_ref().map(|r| (r.run_id.as_str(), r.status.as_str())),
+        Some((run.as_str(), "completed"))
+    );
+    assert_eq!(last.answer_id, t.conversation().last_seq(), "the run's end is the last thing to read");
+    t.reported(last.version).unwrap();
+    // Reloaded from storage: what it reported is kept, nothing is said twice.
+    let store = std::mem::take(t.journal_mut().store_mut());
+    let mut again = Thread::load(store, s.thread.clone(), 6).unwrap();
+    again.journal_mut().set_thread_id("t1");
+    assert!(reported(&mut again, 6).is_empty(), "the state it last reported is the state it has");
+}

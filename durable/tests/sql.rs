@@ -121,12 +121,16 @@ fn a_directory_lists_threads_and_keeps_the_send_window() {
     ok(d.handle(&DirectoryOp::Register { thread_id: "a".into(), title: "ignored".into(), at: 3 }));
     let list = d.handle(&DirectoryOp::List);
     let rows: serde_json::Value = serde_json::from_slice(&list.body).unwrap();
+    let brief = |r: &serde_json::Value| {
+        json!({"threadId": r["threadId"], "title": r["title"], "createdAt": r["createdAt"], "updatedAt": r["updatedAt"],
+               "runs": r["runs"], "state": r["state"], "unread": r["unread"]})
+    };
     assert_eq!(
-        rows["rows"],
-        json!([
-            {"threadId": "a", "title": "first", "createdAt": 1, "updatedAt": 3, "runs": 2},
-            {"threadId": "b", "title": "second", "createdAt": 2, "updatedAt": 2, "runs": 1},
-        ])
+        rows["rows"].as_array().unwrap().iter().map(brief).collect::<Vec<_>>(),
+        [
+            json!({"threadId": "a", "title": "first", "createdAt": 1, "updatedAt": 3, "runs": 2, "state": "idle", "unread": false}),
+            json!({"threadId": "b", "title": "second", "createdAt": 2, "updatedAt": 2, "runs": 1, "state": "idle", "unread": false}),
+        ]
     );
     ok(d.handle(&DirectoryOp::Unregister { thread_id: "a".into() }));
     let rows: serde_json::Value = serde_json::from_slice(&d.handle(&DirectoryOp::List).body).unwrap();
@@ -261,4 +265,124 @@ fn a_stream_log_pages_its_messages_by_size() {
     assert_eq!(one.len(), 1, "at least one message, however small the size");
     log.clear().unwrap();
     assert!(log.read(Offset::ZERO, Offset::new(9, 9), 10_000).unwrap().is_empty());
+}
+
+/// A thread's report, as it makes them.
+fn report(
+    thread: &str,
+    version: u64,
+    state: threadline_durable::directory::inbox::State,
+    at: i64,
+) -> threadline_durable::directory::inbox::Report {
+    threadline_durable::directory::inbox::Report {
+        thread_id: thread.into(),
+        version,
+        event_id: version * 10,
+        title: format!("title of {thread}"),
+        state,
+        answer_id: if state == threadline_durable::directory::inbox::State::Idle { version * 10 } else { 0 },
+        created_at: 1,
+        updated_at: at,
+        runs: 1,
+        ..Default::default()
+    }
+}
+
+fn body(r: &threadline_durable::Reply) -> serde_json::Value {
+    serde_json::from_slice(&r.body).unwrap()
+}
+
+#[test]
+fn an_inbox_takes_each_report_once_in_order_and_logs_every_change() {
+    use threadline_durable::directory::inbox::{Page, State};
+    let d = Directory::open(lite()).unwrap();
+    let reports = |rs: Vec<_>| d.handle(&DirectoryOp::Report { reports: rs });
+    assert_eq!(reports(vec![report("a", 1, State::Running, 10)]).status, 204);
+    assert_eq!(reports(vec![report("b", 1, State::Running, 11)]).status, 204);
+    // A retry carries what was not taken with what is new: the taken one
+    // changes nothing, the new one is logged once.
+    reports(vec![report("a", 1, State::Running, 10), report("a", 2, State::Waiting, 12)]);
+    // A late report (below the version held) changes nothing.
+    reports(vec![report("a", 1, State::Running, 10)]);
+    let published = String::from_utf8(d.published().unwrap().to_vec()).unwrap();
+    let seqs: Vec<u64> = threadline_durable::feed::socket::lines(&published)
+        .filter_map(|l| match l {
+            threadline_durable::feed::socket::Line::Durable { seq, .. } => Some(seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(seqs, [1, 2, 3], "one change per report taken: {published}");
+    assert!(d.published().is_none(), "taken once");
+    let page = body(&d.handle(&DirectoryOp::Inbox { page: Page::default() }));
+    assert_eq!(page["eventId"], 3);
+    let states: Vec<_> =
+        page["rows"].as_array().unwrap().iter().map(|r| (r["threadId"].clone(), r["state"].clone())).collect();
+    assert_eq!(states, [(json!("a"), json!("waiting")), (json!("b"), json!("running"))], "newest change first");
+    // Waiting only.
+    let waiting = body(&d.handle(&DirectoryOp::Inbox {
+        page: Page { state: Some(threadline_durable::directory::inbox::Filter::Waiting), ..Page::default() },
+    }));
+    assert_eq!(waiting["rows"].as_array().unwrap().len(), 1);
+    // A finished run is unread until read up to it; a mark never moves back
+    // nor past what the thread reported.
+    reports(vec![report("a", 3, State::Idle, 13)]);
+    let row = |id: &str| {
+        let page = body(&d.handle(&DirectoryOp::Inbox { page: Page::default() }));
+        page["rows"].as_array().unwrap().iter().find(|r| r["threadId"] == id).cloned().unwrap()
+    };
+    assert_eq!((row("a")["unread"].clone(), row("a")["answerId"].clone()), (json!(true), json!(30)));
+    let read = d.handle(&DirectoryOp::Read { thread_id: "a".into(), event_id: 10_000 });
+    assert_eq!(read.status, 200);
+    assert_eq!((body(&read)["readEventId"].clone(), body(&read)["unread"].clone()), (json!(30), json!(false)));
+    let back = d.handle(&DirectoryOp::Read { thread_id: "a".into(), event_id: 5 });
+    assert_eq!(body(&back)["readEventId"], 30, "never back");
+    assert_eq!(d.handle(&DirectoryOp::Read { thread_id: "nobody's".into(), event_id: 1 }).status, 404);
+    // Deleted: out of listings, in the log once.
+    d.published();
+    d.handle(&DirectoryOp::Unregister { thread_id: "b".into() });
+    d.handle(&DirectoryOp::Unregister { thread_id: "b".into() });
+    let gone = String::from_utf8(d.published().unwrap().to_vec()).unwrap();
+    assert_eq!(gone.matches("\"deleted\":true").count(), 1, "{gone}");
+    assert_eq!(body(&d.handle(&DirectoryOp::List))["rows"].as_array().unwrap().len(), 1);
+    // A reader from any point gets every change after it, in order.
+    let hello = String::from_utf8(d.follow(Some(2)).unwrap().to_vec()).unwrap();
+    let lines: Vec<_> = threadline_durable::feed::socket::lines(&hello).collect();
+    assert!(matches!(lines[0], threadline_durable::feed::socket::Line::Hello { after: 2, .. }), "{hello}");
+    let replayed: Vec<u64> = lines
+        .iter()
+        .filter_map(|l| match l {
+            threadline_durable::feed::socket::Line::Durable { seq, .. } => Some(*seq),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replayed, [3, 4, 5, 6]);
+    // From now: nothing replayed.
+    let now = String::from_utf8(d.follow(None).unwrap().to_vec()).unwrap();
+    assert!(!now.contains("\nD "), "{now}");
+}
+
+#[test]
+fn an_inbox_pages_through_many_threads_without_a_ceiling() {
+    use threadline_durable::directory::inbox::{Page, State};
+    let d = Directory::open(lite()).unwrap();
+    let all: Vec<_> = (0..450).map(|i| report(&format!("t{i:03}"), 1, State::Idle, 1_000 + (i % 7))).collect();
+    d.handle(&DirectoryOp::Report { reports: all });
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = body(
+            &d.handle(&DirectoryOp::Inbox { page: Page { limit: Some(100), cursor: cursor.clone(), state: None } }),
+        );
+        seen.extend(page["rows"].as_array().unwrap().iter().map(|r| r["threadId"].as_str().unwrap().to_owned()));
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 450);
+    let unique: std::collections::HashSet<_> = seen.iter().collect();
+    assert_eq!(unique.len(), 450, "no row twice across pages");
+    // The change log keeps every thread's newest change past its window.
+    let hello = String::from_utf8(d.follow(Some(0)).unwrap().to_vec()).unwrap();
+    assert!(hello.contains("\nP "), "a first page");
 }

@@ -7,7 +7,8 @@
 //! (`thread`) and the relay (`feed`). Removing a folder and its name in
 //! that line leaves everything else as it was, with one dependency between
 //! protocols, one way: `flue` reads with `durable_streams`' offsets, run
-//! reads and framers (Flue's wire is built on Durable Streams). Flue's
+//! reads and framers (Flue's wire is built on Durable Streams), and `inbox`
+//! serves its changes as a Durable Stream with `durable_streams`' views. Flue's
 //! conversation view on Durable Streams' `/v1/threads` path is handed to it
 //! here, by the query ([`refine`]), so `durable_streams` names no other
 //! protocol.
@@ -60,6 +61,9 @@ pub enum AtWorker {
     /// request goes to it as it is, or, for a live read, asks it for a
     /// reader's socket relayed with `live`.
     Stream { name: String, context: String, live: Option<Plan> },
+    /// Follow the caller's directory (`op`, a [`directory::Op::Follow`]):
+    /// it answers with a reader's socket, relayed with `plan`.
+    Follow { op: directory::Op, plan: Plan },
 }
 
 /// How a request was let in before its route runs ([`handle`]): admitted
@@ -404,7 +408,7 @@ pub fn handle<S: Store, K: Sink>(
     Outcome { answer, effects }
 }
 
-protocols! { instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, file_routes => Files }
+protocols! { inbox => Inbox, instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, file_routes => Files }
 
 #[cfg(test)]
 mod tests {

@@ -291,6 +291,13 @@ pub const THREAD: Layout = Layout {
                 ),
             ],
         },
+        Migration {
+            version: 12,
+            note: "meta key `inbox`: what the thread last reported to its owner's inbox and the reports their \
+               directory has not taken yet (additive: a thread of before has none, and reports its state when it \
+               next loads)",
+            steps: &[],
+        },
     ],
 };
 
@@ -344,6 +351,25 @@ pub const DIRECTORY: Layout = Layout {
                 Statement::Sql("CREATE UNIQUE INDEX IF NOT EXISTS usage_by_charge ON usage (charge_id) WHERE charge_id IS NOT NULL"),
                 Statement::Sql(
                     "CREATE TABLE IF NOT EXISTS holds (id TEXT PRIMARY KEY, at INTEGER NOT NULL, tokens INTEGER NOT NULL, cost_usd REAL NOT NULL)",
+                ),
+            ],
+        },
+        Migration {
+            version: 5,
+            note: "the inbox: a thread's row holds the last state it reported (`report`, its `version`, `state`, \
+               `answer_id`), the actor's read mark (`read_id`) and `deleted` once it is gone; table `changes`: every \
+               change of a row, streamed to the inbox's readers. Rows of before report nothing until their thread \
+               next wakes (each thread reports itself then): they read as idle, with their title, times and runs",
+            steps: &[
+                Statement::AddColumn { table: "threads", column: "report", decl: "TEXT" },
+                Statement::AddColumn { table: "threads", column: "version", decl: "INTEGER NOT NULL DEFAULT 0" },
+                Statement::AddColumn { table: "threads", column: "state", decl: "TEXT NOT NULL DEFAULT 'idle'" },
+                Statement::AddColumn { table: "threads", column: "answer_id", decl: "INTEGER NOT NULL DEFAULT 0" },
+                Statement::AddColumn { table: "threads", column: "read_id", decl: "INTEGER NOT NULL DEFAULT 0" },
+                Statement::AddColumn { table: "threads", column: "deleted", decl: "INTEGER NOT NULL DEFAULT 0" },
+                Statement::Sql("CREATE INDEX IF NOT EXISTS threads_by_change ON threads (updated_at DESC, thread_id)"),
+                Statement::Sql(
+                    "CREATE TABLE IF NOT EXISTS changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, thread_id TEXT NOT NULL, data TEXT NOT NULL)",
                 ),
             ],
         },

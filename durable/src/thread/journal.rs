@@ -41,6 +41,22 @@ pub struct Journal<S: Store, K: Sink> {
     last_write_at: i64,
     /// The conversation's tree as last read.
     trees: super::tree::TreeCache,
+    /// What the log's last commits changed of the thread's inbox state
+    /// (`thread/inbox.rs`).
+    pub(super) marks: Marks,
+}
+
+/// What committed events changed of what a thread reports to its inbox:
+/// set by [`Journal::append`] once stored, taken by the next report.
+#[derive(Debug, Default)]
+pub struct Marks {
+    /// A run started or ended, a request for a person was made or settled,
+    /// the queue, title or branch changed.
+    pub changed: bool,
+    /// The last event worth a person's reading: a run's end, a request.
+    pub answer_id: u64,
+    /// The last run that ended: its id, status and time.
+    pub finished: Option<(String, event::FinishStatus, i64)>,
 }
 
 impl<S: Store, K: Sink> Journal<S, K> {
@@ -62,6 +78,7 @@ impl<S: Store, K: Sink> Journal<S, K> {
             subscribers: Subscribers::default(),
             last_write_at,
             trees: Default::default(),
+            marks: Marks::default(),
         })
     }
 
@@ -258,10 +275,12 @@ impl<S: Store, K: Sink> Journal<S, K> {
         let mut message = Vec::new();
         let mut durable = Vec::new();
         let mut seq = self.last_seq;
+        let mut marks = Marks::default();
         for s in &staged {
             match s {
                 Staged::Durable(ev) => {
                     seq += 1;
+                    marks.saw(seq, ev);
                     let data = ev.to_json();
                     socket::durable(seq, &data, &mut message);
                     socket::durable(seq, &data, &mut durable);
@@ -278,6 +297,7 @@ impl<S: Store, K: Sink> Journal<S, K> {
             }
         }
         self.last_seq = seq;
+        self.marks.merge(marks);
         self.last_write_at = staged.iter().map(|s| s.event().ts).fold(self.last_write_at, i64::max);
         self.subscribers.fan_out(&staged, Bytes::from(message), Bytes::from(durable));
         Ok(())
@@ -364,6 +384,37 @@ impl<S: Store, K: Sink> Journal<S, K> {
         };
         socket::page_end(last, out);
         Ok(())
+    }
+}
+
+impl Marks {
+    /// What stored event `ev`, at `seq`, changes.
+    fn saw(&mut self, seq: u64, ev: &Event) {
+        match &ev.payload {
+            Payload::RunFinish(fin) => {
+                self.answer_id = seq;
+                self.finished = Some((ev.run_id.clone(), fin.status, ev.ts));
+                self.changed = true;
+            }
+            Payload::ConfirmationRequest(_) => {
+                self.answer_id = seq;
+                self.changed = true;
+            }
+            Payload::RunStart(_)
+            | Payload::ConfirmationSettled(_)
+            | Payload::QueueUpdated(_)
+            | Payload::ThreadTitleUpdated(_)
+            | Payload::BranchSwitched(_) => self.changed = true,
+            _ => {}
+        }
+    }
+
+    fn merge(&mut self, later: Marks) {
+        self.changed |= later.changed;
+        self.answer_id = self.answer_id.max(later.answer_id);
+        if later.finished.is_some() {
+            self.finished = later.finished;
+        }
     }
 }
 

@@ -1,11 +1,10 @@
 //! Launching the runs a send (or the queue) started: the shell's, after
-//! each request, alarm and agent webhook. A run is listed in its owner's
-//! directory, then its agent starts: the built-in loop, or the external
-//! agent's webhook; a run whose agent cannot start ends at once.
+//! each request, alarm and agent webhook. A run's agent starts: the
+//! built-in loop, or the external agent's webhook; a run whose agent cannot
+//! start ends at once. (The owner's inbox hears of the run from the
+//! thread's report: `thread/inbox.rs`.)
 
 use super::{Sink, Started, Thread};
-use crate::agent;
-use crate::directory::Op;
 use crate::effect::Effect;
 use crate::log::event::{Event, FinishStatus, Kind};
 use crate::settings::Settings;
@@ -26,8 +25,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
 
 impl<S: Store, K: Sink> Launch<'_, S, K> {
     /// Launches the runs the thread started (a send, or the queue when a run
-    /// ended): lists the thread in its owner's directory, then starts the
-    /// built-in agent or signals the external one. A run whose agent cannot
+    /// ended): starts the built-in agent or signals the external one. A run whose agent cannot
     /// start ends at once with an error rather than lock the thread.
     pub fn started(&mut self, settings: &Settings, now: i64) -> Vec<Effect> {
         let mut effects = std::mem::take(&mut self.thread.outbox);
@@ -42,11 +40,6 @@ impl<S: Store, K: Sink> Launch<'_, S, K> {
     fn one(&mut self, s: Started, settings: &Settings, now: i64) -> Vec<Effect> {
         let run = &s.run;
         let mut effects = Vec::new();
-        if let Ok(Some(owner)) = self.thread.conversation().owner() {
-            let title = agent::title_for(&run.message, &run.turn.attachments);
-            let op = Op::Register { thread_id: self.thread.journal.thread_id().to_owned(), title, at: run.created_at };
-            effects.push(Effect::Directory { actor: owner, op });
-        }
         let started = match run.driver {
             Driver::Builtin => {
                 self.thread.agent_loop().start(run, s.client_tools.clone(), settings, now).map_err(|e| e.to_string())

@@ -93,6 +93,7 @@ impl<S: Store, K: Sink> Clock<'_, S, K> {
         }
         let mut effects = self.settle_lapsed(settings, now)?;
         effects.extend(self.thread.charges().charge_alarm(now)?);
+        effects.extend(self.thread.reports_due(now)?);
         effects.extend(self.thread.journal.files_mut().sweep_files(settings.files.grace_ms, now)?);
         self.flush_idle(now)?;
         if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
@@ -181,7 +182,8 @@ impl<S: Store, K: Sink> Clock<'_, S, K> {
     /// agent runs (an outbound fetch alone does not keep the object
     /// resident; a suspended run needs none, it waits in storage), the next
     /// confirmation to lapse, the next unsent upload to remove, the next
-    /// try of undelivered charges, and the thread's TTL.
+    /// try of undelivered charges and of owed inbox reports, and the
+    /// thread's TTL.
     pub fn next_alarm(&self, now: i64, settings: &crate::settings::Settings) -> Option<i64> {
         let running_builtin = self.thread.runs.active_run().is_some_and(|r| r.driver == Driver::Builtin)
             && !self.thread.runs.is_suspended();
@@ -194,6 +196,9 @@ impl<S: Store, K: Sink> Clock<'_, S, K> {
         });
         let expiry = self.thread.requests().next_expiry().ok().flatten();
         let sweep = self.thread.journal.files().next_sweep(settings.files.grace_ms);
-        [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline()].into_iter().flatten().min()
+        [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline(), self.thread.report_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 }

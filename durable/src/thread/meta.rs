@@ -29,6 +29,9 @@ pub const CALIBRATION_KEY: &str = "context_calibration";
 /// The log's generation (its name predates other readers than its first:
 /// stored data keeps it).
 pub const GENERATION_KEY: &str = "ds_generation";
+/// What the thread reported to its owner's inbox, and what it owes it
+/// (storage 12: `thread::inbox::Reports`, JSON).
+pub const INBOX_KEY: &str = "inbox";
 
 /// The log's generation: a random number drawn (from `draw`) when the log is
 /// first read from a position and stored with it. A reader's position names

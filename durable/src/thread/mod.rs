@@ -56,6 +56,7 @@ mod confirmations;
 pub mod conversation;
 pub mod error;
 pub mod fork;
+mod inbox;
 mod journal;
 mod launch;
 mod lifecycle;
@@ -184,6 +185,9 @@ pub struct Thread<S: Store, K: Sink> {
     /// When undelivered charges are next tried, and the wait before that
     /// (doubled after each failure): `thread/charges.rs`.
     charge_retry: charges::Retry,
+    /// What the thread reported to its owner's inbox, and what it owes it
+    /// (`thread/inbox.rs`).
+    reports: inbox::Reports,
     /// When a compaction a person asked for started, while it is under way
     /// ([`Thread::compact`]).
     compacting: Option<i64>,
@@ -235,6 +239,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
             send_origin: meta::SendOrigin::default(),
             outbox: Vec::new(),
             charge_retry: charges::Retry::default(),
+            reports: inbox::Reports::default(),
             compacting: None,
         };
         thread.waiting = Waiting::load(thread.journal.store())?;

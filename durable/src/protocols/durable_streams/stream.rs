@@ -10,12 +10,13 @@ use crate::feed::Framer;
 use crate::wire::reply::Reply;
 use serde::Deserialize;
 
-/// The fields of a stored event a view needs.
+/// The fields of a stored event a view needs (a record of another log, an
+/// inbox change, has neither: it is read whole).
 #[derive(Deserialize)]
 struct Head<'a> {
-    #[serde(rename = "type", borrow)]
+    #[serde(rename = "type", borrow, default)]
     kind: &'a str,
-    #[serde(rename = "runId", borrow)]
+    #[serde(rename = "runId", borrow, default)]
     run_id: &'a str,
 }
 

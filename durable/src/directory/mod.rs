@@ -1,9 +1,12 @@
 //! An actor's directory: one small object per actor (`actor:<id>`) that
-//! lists the threads they started, counts their sends for the per-minute
-//! limit, and sums what their turns used for their budget (`QUOTA`).
-//! Threads register themselves when a run starts; a thread's own object
-//! stays the source of truth for everything in it. The object's shell hands
-//! each [`Op`] here and answers with the [`Reply`].
+//! keeps their inbox (every thread they started, with its live state:
+//! [`inbox`]), counts their sends for the per-minute limit, and sums what
+//! their turns used for their budget (`QUOTA`). Threads report their state
+//! as it changes; a thread's own object stays the source of truth for
+//! everything in it. The object's shell hands each [`Op`] here and answers
+//! with the [`Reply`]; what changed in the inbox it sends to the inbox's
+//! subscribers ([`Directory::published`]), sockets the Worker relays, so
+//! the object sleeps between changes as a thread does.
 //!
 //! What the actor used is the sum of their charges (one per model call,
 //! counted once by its id: `crate::agent::charge`); the calls in flight hold what
@@ -12,8 +15,11 @@
 //! time, so however many calls start at once, the actor passes their limit
 //! by at most one call's hold (when each call stays within what it held).
 
+pub mod inbox;
+
 use crate::agent::charge::{Charge, Spend};
 use crate::agent::quota::{Limit, Quota, Used};
+use crate::feed::socket;
 use crate::storage::db::{Db, Value};
 use crate::storage::migrations::{self, OpenError};
 use crate::wire::error::ApiError;
@@ -23,9 +29,6 @@ use serde_json::json;
 
 /// The window of the per-minute send limit.
 pub const WINDOW_MS: i64 = 60_000;
-
-/// Most threads one listing holds, newest first.
-pub const LIST_LIMIT: i64 = 200;
 
 /// What a directory is asked.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -74,9 +77,28 @@ pub enum Op {
     /// Model calls ended: count each charge once (by its id) and drop its
     /// hold.
     Charge { charges: Vec<Charge> },
-    /// The actor's threads, newest first: `{rows: [{threadId, title,
-    /// createdAt, updatedAt, runs}]}`.
+    /// The actor's threads, newest first: the first page of [`Op::Inbox`]
+    /// (what a Worker of before asks).
     List,
+    /// Threads report their state (in the order they made the reports; a
+    /// report at or below the version a row holds changes nothing).
+    Report { reports: Vec<inbox::Report> },
+    /// `POST /instance-ai/threads/:threadId/read`: the actor has read the
+    /// thread up to `event_id`. 404 for a thread that is not theirs.
+    #[serde(rename_all = "camelCase")]
+    Read { thread_id: String, event_id: u64 },
+    /// `GET /v1/inbox`: a page of the actor's threads, newest first.
+    Inbox { page: inbox::Page },
+    /// A Durable Streams catch-up read of the inbox: at most `limit` changes
+    /// after `after` (past the top: none), `{changes: [[seq, row]], after,
+    /// high}`.
+    Changes { after: u64, limit: usize },
+    /// A subscriber of the inbox's changes after `after` (`None`: from now):
+    /// its socket's hello ([`Directory::follow`]).
+    Follow {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<u64>,
+    },
 }
 
 /// The name of `actor`'s directory object.
@@ -98,18 +120,79 @@ pub fn admit(count: i64, oldest: Option<i64>, limit: i64, now: i64) -> Result<()
 /// An actor's directory on its storage.
 pub struct Directory<D: Db> {
     db: D,
+    /// The inbox changes made since the shell last took them: socket lines
+    /// for every subscriber ([`Directory::published`]).
+    published: std::cell::RefCell<Vec<u8>>,
 }
 
 impl<D: Db> Directory<D> {
     /// Opens the directory, bringing storage to the current layout first.
     pub fn open(db: D) -> Result<Directory<D>, OpenError> {
         migrations::migrate(&db, &migrations::DIRECTORY)?;
-        Ok(Directory { db })
+        Ok(Directory { db, published: Default::default() })
     }
 
     /// Carries out `op`.
     pub fn handle(&self, op: &Op) -> Reply {
         self.serve(op).unwrap_or_else(|e| Reply::error(&e))
+    }
+
+    /// The inbox.
+    pub fn inbox(&self) -> inbox::Inbox<'_, D> {
+        inbox::Inbox { db: &self.db }
+    }
+
+    /// What changed in the inbox since this was last asked: one message for
+    /// every subscriber (its changes, in order), or `None`.
+    ///
+    /// Invariant (persist, then fan out): a change is here only once stored;
+    /// the shell sends it after the op that made it, before the next op.
+    pub fn published(&self) -> Option<bytes::Bytes> {
+        let out = std::mem::take(&mut *self.published.borrow_mut());
+        (!out.is_empty()).then(|| bytes::Bytes::from(out))
+    }
+
+    /// A new subscriber's hello, following changes after `after` (`None`:
+    /// from now): the window `(after, high]` and its first page. The shell
+    /// accepts the socket in the same synchronous block, so no change falls
+    /// between the hello and the socket's first live message.
+    pub fn follow(&self, after: Option<u64>) -> Result<bytes::Bytes, ApiError> {
+        let inbox = self.inbox();
+        let high = inbox.high()?;
+        let after = after.unwrap_or(high).min(high);
+        let mut out = Vec::new();
+        socket::hello(high, inbox::GENERATION, after, &mut out);
+        self.page_into(after, high, &mut out)?;
+        Ok(bytes::Bytes::from(out))
+    }
+
+    /// The next replay page a subscriber's relay asks for (`page <after>
+    /// <high>`), or `None` for a message that is not a page request.
+    pub fn page(&self, request: &str) -> Result<Option<bytes::Bytes>, ApiError> {
+        let Some((after, high)) = socket::parse_page_request(request) else { return Ok(None) };
+        let mut out = Vec::new();
+        self.page_into(after, high, &mut out)?;
+        Ok(Some(bytes::Bytes::from(out)))
+    }
+
+    fn page_into(&self, after: u64, high: u64, out: &mut Vec<u8>) -> Result<(), ApiError> {
+        let changes = self.inbox().changes(after, high, inbox::REPLAY_PAGE)?;
+        for (seq, data) in &changes {
+            socket::durable(*seq, data, out);
+        }
+        let last = match changes.last() {
+            Some((seq, _)) if changes.len() == inbox::REPLAY_PAGE && *seq < high => *seq,
+            _ => high,
+        };
+        socket::page_end(last, out);
+        Ok(())
+    }
+
+    /// A change made: sent to the subscribers once the op is done.
+    fn publish(&self, change: Option<(u64, String)>) {
+        if let Some((seq, data)) = change {
+            socket::durable(seq, &data, &mut self.published.borrow_mut());
+        }
     }
 
     fn serve(&self, op: &Op) -> Result<Reply, ApiError> {
@@ -119,16 +202,44 @@ impl<D: Db> Directory<D> {
             Op::Register { thread_id, title, at } => {
                 db.exec(
                     "INSERT INTO threads (thread_id, title, created_at, updated_at) VALUES (?, ?, ?, ?)
-                     ON CONFLICT (thread_id) DO UPDATE SET updated_at = excluded.updated_at, runs = runs + 1",
+                     ON CONFLICT (thread_id) DO UPDATE SET updated_at = excluded.updated_at, runs = runs + 1, deleted = 0",
                     &[thread_id.as_str().into(), title.as_str().into(), (*at).into(), (*at).into()],
                 )
                 .map_err(storage)?;
+                self.publish(Some(self.inbox().registered(thread_id)?));
                 Ok(Reply::new(204))
             }
             Op::Unregister { thread_id } => {
-                db.exec("DELETE FROM threads WHERE thread_id = ?", &[thread_id.as_str().into()]).map_err(storage)?;
+                self.publish(self.inbox().deleted(thread_id)?);
                 Ok(Reply::new(204))
             }
+            Op::Report { reports } => {
+                for r in reports {
+                    self.publish(self.inbox().take(r)?);
+                }
+                Ok(Reply::new(204))
+            }
+            Op::Read { thread_id, event_id } => {
+                let (row, change) = self.inbox().read(thread_id, *event_id)?;
+                self.publish(change);
+                Ok(Reply::json(200, &row))
+            }
+            Op::Inbox { page } => Ok(Reply::json(200, &self.inbox().list(page)?)),
+            Op::Changes { after, limit } => {
+                let high = self.inbox().high()?;
+                let after = (*after).min(high);
+                let changes: Vec<serde_json::Value> = self
+                    .inbox()
+                    .changes(after, high, (*limit).min(inbox::REPLAY_PAGE))?
+                    .into_iter()
+                    .map(|(seq, data)| {
+                        let row: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
+                        json!([seq, row])
+                    })
+                    .collect();
+                Ok(Reply::json(200, &json!({ "changes": changes, "after": after, "high": high })))
+            }
+            Op::Follow { .. } => Err(ApiError::unavailable("a subscriber is accepted over a socket")),
             Op::Admit { limit, now, since } => {
                 if *limit > 0 {
                     // A sliding window over the last minute's sends.
@@ -232,31 +343,7 @@ impl<D: Db> Directory<D> {
                 let used = self.used(quota.period.window(*now).0)?;
                 Ok(Reply::json(200, &quota.view(used, *limit, *now)))
             }
-            Op::List => {
-                let rows = db
-                    .run(
-                        "SELECT thread_id, title, created_at, updated_at, runs FROM threads ORDER BY updated_at DESC LIMIT ?",
-                        &[LIST_LIMIT.into()],
-                    )
-                    .map_err(storage)?;
-                let rows: Vec<_> = rows
-                    .rows
-                    .into_iter()
-                    .map(|r| {
-                        let mut r = r.into_iter();
-                        let mut next = || r.next().unwrap_or(Value::Null);
-                        let (thread_id, title) = (next().text(), next().text());
-                        json!({
-                            "threadId": thread_id,
-                            "title": title,
-                            "createdAt": next().int(),
-                            "updatedAt": next().int(),
-                            "runs": next().int(),
-                        })
-                    })
-                    .collect();
-                Ok(Reply::json(200, &json!({ "rows": rows })))
-            }
+            Op::List => Ok(Reply::json(200, &self.inbox().list(&inbox::Page::default())?)),
         }
     }
 }

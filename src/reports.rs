@@ -1,0 +1,52 @@
+//! A thread's reports to its owner's inbox (their directory), delivered off
+//! the request's path: the core says when one is due and what it holds, and
+//! hears whether the directory took it (or its alarm tries again).
+
+use crate::now_ms;
+use crate::object::Inner;
+use std::rc::Rc;
+use threadline_durable::directory::inbox::Report;
+use threadline_durable::{DirectoryOp, Effect};
+use worker::*;
+
+impl Inner {
+    /// Asks the core whether its state changed since it last reported and,
+    /// if so, delivers the report in the background.
+    pub(crate) fn report(self: &Rc<Self>) {
+        let due = self.with_core(|c| c.report(now_ms()));
+        match due {
+            Ok(Ok(Some(Effect::Report { actor, reports }))) => self.deliver_reports(actor, reports),
+            Ok(Err(e)) => console_error!("report: {e}"),
+            _ => {}
+        }
+    }
+
+    /// Tells `actor`'s directory the thread's `reports` in the background,
+    /// and the core whether it took them; when it did not, the alarm is
+    /// kept at the retry.
+    pub(crate) fn deliver_reports(self: &Rc<Self>, actor: String, reports: Vec<Report>) {
+        let Some(version) = reports.last().map(|r| r.version) else { return };
+        let inner = self.clone();
+        wasm_bindgen_futures::spawn_local(async move {
+            let call = threadline_durable::front::directory_call(&actor, &DirectoryOp::Report { reports });
+            let taken = match crate::call(&inner.env, None, &call).await {
+                Ok(resp) if (200..300).contains(&resp.status_code()) => true,
+                Ok(resp) => {
+                    console_warn!("report: the directory answered {}", resp.status_code());
+                    false
+                }
+                Err(e) => {
+                    console_warn!("report: {e}");
+                    false
+                }
+            };
+            let told = inner.with_core(|c| if taken { c.reported(version) } else { Ok(c.report_failed(now_ms())) });
+            if let Ok(Err(e)) = told {
+                console_error!("report: {e}");
+            }
+            if !taken {
+                inner.arm_alarm().await;
+            }
+        });
+    }
+}
