@@ -44,7 +44,7 @@ impl DurableObject for Directory {
                 Err(e) => crate::http::error(&e),
             },
             (core, op) => {
-                let reply = core.handle(&op);
+                let reply = core.handle_at(&op, crate::now_ms());
                 self.publish(core);
                 crate::http::reply(reply)
             }

@@ -122,7 +122,7 @@ impl Inner {
                 self.state.wait_until(crate::telemetry::export(otlp.clone(), spans));
             }
         }
-        self.report();
+        self.report().await;
         self.arm_alarm().await;
         self.arm_flush_timer();
     }
@@ -136,7 +136,7 @@ impl Inner {
         let weak = Rc::downgrade(self);
         let changed: Rc<dyn Fn()> = Rc::new(move || {
             if let Some(inner) = weak.upgrade() {
-                inner.report();
+                inner.report_later();
             }
         });
         let host =

@@ -196,6 +196,9 @@ const ROWS = {
   "GET /ag-ui/threads/:id/messages": { call: (f) => ["GET", `/ag-ui/threads/${f.thread}/messages`], expect: ownerOnly },
   "GET /ag-ui/threads/:id/runs/:runId": { call: (f) => ["GET", `/ag-ui/threads/${f.thread}/runs/${f.run}`], expect: reader("nothing_to_resume") },
   "GET /debug/routes": { call: () => ["GET", "/debug/routes"], expect: anyActor },
+  "GET /v1/inbox": { call: () => ["GET", "/v1/inbox"], expect: anyActor },
+  "POST /instance-ai/threads/:threadId/read": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/read`, { eventId: 1 }], expect: ownerOnly },
+  "POST /debug/inbox/outage": { call: () => ["POST", "/debug/inbox/outage?ms=0"], expect: anyActor },
 };
 
 /** The router's routes, one `METHOD path` each. */

@@ -484,6 +484,8 @@ impl<'s> Exchange<'s> {
                 Some((plan, follow)) => Ok(Step::Relay(thread_call(follow, caller, Body::None, true, None), plan)),
                 None => Ok(Step::Respond),
             },
+            // A refusal (a thread the caller has not) is the client's answer.
+            Waiting::Directory(_) if reply.status / 100 != 2 => Ok(Step::Respond),
             Waiting::Directory(route) => route.directory_reply(&reply.body).map(Step::Reply),
             // A refusal is the client's answer; nothing was stored.
             Waiting::Reserve(..) if reply.status != 200 => Ok(Step::Respond),

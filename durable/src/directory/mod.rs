@@ -99,6 +99,10 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after: Option<u64>,
     },
+    /// `POST /debug/inbox/outage` (with `DEBUG_ROUTES`): the directory
+    /// refuses threads' reports (503) until `until`, as an unreachable one
+    /// would: a fault to prove that reports wait and arrive once.
+    Outage { until: i64 },
 }
 
 /// The name of `actor`'s directory object.
@@ -123,17 +127,28 @@ pub struct Directory<D: Db> {
     /// The inbox changes made since the shell last took them: socket lines
     /// for every subscriber ([`Directory::published`]).
     published: std::cell::RefCell<Vec<u8>>,
+    /// Reports are refused until then ([`Op::Outage`]; in memory only).
+    outage_until: std::cell::Cell<i64>,
 }
 
 impl<D: Db> Directory<D> {
     /// Opens the directory, bringing storage to the current layout first.
     pub fn open(db: D) -> Result<Directory<D>, OpenError> {
         migrations::migrate(&db, &migrations::DIRECTORY)?;
-        Ok(Directory { db, published: Default::default() })
+        Ok(Directory { db, published: Default::default(), outage_until: Default::default() })
     }
 
     /// Carries out `op`.
     pub fn handle(&self, op: &Op) -> Reply {
+        self.handle_at(op, i64::MAX)
+    }
+
+    /// Carries out `op` at `now` (an injected outage refuses reports until
+    /// its end).
+    pub fn handle_at(&self, op: &Op, now: i64) -> Reply {
+        if matches!(op, Op::Report { .. }) && now < self.outage_until.get() {
+            return Reply::error(&ApiError::unavailable("the directory is out (an injected fault)"));
+        }
         self.serve(op).unwrap_or_else(|e| Reply::error(&e))
     }
 
@@ -240,6 +255,10 @@ impl<D: Db> Directory<D> {
                 Ok(Reply::json(200, &json!({ "changes": changes, "after": after, "high": high })))
             }
             Op::Follow { .. } => Err(ApiError::unavailable("a subscriber is accepted over a socket")),
+            Op::Outage { until } => {
+                self.outage_until.set(*until);
+                Ok(Reply::new(204))
+            }
             Op::Admit { limit, now, since } => {
                 if *limit > 0 {
                     // A sliding window over the last minute's sends.

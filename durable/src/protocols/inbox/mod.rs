@@ -49,6 +49,9 @@ pub enum Route {
         #[serde(default)]
         event_id: u64,
     },
+    /// `POST /debug/inbox/outage?ms=N` (with `DEBUG_ROUTES`): the caller's
+    /// directory refuses their threads' reports for `ms`.
+    Outage,
 }
 
 use Route as R;
@@ -61,6 +64,7 @@ impl super::Protocol for Route {
             methods: &["POST"],
             build: |p, _| Ok(R::Read { thread: p.thread("threadId")?, event_id: 0 }),
         },
+        Spec { path: "/debug/inbox/outage", methods: &["POST"], build: |_, _| Ok(R::Outage) },
     ];
 
     fn target(&self) -> Target {
@@ -69,7 +73,7 @@ impl super::Protocol for Route {
 
     fn thread(&self) -> &str {
         match self {
-            R::Inbox => "",
+            R::Inbox | R::Outage => "",
             R::Read { thread, .. } => thread,
         }
     }
@@ -80,7 +84,7 @@ impl super::Protocol for Route {
 
     fn body(&self) -> BodyKind {
         match self {
-            R::Inbox => BodyKind::None,
+            R::Inbox | R::Outage => BodyKind::None,
             R::Read { .. } => BodyKind::Json,
         }
     }
@@ -108,11 +112,19 @@ impl super::Protocol for Route {
         Err(ApiError::not_found_route("the inbox is answered by the caller's directory"))
     }
 
-    fn at_worker(&self, caller: &Caller, head: &Head, _: &Settings, now: i64) -> Result<AtWorker, ApiError> {
+    fn at_worker(&self, caller: &Caller, head: &Head, settings: &Settings, now: i64) -> Result<AtWorker, ApiError> {
         if caller.id().is_none() {
             return Err(ApiError::unauthorized("the inbox is kept per signed-in caller".to_owned()));
         }
         match self {
+            R::Outage if !settings.debug_routes => Err(ApiError::debug_routes_off()),
+            R::Outage => {
+                let ms = input::query_first(&input::query_pairs(head.query), "ms")
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .filter(|ms| (0..=600_000).contains(ms))
+                    .ok_or_else(|| ApiError::invalid_query("`ms` must be a whole number from 0 to 600000"))?;
+                Ok(AtWorker::Directory(Op::Outage { until: now + ms }))
+            }
             R::Read { thread, event_id } => {
                 Ok(AtWorker::Directory(Op::Read { thread_id: thread.clone(), event_id: *event_id }))
             }
@@ -121,6 +133,9 @@ impl super::Protocol for Route {
     }
 
     fn directory_reply(&self, body: &[u8]) -> Result<Reply, ApiError> {
+        if body.is_empty() {
+            return Ok(Reply::new(204));
+        }
         let answer: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
         if let Some(changes) = answer.get("changes").and_then(Value::as_array) {
             return Ok(stream::catch_up(changes, answer["after"].as_u64().unwrap_or(0), answer["high"].as_u64().unwrap_or(0)));
