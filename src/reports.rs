@@ -60,7 +60,14 @@ impl Inner {
                 false
             }
         };
-        let told = self.with_core(|c| if taken { c.reported(version) } else { Ok(c.report_failed(now_ms())) });
+        let told = self.with_core(|c| {
+            if taken {
+                c.reported(version)
+            } else {
+                c.report_failed(now_ms());
+                Ok(())
+            }
+        });
         if let Ok(Err(e)) = told {
             console_error!("report: {e}");
         }

@@ -136,10 +136,10 @@ impl super::Protocol for Route {
         if body.is_empty() {
             return Ok(Reply::new(204));
         }
-        let answer: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
-        if let Some(changes) = answer.get("changes").and_then(Value::as_array) {
-            return Ok(stream::catch_up(changes, answer["after"].as_u64().unwrap_or(0), answer["high"].as_u64().unwrap_or(0)));
+        if let Ok(read) = serde_json::from_slice::<stream::CatchUp>(body) {
+            return Ok(stream::catch_up(&read));
         }
+        let answer: Value = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
         Ok(Reply::json(200, &answer))
     }
 }

@@ -31,17 +31,24 @@ impl Framer for Changes {
     }
 }
 
-/// A catch-up read: the changes after `after` (each `[seq, row]`) as a JSON
-/// array, at the offset of the last, up to date when it reached `high`.
-pub fn catch_up(changes: &[Value], after: u64, high: u64) -> Reply {
-    let records: Vec<Record> = changes
+/// The directory's answer to a catch-up read (`Op::Changes`).
+#[derive(serde::Deserialize)]
+pub struct CatchUp {
+    /// Each `[seq, row]`, in order.
+    pub changes: Vec<(u64, Value)>,
+    pub after: u64,
+    pub high: u64,
+}
+
+/// A catch-up read: the changes after `after` as a JSON array, at the
+/// offset of the last, up to date when it reached `high`.
+pub fn catch_up(read: &CatchUp) -> Reply {
+    let records: Vec<Record> = read
+        .changes
         .iter()
-        .filter_map(|c| {
-            let seq = c.get(0)?.as_u64()?;
-            let data = c.get(1)?.to_string();
-            Some(Record { seq, run_id: String::new(), kind: crate::log::event::Kind::RunStart, data })
-        })
+        .map(|(seq, row)| Record { seq: *seq, run_id: String::new(), kind: crate::log::event::Kind::RunStart, data: row.to_string() })
         .collect();
+    let (after, high) = (read.after, read.high);
     let seq = records.last().map_or(after.min(high), |r| r.seq);
     let pos = Position { gen: crate::directory::inbox::GENERATION, seq, up_to_date: seq >= high, closed: false };
     views::batch_reply(&records, pos, None)
@@ -63,14 +70,14 @@ mod tests {
 
     #[test]
     fn a_catch_up_read_is_a_json_array_at_its_last_offset() {
-        let changes = vec![serde_json::json!([4, {"threadId": "a"}]), serde_json::json!([6, {"threadId": "b"}])];
-        let r = catch_up(&changes, 3, 9);
+        let read = |v: Value| serde_json::from_value::<CatchUp>(v).unwrap();
+        let r = catch_up(&read(serde_json::json!({"changes": [[4, {"threadId": "a"}], [6, {"threadId": "b"}]], "after": 3, "high": 9})));
         let body: Value = serde_json::from_slice(&r.body).unwrap();
         assert_eq!(body, serde_json::json!([{"threadId": "a"}, {"threadId": "b"}]));
         let next = r.headers.iter().find(|(k, _)| *k == crate::streams::wire::NEXT_OFFSET).unwrap();
         assert_eq!(next.1, super::super::offset(6));
         assert!(r.headers.iter().all(|(k, _)| *k != crate::streams::wire::UP_TO_DATE), "6 < 9: more to read");
-        let done = catch_up(&[], 9, 9);
+        let done = catch_up(&read(serde_json::json!({"changes": [], "after": 9, "high": 9})));
         assert!(done.headers.iter().any(|(k, v)| *k == crate::streams::wire::UP_TO_DATE && v == "true"));
     }
 }
