@@ -16,19 +16,20 @@ const TAG: &str = "inbox";
 #[durable_object]
 pub struct Directory {
     state: State,
+    env: Env,
     /// The core over the object's SQLite, or why its storage could not be
     /// opened (every request is then refused with it).
     core: std::result::Result<Core<crate::store::DoSql>, ApiError>,
 }
 
 impl DurableObject for Directory {
-    fn new(state: State, _env: Env) -> Self {
+    fn new(state: State, env: Env) -> Self {
         // The relay's keep-alive is answered without waking the object.
         if let Ok(pair) = WebSocketRequestResponsePair::new(live::PING, live::PONG) {
             state.set_websocket_auto_response(&pair);
         }
         let core = Core::open(crate::store::DoSql(state.storage().sql())).map_err(Into::into);
-        Directory { state, core }
+        Directory { state, env, core }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
@@ -46,6 +47,13 @@ impl DurableObject for Directory {
             (core, op) => {
                 let reply = core.handle_at(&op, crate::now_ms());
                 self.publish(core);
+                // A replayed delivery: answered once the queue has it.
+                let outgoing = core.outgoing();
+                if !outgoing.is_empty() {
+                    if let Err(e) = crate::deliveries::enqueue(&self.env, &outgoing).await {
+                        return crate::http::error(&ApiError::unavailable(format!("the queue did not take it: {e}")));
+                    }
+                }
                 crate::http::reply(reply)
             }
         }

@@ -50,6 +50,7 @@ impl Inner {
                     }
                 }
                 Effect::Report { actor, reports } => self.deliver_reports(actor, reports),
+                Effect::Enqueue { deliveries } => self.enqueue(deliveries).await,
                 Effect::Charge { actor, charges } => {
                     crate::charges::deliver(&self.env, &self.core, &actor, charges).await
                 }

@@ -29,6 +29,7 @@
 mod agent_host;
 mod bucket;
 mod charges;
+mod deliveries;
 mod directory;
 mod effects;
 mod http;

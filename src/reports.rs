@@ -1,11 +1,14 @@
-//! A thread's reports to its owner's inbox (their directory), delivered off
-//! the request's path: the core says when one is due and what it holds, and
-//! hears whether the directory took it (or its alarm tries again).
+//! What a thread tells outside itself, carried for its core: reports to its
+//! owner's inbox (their directory), delivered off the request's path, and
+//! webhook deliveries handed to the queue. The core says when either is
+//! due and what it holds, and hears whether it was taken (or its alarm
+//! tries again).
 
 use crate::now_ms;
 use crate::object::Inner;
 use std::rc::Rc;
 use threadline_durable::directory::inbox::Report;
+use threadline_durable::notify::Delivery;
 use threadline_durable::{DirectoryOp, Effect};
 use worker::*;
 
@@ -15,6 +18,9 @@ impl Inner {
     /// report is delivered before the request that made it is answered, so
     /// a new thread is in its owner's inbox once its send is answered.
     pub(crate) async fn report(self: &Rc<Self>) {
+        if let Ok(Ok(Some(Effect::Enqueue { deliveries }))) = self.with_core(|c| c.deliveries(now_ms())) {
+            self.enqueue(deliveries).await;
+        }
         let due = self.with_core(|c| c.report(now_ms()));
         match due {
             Ok(Ok(Some(Effect::Report { actor, reports }))) if reports.first().is_some_and(|r| r.version == 1) => {
@@ -29,11 +35,36 @@ impl Inner {
     /// [`Inner::report`] from a task that cannot wait (the agent's publish
     /// path): always in the background.
     pub(crate) fn report_later(self: &Rc<Self>) {
+        if let Ok(Ok(Some(Effect::Enqueue { deliveries }))) = self.with_core(|c| c.deliveries(now_ms())) {
+            let inner = self.clone();
+            wasm_bindgen_futures::spawn_local(async move { inner.enqueue(deliveries).await });
+        }
         let due = self.with_core(|c| c.report(now_ms()));
         match due {
             Ok(Ok(Some(Effect::Report { actor, reports }))) => self.deliver_reports(actor, reports),
             Ok(Err(e)) => console_error!("report: {e}"),
             _ => {}
+        }
+    }
+
+    /// Hands webhook deliveries to the queue, and tells the core whether it
+    /// took them (else the alarm tries again).
+    pub(crate) async fn enqueue(self: &Rc<Self>, deliveries: Vec<Delivery>) {
+        let sent = crate::deliveries::enqueue(&self.env, &deliveries).await;
+        let ids: Vec<String> = deliveries.into_iter().map(|d| d.id).collect();
+        let told = self.with_core(|c| match &sent {
+            Ok(()) => c.enqueued(&ids),
+            Err(_) => {
+                c.enqueue_failed(now_ms());
+                Ok(())
+            }
+        });
+        if let Ok(Err(e)) = told {
+            console_error!("webhooks: {e}");
+        }
+        if let Err(e) = sent {
+            console_warn!("webhooks: the queue did not take {} deliveries: {e}", ids.len());
+            self.arm_alarm().await;
         }
     }
 

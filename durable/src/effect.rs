@@ -29,6 +29,10 @@ pub enum Effect {
     /// the outcome: `Thread::reported` with the last version, or
     /// `Thread::report_failed` (the alarm tries again).
     Report { actor: String, reports: Vec<crate::directory::inbox::Report> },
+    /// Hand these webhook deliveries to the queue (`DELIVERIES`), then
+    /// report the outcome: `Thread::enqueued` with their ids, or
+    /// `Thread::enqueue_failed` (the alarm tries again).
+    Enqueue { deliveries: Vec<crate::notify::Delivery> },
     /// Deliver model calls' charges to `actor`'s directory
     /// (`Op::Charge`), then report the outcome: `Thread::charged` with
     /// their ids, or `Thread::charge_failed` (the alarm tries again).
@@ -66,6 +70,9 @@ impl std::fmt::Debug for Effect {
             Effect::Webhook { body, start_of } => write!(f, "Webhook({body}, start_of: {start_of:?})"),
             Effect::StopAgents => f.write_str("StopAgents"),
             Effect::Directory { actor, op } => write!(f, "Directory({actor}, {op:?})"),
+            Effect::Enqueue { deliveries } => {
+                write!(f, "Enqueue({:?})", deliveries.iter().map(|d| &d.event).collect::<Vec<_>>())
+            }
             Effect::Report { actor, reports } => {
                 write!(f, "Report({actor}, {:?})", reports.iter().map(|r| r.version).collect::<Vec<_>>())
             }

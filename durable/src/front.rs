@@ -249,6 +249,10 @@ impl<'s> Exchange<'s> {
                     self.waiting = Waiting::Directory(route);
                     Ok(Step::Call(directory_call(&actor, &op)))
                 }
+                AtWorker::Deployer(op) => {
+                    self.waiting = Waiting::Directory(route);
+                    Ok(Step::Call(deployer_call(&op)))
+                }
                 // The directory answers with a reader's socket, relayed:
                 // it sleeps between changes.
                 AtWorker::Follow { op, plan } => {
@@ -595,6 +599,11 @@ pub fn directory_call(actor: &str, op: &Op) -> ObjectCall {
         socket: false,
         path: "/",
     }
+}
+
+/// A call to the deployer's directory (the webhooks' dead letters).
+pub fn deployer_call(op: &Op) -> ObjectCall {
+    ObjectCall { object: Object::Directory(directory::DEPLOYER.to_owned()), ..directory_call("", op) }
 }
 
 /// Publishing paths: an external agent's, whose bearer is its run's token.

@@ -80,6 +80,7 @@ pub mod front;
 mod input;
 pub mod json_schema;
 pub mod log;
+pub mod notify;
 pub mod protocols;
 mod settings;
 pub mod storage;

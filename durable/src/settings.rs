@@ -42,6 +42,8 @@ pub struct Config {
     /// Spans are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`): the thread
     /// records its runs' and decisions' spans.
     pub tracing: bool,
+    /// `WEBHOOKS`' endpoints: what the thread's deliveries go to.
+    pub webhooks: Rc<Vec<crate::notify::Endpoint>>,
 }
 
 impl Default for Config {
@@ -56,6 +58,7 @@ impl Default for Config {
             max_queue_bytes: 1_000_000,
             quota_period: None,
             tracing: false,
+            webhooks: Rc::default(),
         }
     }
 }
@@ -178,6 +181,12 @@ pub struct Settings {
     pub otlp: Option<crate::trace::Otlp>,
     /// Why the OTLP variables could not be read (traces are off).
     pub otlp_error: Option<String>,
+    /// `WEBHOOKS` and how deliveries are made (`WEBHOOKS_*`); why the list
+    /// cannot be used (no endpoint is called; said at start-up).
+    pub webhooks: Result<crate::notify::Policy, String>,
+    /// Who may list and replay the webhooks' dead letters (`ADMIN_ROLE`,
+    /// default `admin`).
+    pub admin_role: String,
 }
 
 /// A variable as the platform hands it over. A secret is always text; a
@@ -192,12 +201,17 @@ pub enum Var {
 /// The variables whose value is JSON: each may be written as a JSON string
 /// or as a TOML table (or array) in `[vars]`.
 pub const JSON_VARS: &[&str] =
-    &["TOOLS", "MCP_SERVERS", "APPROVAL_POLICY", "LLM_MODELS", "AGENTS", "QUOTA", "AUTH_JWKS"];
+    &["TOOLS", "MCP_SERVERS", "APPROVAL_POLICY", "LLM_MODELS", "AGENTS", "QUOTA", "AUTH_JWKS", "WEBHOOKS"];
 
 /// The variables whose value is text (or a number or boolean, as written).
 /// With [`JSON_VARS`] and [`AUTH_VARS`], every variable docs/configuration.md
 /// names (a test holds the two lists equal).
 const VARS: &[&str] = &[
+    "WEBHOOKS_ALLOW_PRIVATE",
+    "WEBHOOKS_MAX_ATTEMPTS",
+    "WEBHOOKS_RETRY_SECONDS",
+    "WEBHOOKS_TIMEOUT_MS",
+    "ADMIN_ROLE",
     "LLM_BASE_URL",
     "LLM_API_KEY",
     "LLM_MODEL",
@@ -334,6 +348,18 @@ impl Settings {
         };
         let defaults = Config::default();
         let policy = Policy::parse(var("APPROVAL_POLICY").as_deref());
+        let webhooks = {
+            let allow_private = var("WEBHOOKS_ALLOW_PRIVATE").is_some_and(|v| v == "1" || v == "true");
+            let d = crate::notify::Policy::default();
+            crate::notify::endpoints(var("WEBHOOKS").as_deref(), allow_private).map(|endpoints| crate::notify::Policy {
+                endpoints,
+                max_attempts: num("WEBHOOKS_MAX_ATTEMPTS", i64::from(d.max_attempts)).clamp(1, 50) as u32,
+                retry_s: num("WEBHOOKS_RETRY_SECONDS", i64::from(d.retry_s)).clamp(1, 3600) as u32,
+                timeout_ms: num("WEBHOOKS_TIMEOUT_MS", d.timeout_ms as i64).clamp(100, 60_000) as u64,
+                allow_private,
+            })
+        };
+
         let auth = match type_errors.iter().find(|(name, _)| AUTH_VARS.contains(&name.as_str())) {
             Some((_, why)) => AuthMode::Invalid(why.clone()),
             None => AuthMode::from_config(
@@ -410,6 +436,7 @@ impl Settings {
                     as usize,
                 quota_period,
                 tracing: otlp.as_ref().is_ok_and(Option::is_some),
+                webhooks: webhooks.as_ref().map(|p| Rc::new(p.endpoints.clone())).unwrap_or_default(),
             },
             policy_error: policy.err(),
             model_keys,
@@ -435,6 +462,8 @@ impl Settings {
             stream_token_ttl_ms: num("STREAM_TOKEN_TTL_MS", crate::auth::STREAM_TOKEN_TTL_MS).max(1_000),
             webhook_timeout_ms: num("AGENT_WEBHOOK_TIMEOUT_MS", 10_000).max(100) as u64,
             streams_long_poll_ms: num("STREAMS_LONG_POLL_MS", 20_000).max(100) as u64,
+            webhooks,
+            admin_role: var("ADMIN_ROLE").map_or("admin".into(), |r| r.trim().to_owned()),
             webhook_url,
             public_url: var("PUBLIC_URL").map(|u| u.trim().trim_end_matches('/').to_owned()),
             debug_routes: var("DEBUG_ROUTES").is_some_and(|v| v == "1" || v == "true"),
@@ -487,6 +516,9 @@ impl Settings {
         out.extend(self.type_errors.iter().cloned());
         out.extend(self.otlp_error.iter().cloned());
         out.extend(self.mcp_warnings.iter().cloned());
+        if let Err(e) = &self.webhooks {
+            out.push(format!("{e}; no webhook is delivered"));
+        }
         if let Some(e) = &self.file_types_error {
             out.push(format!("{e}; the default file types apply ({})", crate::files::media::DEFAULT_TYPES.join(", ")));
         }

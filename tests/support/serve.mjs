@@ -40,6 +40,19 @@ for (const kv of values.var) {
   bindings[kv.slice(0, i)] = kv.slice(i + 1);
 }
 
+/** The `[[name]]` tables of wrangler.toml: their `key = "text"` and `key = 12` entries. */
+function tomlBlocks(name) {
+  const blocks = toml.split(new RegExp(`^\\[\\[${name.replace(".", "\\.")}\\]\\]\\s*$`, "m")).slice(1);
+  return blocks.map((b) => {
+    const entries = {};
+    for (const line of b.split(/^\[/m)[0].split("\n")) {
+      const m = line.match(/^\s*([a-z_]+)\s*=\s*(?:"([^"]*)"|(\d+))\s*$/);
+      if (m) entries[m[1]] = m[2] ?? Number(m[3]);
+    }
+    return entries;
+  });
+}
+
 const mf = new Miniflare({
   scriptPath: path.resolve(root, values.script ?? "build/index.js"),
   modules: true,
@@ -53,6 +66,14 @@ const mf = new Miniflare({
   },
   durableObjectsPersist: values.persist ?? false,
   r2Buckets: ["FILES"],
+  // The queues, as wrangler.toml declares them.
+  queueProducers: Object.fromEntries(tomlBlocks("queues.producers").map((b) => [b.binding, { queueName: b.queue }])),
+  queueConsumers: Object.fromEntries(
+    tomlBlocks("queues.consumers").map((b) => [
+      b.queue,
+      { maxBatchSize: b.max_batch_size, maxBatchTimeout: b.max_batch_timeout, maxRetries: b.max_retries, retryDelay: b.retry_delay },
+    ]),
+  ),
   r2Persist: values.persist ?? false,
   bindings,
   host: "127.0.0.1",

@@ -99,11 +99,25 @@ pub enum Op {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after: Option<u64>,
     },
+    /// A webhook delivery's attempts are spent: kept (by its id, replacing
+    /// an earlier letter of the same delivery) for the deployer. Sent to
+    /// the deployer's directory ([`DEPLOYER`]).
+    DeadLetter { letter: Box<crate::notify::DeadLetter> },
+    /// `GET /v1/webhooks/dead-letters`: the letters, newest first,
+    /// `{deadLetters: [...]}`.
+    DeadLetters { limit: usize },
+    /// `POST /v1/webhooks/dead-letters/:id/replay`: its delivery goes to
+    /// the queue again as a first attempt (the same id), and the letter
+    /// says when (`replayedAt`). 404 for no such letter.
+    Replay { id: String, at: i64 },
     /// `POST /debug/inbox/outage` (with `DEBUG_ROUTES`): the directory
     /// refuses threads' reports (503) until `until`, as an unreachable one
     /// would: a fault to prove that reports wait and arrive once.
     Outage { until: i64 },
 }
+
+/// The name of the deployer's directory: the webhooks' dead letters.
+pub const DEPLOYER: &str = "deployer:webhooks";
 
 /// The name of `actor`'s directory object.
 pub fn name(actor: &str) -> String {
@@ -129,13 +143,20 @@ pub struct Directory<D: Db> {
     published: std::cell::RefCell<Vec<u8>>,
     /// Reports are refused until then ([`Op::Outage`]; in memory only).
     outage_until: std::cell::Cell<i64>,
+    /// Deliveries an op gave back to the queue (a replay), for the shell.
+    outgoing: std::cell::RefCell<Vec<crate::notify::Delivery>>,
 }
 
 impl<D: Db> Directory<D> {
     /// Opens the directory, bringing storage to the current layout first.
     pub fn open(db: D) -> Result<Directory<D>, OpenError> {
         migrations::migrate(&db, &migrations::DIRECTORY)?;
-        Ok(Directory { db, published: Default::default(), outage_until: Default::default() })
+        Ok(Directory {
+            db,
+            published: Default::default(),
+            outage_until: Default::default(),
+            outgoing: Default::default(),
+        })
     }
 
     /// Carries out `op`.
@@ -165,6 +186,12 @@ impl<D: Db> Directory<D> {
     pub fn published(&self) -> Option<bytes::Bytes> {
         let out = std::mem::take(&mut *self.published.borrow_mut());
         (!out.is_empty()).then(|| bytes::Bytes::from(out))
+    }
+
+    /// The deliveries the last op gave back to the queue (a replay): the
+    /// shell sends them, and answers 503 when the queue does not take them.
+    pub fn outgoing(&self) -> Vec<crate::notify::Delivery> {
+        std::mem::take(&mut *self.outgoing.borrow_mut())
     }
 
     /// A new subscriber's hello, following changes after `after` (`None`:
@@ -255,6 +282,50 @@ impl<D: Db> Directory<D> {
                 Ok(Reply::json(200, &json!({ "changes": changes, "after": after, "high": high })))
             }
             Op::Follow { .. } => Err(ApiError::unavailable("a subscriber is accepted over a socket")),
+            Op::DeadLetter { letter } => {
+                let data = serde_json::to_string(letter).map_err(ApiError::unavailable)?;
+                db.exec(
+                    "INSERT INTO dead_letters (id, at, data, replayed_at) VALUES (?, ?, ?, NULL)
+                     ON CONFLICT (id) DO UPDATE SET at = excluded.at, data = excluded.data, replayed_at = NULL",
+                    &[letter.delivery.id.as_str().into(), letter.at.into(), data.as_str().into()],
+                )
+                .map_err(storage)?;
+                Ok(Reply::new(204))
+            }
+            Op::DeadLetters { limit } => {
+                let rows = db
+                    .run(
+                        "SELECT data, replayed_at FROM dead_letters ORDER BY at DESC, id LIMIT ?",
+                        &[(*limit as i64).into()],
+                    )
+                    .map_err(storage)?;
+                let letters: Vec<serde_json::Value> = rows
+                    .rows
+                    .into_iter()
+                    .filter_map(|r| {
+                        let mut r = r.into_iter();
+                        let mut letter: serde_json::Value = serde_json::from_str(&r.next()?.text()?).ok()?;
+                        let replayed = r.next().filter(|v| *v != Value::Null).map(|v| v.int());
+                        letter["replayedAt"] = replayed.into();
+                        Some(letter)
+                    })
+                    .collect();
+                Ok(Reply::json(200, &json!({ "deadLetters": letters })))
+            }
+            Op::Replay { id, at } => {
+                let row =
+                    db.run("SELECT data FROM dead_letters WHERE id = ?", &[id.as_str().into()]).map_err(storage)?;
+                let letter: Option<crate::notify::DeadLetter> =
+                    row.first().and_then(|v| v.text()).and_then(|t| serde_json::from_str(&t).ok());
+                let Some(letter) = letter else {
+                    return Err(ApiError::dead_letter_not_found());
+                };
+                db.exec("UPDATE dead_letters SET replayed_at = ? WHERE id = ?", &[(*at).into(), id.as_str().into()])
+                    .map_err(storage)?;
+                let delivery = crate::notify::Delivery { attempt: 1, ..letter.delivery };
+                self.outgoing.borrow_mut().push(delivery);
+                Ok(Reply::json(202, &json!({ "replayed": id, "replayedAt": at })))
+            }
             Op::Outage { until } => {
                 self.outage_until.set(*until);
                 Ok(Reply::new(204))

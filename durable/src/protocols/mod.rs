@@ -64,6 +64,9 @@ pub enum AtWorker {
     /// Follow the caller's directory (`op`, a [`directory::Op::Follow`]):
     /// it answers with a reader's socket, relayed with `plan`.
     Follow { op: directory::Op, plan: Plan },
+    /// Ask the deployer's directory (the webhooks' dead letters), and
+    /// answer with [`Protocol::directory_reply`].
+    Deployer(directory::Op),
 }
 
 /// How a request was let in before its route runs ([`handle`]): admitted
@@ -408,7 +411,7 @@ pub fn handle<S: Store, K: Sink>(
     Outcome { answer, effects }
 }
 
-protocols! { inbox => Inbox, instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, file_routes => Files }
+protocols! { inbox => Inbox, instance_ai => InstanceAi, agora => Agora, durable_streams => DurableStreams, flue => Flue, ai_sdk => AiSdk, ag_ui => AgUi, file_routes => Files, webhooks => Webhooks }
 
 #[cfg(test)]
 mod tests {

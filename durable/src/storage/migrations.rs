@@ -373,6 +373,15 @@ pub const DIRECTORY: Layout = Layout {
                 ),
             ],
         },
+        Migration {
+            version: 6,
+            note: "table `dead_letters` (the deployer's directory only): webhook deliveries whose attempts were \
+               spent, by their `webhook-id`, for the deployer to list and replay",
+            steps: &[Statement::Sql(
+                "CREATE TABLE IF NOT EXISTS dead_letters (id TEXT PRIMARY KEY, at INTEGER NOT NULL, data TEXT NOT NULL,
+                   replayed_at INTEGER)",
+            )],
+        },
     ],
 };
 

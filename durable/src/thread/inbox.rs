@@ -1,6 +1,11 @@
-//! What a thread reports of itself to its owner's inbox (their directory:
-//! `directory::inbox`): running, waiting for them (and for what), finished
-//! (and how), its queue, title, last activity and spend.
+//! What a thread tells outside itself: its owner's inbox (their directory:
+//! `directory::inbox`) what it is (running, waiting for them and for what,
+//! finished and how, its queue, title, last activity and spend), and the
+//! deployer's webhooks what happened (`notify`), through the queue.
+//!
+//! Both are outboxes in the thread's storage (meta `inbox`), kept until
+//! taken (the directory answered; the queue accepted the deliveries) and
+//! tried again by the alarm meanwhile.
 //!
 //! Invariants enforced here:
 //! - a report is made after the state it describes is committed (the shell
@@ -18,6 +23,7 @@ use super::error::Error;
 use super::{meta, Sink, Thread};
 use crate::directory::inbox::{LastRun, Report, State, Wait};
 use crate::effect::Effect;
+use crate::notify::{Delivery, Notice};
 use crate::storage::store::Store;
 use serde::{Deserialize, Serialize};
 
@@ -39,9 +45,15 @@ pub struct Reports {
     /// Reports the directory has not taken yet, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<Report>,
+    /// Webhook deliveries the queue has not taken yet, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deliveries: Vec<Delivery>,
     /// When pending reports are next tried, and the wait before that.
     #[serde(skip)]
     retry: Option<(i64, i64)>,
+    /// When owed deliveries are next handed to the queue, and the wait.
+    #[serde(skip)]
+    delivery_retry: Option<(i64, i64)>,
     /// Read from storage.
     #[serde(skip)]
     loaded: bool,
@@ -100,18 +112,73 @@ impl<S: Store, K: Sink> Thread<S, K> {
         self.reports.retry = Some((now + wait, wait));
     }
 
-    /// When owed reports are next tried (the alarm's).
+    /// When owed reports or deliveries are next tried (the alarm's).
     pub fn report_deadline(&self) -> Option<i64> {
-        self.reports.retry.filter(|_| !self.reports.pending.is_empty()).map(|(at, _)| at)
+        let reports = self.reports.retry.filter(|_| !self.reports.pending.is_empty()).map(|(at, _)| at);
+        let deliveries = self.reports.delivery_retry.filter(|_| !self.reports.deliveries.is_empty()).map(|(at, _)| at);
+        reports.into_iter().chain(deliveries).min()
     }
 
-    /// The alarm: owed reports whose retry is due, again.
-    pub(super) fn reports_due(&mut self, now: i64) -> Result<Option<Effect>, Error> {
-        if self.report_deadline().is_none_or(|at| at > now) {
+    /// The webhook deliveries of what the log's last commits did (for the
+    /// endpoints of `WEBHOOKS` that want it), kept until the queue takes
+    /// them: the deliveries owed, oldest first. `None` when none is owed.
+    pub fn deliveries(&mut self, now: i64) -> Result<Option<Effect>, Error> {
+        let notices = std::mem::take(&mut self.journal.marks.notices);
+        let endpoints = self.config.webhooks.clone();
+        if notices.is_empty() || endpoints.is_empty() {
             return Ok(None);
         }
-        let Some(owner) = self.conversation().owner()? else { return Ok(None) };
-        Ok(Some(Effect::Report { actor: owner, reports: self.reports.pending.clone() }))
+        self.load_reports()?;
+        let owner = self.conversation().owner()?;
+        let thread = self.journal.thread_id().to_owned();
+        let ids = self.ids.clone();
+        for n in &notices {
+            let made = Delivery::of(n, &thread, owner.as_deref(), &endpoints, now, &mut || ids.id("msg"));
+            self.reports.deliveries.extend(made);
+        }
+        self.store_reports()?;
+        Ok(Some(Effect::Enqueue { deliveries: self.reports.deliveries.clone() }))
+    }
+
+    /// The thread is being deleted: the deliveries of `thread.deleted`, and
+    /// of anything else owed (handed to the queue before the wipe; what it
+    /// does not take goes with the thread).
+    pub(super) fn deleted_deliveries(&mut self, now: i64) -> Result<Option<Effect>, Error> {
+        self.journal.marks.notices.push(Notice { event: "thread.deleted", data: serde_json::json!({}) });
+        self.deliveries(now)
+    }
+
+    /// The queue took these deliveries (by id).
+    pub fn enqueued(&mut self, ids: &[String]) -> Result<(), Error> {
+        self.load_reports()?;
+        self.reports.delivery_retry = None;
+        let before = self.reports.deliveries.len();
+        self.reports.deliveries.retain(|d| !ids.contains(&d.id));
+        if self.reports.deliveries.len() != before {
+            self.store_reports()?;
+        }
+        Ok(())
+    }
+
+    /// The queue could not take the deliveries: the alarm tries again.
+    pub fn enqueue_failed(&mut self, now: i64) {
+        let wait = self.reports.delivery_retry.map_or(RETRY_MS, |(_, w)| (w * 2).min(RETRY_MAX_MS));
+        self.reports.delivery_retry = Some((now + wait, wait));
+    }
+
+    /// The alarm: owed reports and deliveries whose retry is due, again.
+    pub(super) fn reports_due(&mut self, now: i64) -> Result<Vec<Effect>, Error> {
+        let mut out = Vec::new();
+        let due = |retry: Option<(i64, i64)>| retry.is_some_and(|(at, _)| at <= now);
+        if due(self.reports.delivery_retry) && !self.reports.deliveries.is_empty() {
+            out.push(Effect::Enqueue { deliveries: self.reports.deliveries.clone() });
+        }
+        if due(self.reports.retry) && !self.reports.pending.is_empty() {
+            if let Some(owner) = self.conversation().owner()? {
+                out.push(Effect::Report { actor: owner, reports: self.reports.pending.clone() });
+            }
+        }
+        Ok(out)
     }
 
     fn load_reports(&mut self) -> Result<(), Error> {
@@ -124,9 +191,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
         // A new instance checks its state against what it last reported
         // (the last instance may have gone between a commit and its report).
         self.journal.marks.changed = true;
+        // Owed by an instance of before: tried at the next chance.
         if !reports.pending.is_empty() {
-            // Owed by an instance of before: tried at the next chance.
             reports.retry = Some((0, RETRY_MS / 2));
+        }
+        if !reports.deliveries.is_empty() {
+            reports.delivery_retry = Some((0, RETRY_MS / 2));
         }
         self.reports = reports;
         Ok(())

@@ -57,6 +57,8 @@ pub struct Marks {
     pub answer_id: u64,
     /// The last run that ended: its id, status and time.
     pub finished: Option<(String, event::FinishStatus, i64)>,
+    /// What the deployer's webhooks may want to hear of, in log order.
+    pub notices: Vec<crate::notify::Notice>,
 }
 
 impl<S: Store, K: Sink> Journal<S, K> {
@@ -390,27 +392,55 @@ impl<S: Store, K: Sink> Journal<S, K> {
 impl Marks {
     /// What stored event `ev`, at `seq`, changes.
     fn saw(&mut self, seq: u64, ev: &Event) {
+        use crate::notify::Notice;
+        use serde_json::json;
+        const QUOTA: &str = crate::agent::QUOTA_EXCEEDED;
         match &ev.payload {
             Payload::RunFinish(fin) => {
                 self.answer_id = seq;
                 self.finished = Some((ev.run_id.clone(), fin.status, ev.ts));
                 self.changed = true;
+                let event = match fin.status {
+                    event::FinishStatus::Completed | event::FinishStatus::Cancelled => "run.finished",
+                    event::FinishStatus::Error | event::FinishStatus::Interrupted => "run.failed",
+                };
+                let data = json!({ "runId": ev.run_id, "status": fin.status.as_str(), "reason": fin.reason });
+                self.notices.push(Notice { event, data });
+                if fin.reason.as_deref() == Some(QUOTA) {
+                    self.notices.push(Notice { event: "quota.exceeded", data: json!({ "runId": ev.run_id }) });
+                }
             }
-            Payload::ConfirmationRequest(_) => {
+            Payload::ConfirmationRequest(req) => {
                 self.answer_id = seq;
                 self.changed = true;
+                let kind = req.input_type.as_ref().map_or("approval", |t| t.as_str());
+                let data =
+                    json!({ "runId": ev.run_id, "requestId": req.request_id, "toolName": req.tool_name, "kind": kind });
+                self.notices.push(Notice { event: "confirmation.requested", data });
             }
-            Payload::RunStart(_)
-            | Payload::ConfirmationSettled(_)
-            | Payload::QueueUpdated(_)
-            | Payload::ThreadTitleUpdated(_)
-            | Payload::BranchSwitched(_) => self.changed = true,
+            Payload::ConfirmationSettled(settled) => {
+                self.changed = true;
+                if settled.status == "expired" {
+                    let data =
+                        json!({ "runId": ev.run_id, "requestId": settled.request_id, "toolName": settled.tool_name });
+                    self.notices.push(Notice { event: "confirmation.expired", data });
+                }
+            }
+            Payload::QueueUpdated(update) => {
+                self.changed = true;
+                if update.queue.paused && update.queue.paused_reason.as_deref() == Some(QUOTA) {
+                    let data = json!({ "queued": update.queue.items.len() });
+                    self.notices.push(Notice { event: "quota.exceeded", data });
+                }
+            }
+            Payload::RunStart(_) | Payload::ThreadTitleUpdated(_) | Payload::BranchSwitched(_) => self.changed = true,
             _ => {}
         }
     }
 
     fn merge(&mut self, later: Marks) {
         self.changed |= later.changed;
+        self.notices.extend(later.notices);
         self.answer_id = self.answer_id.max(later.answer_id);
         if later.finished.is_some() {
             self.finished = later.finished;

@@ -196,6 +196,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// streams end), and its owner's directory forgets it.
     pub fn delete(&mut self, _: &Admitted, now: i64, effects: &mut Vec<Effect>) -> Result<(), Error> {
         effects.push(Effect::StopAgents);
+        effects.extend(self.deleted_deliveries(now)?);
         // What the thread's calls cost goes to their senders first: the
         // calls in flight are charged as cut, and a charge the directory
         // does not take survives the wipe (`Thread::owes_charges`).

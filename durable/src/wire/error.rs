@@ -226,6 +226,10 @@ impl ApiError {
         ApiError::new(404, "thread_not_found", "no such thread")
     }
 
+    pub fn dead_letter_not_found() -> ApiError {
+        ApiError::new(404, "dead_letter_not_found", "no dead letter with this id")
+    }
+
     pub fn nothing_to_resume() -> ApiError {
         ApiError::new(404, "nothing_to_resume", "no run with this id to resume")
     }
