@@ -89,6 +89,8 @@ const ownerOnly = hidden("thread_not_found");
 const reader = (code = "thread_not_found") => hidden(code);
 /** Needs a caller, and answers each authenticated one for themselves. */
 const anyActor = { owner: ok, stranger: ok, approver: ok, otherToken: no(401, "unauthorized"), none: no(401, "unauthorized") };
+/** The deployer's (ADMIN_ROLE): no caller here holds it. */
+const deployerOnly = { owner: no(403, "role_required"), stranger: no(403, "role_required"), approver: no(403, "role_required"), otherToken: no(401, "unauthorized"), none: no(401, "unauthorized") };
 /** Publishing: the run's token decides, never a caller's. */
 const publishing = { owner: no(403, "forbidden"), stranger: no(403, "forbidden"), approver: no(403, "forbidden"), otherToken: no(401, "unauthorized"), none: no(401, "unauthorized") };
 
@@ -199,6 +201,17 @@ const ROWS = {
   "GET /v1/inbox": { call: () => ["GET", "/v1/inbox"], expect: anyActor },
   "POST /instance-ai/threads/:threadId/read": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/read`, { eventId: 1 }], expect: ownerOnly },
   "POST /debug/inbox/outage": { call: () => ["POST", "/debug/inbox/outage?ms=0"], expect: anyActor },
+  "GET /instance-ai/threads/:threadId/schedules": { call: (f) => ["GET", `/instance-ai/threads/${f.thread}/schedules`], expect: ownerOnly },
+  "POST /instance-ai/threads/:threadId/schedules": {
+    call: (f) => ["POST", `/instance-ai/threads/${f.thread}/schedules`, { message: "later", everySeconds: 3600 }],
+    expect: ownerOnly,
+  },
+  "DELETE /instance-ai/threads/:threadId/schedules/:scheduleId": {
+    call: (f) => ["DELETE", `/instance-ai/threads/${f.thread}/schedules/sch_none`],
+    expect: { ...ownerOnly, owner: no(404, "schedule_not_found") },
+  },
+  "GET /v1/webhooks/dead-letters": { call: () => ["GET", "/v1/webhooks/dead-letters"], expect: deployerOnly },
+  "POST /v1/webhooks/dead-letters/:id/replay": { call: () => ["POST", "/v1/webhooks/dead-letters/msg_none/replay"], expect: deployerOnly },
 };
 
 /** The router's routes, one `METHOD path` each. */

@@ -82,6 +82,7 @@ pub mod json_schema;
 pub mod log;
 pub mod notify;
 pub mod protocols;
+pub mod schedule;
 mod settings;
 pub mod storage;
 pub mod streams;

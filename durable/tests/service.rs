@@ -399,3 +399,67 @@ fn a_thread_reports_each_state_to_its_owners_inbox_until_taken() {
     again.journal_mut().set_thread_id("t1");
     assert!(reported(&mut again, 6).is_empty(), "the state it last reported is the state it has");
 }
+
+#[test]
+fn a_schedule_fires_as_the_owner_on_the_alarm_and_waits_in_the_queue_behind_a_run() {
+    let s = settings();
+    let mut t = support::thread(&s);
+    let (_, first, effects) = send(&mut t, &s, json!({"message": "first"}), 1_000);
+    let run = first["runId"].as_str().unwrap().to_owned();
+    let token = token_of(&effects, &run);
+    finish(&mut t, &s, &run, &token, 1_500);
+    let o = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/instance-ai/threads/t1/schedules", alice())
+            .body(&json!({"message": "tick", "everySeconds": 2})),
+        2_000,
+    );
+    assert_eq!(support::status(&o), 201, "{:?}", o.answer);
+    let id = support::json(&o)["scheduleId"].as_str().unwrap().to_owned();
+    assert_eq!(t.clock().next_alarm(2_000, &s), Some(4_000), "the alarm is kept at the next firing");
+    // Someone else's thread: 404, as every owner route.
+    let theirs = serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/schedules", actor("bob", &[])), 2_000);
+    assert_eq!(support::status(&theirs), 404);
+    // Not yet.
+    t.clock().alarm(&s, 3_999).unwrap();
+    assert!(t.runs().holder().is_none());
+    // Fires: a run as alice starts.
+    t.clock().alarm(&s, 4_000).unwrap();
+    let holder = t.runs().active_run().cloned().expect("the schedule's run");
+    assert_eq!((holder.message.as_str(), holder.turn.actor.as_deref()), ("tick", Some("alice")));
+    // The next firing finds the thread busy: it waits in the queue.
+    t.clock().alarm(&s, 6_000).unwrap();
+    assert_eq!(queue_ids(&t), ["tick"], "queued behind the run, not lost");
+    // An alarm that fires again at the same time (at least once) sends nothing twice.
+    t.clock().alarm(&s, 6_000).unwrap();
+    assert_eq!(queue_ids(&t), ["tick"]);
+    let list = serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/schedules", alice()), 6_000);
+    assert_eq!(support::json(&list)["schedules"][0]["fired"], 2);
+    // Removed: no more firings; the thread's schedules survive a reload meanwhile.
+    let store = std::mem::take(t.journal_mut().store_mut());
+    let mut t: T = Thread::load(store, s.thread.clone(), 6_500).unwrap();
+    t.journal_mut().set_thread_id("t1");
+    assert_eq!(t.schedules().len(), 1);
+    let gone =
+        serve(&mut t, &s, Req::new("DELETE", &format!("/instance-ai/threads/t1/schedules/{id}"), alice()), 6_500);
+    assert_eq!(support::status(&gone), 200);
+    assert_eq!(
+        support::status(&serve(
+            &mut t,
+            &s,
+            Req::new("DELETE", &format!("/instance-ai/threads/t1/schedules/{id}"), alice()),
+            6_500
+        )),
+        404
+    );
+    assert_eq!(t.schedules().len(), 0);
+    let bad = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/instance-ai/threads/t1/schedules", alice())
+            .body(&json!({"message": "x", "cron": "61 * * * *"})),
+        7_000,
+    );
+    assert_eq!(support::code(&bad), "invalid_schedule");
+}

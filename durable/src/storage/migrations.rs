@@ -293,9 +293,10 @@ pub const THREAD: Layout = Layout {
         },
         Migration {
             version: 12,
-            note: "meta key `inbox`: what the thread last reported to its owner's inbox and the reports their \
-               directory has not taken yet (additive: a thread of before has none, and reports its state when it \
-               next loads)",
+            note: "meta key `inbox`: what the thread last reported to its owner's inbox, the reports their \
+               directory has not taken yet and the webhook deliveries the queue has not (a thread of before has \
+               none, and reports its state when it next loads); meta key `schedules`: the thread's schedules \
+               (additive: a thread of before has none)",
             steps: &[],
         },
     ],

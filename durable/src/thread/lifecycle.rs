@@ -94,6 +94,7 @@ impl<S: Store, K: Sink> Clock<'_, S, K> {
         let mut effects = self.settle_lapsed(settings, now)?;
         effects.extend(self.thread.charges().charge_alarm(now)?);
         effects.extend(self.thread.reports_due(now)?);
+        self.thread.fire_schedules(now)?;
         effects.extend(self.thread.journal.files_mut().sweep_files(settings.files.grace_ms, now)?);
         self.flush_idle(now)?;
         if let Some((run_id, reason)) = self.check_run_deadlines(now)? {
@@ -171,10 +172,14 @@ impl<S: Store, K: Sink> Clock<'_, S, K> {
     }
 
     /// When the thread falls idle past `ttl_ms` and may be deleted: never
-    /// while a run holds it or a person's decision is awaited.
+    /// while a run holds it, a person's decision is awaited, or it holds
+    /// schedules.
     pub fn expiry(&self, ttl_ms: i64) -> Option<i64> {
-        (ttl_ms > 0 && self.thread.runs.holder().is_none() && self.thread.journal.last_seq() > 0)
-            .then_some(self.thread.journal.last_write_at() + ttl_ms)
+        (ttl_ms > 0
+            && self.thread.runs.holder().is_none()
+            && self.thread.journal.last_seq() > 0
+            && self.thread.schedules.is_empty())
+        .then_some(self.thread.journal.last_write_at() + ttl_ms)
     }
 
     /// When the storage alarm should next fire: the active run's idle or
@@ -182,8 +187,8 @@ impl<S: Store, K: Sink> Clock<'_, S, K> {
     /// agent runs (an outbound fetch alone does not keep the object
     /// resident; a suspended run needs none, it waits in storage), the next
     /// confirmation to lapse, the next unsent upload to remove, the next
-    /// try of undelivered charges and of owed inbox reports, and the
-    /// thread's TTL.
+    /// try of undelivered charges and of owed inbox reports, the next
+    /// schedule, and the thread's TTL.
     pub fn next_alarm(&self, now: i64, settings: &crate::settings::Settings) -> Option<i64> {
         let running_builtin = self.thread.runs.active_run().is_some_and(|r| r.driver == Driver::Builtin)
             && !self.thread.runs.is_suspended();
@@ -196,9 +201,18 @@ impl<S: Store, K: Sink> Clock<'_, S, K> {
         });
         let expiry = self.thread.requests().next_expiry().ok().flatten();
         let sweep = self.thread.journal.files().next_sweep(settings.files.grace_ms);
-        [run, expiry, sweep, self.expiry(settings.thread_ttl_ms), self.charge_deadline(), self.thread.report_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+        let owed = self.thread.report_deadline();
+        [
+            run,
+            expiry,
+            sweep,
+            self.expiry(settings.thread_ttl_ms),
+            self.charge_deadline(),
+            owed,
+            self.thread.schedule_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }

@@ -32,6 +32,9 @@ pub const GENERATION_KEY: &str = "ds_generation";
 /// What the thread reported to its owner's inbox, and what it owes it
 /// (storage 12: `thread::inbox::Reports`, JSON).
 pub const INBOX_KEY: &str = "inbox";
+/// The thread's schedules (storage 12: `schedule::Schedule`s, JSON, soonest
+/// first).
+pub const SCHEDULES_KEY: &str = "schedules";
 
 /// The log's generation: a random number drawn (from `draw`) when the log is
 /// first read from a position and stored with it. A reader's position names

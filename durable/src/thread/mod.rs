@@ -63,6 +63,7 @@ mod lifecycle;
 pub mod meta;
 mod queue;
 mod run_lock;
+mod schedules;
 pub mod send;
 pub mod serve;
 mod stored_files;
@@ -188,6 +189,8 @@ pub struct Thread<S: Store, K: Sink> {
     /// What the thread reported to its owner's inbox, and what it owes it
     /// (`thread/inbox.rs`).
     reports: inbox::Reports,
+    /// The thread's schedules, soonest first (`thread/schedules.rs`).
+    schedules: Vec<crate::schedule::Schedule>,
     /// When a compaction a person asked for started, while it is under way
     /// ([`Thread::compact`]).
     compacting: Option<i64>,
@@ -240,9 +243,11 @@ impl<S: Store, K: Sink> Thread<S, K> {
             outbox: Vec::new(),
             charge_retry: charges::Retry::default(),
             reports: inbox::Reports::default(),
+            schedules: Vec::new(),
             compacting: None,
         };
         thread.waiting = Waiting::load(thread.journal.store())?;
+        thread.schedules = schedules::load(thread.journal.store())?;
         let Thread { journal, runs, waiting, .. } = &mut thread;
         runs.refold(|run| journal.conversation(waiting.queue()).run_events(run))?;
         thread.charges().charges_on_load(now)?;

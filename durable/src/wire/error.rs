@@ -226,6 +226,18 @@ impl ApiError {
         ApiError::new(404, "thread_not_found", "no such thread")
     }
 
+    pub fn invalid_schedule(message: String) -> ApiError {
+        ApiError::new(400, "invalid_schedule", message)
+    }
+
+    pub fn schedule_not_found() -> ApiError {
+        ApiError::new(404, "schedule_not_found", "no schedule with this id on this thread")
+    }
+
+    pub fn too_many_schedules(max: usize) -> ApiError {
+        ApiError::new(409, "too_many_schedules", format!("a thread holds at most {max} schedules"))
+    }
+
     pub fn dead_letter_not_found() -> ApiError {
         ApiError::new(404, "dead_letter_not_found", "no dead letter with this id")
     }

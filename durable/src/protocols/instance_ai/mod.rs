@@ -72,6 +72,11 @@ pub enum Route {
     /// `POST /instance-ai/threads/:threadId/compact`: the conversation
     /// folded into a summary now
     Compact { thread: String },
+    /// `GET` (list) or `POST` (add `{message, cron | at | everySeconds}`)
+    /// `/instance-ai/threads/:threadId/schedules`
+    Schedules { thread: String, add: bool },
+    /// `DELETE /instance-ai/threads/:threadId/schedules/:scheduleId`
+    Unschedule { thread: String, schedule: String },
     /// A fork's new thread takes the source's offer (an object's own call:
     /// no path reaches it).
     Adopt { thread: String },
@@ -123,6 +128,19 @@ impl super::Protocol for Route {
             build: |p, _| {
                 let (thread, request) = p.scoped("requestId", ApiError::confirmation_not_found)?;
                 Ok(R::Confirm { thread, request })
+            },
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/schedules",
+            methods: &["GET", "POST"],
+            build: |p, m| Ok(R::Schedules { thread: p.thread("threadId")?, add: m == "POST" }),
+        },
+        Spec {
+            path: "/instance-ai/threads/:threadId/schedules/:scheduleId",
+            methods: &["DELETE"],
+            build: |p, _| {
+                let schedule = crate::wire::ids::id(p.raw("scheduleId")).map_err(|_| ApiError::schedule_not_found())?;
+                Ok(R::Unschedule { thread: p.thread("threadId")?, schedule })
             },
         },
         Spec {
@@ -206,6 +224,8 @@ impl super::Protocol for Route {
             | R::Branch { thread }
             | R::Fork { thread }
             | R::Compact { thread }
+            | R::Schedules { thread, .. }
+            | R::Unschedule { thread, .. }
             | R::Adopt { thread }
             | R::SharedTurns { thread, .. } => thread,
         }
@@ -248,6 +268,8 @@ impl super::Protocol for Route {
             | R::QueueList { .. }
             | R::SharedTurns { .. }
             | R::Compact { .. }
+            | R::Schedules { add: false, .. }
+            | R::Unschedule { .. }
             | R::Delete { .. } => None,
             R::Chat { .. } => Send(crate::files::spec::SLOTS),
             _ => Json,
@@ -387,6 +409,19 @@ impl super::Protocol for Route {
             }
             R::QueueList { .. } => {
                 ok(json!({ "queue": t.conversation().queue() }))
+            }
+            R::Schedules { add: false, .. } => {
+                let list: Vec<_> = t.schedules().iter().map(crate::schedule::Schedule::view).collect();
+                ok(json!({ "schedules": list }))
+            }
+            R::Schedules { add: true, .. } => {
+                let s = t.add_schedule(gate.admitted()?, &json_body()?, limits.max_message_bytes, now)?;
+                let view = s.view();
+                Ok(Answer::json(201, &json!({ "scheduleId": s.schedule_id, "nextAt": view.get("nextAt") })))
+            }
+            R::Unschedule { schedule, .. } => {
+                t.remove_schedule(gate.admitted()?, schedule)?;
+                Ok(Answer::json(200, &json!({ "ok": true, "removed": schedule })))
             }
             R::QueueItem { message, delete: true, .. } => {
                 t.edit_queue(gate.admitted()?, QueueEdit::Remove { message_id: message }, now)?;
