@@ -62,7 +62,7 @@ for (const name of ["LLM_API_KEY", "AUTH_JWT_SECRET", "STREAM_TOKEN_SECRET"])
   if (vars[name] !== undefined) problems.push(`${name} is in wrangler.toml's [vars]: remove it and \`npx wrangler secret put ${name}\``);
 
 // JSON variables: a string must parse (a table is JSON already).
-for (const name of ["TOOLS", "MCP_SERVERS", "APPROVAL_POLICY", "LLM_MODELS", "AGENTS", "QUOTA", "AUTH_JWKS"]) {
+for (const name of ["TOOLS", "MCP_SERVERS", "APPROVAL_POLICY", "LLM_MODELS", "AGENTS", "QUOTA", "AUTH_JWKS", "WEBHOOKS"]) {
   const v = vars[name];
   if (typeof v === "string" && v.trim()) {
     try {
@@ -81,6 +81,23 @@ const bucketNames = new Set([...(buckets ?? "").matchAll(/^name:\s*(\S+)\s*$/gm)
 for (const b of buckets === null ? [] : config.r2_buckets)
   if (!bucketNames.has(b.bucket_name))
     problems.push(`R2 bucket ${b.bucket_name} (binding ${b.binding}) does not exist: \`npx wrangler r2 bucket create ${b.bucket_name}\``);
+
+// The queue webhook deliveries travel on (binding DELIVERIES).
+const producers = config.queues?.producers ?? [];
+const queues = producers.length ? ask(["queues", "list"], "queues") : null;
+for (const q of queues === null ? [] : producers)
+  if (!new RegExp(`(^|[\\s│|])${q.queue}([\\s│|]|$)`, "m").test(queues))
+    problems.push(`queue ${q.queue} (binding ${q.binding}) does not exist: \`npx wrangler queues create ${q.queue}\``);
+
+// Each webhook endpoint's secret is in the account.
+let hooks = vars.WEBHOOKS;
+try {
+  hooks = typeof hooks === "string" ? JSON.parse(hooks) : hooks;
+} catch {}
+const secretNames = new Set((() => { try { return JSON.parse(secretsOut ?? "[]").map((s) => s.name); } catch { return []; } })());
+for (const h of Array.isArray(hooks) ? hooks : [])
+  if (secretsOut !== null && typeof h?.secret === "string" && !secretNames.has(h.secret) && vars[h.secret] === undefined)
+    problems.push(`the webhook ${h.url} names secret ${h.secret}, which is not set: \`npx wrangler secret put ${h.secret}\` (its whsec_… value)`);
 
 for (const n of notes) console.log(`deploy: note: ${n}`);
 if (problems.length) {

@@ -14,11 +14,12 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const base = fs.readFileSync(path.join(root, "wrangler.toml"), "utf8");
 
 /** Runs the check on wrangler.toml plus `vars` (TOML), with these secrets and buckets in the account. */
-function check(vars, { secrets = [], buckets = ["threadline-files"] } = {}) {
+function check(vars, { secrets = [], buckets = ["threadline-files"], queues = ["threadline-deliveries"] } = {}) {
   const dir = tempDir("threadline-deploy-");
   const config = path.join(dir, "wrangler.toml");
   fs.writeFileSync(config, base + "\n" + vars + "\n");
   const fake = path.join(dir, "wrangler");
+  const queueTable = ["┌──────┬──────┐", "│ id │ name │", ...queues.map((q) => `│ 0f3c │ ${q} │`), "└──────┴──────┘"].join("\n");
   const bucketList = buckets.map((b) => `name:           ${b}\ncreation_date:  2026-01-01T00:00:00.000Z`).join("\n\n");
   fs.writeFileSync(
     fake,
@@ -26,6 +27,7 @@ function check(vars, { secrets = [], buckets = ["threadline-files"] } = {}) {
 const a = process.argv.slice(2);
 if (a[0] === "secret" && a[1] === "list") console.log(JSON.stringify(${JSON.stringify(secrets.map((name) => ({ name, type: "secret_text" })))}));
 else if (a[0] === "r2" && a[1] === "bucket" && a[2] === "list") console.log("Listing buckets...\\n" + ${JSON.stringify(bucketList)});
+else if (a[0] === "queues" && a[1] === "list") console.log(${JSON.stringify(queueTable)});
 else { console.error("unexpected: " + a.join(" ")); process.exit(2); }
 `,
     { mode: 0o755 },
@@ -75,6 +77,18 @@ test("a JSON variable passes as a string or a table, and is refused as invalid J
   r = check(complete + `\nAPPROVAL_POLICY = 5`, ok);
   assert.equal(r.code, 1);
   assert.match(r.out, /APPROVAL_POLICY is a number/);
+});
+
+test("the deliveries queue must exist, and each webhook's secret", () => {
+  let r = check(complete, { secrets: ["LLM_API_KEY", "AUTH_JWT_SECRET"], queues: ["other"] });
+  assert.equal(r.code, 1);
+  assert.match(r.out, /queue threadline-deliveries \(binding DELIVERIES\) does not exist: `npx wrangler queues create threadline-deliveries`/);
+  const hooks = `\nWEBHOOKS = '[{"url":"https://h.example.com","events":["*"],"secret":"HOOK_SECRET"}]'`;
+  r = check(complete + hooks, { secrets: ["LLM_API_KEY", "AUTH_JWT_SECRET"] });
+  assert.equal(r.code, 1);
+  assert.match(r.out, /names secret HOOK_SECRET, which is not set: `npx wrangler secret put HOOK_SECRET`/);
+  r = check(complete + hooks, { secrets: ["LLM_API_KEY", "AUTH_JWT_SECRET", "HOOK_SECRET"] });
+  assert.equal(r.code, 0, r.out);
 });
 
 test("the files bucket must exist", () => {

@@ -154,8 +154,12 @@ pub fn private_host(host: &str) -> bool {
         let first = v6.segments()[0];
         return v6.is_loopback() || v6.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80;
     }
-    // A bare number is an IPv4 address to a URL parser (`http://2130706433/`).
-    host.chars().all(|c| c.is_ascii_digit() || c == '.' || c == 'x')
+    // Numbers in any base are an IPv4 address to a URL parser
+    // (`http://2130706433/`, `http://0x7f.1/`): refused, whatever they name.
+    host.split('.').all(|label| {
+        let hex = label.strip_prefix("0x").map(|h| h.chars().all(|c| c.is_ascii_hexdigit()));
+        !label.is_empty() && hex.unwrap_or_else(|| label.chars().all(|c| c.is_ascii_digit()))
+    })
 }
 
 /// What happened on a thread, for the endpoints that want it.
