@@ -128,6 +128,35 @@ export interface ThreadSummary {
   runs: number;
 }
 
+/** A thread as the caller's inbox shows it (`GET /v1/inbox`, docs/inbox.md). */
+export interface InboxRow {
+  threadId: string;
+  title: string;
+  state: "idle" | "running" | "waiting";
+  runId?: string;
+  waiting?: { requestId: string; kind: string; toolName: string; expiresAt?: number };
+  lastRun?: { runId: string; status: string; at: number };
+  queued: number;
+  runs: number;
+  eventId: number;
+  /** The last event worth reading: unread while `readEventId` is below it. */
+  answerId: number;
+  readEventId: number;
+  unread: boolean;
+  createdAt: number;
+  updatedAt: number;
+  version: number;
+  /** The thread is gone (a change only). */
+  deleted?: boolean;
+}
+
+export interface InboxPage {
+  rows: InboxRow[];
+  nextCursor: string | null;
+  /** The change log's top: follow the changes after it. */
+  eventId: number;
+}
+
 const enc = encodeURIComponent;
 
 export class ThreadlineClient {
@@ -316,6 +345,32 @@ export class ThreadlineClient {
   /** A short-lived read-only token for `?token=` on the thread's streams. */
   streamToken(threadId: string): Promise<{ token: string; expiresAt: number }> {
     return this.request("POST", `/instance-ai/threads/${enc(threadId)}/stream-token`, {});
+  }
+
+  /** A page of the caller's inbox: their threads with their live state. */
+  inboxPage(query: { limit?: number; cursor?: string; state?: "idle" | "running" | "waiting" | "unread" } = {}): Promise<InboxPage> {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, String(v));
+    const qs = q.toString();
+    return this.request("GET", `/v1/inbox${qs ? `?${qs}` : ""}`);
+  }
+
+  /** Marks `threadId` read up to `eventId`; answers its row. */
+  markRead(threadId: string, eventId: number): Promise<InboxRow> {
+    return this.request("POST", `/instance-ai/threads/${enc(threadId)}/read`, { eventId });
+  }
+
+  /** The inbox's changes after `cursor` (a page's `eventId`), resumable. */
+  inboxChanges(opts: { cursor: number; onRow: (row: InboxRow) => void; onState?: StreamOptions["onState"] }): ResumableStream {
+    return new ResumableStream({
+      url: `${this.baseUrl}/v1/inbox`,
+      cursor: opts.cursor,
+      eventName: "thread",
+      onEvent: (ev) => opts.onRow(ev as unknown as InboxRow),
+      onState: opts.onState,
+      fetch: this.fetchFn,
+      headers: this.headers,
+    });
   }
 
   /**

@@ -32,6 +32,8 @@ export interface StreamOptions {
   backoff?: { initialMs?: number; maxMs?: number; jitter?: number };
   /** Reconnect when nothing (not even a keep-alive) arrived for this long. */
   idleTimeoutMs?: number;
+  /** The SSE event name the stream's items carry (default `message`). */
+  eventName?: string;
 }
 
 /** Statuses after which retrying the same request cannot help. */
@@ -164,7 +166,7 @@ export class ResumableStream {
         for (const msg of parser.push(value)) {
           // Named events (Instance AI's `run-sync`) are not the log's: as
           // an EventSource's onmessage, the connection takes messages only.
-          if (!msg.data || msg.event !== "message") continue;
+          if (!msg.data || msg.event !== (this.opts.eventName ?? "message")) continue;
           let ev: StreamEvent;
           try {
             ev = JSON.parse(msg.data) as StreamEvent;

@@ -29,4 +29,5 @@ export {
   type UploadOptions,
   type UploadProgress,
 } from "./files.js";
+export { Inbox, type InboxOptions } from "./inbox.js";
 export { ThreadSession, type Turn, type OpenConfirmation, type SessionOptions } from "./session.js";

@@ -8,6 +8,7 @@ import {
   ThreadlineClient,
   ThreadSession,
   ThreadlineError,
+  Inbox,
   formatBytes,
   isInlineImage,
   type AgentNode,
@@ -15,6 +16,7 @@ import {
   type Attachment,
   type Branch,
   type Decision,
+  type InboxRow,
   type OpenConfirmation,
   type Turn,
   type UploadedFile,
@@ -515,24 +517,63 @@ function render() {
 
 // ---- threads -----------------------------------------------------------
 
-async function refreshThreads() {
+/**
+ * The thread list is the caller's inbox, live (`Inbox`): a spinner on
+ * running threads, a badge on threads that wait for the person, bold for
+ * unread; a browser notification (with permission) when a thread starts
+ * waiting, unless it is the one open in a visible tab.
+ */
+let inbox: Inbox | undefined;
+
+function renderThreads() {
   const list = $("thread-list");
-  try {
-    const threads = await client.threads();
-    // A restored thread's title was set before the stream's cursor: take it from the list.
-    const current = threads.find((t) => t.threadId === session?.threadId);
-    if (session && current?.title && !session.title) {
-      session.title = current.title;
-      render();
-    }
-    list.replaceChildren(
-      ...threads.map((t) =>
-        el("li", {}, el("a", { href: `#${encodeURIComponent(t.threadId)}`, "aria-current": t.threadId === session?.threadId ? "page" : undefined }, t.title || t.threadId)),
-      ),
-    );
-  } catch {
-    // The list is a convenience; the thread itself still works.
+  const rows = inbox?.list() ?? [];
+  // A restored thread's title was set before the stream's cursor: take it from the list.
+  const current = rows.find((t) => t.threadId === session?.threadId);
+  if (session && current?.title && !session.title) {
+    session.title = current.title;
+    render();
   }
+  list.replaceChildren(
+    ...rows.map((t) => {
+      const waiting = t.state === "waiting";
+      const label = waiting ? `waiting for you: ${t.waiting?.kind ?? "a decision"}` : t.state === "running" ? "running" : t.unread ? "unread" : undefined;
+      return el(
+        "li",
+        { "data-testid": "thread-row", "data-thread": t.threadId, "data-state": t.state, "data-unread": t.unread ? "true" : undefined, class: t.unread ? "unread" : undefined },
+        el(
+          "a",
+          { href: `#${encodeURIComponent(t.threadId)}`, "aria-current": t.threadId === session?.threadId ? "page" : undefined, title: label },
+          t.state === "running" ? el("span", { class: "spinner", "data-testid": "thread-spinner", "aria-label": "running" }) : undefined,
+          el("span", { class: "thread-name" }, t.title || t.threadId),
+          waiting ? el("span", { class: "needs-you", "data-testid": "thread-badge" }, t.waiting?.kind === "approval" ? "approve" : "answer") : undefined,
+        ),
+      );
+    }),
+  );
+  // The open thread is read as its answers arrive.
+  if (current?.unread && document.visibilityState === "visible") void inbox?.markRead(current.threadId).catch(() => {});
+}
+
+function notifyWaiting(row: InboxRow) {
+  if (!("Notification" in window) || Notification.permission !== "granted") return;
+  if (row.threadId === session?.threadId && document.visibilityState === "visible") return;
+  const n = new Notification(`${row.title || row.threadId} is waiting for you`, {
+    body: row.waiting ? `${row.waiting.toolName}: ${row.waiting.kind}` : undefined,
+    tag: `waiting:${row.threadId}`,
+  });
+  n.onclick = () => {
+    window.focus();
+    location.hash = encodeURIComponent(row.threadId);
+    n.close();
+  };
+}
+
+function openInbox() {
+  inbox = new Inbox(client, { onChange: renderThreads, onWaiting: notifyWaiting });
+  inbox.open().catch(() => {
+    // The list is a convenience (a deployment without callers has none); the thread itself still works.
+  });
 }
 
 function newThreadId() {
@@ -547,15 +588,7 @@ function openThread(threadId: string) {
   forgetImages();
   const s = new ThreadSession(client, threadId);
   session = s;
-  let lastActive: string | undefined;
-  s.subscribe(() => {
-    render();
-    // The list shows titles and order: refresh it when a run starts or ends.
-    if (s.activeRunId !== lastActive) {
-      lastActive = s.activeRunId;
-      void refreshThreads();
-    }
-  });
+  s.subscribe(() => render());
   $("conversation").replaceChildren();
   $("confirmations").replaceChildren();
   render();
@@ -563,7 +596,7 @@ function openThread(threadId: string) {
     s.lastError = e;
     render();
   });
-  void refreshThreads();
+  renderThreads();
   $("composer-input").focus();
 }
 
@@ -781,6 +814,12 @@ window.addEventListener("hashchange", () => {
   document.querySelector(".sidebar")!.classList.remove("open");
   route();
 });
+const notifyButton = $<HTMLButtonElement>("notify");
+notifyButton.hidden = !("Notification" in window) || Notification.permission !== "default";
+notifyButton.addEventListener("click", () => {
+  void Notification.requestPermission().then(() => (notifyButton.hidden = true));
+});
+openInbox();
 route();
 
 // For tests and debugging: the live session.
