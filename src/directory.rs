@@ -5,6 +5,7 @@
 //! (as a thread's subscribers are): a change the core made is sent to each
 //! after the op that made it, and the object sleeps between changes.
 
+use crate::instance::Counts;
 use crate::live;
 use threadline_durable::{wire::forward, ApiError};
 use threadline_durable::{Directory as Core, DirectoryOp as Op};
@@ -17,6 +18,10 @@ const TAG: &str = "inbox";
 pub struct Directory {
     state: State,
     env: Env,
+    /// This instance, as the debug stats report it (`DEBUG_WAKES`: events
+    /// counted in storage across evictions).
+    counts: Counts,
+    wakes: bool,
     /// The core over the object's SQLite, or why its storage could not be
     /// opened (every request is then refused with it).
     core: std::result::Result<Core<crate::store::DoSql>, ApiError>,
@@ -29,11 +34,17 @@ impl DurableObject for Directory {
             state.set_websocket_auto_response(&pair);
         }
         let core = Core::open(crate::store::DoSql(state.storage().sql())).map_err(Into::into);
-        Directory { state, env, core }
+        let wakes = crate::settings(&env).debug_wakes;
+        Directory { state, env, core, counts: Counts::new(), wakes }
     }
 
     async fn fetch(&self, req: Request) -> Result<Response> {
-        let op = forward::decode::<Op>(req.headers().get(forward::HEADER)?.as_deref());
+        let _event = self.counts.event(&self.state.storage(), self.wakes).await;
+        let mut op = forward::decode::<Op>(req.headers().get(forward::HEADER)?.as_deref());
+        if let Some(Op::Stats { instance, readers }) = &mut op {
+            *instance = Some(self.counts.facts(&self.state.storage(), self.wakes, 0).await);
+            *readers = self.state.get_websockets_with_tag(TAG).len();
+        }
         let core = match (&self.core, op) {
             (Err(e), _) => return crate::http::error(e),
             (Ok(_), None) => return crate::http::error(&ApiError::not_found_route("no such operation")),
@@ -60,6 +71,7 @@ impl DurableObject for Directory {
     }
 
     async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {
+        let _event = self.counts.event(&self.state.storage(), self.wakes).await;
         let WebSocketIncomingMessage::String(text) = message else { return Ok(()) };
         let Ok(core) = &self.core else { return Ok(()) };
         match core.page(&text) {
@@ -71,6 +83,7 @@ impl DurableObject for Directory {
     }
 
     async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
+        let _event = self.counts.event(&self.state.storage(), self.wakes).await;
         let _ = ws.close(Some(1000), Some("closed"));
         Ok(())
     }

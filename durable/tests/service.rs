@@ -463,3 +463,14 @@ fn a_schedule_fires_as_the_owner_on_the_alarm_and_waits_in_the_queue_behind_a_ru
     );
     assert_eq!(support::code(&bad), "invalid_schedule");
 }
+
+#[test]
+fn a_request_left_by_a_run_that_ended_waits_for_nobody() {
+    use threadline_durable::directory::inbox::State;
+    let s = settings();
+    let (mut t, run, token) = suspended(&s);
+    assert_eq!(reported(&mut t, 3).last().unwrap().state, State::Waiting);
+    finish(&mut t, &s, &run, &token, 4);
+    let after = reported(&mut t, 4);
+    assert_eq!(after.last().map(|r| (r.state, r.waiting.is_none())), Some((State::Idle, true)));
+}

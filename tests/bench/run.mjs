@@ -28,6 +28,11 @@
 //      messages on its active path with 100 edits branching off it, beside
 //      a linear thread of the same length: the history's newest and oldest
 //      pages (n8n's and the AI SDK's) and a reconnect 100 events behind
+//  11. the inbox (today's build; the release has none): a thread's state
+//      change (a confirmation requested, a run's end, published by its
+//      agent) to the inbox subscriber's row, p50/p99; and what an open
+//      inbox tab costs idle: the directory's wakes and held requests over
+//      40 s with 1 and 100 open inbox streams
 //   7. files (today's build; the release has none): upload throughput of a
 //      10 MB file, a send carrying a 5 MB image as a data: URL (as useChat
 //      sends one) against a text-only send, time to the run's start; and
@@ -755,6 +760,84 @@ async function branchBench(api, hook, turns = 500, edits = 100, trials = 15) {
   return out;
 }
 
+/** An inbox subscriber (SSE): calls `onRow(row, at)` for each change. */
+function inboxStream(base, onRow) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${base}/v1/inbox`, { agent, headers: { accept: "text/event-stream", "last-event-id": "0" } }, (res) => {
+      if (res.statusCode !== 200) return reject(new Error(`inbox SSE ${res.statusCode}`));
+      res.setEncoding("utf8");
+      let buf = "";
+      res.on("data", (chunk) => {
+        const now = performance.now();
+        buf += chunk;
+        let end;
+        while ((end = buf.indexOf("\n\n")) >= 0) {
+          const frame = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          const data = frame.split("\n").find((l) => l.startsWith("data: "));
+          if (data) onRow(JSON.parse(data.slice(6)), now);
+        }
+      });
+      resolve({ close: () => req.destroy() });
+    });
+    req.on("error", () => {});
+  });
+}
+
+/** A thread's state change → the inbox subscriber's row: an agent
+ * publishes a confirmation request (waiting), then its run's end (idle). */
+async function inboxLatency(api, hook, trials = 50) {
+  let waitFor;
+  const sub = await inboxStream(api.base, (row, at) => waitFor?.(row, at));
+  const seen = (pred) => new Promise((resolve) => (waitFor = (row, at) => pred(row) && resolve(at)));
+  const samples = [];
+  try {
+    for (let i = 0; i < trials; i++) {
+      const thread = newThread("inbox");
+      const running = seen((r) => r.threadId === thread && r.state === "running");
+      const run = await newRun(api, hook, thread);
+      await running;
+      const ask = { type: "confirmation-request", agentId: "orchestrator", payload: { requestId: `r${i}`, toolCallId: `c${i}`, toolName: "deploy", args: {}, severity: "warning", message: "ok?" } };
+      let arrived = seen((r) => r.threadId === thread && r.state === "waiting");
+      let t0 = performance.now();
+      await run.publish([{ type: "tool-call", agentId: "orchestrator", payload: { toolCallId: `c${i}`, toolName: "deploy", args: {} } }, ask]);
+      samples.push((await arrived) - t0);
+      arrived = seen((r) => r.threadId === thread && r.state === "idle" && r.lastRun);
+      t0 = performance.now();
+      await run.publish([{ type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } }]);
+      samples.push((await arrived) - t0);
+    }
+  } finally {
+    sub.close();
+  }
+  samples.sort((a, b) => a - b);
+  return { p50: pct(samples, 50), p99: pct(samples, 99), samples: samples.length };
+}
+
+/** What `n` open inbox tabs cost idle: the directory's events handled and
+ * requests held over `idleMs` (DEBUG_WAKES counts them across evictions). */
+async function inboxIdle(api, hook, n, idleMs = 40_000) {
+  const thread = newThread("inboxidle");
+  const run = await newRun(api, hook, thread);
+  await run.publish([{ type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } }]);
+  const subs = [];
+  for (let i = 0; i < n; i++) subs.push(await inboxStream(api.base, () => {}));
+  await sleep(500);
+  const stats = async () => (await api.call("GET", "/debug/inbox/stats")).json;
+  const before = await stats();
+  await sleep(idleMs);
+  const after = await stats();
+  subs.forEach((s) => s.close());
+  return {
+    subscribers: n,
+    readers: before.readers,
+    idleMs,
+    heldOpen: before.instance.inflight,
+    wakes: after.instance.handledEver - before.instance.handledEver - 1,
+    evicted: after.instance.id !== before.instance.id,
+  };
+}
+
 const only = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(",")) : null;
 const want = (name) => !only || only.has(name);
 const baselineCommit = process.env.BENCH_BASELINE ? [process.env.BENCH_BASELINE] : [];
@@ -924,6 +1007,26 @@ try {
       const line = (x) =>
         `${ms(x.perEventMs)}/event, ${Math.round(x.awakeMsPerHour).toLocaleString("en")} ms/idle hour (${x.heldOpen} requests held, ${x.wakes} wakes in ${x.idleMs / 1000} s${x.evicted ? ", evicted" : ""}) → ${usd(x.monthlyIdleUsd)}/month idle`;
       console.log(`object awake, ${String(n).padStart(4)} idle subscribers: release ${line(row.release)} | current ${line(row.current)}`);
+    }
+  }
+  if (want("inbox")) {
+    const current = builds[1];
+    const l = await inboxLatency(current.api, hook);
+    // A worker of its own for the idle window: DEBUG_WAKES counts each event in storage.
+    const idleWorker = await startWorker({ vars: { ...vars, DEBUG_WAKES: "1" } });
+    const idleApi = { ...client(idleWorker.url), base: idleWorker.url };
+    const idle = [];
+    try {
+      for (const n of [1, 100]) idle.push(await inboxIdle(idleApi, hook, n));
+    } finally {
+      await idleWorker.stop();
+    }
+    results.inbox = { latency: l, idle };
+    console.log(`inbox (current): thread state change → inbox subscriber p50 ${ms(l.p50)} p99 ${ms(l.p99)} (${l.samples} changes: a confirmation requested, a run's end)`);
+    for (const x of idle) {
+      console.log(
+        `  ${String(x.subscribers).padStart(3)} open inbox streams idle ${x.idleMs / 1000} s: the directory held ${x.heldOpen} requests, handled ${x.wakes} events${x.evicted ? " (evicted)" : ""}, ${x.readers} reader sockets`,
+      );
     }
   }
   if (want("files")) {

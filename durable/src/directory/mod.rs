@@ -114,6 +114,15 @@ pub enum Op {
     /// refuses threads' reports (503) until `until`, as an unreachable one
     /// would: a fault to prove that reports wait and arrive once.
     Outage { until: i64 },
+    /// `GET /debug/inbox/stats` (with `DEBUG_ROUTES`): the object's
+    /// instance (the shell fills `instance`), the readers it holds and the
+    /// inbox's size: whether an idle inbox sleeps.
+    Stats {
+        #[serde(skip)]
+        instance: Option<crate::thread::Instance>,
+        #[serde(skip)]
+        readers: usize,
+    },
 }
 
 /// The name of the deployer's directory: the webhooks' dead letters.
@@ -325,6 +334,14 @@ impl<D: Db> Directory<D> {
                 let delivery = crate::notify::Delivery { attempt: 1, ..letter.delivery };
                 self.outgoing.borrow_mut().push(delivery);
                 Ok(Reply::json(202, &json!({ "replayed": id, "replayedAt": at })))
+            }
+            Op::Stats { instance, readers } => {
+                let inbox = self.inbox();
+                let rows = db.run("SELECT COUNT(*) FROM threads WHERE deleted = 0", &[]).map_err(storage)?;
+                let threads = rows.first().map_or(0, |v| v.int());
+                let body =
+                    json!({ "instance": instance, "readers": readers, "threads": threads, "eventId": inbox.high()? });
+                Ok(Reply::json(200, &body))
             }
             Op::Outage { until } => {
                 self.outage_until.set(*until);

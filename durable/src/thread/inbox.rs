@@ -210,8 +210,12 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// The thread's state as its inbox row shows it (version 0: unnumbered).
     fn inbox_state(&mut self, now: i64) -> Result<Report, Error> {
         let last = self.reports.last.clone().unwrap_or_default();
+        // A request waits for the person while its run goes on (the run
+        // holding the thread, or one of its agents working in the
+        // background): one left by a run that ended waits for nobody.
         let pending = self.journal.store().pending_confirmations()?;
-        let waiting = pending.iter().min_by_key(|c| c.created_at).map(|c| Wait {
+        let live = |run: &str| self.runs.holds(run) || self.runs.background_tasks().iter().any(|t| t.run_id == run);
+        let waiting = pending.iter().filter(|c| live(&c.run_id)).min_by_key(|c| c.created_at).map(|c| Wait {
             request_id: c.request_id.clone(),
             kind: c.input_type.clone(),
             tool_name: c.tool_name.clone(),

@@ -52,6 +52,9 @@ pub enum Route {
     /// `POST /debug/inbox/outage?ms=N` (with `DEBUG_ROUTES`): the caller's
     /// directory refuses their threads' reports for `ms`.
     Outage,
+    /// `GET /debug/inbox/stats` (with `DEBUG_ROUTES`): the caller's
+    /// directory's instance and readers.
+    Stats,
 }
 
 use Route as R;
@@ -65,6 +68,7 @@ impl super::Protocol for Route {
             build: |p, _| Ok(R::Read { thread: p.thread("threadId")?, event_id: 0 }),
         },
         Spec { path: "/debug/inbox/outage", methods: &["POST"], build: |_, _| Ok(R::Outage) },
+        Spec { path: "/debug/inbox/stats", methods: &["GET"], build: |_, _| Ok(R::Stats) },
     ];
 
     fn target(&self) -> Target {
@@ -73,7 +77,7 @@ impl super::Protocol for Route {
 
     fn thread(&self) -> &str {
         match self {
-            R::Inbox | R::Outage => "",
+            R::Inbox | R::Outage | R::Stats => "",
             R::Read { thread, .. } => thread,
         }
     }
@@ -84,7 +88,7 @@ impl super::Protocol for Route {
 
     fn body(&self) -> BodyKind {
         match self {
-            R::Inbox | R::Outage => BodyKind::None,
+            R::Inbox | R::Outage | R::Stats => BodyKind::None,
             R::Read { .. } => BodyKind::Json,
         }
     }
@@ -117,7 +121,8 @@ impl super::Protocol for Route {
             return Err(ApiError::unauthorized("the inbox is kept per signed-in caller".to_owned()));
         }
         match self {
-            R::Outage if !settings.debug_routes => Err(ApiError::debug_routes_off()),
+            R::Outage | R::Stats if !settings.debug_routes => Err(ApiError::debug_routes_off()),
+            R::Stats => Ok(AtWorker::Directory(Op::Stats { instance: None, readers: 0 })),
             R::Outage => {
                 let ms = input::query_first(&input::query_pairs(head.query), "ms")
                     .and_then(|v| v.parse::<i64>().ok())
