@@ -201,6 +201,7 @@ const ROWS = {
   "GET /v1/inbox": { call: () => ["GET", "/v1/inbox"], expect: anyActor },
   "POST /instance-ai/threads/:threadId/read": { call: (f) => ["POST", `/instance-ai/threads/${f.thread}/read`, { eventId: 1 }], expect: ownerOnly },
   "POST /debug/inbox/outage": { call: () => ["POST", "/debug/inbox/outage?ms=0"], expect: anyActor },
+  "GET /debug/inbox/stats": { call: () => ["GET", "/debug/inbox/stats"], expect: anyActor },
   "GET /instance-ai/threads/:threadId/schedules": { call: (f) => ["GET", `/instance-ai/threads/${f.thread}/schedules`], expect: ownerOnly },
   "POST /instance-ai/threads/:threadId/schedules": {
     call: (f) => ["POST", `/instance-ai/threads/${f.thread}/schedules`, { message: "later", everySeconds: 3600 }],
