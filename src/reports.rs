@@ -21,13 +21,11 @@ impl Inner {
         if let Ok(Ok(Some(Effect::Enqueue { deliveries }))) = self.with_core(|c| c.deliveries(now_ms())) {
             self.enqueue(deliveries).await;
         }
-        let due = self.with_core(|c| c.report(now_ms()));
+        let due = self.with_core(|c| (c.report(now_ms()), c.reported_before()));
         match due {
-            Ok(Ok(Some(Effect::Report { actor, reports }))) if reports.first().is_some_and(|r| r.version == 1) => {
-                self.clone().deliver(actor, reports).await
-            }
-            Ok(Ok(Some(Effect::Report { actor, reports }))) => self.deliver_reports(actor, reports),
-            Ok(Err(e)) => console_error!("report: {e}"),
+            Ok((Ok(Some(Effect::Report { actor, reports })), false)) => self.clone().deliver(actor, reports).await,
+            Ok((Ok(Some(Effect::Report { actor, reports })), true)) => self.deliver_reports(actor, reports),
+            Ok((Err(e), _)) => console_error!("report: {e}"),
             _ => {}
         }
     }
@@ -91,14 +89,7 @@ impl Inner {
                 false
             }
         };
-        let told = self.with_core(|c| {
-            if taken {
-                c.reported(version)
-            } else {
-                c.report_failed(now_ms());
-                Ok(())
-            }
-        });
+        let told = self.with_core(|c| if taken { c.reported(version) } else { c.report_failed(now_ms()) });
         if let Ok(Err(e)) = told {
             console_error!("report: {e}");
         }

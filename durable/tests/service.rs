@@ -363,7 +363,7 @@ fn a_thread_reports_each_state_to_its_owners_inbox_until_taken() {
     assert_eq!(running[0].title, "careful");
     assert!(reported(&mut t, 1).is_empty(), "nothing changed: nothing to say");
     // The directory did not take it: the alarm tries again, with what is new.
-    t.report_failed(2);
+    t.report_failed(2).unwrap();
     let retry_at = t.report_deadline().expect("a retry");
     assert!(retry_at > 2);
     let path = format!("/instance-ai/threads/t1/runs/{run}/events");
@@ -373,13 +373,13 @@ fn a_thread_reports_each_state_to_its_owners_inbox_until_taken() {
     let auth = format!("Bearer {token}");
     serve(&mut t, &s, Req::new("POST", &path, Caller::Nobody).body(&ask).header("authorization", &auth), 3);
     let owed = reported(&mut t, 3);
-    assert_eq!(owed.iter().map(|r| r.version).collect::<Vec<_>>(), [1, 2], "the one not taken, then the new one");
+    assert_eq!(owed.iter().map(|r| r.version).collect::<Vec<_>>(), [1, 3], "the one not taken, then the new one");
     let waiting = &owed[1];
     assert_eq!(waiting.state, State::Waiting);
     let wait = waiting.waiting.as_ref().unwrap();
     assert_eq!((wait.kind.as_str(), wait.tool_name.as_str()), ("approval", "drop"));
     assert!(waiting.answer_id > 0, "a request is worth reading");
-    t.reported(2).unwrap();
+    t.reported(3).unwrap();
     assert_eq!(t.report_deadline(), None, "nothing owed");
     // Decided, then finished: idle, with the run's end to read.
     decide(&mut t, &s, "r1", json!({"approved": true}), 4);
@@ -398,6 +398,19 @@ fn a_thread_reports_each_state_to_its_owners_inbox_until_taken() {
     let mut again = Thread::load(store, s.thread.clone(), 6).unwrap();
     again.journal_mut().set_thread_id("t1");
     assert!(reported(&mut again, 6).is_empty(), "the state it last reported is the state it has");
+    // A report made, then the instance gone before its directory answered:
+    // the next instance finds its state is not the one taken, and says it
+    // again, above every version made before.
+    let (_, second, _) = send(&mut again, &s, json!({"message": "again"}), 7);
+    let lost = reported(&mut again, 7);
+    assert_eq!(lost.last().unwrap().state, State::Running);
+    let store = std::mem::take(again.journal_mut().store_mut());
+    let mut third: T = Thread::load(store, s.thread.clone(), 8).unwrap();
+    third.journal_mut().set_thread_id("t1");
+    let said = reported(&mut third, 8);
+    assert_eq!(said.len(), 1);
+    assert_eq!(said[0].run_id.as_deref(), second["runId"].as_str());
+    assert!(said[0].version > lost.last().unwrap().version, "above the one that may have been taken");
 }
 
 #[test]

@@ -36,15 +36,23 @@ const RETRY_MAX_MS: i64 = 300_000;
 /// (each report is the whole state: the newest says where the thread is).
 const KEPT: usize = 50;
 
-/// What the thread keeps of its reports (meta `inbox`).
+/// What the thread keeps of its reports (meta `inbox`): one write per
+/// report the directory took (and one per failed delivery), none to make
+/// one. A report made and lost with the instance before its directory took
+/// it is made again: the next instance finds its state differs from the
+/// one last taken.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Reports {
-    /// The last report made (what the thread said it is).
+    /// The last report the directory took (stored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last: Option<Report>,
-    /// Reports the directory has not taken yet, oldest first.
+    pub taken: Option<Report>,
+    /// Reports the directory has not taken yet, oldest first (stored once a
+    /// delivery failed, so an instance that goes meanwhile loses none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<Report>,
+    /// The last report made (what the thread said it is).
+    #[serde(skip)]
+    last: Option<Report>,
     /// Webhook deliveries the queue has not taken yet, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deliveries: Vec<Delivery>,
@@ -83,33 +91,41 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if same {
             return Ok(None);
         }
-        next.version = last.map_or(1, |l| l.version + 1);
+        // Above every version made before, by this instance or one that went
+        // before its report was acknowledged (the clock moves on).
+        next.version = last.map_or(1, |l| l.version + 1).max(now.max(0) as u64);
         self.reports.pending.push(next.clone());
         if self.reports.pending.len() > KEPT {
             let over = self.reports.pending.len() - KEPT;
             self.reports.pending.drain(..over);
         }
         self.reports.last = Some(next);
-        self.store_reports()?;
         Ok(Some(Effect::Report { actor: owner, reports: self.reports.pending.clone() }))
+    }
+
+    /// Whether the owner's directory ever took a report of this thread (a
+    /// thread's first report is worth waiting for: until then the thread is
+    /// not in its owner's inbox).
+    pub fn reported_before(&self) -> bool {
+        self.reports.taken.is_some()
     }
 
     /// The directory took every report up to `version`.
     pub fn reported(&mut self, version: u64) -> Result<(), Error> {
         self.load_reports()?;
         self.reports.retry = None;
-        let before = self.reports.pending.len();
+        let Some(taken) = self.reports.pending.iter().find(|r| r.version == version).cloned() else { return Ok(()) };
         self.reports.pending.retain(|r| r.version > version);
-        if self.reports.pending.len() != before {
-            self.store_reports()?;
-        }
-        Ok(())
+        self.reports.taken = Some(taken);
+        self.store_reports()
     }
 
-    /// The directory could not be told: the alarm tries again.
-    pub fn report_failed(&mut self, now: i64) {
+    /// The directory could not be told: the reports owed are stored, and
+    /// the alarm tries again.
+    pub fn report_failed(&mut self, now: i64) -> Result<(), Error> {
         let wait = self.reports.retry.map_or(RETRY_MS, |(_, w)| (w * 2).min(RETRY_MAX_MS));
         self.reports.retry = Some((now + wait, wait));
+        self.store_reports()
     }
 
     /// When owed reports or deliveries are next tried (the alarm's).
@@ -188,6 +204,7 @@ impl<S: Store, K: Sink> Thread<S, K> {
         let stored = self.journal.store().meta(meta::INBOX_KEY)?;
         let mut reports: Reports = stored.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or_default();
         reports.loaded = true;
+        reports.last = reports.pending.last().cloned().or_else(|| reports.taken.clone());
         // A new instance checks its state against what it last reported
         // (the last instance may have gone between a commit and its report).
         self.journal.marks.changed = true;

@@ -181,10 +181,14 @@ pub struct Row {
     pub runs: Option<i64>,
 }
 
-/// The directory's answer to a list.
+/// The directory's answer to a list (a page of the inbox).
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Listed {
     pub rows: Vec<Row>,
+    /// Where the next page starts, when there is one.
+    #[serde(default)]
+    pub next_cursor: Option<String>,
 }
 
 /// agora's `ThreadSummary`, with the first form's `threadId` and `runs`.

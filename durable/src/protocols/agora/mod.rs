@@ -316,7 +316,13 @@ impl super::Protocol for Route {
                     }
                 }
             }
-            R::Threads if caller.id().is_some() => Ok(AtWorker::Directory(Op::List)),
+            // The inbox's rows, every thread in one answer up to a page of
+            // 500 (`?limit`, `?cursor` page on; `X-Next-Cursor` says where).
+            R::Threads if caller.id().is_some() => {
+                let mut page = crate::directory::inbox::Page::from_query(&input::query_pairs(head.query))?;
+                page.limit = page.limit.or(Some(crate::directory::inbox::MAX_PAGE));
+                Ok(AtWorker::Directory(Op::Inbox { page }))
+            }
             _ => Err(ApiError::not_found_route("this route is answered on its thread")),
         }
     }
@@ -332,7 +338,11 @@ impl super::Protocol for Route {
             _ => {
                 let listed: catalog::Listed = serde_json::from_slice(body).map_err(ApiError::unavailable)?;
                 let rows = serde_json::to_value(catalog::threads(listed.rows)).expect("rows serialise");
-                Ok(Reply::json(200, &rows))
+                let reply = Reply::json(200, &rows);
+                Ok(match listed.next_cursor {
+                    Some(cursor) => reply.header("x-next-cursor", cursor),
+                    None => reply,
+                })
             }
         }
     }
