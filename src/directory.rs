@@ -42,7 +42,8 @@ impl DurableObject for Directory {
         let _event = self.counts.event(&self.state.storage(), self.wakes).await;
         let mut op = forward::decode::<Op>(req.headers().get(forward::HEADER)?.as_deref());
         if let Some(Op::Stats { instance, readers }) = &mut op {
-            *instance = Some(self.counts.facts(&self.state.storage(), self.wakes, 0).await);
+            let facts = self.counts.facts(&self.state.storage(), self.wakes, 0).await;
+            *instance = serde_json::to_value(facts).ok();
             *readers = self.state.get_websockets_with_tag(TAG).len();
         }
         let core = match (&self.core, op) {

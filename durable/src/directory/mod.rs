@@ -119,7 +119,7 @@ pub enum Op {
     /// inbox's size: whether an idle inbox sleeps.
     Stats {
         #[serde(skip)]
-        instance: Option<crate::thread::Instance>,
+        instance: Option<serde_json::Value>,
         #[serde(skip)]
         readers: usize,
     },

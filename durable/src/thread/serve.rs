@@ -78,7 +78,7 @@ pub struct Consulted<'a> {
 /// The object's instance, as its shell counts it: reported by the debug
 /// stats, so a test can see that an idle thread holds no request and that
 /// it was evicted (a new instance answers after it slept).
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Instance {
     /// A random id drawn when the instance was constructed.
