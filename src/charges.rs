@@ -12,17 +12,7 @@ use worker::*;
 pub(crate) async fn deliver(env: &Env, core: &Shared, actor: &str, charges: Vec<Charge>) {
     let ids: Vec<String> = charges.iter().map(|c| c.id.clone()).collect();
     let call = threadline_durable::front::directory_call(actor, &DirectoryOp::Charge { charges });
-    let delivered = match crate::call(env, None, &call).await {
-        Ok(resp) if (200..300).contains(&resp.status_code()) => true,
-        Ok(resp) => {
-            console_warn!("charges: the directory answered {}", resp.status_code());
-            false
-        }
-        Err(e) => {
-            console_warn!("charges: {e}");
-            false
-        }
-    };
+    let delivered = crate::took(env, &call, "charges").await.is_ok();
     let mut slot = core.borrow_mut();
     let Some(core) = slot.as_mut() else { return };
     if delivered {

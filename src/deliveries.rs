@@ -77,11 +77,7 @@ async fn settle(env: &Env, policy: &notify::Policy, delivery: &Delivery) -> Resu
                 letter.last_error
             );
             let call = threadline_durable::front::deployer_call(&DirectoryOp::DeadLetter { letter: Box::new(letter) });
-            match crate::call(env, None, &call).await {
-                Ok(resp) if (200..300).contains(&resp.status_code()) => Ok(()),
-                Ok(resp) => Err(Error::RustError(format!("the deployer's directory answered {}", resp.status_code()))),
-                Err(e) => Err(e),
-            }
+            crate::took(env, &call, "webhooks").await.map_err(Error::RustError)
         }
     }
 }

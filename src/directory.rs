@@ -46,29 +46,24 @@ impl DurableObject for Directory {
             *instance = serde_json::to_value(facts).ok();
             *readers = self.state.get_websockets_with_tag(TAG).len();
         }
-        let core = match (&self.core, op) {
+        let (core, op) = match (&self.core, op) {
             (Err(e), _) => return crate::http::error(e),
             (Ok(_), None) => return crate::http::error(&ApiError::not_found_route("no such operation")),
             (Ok(core), Some(op)) => (core, op),
         };
-        match core {
-            (core, Op::Follow { after }) => match self.follow(core, after) {
-                Ok(resp) => Ok(resp),
-                Err(e) => crate::http::error(&e),
-            },
-            (core, op) => {
-                let reply = core.handle_at(&op, crate::now_ms());
-                self.publish(core);
-                // A replayed delivery: answered once the queue has it.
-                let outgoing = core.outgoing();
-                if !outgoing.is_empty() {
-                    if let Err(e) = crate::deliveries::enqueue(&self.env, &outgoing).await {
-                        return crate::http::error(&ApiError::unavailable(format!("the queue did not take it: {e}")));
-                    }
-                }
-                crate::http::reply(reply)
+        if let Op::Follow { after } = op {
+            return self.follow(core, after).or_else(|e| crate::http::error(&e));
+        }
+        let reply = core.handle_at(&op, crate::now_ms());
+        self.publish(core);
+        // A replayed delivery: answered once the queue has it.
+        let outgoing = core.outgoing();
+        if !outgoing.is_empty() {
+            if let Err(e) = crate::deliveries::enqueue(&self.env, &outgoing).await {
+                return crate::http::error(&ApiError::unavailable(format!("the queue did not take it: {e}")));
             }
         }
+        crate::http::reply(reply)
     }
 
     async fn websocket_message(&self, ws: WebSocket, message: WebSocketIncomingMessage) -> Result<()> {

@@ -225,6 +225,18 @@ pub(crate) async fn call(env: &Env, raw: Option<&web_sys::Request>, c: &ObjectCa
     call_traced(env, raw, c, None).await
 }
 
+/// Makes an object's own call, and says whether the object took it (a 2xx
+/// answer); why not is logged under `what` and returned.
+pub(crate) async fn took(env: &Env, c: &ObjectCall, what: &str) -> std::result::Result<(), String> {
+    let why = match call(env, None, c).await {
+        Ok(resp) if (200..300).contains(&resp.status_code()) => return Ok(()),
+        Ok(resp) => format!("the object answered {}", resp.status_code()),
+        Err(e) => e.to_string(),
+    };
+    console_warn!("{what}: {why}");
+    Err(why)
+}
+
 /// [`call`], with the `traceparent` the object hangs its work under (the
 /// Worker's request span), set over any copy a client sent.
 async fn call_traced(

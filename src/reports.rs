@@ -31,18 +31,10 @@ impl Inner {
     }
 
     /// [`Inner::report`] from a task that cannot wait (the agent's publish
-    /// path): always in the background.
+    /// path): in the background.
     pub(crate) fn report_later(self: &Rc<Self>) {
-        if let Ok(Ok(Some(Effect::Enqueue { deliveries }))) = self.with_core(|c| c.deliveries(now_ms())) {
-            let inner = self.clone();
-            wasm_bindgen_futures::spawn_local(async move { inner.enqueue(deliveries).await });
-        }
-        let due = self.with_core(|c| c.report(now_ms()));
-        match due {
-            Ok(Ok(Some(Effect::Report { actor, reports }))) => self.deliver_reports(actor, reports),
-            Ok(Err(e)) => console_error!("report: {e}"),
-            _ => {}
-        }
+        let inner = self.clone();
+        wasm_bindgen_futures::spawn_local(async move { inner.report().await });
     }
 
     /// Hands webhook deliveries to the queue, and tells the core whether it
@@ -78,17 +70,7 @@ impl Inner {
     async fn deliver(self: Rc<Self>, actor: String, reports: Vec<Report>) {
         let Some(version) = reports.last().map(|r| r.version) else { return };
         let call = threadline_durable::front::directory_call(&actor, &DirectoryOp::Report { reports });
-        let taken = match crate::call(&self.env, None, &call).await {
-            Ok(resp) if (200..300).contains(&resp.status_code()) => true,
-            Ok(resp) => {
-                console_warn!("report: the directory answered {}", resp.status_code());
-                false
-            }
-            Err(e) => {
-                console_warn!("report: {e}");
-                false
-            }
-        };
+        let taken = crate::took(&self.env, &call, "report").await.is_ok();
         let told = self.with_core(|c| if taken { c.reported(version) } else { c.report_failed(now_ms()) });
         if let Ok(Err(e)) = told {
             console_error!("report: {e}");

@@ -223,43 +223,10 @@ impl<'s> Exchange<'s> {
                 self.worker_body = Some(head.query.to_owned());
                 Ok(Step::ReadBody { limit })
             }
-            Target::Worker => match route.at_worker(&caller, head, self.settings, self.now)? {
-                AtWorker::Reply(r) => Ok(Step::Reply(r)),
-                AtWorker::Stream { name, context, live } => {
-                    let call = ObjectCall {
-                        object: Object::Stream(name),
-                        method: self.method,
-                        context,
-                        body: Body::Client,
-                        socket: false,
-                        path: "/",
-                    };
-                    Ok(match live {
-                        // A live read: the object answers with a reader's
-                        // socket (or refuses), and the Worker relays it, so
-                        // the object can sleep meanwhile.
-                        Some(plan) => {
-                            Step::Relay(ObjectCall { method: "GET", body: Body::None, socket: true, ..call }, plan)
-                        }
-                        None => Step::Pass(call),
-                    })
-                }
-                AtWorker::Directory(op) => {
-                    let actor = caller.id().ok_or_else(ApiError::thread_not_found)?.to_owned();
-                    self.waiting = Waiting::Directory(route);
-                    Ok(Step::Call(directory_call(&actor, &op)))
-                }
-                AtWorker::Deployer(op) => {
-                    self.waiting = Waiting::Directory(route);
-                    Ok(Step::Call(deployer_call(&op)))
-                }
-                // The directory answers with a reader's socket, relayed:
-                // it sleeps between changes.
-                AtWorker::Follow { op, plan } => {
-                    let actor = caller.id().ok_or_else(ApiError::thread_not_found)?.to_owned();
-                    Ok(Step::Relay(ObjectCall { method: "GET", socket: true, ..directory_call(&actor, &op) }, plan))
-                }
-            },
+            Target::Worker => {
+                let at = route.at_worker(&caller, head, self.settings, self.now)?;
+                self.at_worker(route, &caller, at)
+            }
             // A body that may carry files is read here, as it streams, its
             // files decoded out and checked before anything is stored.
             Target::Body | Target::Thread if matches!(route.body(), BodyKind::Send(_) | BodyKind::Upload) => {
@@ -281,6 +248,48 @@ impl<'s> Exchange<'s> {
                     return Err(ApiError::body_too_large(limit));
                 }
                 self.toward_thread(route, caller, Body::Client)
+            }
+        }
+    }
+
+    /// The step of a route the Worker answers ([`AtWorker`]), with or
+    /// without the body it read first.
+    fn at_worker(&mut self, route: Route, caller: &Caller, at: AtWorker) -> Result<Step, ApiError> {
+        let actor = || caller.id().map(str::to_owned).ok_or_else(ApiError::thread_not_found);
+        match at {
+            AtWorker::Reply(r) => Ok(Step::Reply(r)),
+            AtWorker::Stream { name, context, live } => {
+                let call = ObjectCall {
+                    object: Object::Stream(name),
+                    method: self.method,
+                    context,
+                    body: Body::Client,
+                    socket: false,
+                    path: "/",
+                };
+                Ok(match live {
+                    // A live read: the object answers with a reader's
+                    // socket (or refuses), and the Worker relays it, so
+                    // the object can sleep meanwhile.
+                    Some(plan) => {
+                        Step::Relay(ObjectCall { method: "GET", body: Body::None, socket: true, ..call }, plan)
+                    }
+                    None => Step::Pass(call),
+                })
+            }
+            AtWorker::Directory(op) => {
+                let call = directory_call(&actor()?, &op);
+                self.waiting = Waiting::Directory(route);
+                Ok(Step::Call(call))
+            }
+            AtWorker::Deployer(op) => {
+                self.waiting = Waiting::Directory(route);
+                Ok(Step::Call(deployer_call(&op)))
+            }
+            // The directory answers with a reader's socket, relayed: it
+            // sleeps between changes.
+            AtWorker::Follow { op, plan } => {
+                Ok(Step::Relay(ObjectCall { method: "GET", socket: true, ..directory_call(&actor()?, &op) }, plan))
             }
         }
     }
@@ -441,14 +450,9 @@ impl<'s> Exchange<'s> {
             let query = self.worker_body.clone().unwrap_or_default();
             let no_header = |_: &str| None;
             let head = Head { method: self.method, path: "", query: &query, header: &no_header };
-            let step = addressed.and_then(|_| match route.at_worker(&caller, &head, self.settings, self.now)? {
-                AtWorker::Directory(op) => {
-                    let actor = caller.id().ok_or_else(ApiError::thread_not_found)?.to_owned();
-                    self.waiting = Waiting::Directory(route);
-                    Ok(Step::Call(directory_call(&actor, &op)))
-                }
-                AtWorker::Reply(r) => Ok(Step::Reply(r)),
-                _ => Err(ApiError::unavailable("a route with a body answers from the directory")),
+            let step = addressed.and_then(|_| {
+                let at = route.at_worker(&caller, &head, self.settings, self.now)?;
+                self.at_worker(route, &caller, at)
             });
             return step.unwrap_or_else(|e| Step::Reply(Reply::error(&e)));
         }

@@ -10,9 +10,10 @@
 //! Invariants enforced here:
 //! - a report is made after the state it describes is committed (the shell
 //!   asks [`Thread::report`] after every request, alarm, publish and a
-//!   run's end), and kept in the thread's storage (meta `inbox`) until the
-//!   directory took it: an unreachable directory loses nothing, the alarm
-//!   tries again (doubling the wait up to [`RETRY_MAX_MS`]);
+//!   run's end) and kept until the directory took it: an unreachable
+//!   directory loses nothing, the alarm tries again (doubling the wait up
+//!   to [`RETRY_MAX_MS`]), and the reports owed are stored (meta `inbox`)
+//!   once a delivery failed, with the last one taken once one succeeded;
 //! - reports carry a version that only grows: the directory takes each
 //!   once, in order, and one that arrives twice changes nothing;
 //! - a report is the thread's state, not a delta: a thread whose instance
@@ -72,15 +73,13 @@ impl<S: Store, K: Sink> Thread<S, K> {
     /// changed since it last reported (or reports are owed): the reports
     /// not yet taken, oldest first. `None` for a thread nobody owns.
     pub fn report(&mut self, now: i64) -> Result<Option<Effect>, Error> {
-        // Asked after every publish: nothing is read unless a report may be due.
-        if self.reports.loaded && !self.journal.marks.changed && self.reports.last.is_some() {
-            return Ok(None);
-        }
+        // Asked after every publish: nothing is read unless a report may be
+        // due (loading reads storage once per instance).
         self.load_reports()?;
-        let Some(owner) = self.conversation().owner()? else { return Ok(None) };
         if !self.journal.marks.changed && self.reports.last.is_some() {
             return Ok(None);
         }
+        let Some(owner) = self.conversation().owner()? else { return Ok(None) };
         let mut next = self.inbox_state(now)?;
         let last = self.reports.last.clone();
         // Only what a person sees counts: not the event id or time alone.
