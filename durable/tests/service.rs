@@ -487,3 +487,37 @@ fn a_request_left_by_a_run_that_ended_waits_for_nobody() {
     let after = reported(&mut t, 4);
     assert_eq!(after.last().map(|r| (r.state, r.waiting.is_none())), Some((State::Idle, true)));
 }
+
+#[test]
+fn a_firing_a_full_queue_cannot_take_is_dropped_and_the_schedule_moves_on() {
+    // The smallest queue the setting allows: a few long messages fill it.
+    let s = Settings::from_pairs(&[("AGENT_WEBHOOK_URL", "http://hook"), ("MAX_QUEUE_BYTES", "1000")]);
+    let mut t = support::thread(&s);
+    send(&mut t, &s, json!({"message": "holds the thread"}), 1_000);
+    let long = "x".repeat(400);
+    let o = serve(
+        &mut t,
+        &s,
+        Req::new("POST", "/instance-ai/threads/t1/schedules", alice())
+            .body(&json!({"message": long, "everySeconds": 1})),
+        1_000,
+    );
+    assert_eq!(support::status(&o), 201, "{:?}", o.answer);
+    let mut at = 2_000;
+    while t.schedules()[0].dropped == 0 {
+        assert!(at < 20_000, "the queue never filled");
+        t.clock().alarm(&s, at).unwrap();
+        at += 1_000;
+    }
+    let queued = queue_ids(&t).len();
+    // The alarm that could not queue it still moved the schedule on: the
+    // next deadline is a period away, not now.
+    let fired_at = at - 1_000;
+    assert_eq!(t.schedule_deadline(), Some(fired_at + 1_000));
+    assert!(t.clock().next_alarm(fired_at, &s).is_some_and(|d| d > fired_at));
+    t.clock().alarm(&s, at).unwrap();
+    assert_eq!(queue_ids(&t).len(), queued, "nothing more fits");
+    assert_eq!(t.schedules()[0].dropped, 2);
+    let list = serve(&mut t, &s, Req::new("GET", "/instance-ai/threads/t1/schedules", alice()), at);
+    assert_eq!(support::json(&list)["schedules"][0]["dropped"], 2);
+}

@@ -35,6 +35,13 @@ pub struct Schedule {
     pub fired: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_fired_at: Option<i64>,
+    /// Firings the thread's queue could not take (it was full).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// `POST .../schedules`' body: a message, and exactly one of `cron`, `at`
@@ -74,6 +81,7 @@ impl Schedule {
             created_at: now,
             fired: 0,
             last_fired_at: None,
+            dropped: 0,
         };
         match (b.cron, b.at, b.every_seconds) {
             (Some(expr), None, None) => {
@@ -144,6 +152,9 @@ impl Schedule {
         }
         if let Some(l) = self.last_fired_at {
             v["lastFiredAt"] = t(l).into();
+        }
+        if self.dropped > 0 {
+            v["dropped"] = self.dropped.into();
         }
         v
     }

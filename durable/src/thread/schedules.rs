@@ -9,7 +9,10 @@
 //!   doubles none (the alarm fires again at least once; a schedule already
 //!   moved past `now` does not fire again);
 //! - a firing is a send as the owner (their budget is checked as the turn
-//!   starts, as for any queued message); a thread nobody owns fires nothing.
+//!   starts, as for any queued message); a thread nobody owns fires nothing;
+//! - a due schedule always moves to its next time, even when its firing
+//!   could not be queued (a full queue drops that firing): an alarm never
+//!   finds the same schedule due again at once.
 
 use super::error::Error;
 use super::{meta, Admitted, Sink, Thread};
@@ -67,11 +70,21 @@ impl<S: Store, K: Sink> Thread<S, K> {
         if self.schedule_deadline().is_none_or(|at| at > now) {
             return Ok(());
         }
-        let Some(owner) = self.conversation().owner()? else { return Ok(()) };
+        let owner = self.conversation().owner()?;
         let mut all = self.schedules.clone();
         for s in all.iter_mut().filter(|s| s.next_at <= now) {
-            let turn = Turn { actor: Some(owner.clone()), sent_at: Some(now), ..Turn::default() };
-            self.enqueue(s.message.clone(), None, turn, None, now)?;
+            if let Some(owner) = &owner {
+                let turn = Turn { actor: Some(owner.clone()), sent_at: Some(now), ..Turn::default() };
+                match self.enqueue(s.message.clone(), None, turn, None, now) {
+                    Ok(_) => {}
+                    // Storage failed: nothing is kept, the alarm tries again.
+                    Err(e @ Error::Storage(_)) => return Err(e),
+                    // A queue that cannot take it (full): this firing is
+                    // dropped, and the schedule moves on, rather than fire
+                    // again at once, for ever.
+                    Err(_) => s.dropped += 1,
+                }
+            }
             if s.fired(now).is_none() {
                 s.next_at = i64::MIN;
             }
