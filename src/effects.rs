@@ -126,6 +126,7 @@ impl Inner {
         self.report().await;
         self.arm_alarm().await;
         self.arm_flush_timer();
+        crate::held::settle(&self.core);
     }
 
     /// Runs the orchestrator on `d.job`, detached. When the loop ends, the

@@ -29,9 +29,11 @@
 mod agent_host;
 mod bucket;
 mod charges;
+mod client;
 mod deliveries;
 mod directory;
 mod effects;
+mod held;
 mod http;
 mod ids;
 mod instance;
@@ -192,7 +194,22 @@ async fn exchange(
             Step::Relay(c, plan) => {
                 let socket = call_traced(env, Some(&raw), &c, Some(traceparent)).await?;
                 let signal = raw.signal();
-                let relayed = relay::serve(socket, plan, &signal, settings.ping_ms, settings.streams_long_poll_ms);
+                let claim = {
+                    let (env, raw, c) = (env.clone(), Clone::clone(&raw), Rc::new(c));
+                    let object = format!("{:?}", c.object);
+                    let call: client::ClaimCall = Rc::new(move |ticket: String, state: Option<String>| {
+                        let (env, raw, c) = (env.clone(), Clone::clone(&raw), c.clone());
+                        Box::pin(async move {
+                            let Some(call) = threadline_durable::protocols::claim_call(&c, &ticket, state) else {
+                                return Err(worker::Error::RustError("an unreadable context".into()));
+                            };
+                            call_traced(&env, Some(&raw), &call, None).await
+                        })
+                    });
+                    client::Claim { object, call }
+                };
+                let relayed =
+                    client::serve(socket, plan, &signal, settings.ping_ms, settings.streams_long_poll_ms, claim);
                 break relayed.await.or_else(|e| http::error(&e))?;
             }
             Step::ReadFiles(form) => {

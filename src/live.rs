@@ -16,10 +16,11 @@ use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
 use std::rc::Rc;
 use threadline_durable::storage::store::SqlStore;
+use threadline_durable::thread::Delivery;
 use threadline_durable::{ApiError, Follow, Sink, Thread};
 use worker::{State, WebSocket, WebSocketPair};
 
-pub type Core = Thread<SqlStore<DoSql>, WsSink>;
+pub type Core = Thread<SqlStore<DoSql>, Delivery<WsSink, crate::held::StreamWriter>>;
 /// The thread, shared by the object's requests and the tasks it spawns
 /// (the agent loop, timers); `None` until first loaded, and after a wipe.
 pub type Shared = Rc<RefCell<Option<Core>>>;
@@ -140,7 +141,7 @@ pub fn subscribe(state: &State, core: &Shared, follow: Follow, after: u64) -> Re
         id,
         follow,
         after,
-        WsSink::new(server.clone()),
+        Delivery::Socket(WsSink::new(server.clone())),
     )?;
     send(&server, &hello);
     worker::Response::from_websocket(client).map_err(crate::http::internal)
@@ -150,7 +151,7 @@ pub fn subscribe(state: &State, core: &Shared, follow: Follow, after: u64) -> Re
 /// not woken for it: a closed socket is not among those it finds on waking).
 pub fn gone(core: &Shared, ws: &WebSocket) {
     if let (Some(a), Some(core)) = (attachment(ws), core.borrow_mut().as_mut()) {
-        core.journal_mut().subscribers().remove(a.id);
+        core.journal_mut().subscribers().remove_socket(a.id);
     }
     let _ = ws.close(Some(1000), Some("closed"));
 }

@@ -21,7 +21,7 @@ use std::rc::Rc;
 use threadline_durable::agent::cancel::CancelToken;
 use threadline_durable::protocols::{self, Context};
 use threadline_durable::storage::store::SqlStore;
-use threadline_durable::thread::{Answer, Call, Consulted};
+use threadline_durable::thread::{Answer, Call, Consulted, Delivery};
 use threadline_durable::Effect;
 use threadline_durable::{query_pairs, wire::forward, ApiError, Settings, Thread};
 use worker::*;
@@ -155,7 +155,7 @@ impl Inner {
             core.clock().woke(now_ms());
         }
         for (a, sink) in sockets {
-            core.journal_mut().subscribers().add(a.id, a.follow, sink);
+            core.journal_mut().subscribers().add(a.id, a.follow, Delivery::Socket(sink));
         }
         let effects = core.agent_loop().recovery(&self.settings, now_ms())?;
         *self.core.borrow_mut() = Some(core);
@@ -174,6 +174,20 @@ impl Inner {
         let tasks = u32::from(self.flush_timer.get().is_some()) + self.agents.borrow().len() as u32;
         let instance = self.counts.facts(&self.storage, self.settings.debug_wakes, tasks).await;
         let mut effects = self.load()?;
+        if let Some(ticket) = &context.claim {
+            // A moving stream, claimed by the Worker that holds its client.
+            let last_event_id = header("last-event-id");
+            let claim = crate::held::Claim {
+                ticket,
+                relay_state: context.state.as_deref(),
+                route: &context.route,
+                query: &query,
+                last_event_id: last_event_id.as_deref(),
+            };
+            let resp = crate::held::claim(&self.state, &self.core, claim, self.settings.ping_ms);
+            self.run(effects).await;
+            return resp;
+        }
         let random = ids::random_u64();
         let upgrade = http::header(&req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
         // The core may ask another object first (a fork's source); the
@@ -209,6 +223,9 @@ impl Inner {
             Answer::Reply(r) => http::reply(r).map_err(http::internal),
             Answer::Follow { .. } if !upgrade => Err(ApiError::unavailable("a stream is served over a socket")),
             Answer::Follow { follow, after } => live::subscribe(&self.state, &self.core, follow, after),
+            Answer::Hold { follow, after, plan } => {
+                crate::held::hold(&self.core, follow, after, plan, self.settings.ping_ms)
+            }
             Answer::Consult(_) => Err(ApiError::unavailable("the thread asked another object twice for one request")),
         };
         effects.extend(outcome.effects);

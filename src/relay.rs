@@ -19,11 +19,11 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::feed::backlog::{Backlog, ClientVerdict};
-use threadline_durable::feed::Plan;
+use threadline_durable::feed::{Feed, Plan, RelayStep};
 use threadline_durable::ApiError;
 use wasm_bindgen::closure::Closure;
 use wasm_bindgen::JsCast;
-use worker::{Delay, Response, ResponseBody, WebSocket, WebsocketEvent};
+use worker::{Delay, Response, WebSocket, WebsocketEvent};
 
 /// Close code of a relay whose client went away (or fell too far behind).
 const CLIENT_GONE: u16 = 4000;
@@ -38,7 +38,7 @@ const SOCKET_DEAD_MS: i64 = 2 * SOCKET_PING_MS + 5_000;
 
 /// A promise settled when the client goes away (`request.signal`, with the
 /// `enable_request_signal` compatibility flag), or never without one.
-fn gone(client: &web_sys::AbortSignal) -> js_sys::Promise {
+pub(crate) fn gone(client: &web_sys::AbortSignal) -> js_sys::Promise {
     let client = client.clone();
     js_sys::Promise::new(&mut |resolve, _| {
         if client.aborted() {
@@ -49,40 +49,13 @@ fn gone(client: &web_sys::AbortSignal) -> js_sys::Promise {
     })
 }
 
-/// Serves a stream whose socket the object answered with: the client's
-/// response, or for a one-shot protocol (a long-poll) its reply. `client`
-/// aborts when the client goes away.
-pub async fn serve(
-    resp: Response,
-    plan: Plan,
-    client: &web_sys::AbortSignal,
-    ping_ms: u64,
-    long_poll_ms: u64,
-) -> Result<Response, ApiError> {
-    if resp.status_code() != 101 {
-        // The object refused (a 4xx of its own): that is the answer.
-        return Ok(resp);
-    }
-    let mut plan = plan;
-    for name in plan.pass {
-        if let Some(v) = http::header_of(&resp, name) {
-            plan.headers.push((name, v));
-        }
-    }
-    let Some(ws) = resp.websocket() else { return Err(ApiError::unavailable("the object answered no socket")) };
-    ws.accept().map_err(http::internal)?;
-    // The object's messages are binary: read them as bytes, not blobs.
-    let socket: &web_sys::WebSocket = ws.as_ref();
-    socket.set_binary_type(web_sys::BinaryType::Arraybuffer);
-    if plan.one_shot {
-        return one_shot(ws, plan, gone(client), long_poll_ms).await;
-    }
-    let tick_ms = plan.tick_ms.unwrap_or(ping_ms);
-    stream(ws, plan, client.clone(), tick_ms)
-}
-
 /// A long-poll: the first answer the feed gives, or its timeout's.
-async fn one_shot(ws: WebSocket, mut plan: Plan, client: js_sys::Promise, wait_ms: u64) -> Result<Response, ApiError> {
+pub(crate) async fn one_shot(
+    ws: WebSocket,
+    mut plan: Plan,
+    client: js_sys::Promise,
+    wait_ms: u64,
+) -> Result<Response, ApiError> {
     let deadline = now_ms() + wait_ms as i64;
     let mut events = ws.events().map_err(http::internal)?;
     let mut client = wasm_bindgen_futures::JsFuture::from(client);
@@ -164,6 +137,11 @@ struct Relay {
     /// Settles each write's promise: one fewer pending (a failed write ends
     /// the relay through the writer's `closed`).
     settled: Closure<dyn FnMut(wasm_bindgen::JsValue)>,
+    /// The object moved the stream to itself, with this ticket: the relay
+    /// ended at that frame boundary and left the client's stream open.
+    moved: Option<String>,
+    /// Settles [`relay`]'s wait when the relay ends.
+    finish: Option<js_sys::Function>,
 }
 
 #[wasm_bindgen::prelude::wasm_bindgen]
@@ -172,13 +150,13 @@ extern "C" {
     /// response with no JavaScript queue or transform between (a write
     /// settles once the connection took it).
     #[wasm_bindgen(js_name = IdentityTransformStream)]
-    type IdentityStream;
+    pub(crate) type IdentityStream;
     #[wasm_bindgen(constructor, js_class = "IdentityTransformStream", catch)]
-    fn new() -> Result<IdentityStream, wasm_bindgen::JsValue>;
+    pub(crate) fn new() -> Result<IdentityStream, wasm_bindgen::JsValue>;
     #[wasm_bindgen(method, getter)]
-    fn readable(this: &IdentityStream) -> web_sys::ReadableStream;
+    pub(crate) fn readable(this: &IdentityStream) -> web_sys::ReadableStream;
     #[wasm_bindgen(method, getter)]
-    fn writable(this: &IdentityStream) -> web_sys::WritableStream;
+    pub(crate) fn writable(this: &IdentityStream) -> web_sys::WritableStream;
 }
 
 impl Relay {
@@ -239,7 +217,7 @@ impl Relay {
         let random = self.random();
         let step = self.plan.feed.on_message(&text, now, random);
         match protocol {
-            Some(protocol) if step.page.is_none() && !step.done => {
+            Some(protocol) if step.page.is_none() && !step.done && step.moved.is_none() => {
                 let frames: Rc<[u8]> = Rc::from(step.out);
                 self.write(&frames, now);
                 FRAMED.with(|f| *f.borrow_mut() = Some(Framed { protocol, message: text.into_bytes(), frames }));
@@ -255,6 +233,10 @@ impl Relay {
         }
         if step.done {
             self.end(1000, "done");
+        } else if let Some(ticket) = step.moved {
+            // The client's stream goes on from the object: it stays open.
+            self.moved = Some(ticket);
+            self.end(1000, "moved");
         }
     }
 
@@ -263,26 +245,64 @@ impl Relay {
             return;
         }
         self.ended = true;
+        if let Some(finish) = self.finish.take() {
+            let _ = finish.call0(&wasm_bindgen::JsValue::UNDEFINED);
+        }
         let socket: &web_sys::WebSocket = self.ws.as_ref();
         let listeners = std::mem::take(&mut self.listeners);
         for (kind, l) in &listeners {
             let _ = socket.remove_event_listener_with_callback(kind, (**l).as_ref().unchecked_ref());
         }
         let _ = self.ws.close(Some(code), Some(reason));
-        let _ = self.writer.close().then2(&self.settled, &self.settled);
+        if self.moved.is_none() {
+            let _ = self.writer.close().then2(&self.settled, &self.settled);
+        }
         // A listener may be the one running now: it is dropped on a later
         // turn, never while it runs.
         wasm_bindgen_futures::spawn_local(async move { drop(listeners) });
     }
 }
 
-fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64) -> Result<Response, ApiError> {
+/// The feed a relay is left with once it gave its own back.
+struct Spent;
+
+impl Feed for Spent {
+    fn on_message(&mut self, _text: &str, _now: i64, _random: u64) -> RelayStep {
+        RelayStep::default()
+    }
+    fn on_tick(&mut self, _now: i64, _random: u64) -> RelayStep {
+        RelayStep::default()
+    }
+    fn reply(&mut self) -> Option<threadline_durable::Reply> {
+        None
+    }
+    fn timeout(&self, _now: i64, _random: u64) -> Option<threadline_durable::Reply> {
+        None
+    }
+}
+
+/// Most a moving relay waits for its queued writes to be taken before the
+/// next leg writes after them.
+const DRAIN_MS: i64 = 5_000;
+
+/// Relays socket `ws` to the client's stream through `writer`, until one of
+/// its ends. Returns the plan, and the ticket of a move: the object asked
+/// for the stream (a run began), at a frame boundary; the client's stream is
+/// then still open, its writes taken, and `writer` released for the next
+/// leg. Without a move, the client's stream is closed.
+pub(crate) async fn relay(
+    ws: WebSocket,
+    plan: Plan,
+    signal: web_sys::AbortSignal,
+    ping_ms: u64,
+    writer: web_sys::WritableStreamDefaultWriter,
+) -> (Option<String>, Plan) {
     let client = gone(&signal);
-    let transform = IdentityStream::new().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
-    let writer = transform.writable().get_writer().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
-    let headers = plan.headers.clone();
     let until = plan.until;
     let pending = Rc::new(Cell::new(0));
+    let mut finish = None;
+    let finished = js_sys::Promise::new(&mut |resolve, _| finish = Some(resolve));
+    let queued = pending.clone();
     let relay = Rc::new(RefCell::new(Relay {
         plan,
         ws: ws.clone(),
@@ -295,6 +315,8 @@ fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64)
         pending: pending.clone(),
         rng: ids::random_u64() | 1,
         settled: Closure::new(move |_| pending.set(pending.get().saturating_sub(1))),
+        moved: None,
+        finish,
     }));
     let socket: &web_sys::WebSocket = ws.as_ref();
     let on_message = {
@@ -377,10 +399,17 @@ fn stream(ws: WebSocket, plan: Plan, signal: web_sys::AbortSignal, ping_ms: u64)
             }
         });
     }
-    let resp = Response::from_body(ResponseBody::Stream(transform.readable())).map_err(http::internal)?;
-    let h = worker::Headers::new();
-    for (k, v) in &headers {
-        let _ = h.set(k, v);
+    let _ = wasm_bindgen_futures::JsFuture::from(finished).await;
+    let (moved, plan) = {
+        let mut r = relay.borrow_mut();
+        (r.moved.take(), std::mem::replace(&mut r.plan, Plan::new(Box::new(Spent), Vec::new())))
+    };
+    if moved.is_some() {
+        let deadline = now_ms() + DRAIN_MS;
+        while queued.get() > 0 && now_ms() < deadline && !signal.aborted() {
+            Delay::from(Duration::from_millis(1)).await;
+        }
+        writer.release_lock();
     }
-    Ok(resp.with_headers(h))
+    (moved, plan)
 }

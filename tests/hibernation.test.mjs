@@ -10,9 +10,12 @@
 // whose only connections are hibernatable sockets after 10 s without events.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, startWebhook, client, newThread, sleep, startExternalRun } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun } from "./support/harness.mjs";
 
 let worker, hook, api;
+
+/** Every stream the object held has moved to a socket, and was claimed. */
+const settled = (stats) => stats.held === 0 && stats.moving === 0;
 
 before(async () => {
   hook = await startWebhook();
@@ -24,6 +27,9 @@ after(async () => {
   await hook?.close();
 });
 
+/** How long after its last publish an agent's run is quiet (`QUIET_MS` in
+ * durable/src/thread/delivery.rs). */
+const QUIET_MS = 2_000;
 const title = (text) => ({ type: "thread-title-updated", agentId: "orchestrator", payload: { title: text } });
 const range = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => from + i);
 
@@ -31,12 +37,17 @@ test("100 idle subscribers: the object holds no request, is evicted, and each ge
   const thread = newThread("sleep");
   const { runId, token } = await startExternalRun(api, hook, thread);
   assert.equal((await api.publish(thread, runId, token, [title("one")])).status, 200);
+  // The agent goes quiet: a tab that opens now gets a socket at once (one
+  // that opens while the run publishes is held by the object, then moved:
+  // tests/handover.test.mjs).
+  await sleep(QUIET_MS + 500);
 
   // 100 clients, each on its own HTTP connection to the Worker, connecting
   // one after another: the workerd of miniflare 4.20260730 never hibernates
   // an object whose hibernatable sockets were accepted at the same moment
   // (cloudflare/workerd#6862, reported fixed upstream; with miniflare
-  // 4.20260426 the same test passed with all 100 connecting at once).
+  // 4.20260426 the same test passed with all 100 connecting at once), and a
+  // held stream's move racing a tab's connection is such a moment.
   const subs = [];
   for (let i = 0; i < 100; i++) {
     subs.push(api.events(thread));
@@ -45,6 +56,9 @@ test("100 idle subscribers: the object holds no request, is evicted, and each ge
   assert.ok(subs.every((s) => s.status === 200));
   const first = (await api.stats(thread)).json.lastEventId;
   await Promise.all(subs.map((s) => s.waitFor((e) => e.id === first, 10_000)));
+  // Connected while the run was publishing, the streams were held by the
+  // object; once its agent is quiet they move to sockets (docs/performance.md).
+  await until(async () => settled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
 
   const idle = (await api.stats(thread)).json;
   assert.equal(idle.subscribers, 100);

@@ -585,7 +585,7 @@ fn route_table(method: &str) -> Result<Reply, ApiError> {
 
 /// What a call to a thread's object for `route` carries.
 fn context(route: Route, caller: Caller, budget: Option<Budget>) -> Context {
-    Context { caller, route, budget, files: Vec::new(), reserve: false }
+    Context { caller, route, budget, files: Vec::new(), reserve: false, claim: None, state: None }
 }
 
 /// A call to a thread's object for `route`.

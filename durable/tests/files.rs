@@ -121,7 +121,7 @@ impl World {
         let outcome = protocols::handle(t, &ctx.route, &call, &settings, 1_000);
         match outcome.answer {
             Answer::Reply(r) => (r.status, r.body),
-            Answer::Follow { .. } => (200, b"{}".to_vec()),
+            Answer::Follow { .. } | Answer::Hold { .. } => (200, b"{}".to_vec()),
             Answer::Consult(_) => panic!("a thread that is no fork asks no other object"),
         }
     }

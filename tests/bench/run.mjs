@@ -5,8 +5,14 @@
 //   1. publish-to-delivery latency p50/p99 with 1, 10 and 100 subscribers,
 //      and workerd's CPU time per publish; beside the two builds, the
 //      runtime's floor (tests/bench/floor/: the same path in a minimal
-//      JavaScript Worker, no checks), so the figures say how much is ours
-//   2. durable appends per second on one thread, with 0 and 10 subscribers
+//      JavaScript Worker, no checks), so the figures say how much is ours;
+//      and two peers: floor-held (tests/bench/floor-held/: the least an
+//      object-held stream costs, the object writing to every subscriber's
+//      open response) and agents (tests/bench/agents-peer/: the path on
+//      Cloudflare's Agents SDK as its docs write it, bundled with esbuild
+//      here; its subscribers are the SDK's WebSockets)
+//   2. durable appends per second on one thread, with 0 and 10 subscribers,
+//      beside the same two peers
 //   3. SQLite rows written per 1,000 text-deltas
 //   4. reconnect after 100 missed events on a 1k and a 100k-event thread:
 //      time to the first replayed event and to the 100th
@@ -44,6 +50,7 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { execFileSync } from "node:child_process";
+import { builtinModules } from "node:module";
 import { startWorker, startWebhook, client, newThread, sleep, tempDir } from "../support/harness.mjs";
 
 // No socket cap: the cost figure holds 1,000 streams open at once.
@@ -79,6 +86,23 @@ function subscribe(base, thread, { lastEventId, onMark }) {
       resolve({ close: () => req.destroy() });
     });
     req.on("error", () => {});
+  });
+}
+
+/** The same over the Agents SDK's WebSocket (the agents peer): the route
+ * its client connects to, /agents/<binding in kebab case>/<name>; each
+ * message is one event. */
+function subscribeAgent(base, thread, { onMark }) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${base.replace(/^http/, "ws")}/agents/thread/${thread}`);
+    ws.addEventListener("message", (e) => {
+      const now = performance.now();
+      const re = /"toolCallId":"m(\d+)"/g;
+      let m;
+      while ((m = re.exec(e.data))) onMark(Number(m[1]), now);
+    });
+    ws.addEventListener("open", () => resolve({ close: () => ws.close() }), { once: true });
+    ws.addEventListener("error", () => reject(new Error("WebSocket failed")), { once: true });
   });
 }
 
@@ -132,20 +156,27 @@ function workerdCpuMs(worker) {
 }
 const CLOCK_TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 
+/** Where `b` publishes on `thread`: threadline's route into an open run,
+ * or a peer's (the floors, the agents peer: no runs, no auth) directly. */
+async function openRun(b, thread) {
+  if (!b.peer) return newRun(b.api, hook, thread);
+  return { publish: (events) => post(b.api.base, `/instance-ai/threads/${thread}/runs/${b.name}/events`, events, b.name) };
+}
+
 /** Publish→delivery with `subscribers` on one thread: threadline's publish
- * route into an open run, or (`floor`) the minimal JavaScript Worker's. */
+ * route into an open run, or a peer's (the minimal JavaScript Workers, the
+ * Agents SDK's; `b.subscribe` when its subscribers are not SSE). */
 async function latency(b, subscribers, samples = 1000) {
   const thread = newThread("lat");
-  const run = b.floor
-    ? { publish: (events) => post(b.api.base, `/instance-ai/threads/${thread}/runs/floor/events`, events, "floor") }
-    : await newRun(b.api, hook, thread);
+  const run = await openRun(b, thread);
   const api = b.api;
+  const sub = b.subscribe ?? subscribe;
   const sent = new Map();
   const lat = [];
   const acks = [];
   const subs = [];
   for (let s = 0; s < subscribers; s++) {
-    subs.push(await subscribe(api.base, thread, { onMark: (i, t) => sent.has(i) && lat.push(t - sent.get(i)) }));
+    subs.push(await sub(api.base, thread, { onMark: (i, t) => sent.has(i) && lat.push(t - sent.get(i)) }));
   }
   await sleep(300);
   for (let i = 0; i < 20; i++) await run.publish([toolCall(-1 - i)]); // warm-up (not marked)
@@ -169,13 +200,17 @@ async function latency(b, subscribers, samples = 1000) {
   return { subscribers, deliveries: lat.length, expected: samples * subscribers, p50: pct(lat, 50), p99: pct(lat, 99), ackP50: pct(acks, 50), ackP99: pct(acks, 99), cpuPerPublishMs };
 }
 
-async function appendRate(api, hook, subscribers, total = 60_000, batch = 1000) {
+/** Durable appends per second into one thread of `b` (a build or a peer,
+ * as `latency` takes them) in batches of `batch`, and with `subscribers`
+ * when every reader had them all. */
+async function appendRate(b, subscribers, total = 60_000, batch = 1000) {
   const thread = newThread("rate");
-  const run = await newRun(api, hook, thread);
+  const run = await openRun(b, thread);
+  const sub = b.subscribe ?? subscribe;
   let received = 0;
   const subs = [];
   for (let s = 0; s < subscribers; s++) {
-    subs.push(await subscribe(api.base, thread, { onMark: () => received++ }));
+    subs.push(await sub(b.api.base, thread, { onMark: () => received++ }));
   }
   await run.publish(Array.from({ length: batch }, (_, i) => toolCall(1e9 + i))); // warm-up
   const t0 = performance.now();
@@ -903,6 +938,47 @@ async function schemaBench() {
   return { typical, backtracking };
 }
 
+/** The Agents SDK peer, bundled: tests/bench/agents-peer/src.js and the
+ * SDK (ESM with dependencies) into one module in its dist/ (git ignores
+ * it; under the checkout, where Miniflare takes a script's modules from).
+ * Node's built-ins stay imports: workerd has them with nodejs_compat. */
+let agentsPeerDir;
+async function buildAgentsPeer() {
+  if (agentsPeerDir) return agentsPeerDir;
+  const esbuild = await import("esbuild");
+  const dir = path.resolve("tests/bench/agents-peer/dist");
+  await esbuild.build({
+    entryPoints: [path.resolve("tests/bench/agents-peer/src.js")],
+    outfile: path.join(dir, "index.js"),
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    mainFields: ["module", "main"],
+    conditions: ["workerd", "worker", "browser"],
+    external: ["cloudflare:*", "node:*", ...builtinModules],
+    logLevel: "error",
+  });
+  return (agentsPeerDir = dir);
+}
+
+/** The two peers of the latency and appends figures, each a worker of its
+ * own: floor-held (an object-held stream's floor) and agents (the Agents
+ * SDK's, which needs nodejs_compat; its subscribers are WebSockets). Both
+ * started, or neither. */
+async function startPeers() {
+  const agentsScript = await buildAgentsPeer();
+  const held = { name: "floor-held", peer: true, worker: await startWorker({ vars, script: path.resolve("tests/bench/floor-held") }) };
+  const agents = { name: "agents", peer: true, subscribe: subscribeAgent };
+  try {
+    agents.worker = await startWorker({ vars, script: agentsScript, compatibilityFlags: ["nodejs_compat"] });
+  } catch (e) {
+    await held.worker.stop();
+    throw e;
+  }
+  for (const p of [held, agents]) p.api = { base: p.worker.url };
+  return [held, agents];
+}
+
 async function both(fn) {
   const out = {};
   for (const b of builds) out[b.name] = await fn(b.api);
@@ -912,34 +988,55 @@ try {
   console.log(`threadline bench (Miniflare, one workerd per build, loopback): release ${results.release.slice(0, 7)} vs current\n`);
   if (want("latency")) {
     // Beside both builds, the runtime's floor: a minimal JavaScript Worker
-    // and object doing only what the path must (tests/bench/floor/).
-    const floor = { name: "floor", floor: true, worker: await startWorker({ vars, script: path.resolve("tests/bench/floor") }) };
+    // and object doing only what the path must (tests/bench/floor/); then
+    // the peers: an object-held stream's floor, and the Agents SDK's path.
+    const floor = { name: "floor", peer: true, worker: await startWorker({ vars, script: path.resolve("tests/bench/floor") }) };
     floor.api = { base: floor.worker.url };
+    let peers = [];
     results.latency = [];
     try {
+      peers = await startPeers();
       for (const n of [1, 10, 100]) {
         const r = {};
-        for (const b of [...builds, floor]) r[b.name] = await latency(b, n);
+        for (const b of [...builds, floor, ...peers]) r[b.name] = await latency(b, n);
         results.latency.push({ subscribers: n, ...r });
         const line = (x) =>
           `p50 ${ms(x.p50)} p99 ${ms(x.p99)} (${x.deliveries}/${x.expected}; publish answered p50 ${ms(x.ackP50)}; workerd CPU ${ms(x.cpuPerPublishMs)}/publish)`;
         console.log(
           `publish→delivery, ${String(n).padStart(3)} subscribers: release ${line(r.release)} | current ${line(r.current)} | p99 ${ratio(r.current.p99, r.release.p99)}, CPU ${ratio(r.current.cpuPerPublishMs, r.release.cpuPerPublishMs)} | floor ${line(r.floor)}`,
         );
+        console.log(
+          `  peers: floor-held ${line(r["floor-held"])} | agents ${line(r.agents)} | p99 current / agents ${ratio(r.current.p99, r.agents.p99)}, current / floor-held ${ratio(r.current.p99, r["floor-held"].p99)}`,
+        );
       }
     } finally {
       await floor.worker.stop();
+      for (const p of peers) await p.worker.stop();
     }
   }
   if (want("appends")) {
+    // Beside both builds, the peers (as in the latency figures).
+    const peers = await startPeers();
     results.appends = [];
-    for (const n of [0, 10]) {
-      const r = await both((api) => appendRate(api, hook, n));
-      results.appends.push({ subscribers: n, ...r });
-      console.log(
-        `appends, ${String(n).padStart(2)} subscribers: release ${r.release.perSecond.toLocaleString("en")}/s | current ${r.current.perSecond.toLocaleString("en")}/s | ${ratio(r.current.perSecond, r.release.perSecond)}` +
-          (n ? ` (current: every reader had all at ${r.current.allDeliveredPerSecond.toLocaleString("en")}/s, ${r.current.delivered}/${r.current.events} each)` : ""),
-      );
+    try {
+      for (const n of [0, 10]) {
+        const r = {};
+        for (const b of [...builds, ...peers]) r[b.name] = await appendRate(b, n);
+        results.appends.push({ subscribers: n, ...r });
+        const rate = (x) => `${x.perSecond.toLocaleString("en")}/s`;
+        const all = (x) => `every reader had all at ${x.allDeliveredPerSecond.toLocaleString("en")}/s, ${x.delivered}/${x.events} each`;
+        console.log(
+          `appends, ${String(n).padStart(2)} subscribers: release ${rate(r.release)} | current ${rate(r.current)} | ${ratio(r.current.perSecond, r.release.perSecond)}` +
+            (n ? ` (current: ${all(r.current)})` : ""),
+        );
+        const peer = (x) => rate(x) + (n ? ` (${all(x)})` : "");
+        console.log(
+          `  peers: floor-held ${peer(r["floor-held"])} | agents ${peer(r.agents)} | current / agents ${ratio(r.current.perSecond, r.agents.perSecond)}, current / floor-held ${ratio(r.current.perSecond, r["floor-held"].perSecond)}` +
+            (n ? ` (every reader had all: ${ratio(r.current.allDeliveredPerSecond, r.agents.allDeliveredPerSecond)}, ${ratio(r.current.allDeliveredPerSecond, r["floor-held"].allDeliveredPerSecond)})` : ""),
+        );
+      }
+    } finally {
+      for (const p of peers) await p.worker.stop();
     }
   }
   if (want("rows")) {

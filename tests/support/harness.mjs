@@ -32,14 +32,16 @@ export async function until(fn, { timeoutMs = 5000, stepMs = 25, what = "conditi
 /**
  * Starts the built Worker under Miniflare in its own process group.
  * `vars` override wrangler.toml's [vars]; `persist` keeps state on disk;
- * `script` serves another build (a previous release, from local/baseline.sh).
+ * `script` serves another build (a previous release, from local/baseline.sh);
+ * `compatibilityFlags` adds flags to wrangler.toml's for that worker only.
  * `WORKER_SCRIPT=DIR` in the environment serves DIR's build to every test
  * that names none (to run a test against another checkout's build).
  */
-export async function startWorker({ vars = {}, persist, port = 0, script = process.env.WORKER_SCRIPT } = {}) {
+export async function startWorker({ vars = {}, persist, port = 0, script = process.env.WORKER_SCRIPT, compatibilityFlags = [] } = {}) {
   const args = [path.join(root, "tests/support/serve.mjs"), "--port", String(port)];
   if (persist) args.push("--persist", persist);
   if (script) args.push("--script", path.join(script, "index.js"));
+  for (const flag of compatibilityFlags) args.push("--compat-flag", flag);
   for (const [k, v] of Object.entries({ DEBUG_ROUTES: "1", AUTH_MODE: "dev", RUNS_PER_MINUTE: "0", ...vars })) args.push("--var", `${k}=${v}`);
   const child = spawn(process.execPath, args, { detached: true, stdio: ["ignore", "pipe", "pipe"] });
   let stderr = "";

@@ -1,7 +1,7 @@
 // Serves the built Worker with Miniflare directly: one workerd, no proxy
 // (wrangler dev's proxy distorts SSE bursts and runs out of descriptors).
 //
-//   node tests/support/serve.mjs --port 0 --persist DIR [--script build/index.js] [--var NAME=VALUE ...]
+//   node tests/support/serve.mjs --port 0 --persist DIR [--script build/index.js] [--var NAME=VALUE ...] [--compat-flag FLAG ...]
 //
 // Prints one line `{"url": "http://127.0.0.1:PORT"}` once ready, then serves
 // until killed. Bindings mirror wrangler.toml. For profiling by hand:
@@ -24,6 +24,9 @@ const { values } = parseArgs({
     // Another build of the Worker (a previous release: local/baseline.sh).
     script: { type: "string" },
     var: { type: "string", multiple: true, default: [] },
+    // Compatibility flags beyond wrangler.toml's, for this script only (a
+    // bench peer built on a library that needs nodejs_compat).
+    "compat-flag": { type: "string", multiple: true, default: [] },
   },
 });
 
@@ -58,7 +61,7 @@ const mf = new Miniflare({
   modules: true,
   modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"], fallthrough: true }],
   compatibilityDate: toml.match(/compatibility_date\s*=\s*"([^"]+)"/)[1],
-  compatibilityFlags: JSON.parse(toml.match(/compatibility_flags\s*=\s*(\[[^\]]*\])/)?.[1] ?? "[]"),
+  compatibilityFlags: [...JSON.parse(toml.match(/compatibility_flags\s*=\s*(\[[^\]]*\])/)?.[1] ?? "[]"), ...values["compat-flag"]],
   durableObjects: {
     THREAD: { className: "ThreadObject", useSQLite: true },
     DIRECTORY: { className: "Directory", useSQLite: true },

@@ -18,6 +18,7 @@
 //! stream (the client resumes from its cursor), so nothing is lost silently.
 
 pub mod backlog;
+pub mod held;
 pub mod socket;
 
 use crate::wire::error::ApiError;
@@ -70,6 +71,20 @@ pub trait Framer {
     fn timeout(&self, _now: i64, _random: u64) -> Option<Reply> {
         None
     }
+
+    /// Live, between two messages: what another feed of this protocol
+    /// needs to go on from here exactly as this one would ([`held`]'s
+    /// hand-over). `None`: this protocol's stream does not move; it ends
+    /// there, and its client resumes from its cursor.
+    fn save(&self) -> Option<String> {
+        None
+    }
+
+    /// Takes over a state [`Framer::save`] gave (false: not one of this
+    /// protocol's, and nothing changed).
+    fn restore(&mut self, _state: &str) -> bool {
+        false
+    }
 }
 
 /// A relay whatever its protocol, for the shell.
@@ -83,6 +98,17 @@ pub trait Feed {
     /// message. `None` otherwise (replaying, or a stateful protocol).
     fn shared_frames(&self) -> Option<&'static str> {
         None
+    }
+    /// Live, between two messages: the state a relay takes over from
+    /// (`socket::Line::Restore`); `None` while replaying, or for a protocol
+    /// whose stream does not move ([`Framer::save`]).
+    fn save(&self) -> Option<String> {
+        None
+    }
+    /// Takes over a state [`Feed::save`] gave, live from here (false: the
+    /// state is not this protocol's, or the feed is replaying).
+    fn restore(&mut self, _state: &str) -> bool {
+        false
     }
     /// A one-shot protocol's answer (a long-poll), once ready.
     fn reply(&mut self) -> Option<Reply>;
@@ -112,6 +138,14 @@ impl<F: Framer> Feed for Relay<F> {
         (F::PURE && matches!(self.phase, Phase::Live)).then(std::any::type_name::<F>)
     }
 
+    fn save(&self) -> Option<String> {
+        matches!(self.phase, Phase::Live).then(|| self.framer.save()).flatten()
+    }
+
+    fn restore(&mut self, state: &str) -> bool {
+        Relay::restore(self, state)
+    }
+
     fn reply(&mut self) -> Option<Reply> {
         self.framer.reply()
     }
@@ -137,6 +171,12 @@ pub struct Plan {
     pub pass: &'static [&'static str],
 }
 
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan").field("headers", &self.headers).field("one_shot", &self.one_shot).finish_non_exhaustive()
+    }
+}
+
 impl Plan {
     /// A stream relayed with `feed` under `headers`.
     pub fn new(feed: Box<dyn Feed>, headers: Vec<(&'static str, String)>) -> Plan {
@@ -155,12 +195,14 @@ impl Plan {
 }
 
 /// What the shell does after a message: write `out`, ask for the next
-/// replay page (`page`), end the stream (`done`).
+/// replay page (`page`), end the stream (`done`), move it to the object
+/// with a ticket (`moved`: after `out`, at this frame boundary).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct RelayStep {
     pub out: Vec<u8>,
     pub page: Option<String>,
     pub done: bool,
+    pub moved: Option<String>,
 }
 
 #[derive(Debug)]
@@ -182,11 +224,15 @@ enum Phase {
 pub struct Relay<F> {
     pub framer: F,
     phase: Phase,
+    /// A hand-over it could not take: the stream ends.
+    broken: bool,
+    /// The object asked for the stream to move to it, with this ticket.
+    moved: Option<String>,
 }
 
 impl<F: Framer> Relay<F> {
     pub fn new(framer: F) -> Relay<F> {
-        Relay { framer, phase: Phase::Start }
+        Relay { framer, phase: Phase::Start, broken: false, moved: None }
     }
 
     /// Takes one message from the object.
@@ -210,8 +256,20 @@ impl<F: Framer> Relay<F> {
             }
         }
         self.framer.end_of_message(now, random, &mut step.out);
-        step.done = self.framer.done(now);
+        step.done = self.broken || self.framer.done(now);
+        step.moved = self.moved.take();
         step
+    }
+
+    /// Takes over a saved state between messages (at the start, or live):
+    /// live from here. False, and nothing changed, for a state its framer
+    /// refuses or while replaying.
+    pub fn restore(&mut self, state: &str) -> bool {
+        let ok = matches!(self.phase, Phase::Start | Phase::Live) && self.framer.restore(state);
+        if ok {
+            self.phase = Phase::Live;
+        }
+        ok
     }
 
     /// The keep-alive interval passed with nothing to send.
@@ -220,7 +278,7 @@ impl<F: Framer> Relay<F> {
         if matches!(self.phase, Phase::Live) {
             self.framer.keepalive(now, random, &mut out);
         }
-        RelayStep { out, page: None, done: self.framer.done(now) }
+        RelayStep { out, page: None, done: self.framer.done(now), moved: None }
     }
 
     fn take(&mut self, text: &str, now: i64, random: u64, out: &mut Vec<u8>) {
@@ -253,6 +311,18 @@ impl<F: Framer> Relay<F> {
                         *after = last;
                     }
                 }
+                // A held stream moved here: its feed's state, live. A state
+                // this framer cannot take ends the stream (the client
+                // resumes from its cursor) rather than frame on from a
+                // guess.
+                Line::Restore(state) => {
+                    let restored = serde_json::from_str::<String>(state).is_ok_and(|s| self.restore(&s));
+                    if !restored {
+                        self.broken = true;
+                    }
+                }
+                // Read by the shell from the step (`RelayStep::moved`).
+                Line::Move(ticket) => self.moved = Some(ticket.to_owned()),
             }
         }
     }

@@ -14,6 +14,14 @@
 //!                    for subscribers whose client left: a write finds them)
 //! E                  the run followed has ended (in the hello: its end is
 //!                    at or below the window's top, nothing more will come)
+//! R <json string>    a held stream moves here: the relay's feed takes over
+//!                    the state the object's feed saved (`Feed::save`), live,
+//!                    at the frame boundary where the object's stream ended;
+//!                    the messages after it are those published since
+//! M <ticket>         this socket's stream moves to one the object holds (a
+//!                    run began): the relay claims it with the ticket and
+//!                    its feed's state (`Feed::save`), at this frame
+//!                    boundary; the object keeps what is published meanwhile
 //! ```
 //!
 //! An event's JSON never holds a raw line break (JSON escapes them), so a
@@ -24,14 +32,27 @@
 /// One line of a message, borrowed from it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Line<'a> {
-    Hello { high: u64, gen: u64, after: u64 },
-    Durable { seq: u64, data: &'a str },
+    Hello {
+        high: u64,
+        gen: u64,
+        after: u64,
+    },
+    Durable {
+        seq: u64,
+        data: &'a str,
+    },
     Live(&'a str),
     Snapshot(&'a str),
     Sync(&'a str),
-    PageEnd { last: u64 },
+    PageEnd {
+        last: u64,
+    },
     Ended,
     Probe,
+    /// A held stream's saved feed state, as a JSON string.
+    Restore(&'a str),
+    /// The stream moves to one the object holds, claimed with this ticket.
+    Move(&'a str),
 }
 
 /// The close code of a subscriber's socket whose thread was deleted.
@@ -85,6 +106,18 @@ pub fn ended(out: &mut Vec<u8>) {
     out.extend_from_slice(b"E\n");
 }
 
+/// Appends the line that hands a held stream's feed state to a relay.
+pub fn restore(state: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"R ");
+    out.extend_from_slice(serde_json::to_string(state).expect("a string serialises").as_bytes());
+    out.push(b'\n');
+}
+
+/// The message that moves a socket's stream to the object (its ticket).
+pub fn moving(ticket: &str) -> Vec<u8> {
+    format!("M {ticket}\n").into_bytes()
+}
+
 /// The Worker's request for the next replay page: records after `after`,
 /// up to `high`.
 pub fn page_request(after: u64, high: u64) -> String {
@@ -115,6 +148,8 @@ pub fn lines(message: &str) -> impl Iterator<Item = Line<'_>> {
             "P" => Line::PageEnd { last: rest.parse().ok()? },
             "E" => Line::Ended,
             "K" => Line::Probe,
+            "R" => Line::Restore(rest),
+            "M" => Line::Move(rest),
             "H" => {
                 let mut it = rest.split(' ');
                 let (high, gen, after) = (it.next()?, it.next()?, it.next()?);
@@ -138,6 +173,8 @@ mod tests {
         page_end(5, &mut m);
         live(r#"{"l":"\n"}"#, &mut m);
         ended(&mut m);
+        restore("a\nb", &mut m);
+        m.extend_from_slice(&moving("t_1"));
         let text = String::from_utf8(m).unwrap();
         let got: Vec<_> = lines(&text).collect();
         assert_eq!(
@@ -149,6 +186,8 @@ mod tests {
                 Line::PageEnd { last: 5 },
                 Line::Live(r#"{"l":"\n"}"#),
                 Line::Ended,
+                Line::Restore(r#""a\nb""#),
+                Line::Move("t_1"),
             ]
         );
         assert_eq!(parse_page_request(&page_request(4, 9)), Some((4, 9)));

@@ -247,6 +247,43 @@ pub struct Context {
     /// their bytes, then makes the request again without it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reserve: bool,
+    /// A held stream's socket, claimed with its ticket when its run ended
+    /// (`thread::Delivery`): the request was admitted when the stream
+    /// opened; the ticket is the Worker's proof that it holds that stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<String>,
+    /// With a claim, the claiming relay's feed state (`Feed::save`): a
+    /// socket's stream moving to the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+/// Most feed state a relay hands to the object with a claim (it travels in
+/// a header): a larger one stays with its relay.
+pub const MAX_CLAIM_STATE: usize = 4 * 1024;
+
+/// The call that claims a moving stream opened with `call`, by its ticket,
+/// with the claiming relay's feed state when it gives one.
+pub fn claim_call(call: &ObjectCall, ticket: &str, state: Option<String>) -> Option<ObjectCall> {
+    let mut context: Context = forward::decode(Some(&call.context))?;
+    context.claim = Some(ticket.to_owned());
+    context.state = state.filter(|s| s.len() <= MAX_CLAIM_STATE);
+    Some(ObjectCall { context: forward::encode(&context), socket: true, body: forward::Body::None, ..call.clone() })
+}
+
+/// The feed of a stream moving from its relay to the object: the route's
+/// plan (as the Worker made it for the same request), its feed taking over
+/// the relay's `state`. `None` when the route has no stream or the feed
+/// refuses the state.
+pub fn held_plan(
+    route: &Route,
+    query: &[(String, String)],
+    last_event_id: Option<&str>,
+    state: &str,
+    now: i64,
+) -> Option<Plan> {
+    let mut plan = route.plan(query, last_event_id, now).ok()??;
+    (!plan.one_shot && plan.feed.restore(state)).then_some(plan)
 }
 
 macro_rules! protocols {
@@ -344,7 +381,7 @@ pub fn thread_call(ctx: Context, body: Body, socket: bool) -> ObjectCall {
 /// An object's own call to the thread `route` names, for `caller`, with
 /// `body` (a fork's offer to its new thread).
 pub fn object_call(route: Route, caller: Caller, body: Vec<u8>) -> ObjectCall {
-    let context = Context { caller, route, budget: None, files: Vec::new(), reserve: false };
+    let context = Context { caller, route, budget: None, files: Vec::new(), reserve: false, claim: None, state: None };
     thread_call(context, Body::Bytes(body), false)
 }
 
@@ -406,6 +443,24 @@ pub fn handle<S: Store, K: Sink>(
     })
     .or_else(|e| route.refused(e, t))
     .unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
+    // A stream opened during a run is held by the object, framed by the
+    // same feed the Worker's relay would have run (the route's plan, from
+    // the same request).
+    // A long-poll stays on its socket.
+    let answer = match answer {
+        Answer::Follow { mut follow, after } => {
+            let last_event_id = (call.header)("last-event-id");
+            match route.plan(call.query, last_event_id.as_deref(), now) {
+                Ok(Some(plan)) if plan.one_shot => {
+                    follow.stays = true;
+                    Answer::Follow { follow, after }
+                }
+                Ok(Some(plan)) if t.holds_streams(now) => Answer::Hold { follow, after, plan },
+                _ => Answer::Follow { follow, after },
+            }
+        }
+        answer => answer,
+    };
     t.unshare();
     effects.extend(t.launch().started(settings, now));
     Outcome { answer, effects }

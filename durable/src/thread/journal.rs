@@ -101,7 +101,8 @@ impl<S: Store, K: Sink> Journal<S, K> {
     }
 
     /// `GET .../debug/stats` (with `DEBUG_ROUTES`): the last id, rows
-    /// written since the store opened, subscribers, unstored delta bytes,
+    /// written since the store opened, subscribers (and of them those whose
+    /// stream the object holds, and those moving), unstored delta bytes,
     /// the files the thread holds, and the object's instance as its shell
     /// reports it.
     pub fn stats(&mut self, instance: &super::serve::Instance) -> serde_json::Value {
@@ -110,6 +111,8 @@ impl<S: Store, K: Sink> Journal<S, K> {
             "lastEventId": self.last_seq,
             "rowsWritten": self.store.rows_written(),
             "subscribers": self.subscribers.len(),
+            "held": self.subscribers.held(),
+            "moving": self.subscribers.moving(),
             "bufferedBytes": self.buffered_bytes(),
             "files": self.store.file_count().unwrap_or(0),
             "rows": self.store.table_rows().unwrap_or_default(),

@@ -54,6 +54,7 @@ mod budgets;
 mod charges;
 mod confirmations;
 pub mod conversation;
+pub mod delivery;
 pub mod error;
 pub mod fork;
 mod inbox;
@@ -89,6 +90,7 @@ use budgets::Budgets;
 pub use charges::{keep_charges, Charges, Held};
 pub use confirmations::{check_decision, ApprovalScope, By, DecisionBody, Decisions, Requests, REQUESTER};
 pub use conversation::{Conversation, Recall};
+pub use delivery::{Claimed, ClaimedTo, Delivery};
 pub use journal::Journal;
 pub use launch::Launch;
 pub use lifecycle::Clock;
@@ -107,6 +109,16 @@ pub trait Sink {
     fn send(&mut self, message: Bytes) -> bool;
     /// `true` once the receiving side is gone.
     fn is_closed(&self) -> bool;
+    /// Whether the object writes this subscriber's stream itself
+    /// ([`Delivery::Held`]).
+    fn is_held(&self) -> bool {
+        false
+    }
+    /// Whether this subscriber's stream is between two ways of reaching it
+    /// ([`Delivery::Moving`]).
+    fn is_moving(&self) -> bool {
+        false
+    }
 }
 
 /// The message a full thread sends every subscriber to find those whose

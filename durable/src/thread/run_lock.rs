@@ -21,11 +21,19 @@ use crate::settings::Config;
 use crate::storage::store::{Driver, RunRecord};
 use serde::Serialize;
 
+/// A time long before any other.
+const NEVER: i64 = i64::MIN / 2;
+
 #[derive(Debug)]
 struct Active {
     record: RunRecord,
     /// Last time an event was published into the run (ms).
     last_activity: i64,
+    /// The publish before the last one this instance saw (ms; the run's
+    /// start at first, never a load): two within a quiet interval make the
+    /// run busy ([`RunLock::busy`]).
+    prev_publish: i64,
+    last_publish: i64,
     /// Set when the run was found open on load: the time it was found.
     found_on_load: Option<i64>,
     /// Confirmations of this run awaiting a person.
@@ -71,7 +79,14 @@ impl RunLock {
     /// open, at `now`), with `pending` requests of it waiting for a person.
     /// Its fold is made by [`RunLock::refold`].
     pub(super) fn found(running: Option<RunRecord>, pending: usize, now: i64) -> RunLock {
-        let active = running.map(|record| Active { record, last_activity: now, found_on_load: Some(now), pending });
+        let active = running.map(|record| Active {
+            record,
+            last_activity: now,
+            prev_publish: NEVER,
+            last_publish: NEVER,
+            found_on_load: Some(now),
+            pending,
+        });
         RunLock { active, live_tree: None, background: Vec::new() }
     }
 
@@ -182,7 +197,14 @@ impl RunLock {
     /// compare-and-set, refused while another run holds it.
     pub(super) fn take(&mut self, record: RunRecord, now: i64) -> Result<(), Error> {
         self.check_free(Busy::Start)?;
-        self.active = Some(Active { record, last_activity: now, found_on_load: None, pending: 0 });
+        self.active = Some(Active {
+            record,
+            last_activity: now,
+            prev_publish: NEVER,
+            last_publish: now,
+            found_on_load: None,
+            pending: 0,
+        });
         Ok(())
     }
 
@@ -208,10 +230,32 @@ impl RunLock {
         Some(rec)
     }
 
+    /// Whether a run keeps the object awake at `now`: the built-in agent's
+    /// (its loop runs in the object) unless it waits for a person, or any
+    /// run that published within `quiet_ms`.
+    pub fn keeps_awake(&self, now: i64, quiet_ms: i64) -> bool {
+        self.active
+            .as_ref()
+            .is_some_and(|a| (a.record.driver == Driver::Builtin && a.pending == 0) || now - a.last_activity < quiet_ms)
+    }
+
+    /// Whether a run is busy at `now`: the built-in agent's (its loop runs
+    /// in the object) unless it waits for a person, or one whose last two
+    /// publishes (or its start and first) both fall within `quiet_ms`. A
+    /// single publish into a quiet run is not: an agent that publishes now
+    /// and then lets the object sleep between.
+    pub fn busy(&self, now: i64, quiet_ms: i64) -> bool {
+        self.active
+            .as_ref()
+            .is_some_and(|a| (a.record.driver == Driver::Builtin && a.pending == 0) || now - a.prev_publish < quiet_ms)
+    }
+
     /// `run_id` published: its idle deadline moves, and a run found open on
     /// load that publishes is not swept.
     pub(super) fn spoke(&mut self, run_id: &str, now: i64) {
         if let Some(a) = self.active_of(run_id) {
+            a.prev_publish = a.last_publish;
+            a.last_publish = now;
             a.last_activity = now;
             a.found_on_load = None;
         }

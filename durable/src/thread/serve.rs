@@ -110,6 +110,14 @@ pub enum Answer {
         follow: Follow,
         after: u64,
     },
+    /// The same stream, written by the object itself with `plan`'s feed: a
+    /// run is in progress, and the object is awake for it anyway
+    /// ([`crate::feed::held`]). It moves to a socket when the run ends.
+    Hold {
+        follow: Follow,
+        after: u64,
+        plan: crate::feed::Plan,
+    },
     /// Ask another object this, then serve the request again with its
     /// answer ([`Call::consulted`]): a fork reads its shared history from
     /// its source, and a source hands a new fork its offer. Asked once per

@@ -34,15 +34,19 @@ pub struct Follow {
     /// actor creates the thread ([`Thread::claimed_by`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prospect: Option<String>,
+    /// A one-shot read (a long-poll): answered on the socket it opened
+    /// on, it never moves to a held stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stays: bool,
 }
 
 impl Follow {
     pub fn log() -> Follow {
-        Follow { run: None, durable: false, prospect: None }
+        Follow { run: None, durable: false, prospect: None, stays: false }
     }
 
     pub fn run(run: &str) -> Follow {
-        Follow { run: Some(run.to_owned()), durable: false, prospect: None }
+        Follow { run: Some(run.to_owned()), durable: false, prospect: None, stays: false }
     }
 }
 

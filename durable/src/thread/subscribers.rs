@@ -30,6 +30,16 @@ impl<K: Sink> Subscribers<K> {
         self.list.len()
     }
 
+    /// How many streams the object writes itself.
+    pub fn held(&self) -> usize {
+        self.list.iter().filter(|s| s.sink.is_held()).count()
+    }
+
+    /// How many streams are moving (not claimed yet).
+    pub fn moving(&self) -> usize {
+        self.list.iter().filter(|s| s.sink.is_moving()).count()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
@@ -43,6 +53,22 @@ impl<K: Sink> Subscribers<K> {
 
     pub fn remove(&mut self, id: u64) {
         self.list.retain(|s| s.id != id);
+    }
+
+    /// Each subscriber: its id, what it follows, what reaches it.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u64, &Follow, &K)> {
+        self.list.iter().map(|s| (s.id, &s.follow, &s.sink))
+    }
+
+    /// Keeps the subscribers `keep` says to, in order.
+    pub(super) fn retain_mut(&mut self, mut keep: impl FnMut(u64, &Follow, &mut K) -> bool) {
+        self.list.retain_mut(|s| keep(s.id, &s.follow, &mut s.sink));
+    }
+
+    /// Unregisters subscriber `id`, giving back what reached it.
+    pub(super) fn take(&mut self, id: u64) -> Option<K> {
+        let at = self.list.iter().position(|s| s.id == id)?;
+        Some(self.list.remove(at).sink)
     }
 
     /// Drops subscribers whose receiving side has gone.
@@ -143,7 +169,7 @@ mod tests {
         subs.add(1, Follow::log(), log.clone());
         subs.add(2, Follow::run("r1"), run.clone());
         subs.add(3, Follow::run("r2"), other.clone());
-        subs.add(4, Follow { run: None, durable: true, prospect: None }, durable.clone());
+        subs.add(4, Follow { run: None, durable: true, prospect: None, stays: false }, durable.clone());
         subs.fan_out(&staged("r1"), Bytes::from_static(b"all"), Bytes::new());
         assert_eq!(log.got.borrow().as_slice(), [Bytes::from_static(b"all")]);
         assert_eq!(run.got.borrow().len(), 1, "a run's follower gets a message holding its run");
@@ -162,7 +188,7 @@ mod tests {
     fn room_is_made_by_probing_and_a_claim_ends_other_prospects() {
         let (a, b) = (Kept::default(), Kept::default());
         let mut subs = Subscribers::default();
-        let prospect = |who: &str| Follow { run: None, durable: false, prospect: Some(who.to_owned()) };
+        let prospect = |who: &str| Follow { run: None, durable: false, prospect: Some(who.to_owned()), stays: false };
         subs.add(1, prospect("ann"), a.clone());
         subs.add(2, prospect("bob"), b.clone());
         let err = subs.make_room(2).unwrap_err();

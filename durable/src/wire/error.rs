@@ -222,6 +222,13 @@ impl ApiError {
 /// has ended. A thread that is not the caller's answers exactly as one that
 /// does not exist (see `access`).
 impl ApiError {
+    /// A held stream's claim that no hand-over waits for (its object
+    /// restarted, or the claim came too late): the client resumes from its
+    /// cursor.
+    pub fn stream_moved() -> ApiError {
+        ApiError::new(410, "stream_moved", "no stream waits for this claim")
+    }
+
     pub fn thread_not_found() -> ApiError {
         ApiError::new(404, "thread_not_found", "no such thread")
     }

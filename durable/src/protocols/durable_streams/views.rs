@@ -364,7 +364,7 @@ pub fn read_versioned<S: Store, K: Sink>(
         t.conversation().known_run(run)?;
     }
     if live {
-        let follow = Follow { run: run.map(str::to_owned), durable: true, prospect: None };
+        let follow = Follow { run: run.map(str::to_owned), durable: true, prospect: None, stays: false };
         // A Flue run read's framer primes its text from the run's start
         // (it skips to the reader's offset itself: `View::skip_to`), unless
         // the reader asked from `now`.

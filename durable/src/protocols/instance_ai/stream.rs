@@ -107,6 +107,15 @@ impl Framer for Events {
     fn keepalive(&mut self, _now: i64, _random: u64, out: &mut Vec<u8>) {
         out.extend_from_slice(PING);
     }
+
+    /// Live, a frame depends on nothing before it: the state is empty.
+    fn save(&self) -> Option<String> {
+        Some(String::new())
+    }
+
+    fn restore(&mut self, state: &str) -> bool {
+        state.is_empty()
+    }
 }
 
 #[cfg(test)]

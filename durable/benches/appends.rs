@@ -1,0 +1,132 @@
+//! Where a durable append's time goes in the core, natively (`cargo bench
+//! -p threadline-durable --bench appends`): 60 batches of 1,000 tool calls
+//! published into one run, as the object's shell hands them over, on
+//! SQLite (the engine Durable Objects run, in memory) and on the memory
+//! store, and the steps of one publish timed apart. Prints figures; decides
+//! nothing (the Worker's own figures are `make bench`'s).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use serde_json::{json, Value};
+use std::time::Instant;
+use support::{actor, token_of, Req};
+use threadline_durable::protocols;
+use threadline_durable::storage::store::SqlStore;
+use threadline_durable::thread::{Call, Discard, Outcome};
+use threadline_durable::{Caller, Db, MemoryStore, Settings, Store, Thread};
+
+const BATCHES: usize = 60;
+const BATCH: usize = 1_000;
+
+fn batch(b: usize) -> String {
+    let events: Vec<Value> = (0..BATCH)
+        .map(|i| {
+            json!({"type": "tool-call", "agentId": "orchestrator",
+                   "payload": {"toolCallId": format!("m{}", b * BATCH + i), "toolName": "bench", "args": {}}})
+        })
+        .collect();
+    serde_json::to_string(&events).unwrap()
+}
+
+/// Serves one request on `t`, as the object's shell hands it over.
+fn serve_on<S: Store>(t: &mut Thread<S, Discard>, settings: &Settings, req: &Req, now: i64) -> Outcome {
+    let route = protocols::parse(req.method, req.path).0.expect("a route");
+    let headers = req.headers.clone();
+    let header = move |name: &str| headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
+    let call = Call {
+        caller: &req.caller,
+        query: &[],
+        header: &header,
+        body: req.body.as_bytes(),
+        origin: "https://threads.test",
+        random: 42,
+        instance: &Default::default(),
+        budget: None,
+        files: &[],
+        reserve: false,
+        consulted: None,
+    };
+    protocols::handle(t, &route, &call, settings, now)
+}
+
+/// Events per second publishing every batch on `t`, through the route.
+fn publish_all<S: Store>(mut t: Thread<S, Discard>, settings: &Settings, bodies: &[String]) -> f64 {
+    let chat = Req::new("POST", "/instance-ai/chat/bench", actor("ann", &[])).body(&json!({"message": "go"}));
+    let out = serve_on(&mut t, settings, &chat, 1);
+    let run = support::json(&out)["runId"].as_str().unwrap().to_owned();
+    let token = token_of(&out.effects, &run);
+    let path = format!("/instance-ai/threads/bench/runs/{run}/events");
+    let bearer = format!("Bearer {token}");
+    let t0 = Instant::now();
+    for (i, body) in bodies.iter().enumerate() {
+        let mut req = Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
+        req.body = body.clone();
+        let out = serve_on(&mut t, settings, &req, 2 + i as i64);
+        assert_eq!(support::status(&out), 200, "{:?}", support::json(&out));
+    }
+    (BATCHES * BATCH) as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn main() {
+    let settings = Settings::from_pairs(&[
+        ("AGENT_WEBHOOK_URL", "http://hook"),
+        ("AUTH_MODE", "dev"),
+        ("MAX_BATCH_EVENTS", "5000"),
+        ("MAX_BATCH_BYTES", "8388608"),
+    ]);
+    let bodies: Vec<String> = (0..BATCHES).map(batch).collect();
+
+    for round in 0..3 {
+        let sql = Thread::load(SqlStore::open(support::lite()).unwrap(), settings.thread.clone(), 0).unwrap();
+        let sqlite = publish_all(sql, &settings, &bodies);
+        let mem = Thread::load(MemoryStore::default(), settings.thread.clone(), 0).unwrap();
+        let memory = publish_all(mem, &settings, &bodies);
+        // The steps of a batch, apart.
+        let t0 = Instant::now();
+        for body in &bodies {
+            let v: Vec<Value> = serde_json::from_str(body).unwrap();
+            std::hint::black_box(v);
+        }
+        let parse = t0.elapsed().as_secs_f64();
+        let values: Vec<Vec<Value>> = bodies.iter().map(|b| serde_json::from_str(b).unwrap()).collect();
+        let t0 = Instant::now();
+        let mut events = Vec::new();
+        for batch in &values {
+            for v in batch {
+                let ev = threadline_durable::parse_published(v.clone(), "r", 1).unwrap();
+                std::hint::black_box(ev.payload.encoded_len());
+                events.push(ev);
+            }
+        }
+        let typed = t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        for ev in &events {
+            std::hint::black_box(ev.to_json());
+        }
+        let to_json = t0.elapsed().as_secs_f64();
+        let lite = support::lite();
+        lite.run("CREATE TABLE events (seq INTEGER PRIMARY KEY, run_id TEXT, type TEXT, data TEXT)", &[]).unwrap();
+        let datas: Vec<String> = events.iter().map(|e| e.to_json()).collect();
+        let t0 = Instant::now();
+        for (b, chunk) in datas.chunks(BATCH).enumerate() {
+            let rows: Vec<Value> =
+                chunk.iter().enumerate().map(|(i, d)| json!([b * BATCH + i + 1, "r", "tool-call", d])).collect();
+            lite.run(
+                "INSERT INTO events (seq, run_id, type, data) SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]') FROM json_each(?)",
+                &[Value::Array(rows).to_string().into()],
+            )
+            .unwrap();
+        }
+        let insert = t0.elapsed().as_secs_f64();
+        let n = (BATCHES * BATCH) as f64;
+        let us = |s: f64| s / n * 1e6;
+        println!(
+            "round {round}: through the route {sqlite:.0}/s on SQLite, {memory:.0}/s on memory | per event: JSON parse {:.2} µs, typed + size {:.2} µs, to_json {:.2} µs, SQLite insert (json_each) {:.2} µs",
+            us(parse),
+            us(typed),
+            us(to_json),
+            us(insert)
+        );
+    }
+}

@@ -1,0 +1,58 @@
+// The runtime's floor for an object-held stream, beside tests/bench/floor/
+// in `make bench`: the least a Worker and a Durable Object can do for the
+// publish→delivery path when the object holds every subscriber's response
+// open (the design that keeps it awake, and billed, while anyone listens).
+// The Worker forwards a subscribe to the thread's object and answers with
+// the object's response as is (workerd pipes the bytes); the object keeps
+// a writer per subscriber, stores each published event in SQLite and
+// writes it to every writer as an SSE frame. No auth, no validation, no
+// replay, no keep-alives. Served by tests/support/serve.mjs (`--script`),
+// so it exports the class names wrangler.toml binds.
+import { DurableObject } from "cloudflare:workers";
+
+const enc = new TextEncoder();
+
+export default {
+  async fetch(req, env) {
+    const parts = new URL(req.url).pathname.split("/");
+    if (req.method === "GET" && parts[2] === "events") {
+      return env.THREAD.getByName(parts[3]).fetch("https://thread/subscribe");
+    }
+    if (req.method === "POST" && parts[4] === "runs") {
+      return env.THREAD.getByName(parts[3]).fetch("https://thread/publish", { method: "POST", body: req.body });
+    }
+    return new Response("not found", { status: 404 });
+  },
+};
+
+export class ThreadObject extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, data TEXT NOT NULL)");
+    this.seq = ctx.storage.sql.exec("SELECT COALESCE(MAX(seq), 0) AS s FROM events").one().s;
+    // One writer per open subscriber response.
+    this.writers = new Set();
+  }
+  async fetch(req) {
+    if (new URL(req.url).pathname === "/subscribe") {
+      const { readable, writable } = new IdentityTransformStream();
+      this.writers.add(writable.getWriter());
+      return new Response(readable, { headers: { "content-type": "text/event-stream" } });
+    }
+    const events = await req.json();
+    const chunks = [];
+    for (const e of events) {
+      const seq = ++this.seq;
+      const data = JSON.stringify(e);
+      this.ctx.storage.sql.exec("INSERT INTO events (seq, data) VALUES (?, ?)", seq, data);
+      chunks.push(enc.encode(`data: ${data}\n\n`));
+    }
+    // Not awaited: a write settles when its reader takes it. A writer whose
+    // client went away fails, and is dropped.
+    for (const w of this.writers) for (const c of chunks) w.write(c).catch(() => this.writers.delete(w));
+    return Response.json({ lastEventId: this.seq });
+  }
+}
+
+export class Directory extends DurableObject {}
+export class StreamObject extends DurableObject {}

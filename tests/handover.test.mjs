@@ -1,0 +1,127 @@
+// Held streams and their hand-over, over real HTTP on workerd. While a run
+// keeps a thread's object awake, a subscriber that connects reads a stream
+// the object writes itself; when the run ends (or its agent goes quiet) the
+// object hands each such stream over to a hibernatable socket the Worker
+// claims, at a frame boundary, so that it can sleep. The client's stream
+// never breaks: this test holds 20 subscribers across many run/idle cycles,
+// publishes while each hand-over is under way, connects more clients during
+// it, and checks every subscriber's stream byte for byte against a fresh
+// replay of the thread.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun } from "./support/harness.mjs";
+
+let worker, hook, api;
+
+/** Every stream the object held has moved to a socket, and was claimed. */
+const settled = (stats) => stats.held === 0 && stats.moving === 0;
+
+before(async () => {
+  hook = await startWebhook();
+  worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url, DEBUG_WAKES: "1" } });
+  api = client(worker.url);
+});
+after(async () => {
+  await worker?.stop();
+  await hook?.close();
+});
+
+const title = (text) => ({ type: "thread-title-updated", agentId: "orchestrator", payload: { title: text } });
+const tool = (id) => ({ type: "tool-call", agentId: "orchestrator", payload: { toolCallId: id, toolName: "t", args: { id } } });
+const finish = { type: "run-finish", agentId: "orchestrator", payload: { status: "completed" } };
+
+/** The stored frames of an SSE stream's raw bytes (those with an id), as
+ * they were written. */
+const stored = (raw) =>
+  raw
+    .slice(0, raw.lastIndexOf("\n\n") + 2)
+    .split("\n\n")
+    .filter((f) => f.startsWith("id: "))
+    .map((f) => f + "\n\n");
+const idOf = (frame) => Number(frame.slice(4, frame.indexOf("\n")));
+
+test("20 subscribers across run/idle cycles: held, handed over, held again; every stream equals a fresh replay, byte for byte", async () => {
+  const thread = newThread("handover");
+  const subs = [];
+  const cycles = 8;
+  let last = 0;
+  for (let c = 0; c < cycles; c++) {
+    const { runId, token } = await startExternalRun(api, hook, thread, `cycle ${c}`);
+    // New subscribers connect during the run: the object holds their
+    // streams (a fresh client from the start, another from a cursor).
+    while (subs.length < Math.min(20, 3 * (c + 1))) {
+      const from = subs.length % 2 ? `?lastEventId=${Math.max(0, last - 3)}` : "";
+      const s = api.events(thread, { query: from });
+      await s.ready;
+      assert.equal(s.status, 200);
+      s.from = from ? Math.max(0, last - 3) : 0;
+      subs.push(s);
+    }
+    for (let i = 0; i < 5; i++) {
+      const r = await api.publish(thread, runId, token, [tool(`c${c}-${i}`), title(`c${c}-${i}`)]);
+      assert.equal(r.status, 200, r.text);
+    }
+    // The run ends; at once, while the streams move, the next message is
+    // sent (its run-start lands during the hand-over) and a client joins.
+    const ended = await api.publish(thread, runId, token, [finish]);
+    assert.equal(ended.status, 200, ended.text);
+    const during = api.events(thread);
+    if (c % 2 === 0) {
+      const next = await api.chat(thread, `queued ${c}`);
+      assert.ok([200, 202].includes(next.status), next.text);
+      const sig = await hook.next((m) => m.type === "run" && m.runId === next.json.runId);
+      const late = await api.publish(thread, next.json.runId, sig.publishToken, [title(`during ${c}`), finish]);
+      assert.equal(late.status, 200, late.text);
+    }
+    await during.ready;
+    during.from = 0;
+    subs.push(during);
+    last = (await api.stats(thread)).json.lastEventId;
+    // Idle: every stream has moved to a socket, or the agent's quiet
+    // period passes and they move.
+    await until(async () => settled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "every stream handed over" });
+    await Promise.all(subs.map((s) => until(() => stored(s.raw).some((f) => idOf(f) === last), { timeoutMs: 10_000, what: `seq ${last}` })));
+  }
+  // A fresh replay of the whole thread, as a new client reads it.
+  const fresh = api.events(thread);
+  await fresh.ready;
+  await until(() => stored(fresh.raw).some((f) => idOf(f) === last), { timeoutMs: 10_000, what: "the replay" });
+  const replay = stored(fresh.raw);
+  fresh.close();
+  for (const [i, s] of subs.entries()) {
+    assert.ok(!s.closed, `subscriber ${i}'s stream never ended`);
+    const got = stored(s.raw);
+    const want = replay.filter((f) => idOf(f) > s.from && idOf(f) <= last);
+    assert.deepEqual(got.filter((f) => idOf(f) <= last), want, `subscriber ${i} (from ${s.from}): no gap, no duplicate, the same bytes`);
+    s.close();
+  }
+});
+
+test("an idle thread whose streams were held sleeps: they move to sockets, and the next publish reaches them", async () => {
+  const thread = newThread("handsleep");
+  const { runId, token } = await startExternalRun(api, hook, thread);
+  const subs = [];
+  for (let i = 0; i < 10; i++) {
+    subs.push(api.events(thread));
+    await subs.at(-1).ready;
+  }
+  assert.equal((await api.publish(thread, runId, token, [title("one")])).status, 200);
+  const held = (await api.stats(thread)).json;
+  assert.equal(held.held, 10, "connected during the run: held by the object");
+  // The agent goes quiet: the streams move, and the object is evicted.
+  await until(async () => settled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
+  const moved = (await api.stats(thread)).json;
+  assert.equal(moved.subscribers, 10, "each is a socket now");
+  await sleep(12_000);
+  assert.equal((await api.publish(thread, runId, token, [title("two")])).status, 200);
+  const woke = (await api.stats(thread)).json;
+  assert.notEqual(woke.instance.id, moved.instance.id, "the idle object was evicted and constructed again");
+  const lastId = woke.lastEventId;
+  await Promise.all(subs.map((s) => s.waitFor((e) => e.id === lastId, 10_000)));
+  for (const s of subs) {
+    const ids = s.durable().map((e) => e.id);
+    assert.deepEqual(ids, [...new Set(ids)].sort((a, b) => a - b), "in order, once each");
+    assert.ok(!s.closed);
+    s.close();
+  }
+});
