@@ -172,7 +172,10 @@ impl Inner {
         let query = query_pairs(query);
         let header = |name: &str| http::header(&req, name);
         let tasks = u32::from(self.flush_timer.get().is_some()) + self.agents.borrow().len() as u32;
-        let instance = self.counts.facts(&self.storage, self.settings.debug_wakes, tasks).await;
+        let instance = match context.route.reads_instance() {
+            true => self.counts.facts(&self.storage, self.settings.debug_wakes, tasks).await,
+            false => Default::default(),
+        };
         let mut effects = self.load()?;
         if let Some(ticket) = &context.claim {
             // A moving stream, claimed by the Worker that holds its client.

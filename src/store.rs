@@ -7,6 +7,7 @@
 
 use threadline_durable::storage::store::{StoreError, StoreResult};
 use threadline_durable::{Db, Rows, Value};
+use wasm_bindgen::JsValue;
 use worker::{SqlStorage, SqlStorageValue};
 
 /// Durable Object SQLite as the core's [`Db`]: statements run to
@@ -15,17 +16,19 @@ pub struct DoSql(pub SqlStorage);
 
 impl Db for DoSql {
     fn run(&self, sql: &str, args: &[Value]) -> StoreResult<Rows> {
-        let args: Vec<SqlStorageValue> = args
+        // Each argument crosses to JavaScript once, copied straight from
+        // the core's value (a blob as the bytes of an ArrayBuffer).
+        let args: Vec<JsValue> = args
             .iter()
             .map(|a| match a {
-                Value::Null => SqlStorageValue::Null,
-                Value::Int(i) => SqlStorageValue::Integer(*i),
-                Value::Real(f) => SqlStorageValue::Float(*f),
-                Value::Text(s) => SqlStorageValue::String(s.clone()),
-                Value::Blob(b) => SqlStorageValue::Blob(b.clone()),
+                Value::Null => JsValue::NULL,
+                Value::Int(i) => SqlStorageValue::Integer(*i).into(),
+                Value::Real(f) => JsValue::from(*f),
+                Value::Text(s) => JsValue::from_str(s),
+                Value::Blob(b) => js_sys::Uint8Array::from(b.as_slice()).buffer().into(),
             })
             .collect();
-        let cursor = self.0.exec(sql, args).map_err(err)?;
+        let cursor = self.0.exec_raw(sql, args).map_err(err)?;
         let mut rows = Vec::new();
         for row in cursor.raw() {
             let row = row.map_err(err)?;

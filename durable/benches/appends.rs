@@ -68,6 +68,43 @@ fn publish_all<S: Store>(mut t: Thread<S, Discard>, settings: &Settings, bodies:
     (BATCHES * BATCH) as f64 / t0.elapsed().as_secs_f64()
 }
 
+/// SQLite that counts and keeps the statements it runs.
+struct Counted(support::Lite, std::cell::RefCell<Vec<String>>);
+
+impl Db for Counted {
+    fn run(
+        &self,
+        sql: &str,
+        args: &[threadline_durable::Value],
+    ) -> threadline_durable::storage::store::StoreResult<threadline_durable::Rows> {
+        self.1.borrow_mut().push(sql.split_whitespace().take(6).collect::<Vec<_>>().join(" "));
+        self.0.run(sql, args)
+    }
+}
+
+/// The statements one publish of one event runs, once the run is going.
+fn statements_of_one_publish(settings: &Settings) -> Vec<String> {
+    let db = Counted(support::lite(), Default::default());
+    let mut t: Thread<SqlStore<Counted>, Discard> =
+        Thread::load(SqlStore::open(db).unwrap(), settings.thread.clone(), 0).unwrap();
+    let chat = Req::new("POST", "/instance-ai/chat/bench", actor("ann", &[])).body(&json!({"message": "go"}));
+    let out = serve_on(&mut t, settings, &chat, 1);
+    let run = support::json(&out)["runId"].as_str().unwrap().to_owned();
+    let token = token_of(&out.effects, &run);
+    let path = format!("/instance-ai/threads/bench/runs/{run}/events");
+    let bearer = format!("Bearer {token}");
+    let mut req = Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
+    req.body = batch(0).replace("},{", "}]!").split('!').next().unwrap().to_owned();
+    if !req.body.ends_with(']') {
+        req.body.push(']');
+    }
+    serve_on(&mut t, settings, &req, 2);
+    t.journal().store().db().1.borrow_mut().clear();
+    serve_on(&mut t, settings, &req, 3);
+    let ran = t.journal().store().db().1.borrow().clone();
+    ran
+}
+
 fn main() {
     let settings = Settings::from_pairs(&[
         ("AGENT_WEBHOOK_URL", "http://hook"),
@@ -77,6 +114,11 @@ fn main() {
     ]);
     let bodies: Vec<String> = (0..BATCHES).map(batch).collect();
 
+    let ran = statements_of_one_publish(&settings);
+    println!("one publish of one event runs {} statements:", ran.len());
+    for sql in &ran {
+        println!("  {sql}");
+    }
     for round in 0..3 {
         let sql = Thread::load(SqlStore::open(support::lite()).unwrap(), settings.thread.clone(), 0).unwrap();
         let sqlite = publish_all(sql, &settings, &bodies);

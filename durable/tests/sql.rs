@@ -386,3 +386,22 @@ fn an_inbox_pages_through_many_threads_without_a_ceiling() {
     let hello = String::from_utf8(d.follow(Some(0)).unwrap().to_vec()).unwrap();
     assert!(hello.contains("\nP "), "a first page");
 }
+
+#[test]
+fn records_are_stored_byte_for_byte_across_statements() {
+    let mut store = SqlStore::open(lite()).unwrap();
+    // Multi-byte text, escapes, quotes and a run id with a quote in it,
+    // large enough that the batch spans several statements (1.5 MB each).
+    let big = "ü€😀\\\"'\n".repeat(40_000);
+    let records: Vec<Record> = (1..=12)
+        .map(|seq| Record {
+            seq,
+            run_id: if seq % 2 == 0 { "r\"1".into() } else { "r2".into() },
+            kind: if seq % 3 == 0 { Kind::TextBlock } else { Kind::ToolCall },
+            data: json!({ "seq": seq, "text": big, "none": "\u{0}" }).to_string(),
+        })
+        .collect();
+    store.commit(&records, &[]).unwrap();
+    assert_eq!(store.read_range(0, 12, 100).unwrap(), records);
+    assert_eq!(store.last_seq().unwrap(), 12);
+}

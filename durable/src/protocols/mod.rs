@@ -262,6 +262,14 @@ pub struct Context {
 /// a header): a larger one stays with its relay.
 pub const MAX_CLAIM_STATE: usize = 4 * 1024;
 
+impl Route {
+    /// Whether the route reads the object's instance facts (the debug
+    /// stats): the shell gathers them for it alone.
+    pub fn reads_instance(&self) -> bool {
+        matches!(self, Route::InstanceAi(instance_ai::Route::Stats { .. }))
+    }
+}
+
 /// The call that claims a moving stream opened with `call`, by its ticket,
 /// with the claiming relay's feed state when it gives one.
 pub fn claim_call(call: &ObjectCall, ticket: &str, state: Option<String>) -> Option<ObjectCall> {
