@@ -46,6 +46,9 @@ pub struct Claim {
 /// of its object.
 const SOCKET_SETUP_MS: u64 = 20;
 
+/// Most a claim waits for the one before it.
+const CLAIM_TURN_MS: u64 = 250;
+
 thread_local! {
     /// The last claim this isolate made of each object, settled when it
     /// was answered.
@@ -65,7 +68,10 @@ impl Claim {
         let mine = js_sys::Promise::new(&mut |resolve, _| done = Some(resolve));
         let before = CLAIMING.with(|c| c.borrow_mut().insert(self.object.clone(), mine.clone()));
         if let Some(before) = before {
-            let _ = wasm_bindgen_futures::JsFuture::from(before).await;
+            // A claim whose request ended midway (its client left) never
+            // settles its turn: wait for it a little, not for ever.
+            let waited = wasm_bindgen_futures::JsFuture::from(before);
+            let _ = select(waited, Delay::from(Duration::from_millis(CLAIM_TURN_MS))).await;
         }
         let answer = (self.call)(ticket, state).await;
         if answer.as_ref().is_ok_and(|a| a.status_code() == 101) {

@@ -149,9 +149,10 @@ pub fn subscribe(state: &State, core: &Shared, follow: Follow, after: u64) -> Re
 
 /// A subscriber's relay went away: it is unregistered (a sleeping object is
 /// not woken for it: a closed socket is not among those it finds on waking).
-pub fn gone(core: &Shared, ws: &WebSocket) {
+pub fn gone(core: &Shared, ws: &WebSocket, code: usize) {
     if let (Some(a), Some(core)) = (attachment(ws), core.borrow_mut().as_mut()) {
-        core.journal_mut().subscribers().remove_socket(a.id);
+        let moved = code == usize::from(threadline_durable::feed::socket::MOVED);
+        core.journal_mut().subscribers().socket_closed(a.id, moved);
     }
     let _ = ws.close(Some(1000), Some("closed"));
 }

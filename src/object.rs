@@ -96,15 +96,15 @@ impl DurableObject for ThreadObject {
         Ok(())
     }
 
-    async fn websocket_close(&self, ws: WebSocket, _code: usize, _reason: String, _clean: bool) -> Result<()> {
+    async fn websocket_close(&self, ws: WebSocket, code: usize, _reason: String, _clean: bool) -> Result<()> {
         let _event = self.inner.event().await;
-        live::gone(&self.inner.core, &ws);
+        live::gone(&self.inner.core, &ws, code);
         Ok(())
     }
 
     async fn websocket_error(&self, ws: WebSocket, _error: Error) -> Result<()> {
         let _event = self.inner.event().await;
-        live::gone(&self.inner.core, &ws);
+        live::gone(&self.inner.core, &ws, 1006);
         Ok(())
     }
 

@@ -236,7 +236,7 @@ impl Relay {
         } else if let Some(ticket) = step.moved {
             // The client's stream goes on from the object: it stays open.
             self.moved = Some(ticket);
-            self.end(1000, "moved");
+            self.end(threadline_durable::feed::socket::MOVED, "moved");
         }
     }
 

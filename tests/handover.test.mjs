@@ -98,6 +98,20 @@ test("20 subscribers across run/idle cycles: held, handed over, held again; ever
 });
 
 test("an idle thread whose streams were held sleeps: they move to sockets, and the next publish reaches them", async () => {
+  // A workerd of its own: the one above has just closed a few dozen
+  // streams of another thread, and this one must see its object evicted.
+  const hook = await startWebhook();
+  const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url, DEBUG_WAKES: "1" } });
+  const api = client(worker.url);
+  try {
+    await idleThreadSleeps(api, hook);
+  } finally {
+    await worker.stop();
+    await hook.close();
+  }
+});
+
+async function idleThreadSleeps(api, hook) {
   const thread = newThread("handsleep");
   const { runId, token } = await startExternalRun(api, hook, thread);
   const subs = [];
@@ -124,4 +138,4 @@ test("an idle thread whose streams were held sleeps: they move to sockets, and t
     assert.ok(!s.closed);
     s.close();
   }
-});
+}

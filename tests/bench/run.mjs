@@ -304,6 +304,17 @@ async function idleThread(api, hook, n) {
   const subs = [];
   for (let s = 0; s < n; s++) subs.push(await subscribe(api.base, thread, { onMark: () => {} }));
   await sleep(500);
+  // Streams opened while the run published are held by the object until
+  // its agent goes quiet, then moved to sockets (one claim each, once per
+  // run's end): the idle window starts once they have all moved. A build
+  // without held streams reports neither count.
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const { held, moving } = (await api.stats(thread)).json;
+    if (!held && !moving) break;
+    if (Date.now() > deadline) throw new Error(`the streams did not move: ${held} held, ${moving} moving`);
+    await sleep(100);
+  }
   return { thread, run, subs };
 }
 

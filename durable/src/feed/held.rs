@@ -19,7 +19,8 @@
 //! ones. The client's stream never breaks: what the object wrote, then what
 //! the relay writes, with neither a gap nor a duplicate. A feed whose
 //! protocol does not move ([`super::Framer::save`]) ends its stream there
-//! instead, and the client resumes from its cursor, as after any drop.
+//! instead, and the client resumes from its cursor, as after any drop; so
+//! only a protocol whose stream moves ([`super::Framer::MOVES`]) is held.
 
 use super::backlog::{Backlog, ClientVerdict};
 use super::{Feed, RelayStep};
@@ -262,6 +263,7 @@ pub(crate) mod tests {
     }
 
     impl Framer for Counted {
+        const MOVES: bool = true;
         fn durable(&mut self, seq: u64, data: &str, out: &mut Vec<u8>) {
             self.n += 1;
             out.extend_from_slice(format!("{seq}:{data}#{};", self.n).as_bytes());

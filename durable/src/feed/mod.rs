@@ -34,6 +34,11 @@ pub trait Framer {
     /// frame a message once for all its subscribers ([`Feed::shared_frames`]).
     const PURE: bool = false;
 
+    /// Whether the protocol's stream can move between the object and a
+    /// relay mid-stream ([`Framer::save`] and [`Framer::restore`]): only
+    /// such a stream is held by the object during a run.
+    const MOVES: bool = false;
+
     /// The hello: the log's generation, and the replay window `(after, high]`.
     fn begin(&mut self, _gen: u64, _after: u64, _high: u64, _out: &mut Vec<u8>) {}
     /// A stored record, replayed or live.
@@ -105,6 +110,10 @@ pub trait Feed {
     fn save(&self) -> Option<String> {
         None
     }
+    /// Whether this protocol's stream can move ([`Framer::MOVES`]).
+    fn moves(&self) -> bool {
+        false
+    }
     /// Takes over a state [`Feed::save`] gave, live from here (false: the
     /// state is not this protocol's, or the feed is replaying).
     fn restore(&mut self, _state: &str) -> bool {
@@ -144,6 +153,10 @@ impl<F: Framer> Feed for Relay<F> {
 
     fn restore(&mut self, state: &str) -> bool {
         Relay::restore(self, state)
+    }
+
+    fn moves(&self) -> bool {
+        F::MOVES
     }
 
     fn reply(&mut self) -> Option<Reply> {

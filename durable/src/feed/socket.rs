@@ -58,6 +58,10 @@ pub enum Line<'a> {
 /// The close code of a subscriber's socket whose thread was deleted.
 pub const GONE: u16 = 4404;
 
+/// The close code a relay ends its socket with when the stream moved to
+/// the object (`M`): the stream goes on, claimed with its ticket.
+pub const MOVED: u16 = 4001;
+
 /// The probe message, alone in its message.
 pub const PROBE: &str = "K";
 

@@ -454,12 +454,13 @@ pub fn handle<S: Store, K: Sink>(
     // A stream opened during a run is held by the object, framed by the
     // same feed the Worker's relay would have run (the route's plan, from
     // the same request).
-    // A long-poll stays on its socket.
+    // A stream that cannot move (a long-poll, a protocol whose feed does
+    // not carry its state over) stays on its socket.
     let answer = match answer {
         Answer::Follow { mut follow, after } => {
             let last_event_id = (call.header)("last-event-id");
             match route.plan(call.query, last_event_id.as_deref(), now) {
-                Ok(Some(plan)) if plan.one_shot => {
+                Ok(Some(plan)) if plan.one_shot || !plan.feed.moves() => {
                     follow.stays = true;
                     Answer::Follow { follow, after }
                 }

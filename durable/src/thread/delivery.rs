@@ -154,10 +154,19 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
         self.iter().any(|(_, follow, d)| !follow.stays && matches!(d, Delivery::Socket(_)))
     }
 
-    /// Unregisters subscriber `id` if a socket reaches it (its socket
-    /// closed: a stream that moved on is not the socket's to end).
-    pub fn remove_socket(&mut self, id: u64) {
-        self.retain_mut(|i, _, d| i != id || !matches!(d, Delivery::Socket(_)));
+    /// Subscriber `id`'s socket closed: it leaves if the socket still
+    /// reached it, or if its relay was asked to move it and closed without
+    /// `moved` (the client went first: no claim will come). A stream that
+    /// moved on is not the socket's to end.
+    pub fn socket_closed(&mut self, id: u64, moved: bool) {
+        self.retain_mut(|i, _, d| {
+            i != id
+                || match d {
+                    Delivery::Socket(_) => false,
+                    Delivery::Moving(m) => moved || m.state.is_some(),
+                    Delivery::Held(..) => true,
+                }
+        });
     }
 
     /// Takes the moving subscriber of `ticket` (`None`: no such move, or it
@@ -240,6 +249,8 @@ impl<S: Store, D: Sink, W: Writer> Thread<S, Delivery<D, W>> {
     /// request, and the streams would move back after [`QUIET_MS`].
     pub fn settle(&mut self, now: i64) -> usize {
         let subscribers = self.journal.subscribers();
+        // A move unclaimed for too long will not be (its Worker went).
+        subscribers.retain_mut(|_, _, d| !matches!(d, Delivery::Moving(m) if now - m.since > MOVING_MAX_MS));
         if self.runs.keeps_awake(now, QUIET_MS) {
             if !self.runs.busy(now, QUIET_MS) || !subscribers.has_sockets() {
                 return 0;
@@ -409,10 +420,16 @@ mod tests {
         let mut subs = Subscribers::<D>::default();
         subs.add(1, Follow::log(), Delivery::Socket(Socket::default()));
         subs.promote(|| "m".into(), 0);
-        subs.remove_socket(1);
+        subs.socket_closed(1, true);
         assert_eq!(subs.len(), 1, "the old socket's close leaves the moving stream");
         assert!(subs.claim("m", None, false, MOVING_MAX_MS + 1).is_none());
         assert!(subs.is_empty(), "expired");
+        // A relay whose client left before it could claim closes its socket
+        // as gone: the move leaves at once.
+        subs.add(2, Follow::log(), Delivery::Socket(Socket::default()));
+        subs.promote(|| "m2".into(), 0);
+        subs.socket_closed(2, false);
+        assert!(subs.is_empty());
     }
 
     #[test]

@@ -34,8 +34,9 @@ pub struct Follow {
     /// actor creates the thread ([`Thread::claimed_by`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prospect: Option<String>,
-    /// A one-shot read (a long-poll): answered on the socket it opened
-    /// on, it never moves to a held stream.
+    /// A stream that never moves to the object: a one-shot read (a
+    /// long-poll), or a protocol whose feed does not carry its state over
+    /// (`feed::Framer::MOVES`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stays: bool,
 }

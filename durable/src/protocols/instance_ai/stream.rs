@@ -84,6 +84,7 @@ impl Framer for Events {
     /// A frame is its record and seq, nothing else: live, every subscriber
     /// of the route gets the same bytes for a message.
     const PURE: bool = true;
+    const MOVES: bool = true;
 
     fn durable(&mut self, seq: u64, data: &str, out: &mut Vec<u8>) {
         if n8n_kind(data) {
