@@ -50,14 +50,18 @@ fn serve_on<S: Store>(t: &mut Thread<S, Discard>, settings: &Settings, req: &Req
     protocols::handle(t, &route, &call, settings, now)
 }
 
-/// Events per second publishing every batch on `t`, through the route.
-fn publish_all<S: Store>(mut t: Thread<S, Discard>, settings: &Settings, bodies: &[String]) -> f64 {
+/// Starts a run on `t`: its publish path, and the bearer its agent holds.
+fn start_run<S: Store>(t: &mut Thread<S, Discard>, settings: &Settings) -> (String, String) {
     let chat = Req::new("POST", "/instance-ai/chat/bench", actor("ann", &[])).body(&json!({"message": "go"}));
-    let out = serve_on(&mut t, settings, &chat, 1);
+    let out = serve_on(t, settings, &chat, 1);
     let run = support::json(&out)["runId"].as_str().unwrap().to_owned();
     let token = token_of(&out.effects, &run);
-    let path = format!("/instance-ai/threads/bench/runs/{run}/events");
-    let bearer = format!("Bearer {token}");
+    (format!("/instance-ai/threads/bench/runs/{run}/events"), format!("Bearer {token}"))
+}
+
+/// Events per second publishing every batch on `t`, through the route.
+fn publish_all<S: Store>(mut t: Thread<S, Discard>, settings: &Settings, bodies: &[String]) -> f64 {
+    let (path, bearer) = start_run(&mut t, settings);
     let t0 = Instant::now();
     for (i, body) in bodies.iter().enumerate() {
         let mut req = Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
@@ -87,12 +91,7 @@ fn statements_of_one_publish(settings: &Settings) -> Vec<String> {
     let db = Counted(support::lite(), Default::default());
     let mut t: Thread<SqlStore<Counted>, Discard> =
         Thread::load(SqlStore::open(db).unwrap(), settings.thread.clone(), 0).unwrap();
-    let chat = Req::new("POST", "/instance-ai/chat/bench", actor("ann", &[])).body(&json!({"message": "go"}));
-    let out = serve_on(&mut t, settings, &chat, 1);
-    let run = support::json(&out)["runId"].as_str().unwrap().to_owned();
-    let token = token_of(&out.effects, &run);
-    let path = format!("/instance-ai/threads/bench/runs/{run}/events");
-    let bearer = format!("Bearer {token}");
+    let (path, bearer) = start_run(&mut t, settings);
     let mut req = Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
     req.body = batch(0).replace("},{", "}]!").split('!').next().unwrap().to_owned();
     if !req.body.ends_with(']') {
