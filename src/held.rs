@@ -10,7 +10,7 @@
 //! synchronous borrow, never held across an `.await`.
 
 use crate::live::{self, Shared};
-use crate::relay::IdentityStream;
+use crate::relay::{IdentityStream, StreamWriter};
 use crate::{ids, now_ms};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -29,38 +29,25 @@ pub const TICKET: &str = "x-threadline-held";
 const TICK_MS: u64 = 1_000;
 
 /// The client's stream as the object writes it: a native pass-through
-/// stream (what is written goes to the Worker's response as it is).
-pub struct StreamWriter {
-    writer: web_sys::WritableStreamDefaultWriter,
-    pending: Rc<Cell<usize>>,
-    /// Settles each write's promise: one fewer pending.
-    settled: Rc<wasm_bindgen::closure::Closure<dyn FnMut(wasm_bindgen::JsValue)>>,
-    closed: bool,
-    /// Set when the stream's reader went away (the Worker's client left):
-    /// the writer's `closed` settled.
+/// stream (what is written goes to the Worker's response as it is), and
+/// whether its reader went away (the Worker's client left: the writer's
+/// `closed` settled).
+pub struct HeldWriter {
+    stream: StreamWriter,
     gone: Rc<Cell<bool>>,
 }
 
-impl Writer for StreamWriter {
+impl Writer for HeldWriter {
     fn write(&mut self, bytes: &[u8]) -> bool {
-        if self.closed {
-            return false;
-        }
-        let chunk = js_sys::Uint8Array::from(bytes);
-        let _ = self.writer.write_with_chunk(&chunk).then2(&self.settled, &self.settled);
-        self.pending.set(self.pending.get() + 1);
-        true
+        self.stream.write(bytes)
     }
 
     fn pending(&self) -> usize {
-        self.pending.get()
+        self.stream.pending()
     }
 
     fn close(&mut self) {
-        if !self.closed {
-            self.closed = true;
-            let _ = self.writer.close().then2(&self.settled, &self.settled);
-        }
+        self.stream.close();
     }
 
     fn is_gone(&self) -> bool {
@@ -113,15 +100,10 @@ fn open(
     core: &Shared,
     plan: Plan,
     ping_ms: u64,
-    register: impl FnOnce(&mut crate::live::Core, Delivery<live::WsSink, StreamWriter>) -> Result<(), ApiError>,
+    register: impl FnOnce(&mut crate::live::Core, Delivery<live::WsSink, HeldWriter>) -> Result<(), ApiError>,
 ) -> Result<Response, ApiError> {
     let transform = IdentityStream::new().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
     let writer = transform.writable().get_writer().map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
-    let pending = Rc::new(Cell::new(0usize));
-    let settled = {
-        let pending = pending.clone();
-        Rc::new(wasm_bindgen::closure::Closure::new(move |_| pending.set(pending.get().saturating_sub(1))))
-    };
     let gone = Rc::new(Cell::new(false));
     {
         let gone = gone.clone();
@@ -131,7 +113,7 @@ fn open(
             gone.set(true);
         });
     }
-    let writer = StreamWriter { writer, pending, settled, closed: false, gone };
+    let writer = HeldWriter { stream: StreamWriter::new(writer), gone };
     let clock: Clock = Rc::new(now_ms);
     let tick_ms = plan.tick_ms.unwrap_or(ping_ms);
     let held = Held::new(plan.feed, writer, tick_ms, ids::random_u64(), FRAMES.with(Rc::clone), clock);

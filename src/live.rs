@@ -20,7 +20,7 @@ use threadline_durable::thread::Delivery;
 use threadline_durable::{ApiError, Follow, Sink, Thread};
 use worker::{State, WebSocket, WebSocketPair};
 
-pub type Core = Thread<SqlStore<DoSql>, Delivery<WsSink, crate::held::StreamWriter>>;
+pub type Core = Thread<SqlStore<DoSql>, Delivery<WsSink, crate::held::HeldWriter>>;
 /// The thread, shared by the object's requests and the tasks it spawns
 /// (the agent loop, timers); `None` until first loaded, and after a wipe.
 pub type Shared = Rc<RefCell<Option<Core>>>;

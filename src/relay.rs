@@ -118,7 +118,7 @@ type Listener = Rc<Closure<dyn FnMut(web_sys::Event)>>;
 struct Relay {
     plan: Plan,
     ws: WebSocket,
-    writer: web_sys::WritableStreamDefaultWriter,
+    writer: StreamWriter,
     ended: bool,
     /// Whether the client still reads what is written.
     backlog: Backlog,
@@ -130,13 +130,8 @@ struct Relay {
     /// The socket's listeners, by event: dropped when the relay ends (they
     /// hold it).
     listeners: Vec<(&'static str, Listener)>,
-    /// Writes not yet taken by the client's connection.
-    pending: Rc<Cell<usize>>,
     /// xorshift state for the feed's jitter (no CSPRNG call per message).
     rng: u64,
-    /// Settles each write's promise: one fewer pending (a failed write ends
-    /// the relay through the writer's `closed`).
-    settled: Closure<dyn FnMut(wasm_bindgen::JsValue)>,
     /// The object moved the stream to itself, with this ticket: the relay
     /// ended at that frame boundary and left the client's stream open.
     moved: Option<String>,
@@ -159,6 +154,56 @@ extern "C" {
     pub(crate) fn writable(this: &IdentityStream) -> web_sys::WritableStream;
 }
 
+/// A client's stream as this isolate writes it (a relay's, or a held
+/// stream's in the object): each write queued on the stream's writer, and
+/// counted until the connection took it, so the writer knows its backlog.
+pub(crate) struct StreamWriter {
+    writer: web_sys::WritableStreamDefaultWriter,
+    pending: Rc<Cell<usize>>,
+    /// Settles each write's promise: one fewer pending (a failed write
+    /// settles the writer's `closed` too).
+    settled: Closure<dyn FnMut(wasm_bindgen::JsValue)>,
+    closed: bool,
+}
+
+impl StreamWriter {
+    pub(crate) fn new(writer: web_sys::WritableStreamDefaultWriter) -> StreamWriter {
+        let pending = Rc::new(Cell::new(0usize));
+        let left = pending.clone();
+        let settled = Closure::new(move |_| left.set(left.get().saturating_sub(1)));
+        StreamWriter { writer, pending, settled, closed: false }
+    }
+
+    /// Queues `bytes`; false once the stream was closed.
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> bool {
+        if self.closed {
+            return false;
+        }
+        let chunk = js_sys::Uint8Array::from(bytes);
+        let _ = self.writer.write_with_chunk(&chunk).then2(&self.settled, &self.settled);
+        self.pending.set(self.pending.get() + 1);
+        true
+    }
+
+    /// Writes the connection has not taken yet.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.get()
+    }
+
+    /// Ends the stream after what was written.
+    pub(crate) fn close(&mut self) {
+        if !self.closed {
+            self.closed = true;
+            let _ = self.writer.close().then2(&self.settled, &self.settled);
+        }
+    }
+
+    /// Leaves the stream open for the next writer (a stream that moves).
+    pub(crate) fn release(&self) {
+        self.writer.release_lock();
+    }
+}
+
 impl Relay {
     /// A random number for the feed (cursor jitter: unpredictable enough,
     /// not secret).
@@ -171,7 +216,7 @@ impl Relay {
 
     /// Ends the relay when its client stopped reading; true while it reads.
     fn reading(&mut self, now: i64) -> bool {
-        match self.backlog.observe(self.pending.get(), now) {
+        match self.backlog.observe(self.writer.pending(), now) {
             ClientVerdict::Reading => true,
             ClientVerdict::Stalled => {
                 self.end(CLIENT_GONE, "the client stopped reading");
@@ -188,9 +233,7 @@ impl Relay {
         if bytes.is_empty() || self.ended || !self.reading(now) {
             return;
         }
-        let chunk = js_sys::Uint8Array::from(bytes);
-        let _ = self.writer.write_with_chunk(&chunk).then2(&self.settled, &self.settled);
-        self.pending.set(self.pending.get() + 1);
+        self.writer.write(bytes);
         self.backlog.wrote();
         self.wrote_at = now;
     }
@@ -255,7 +298,7 @@ impl Relay {
         }
         let _ = self.ws.close(Some(code), Some(reason));
         if self.moved.is_none() {
-            let _ = self.writer.close().then2(&self.settled, &self.settled);
+            self.writer.close();
         }
         // A listener may be the one running now: it is dropped on a later
         // turn, never while it runs.
@@ -299,22 +342,19 @@ pub(crate) async fn relay(
 ) -> (Option<String>, Plan) {
     let client = gone(&signal);
     let until = plan.until;
-    let pending = Rc::new(Cell::new(0));
     let mut finish = None;
     let finished = js_sys::Promise::new(&mut |resolve, _| finish = Some(resolve));
-    let queued = pending.clone();
+    let closed = writer.closed();
     let relay = Rc::new(RefCell::new(Relay {
         plan,
         ws: ws.clone(),
-        writer: writer.clone(),
+        writer: StreamWriter::new(writer),
         ended: false,
         backlog: Backlog::new(now_ms(), ping_ms),
         pong_at: now_ms(),
         wrote_at: now_ms(),
         listeners: Vec::new(),
-        pending: pending.clone(),
         rng: ids::random_u64() | 1,
-        settled: Closure::new(move |_| pending.set(pending.get().saturating_sub(1))),
         moved: None,
         finish,
     }));
@@ -350,7 +390,7 @@ pub(crate) async fn relay(
     // sending into the void.
     {
         let relay = relay.clone();
-        let closed = wasm_bindgen_futures::JsFuture::from(writer.closed());
+        let closed = wasm_bindgen_futures::JsFuture::from(closed);
         let client = wasm_bindgen_futures::JsFuture::from(client);
         wasm_bindgen_futures::spawn_local(async move {
             let _ = select(closed, client).await;
@@ -406,10 +446,10 @@ pub(crate) async fn relay(
     };
     if moved.is_some() {
         let deadline = now_ms() + DRAIN_MS;
-        while queued.get() > 0 && now_ms() < deadline && !signal.aborted() {
+        while relay.borrow().writer.pending() > 0 && now_ms() < deadline && !signal.aborted() {
             Delay::from(Duration::from_millis(1)).await;
         }
-        writer.release_lock();
+        relay.borrow().writer.release();
     }
     (moved, plan)
 }

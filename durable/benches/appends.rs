@@ -10,10 +10,9 @@ mod support;
 
 use serde_json::{json, Value};
 use std::time::Instant;
-use support::{actor, token_of, Req};
-use threadline_durable::protocols;
+use support::{actor, serve, token_of, Req};
 use threadline_durable::storage::store::SqlStore;
-use threadline_durable::thread::{Call, Discard, Outcome};
+use threadline_durable::thread::Discard;
 use threadline_durable::{Caller, Db, MemoryStore, Settings, Store, Thread};
 
 const BATCHES: usize = 60;
@@ -29,31 +28,10 @@ fn batch(b: usize) -> String {
     serde_json::to_string(&events).unwrap()
 }
 
-/// Serves one request on `t`, as the object's shell hands it over.
-fn serve_on<S: Store>(t: &mut Thread<S, Discard>, settings: &Settings, req: &Req, now: i64) -> Outcome {
-    let route = protocols::parse(req.method, req.path).0.expect("a route");
-    let headers = req.headers.clone();
-    let header = move |name: &str| headers.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
-    let call = Call {
-        caller: &req.caller,
-        query: &[],
-        header: &header,
-        body: req.body.as_bytes(),
-        origin: "https://threads.test",
-        random: 42,
-        instance: &Default::default(),
-        budget: None,
-        files: &[],
-        reserve: false,
-        consulted: None,
-    };
-    protocols::handle(t, &route, &call, settings, now)
-}
-
 /// Starts a run on `t`: its publish path, and the bearer its agent holds.
 fn start_run<S: Store>(t: &mut Thread<S, Discard>, settings: &Settings) -> (String, String) {
     let chat = Req::new("POST", "/instance-ai/chat/bench", actor("ann", &[])).body(&json!({"message": "go"}));
-    let out = serve_on(t, settings, &chat, 1);
+    let out = serve(t, settings, chat, 1);
     let run = support::json(&out)["runId"].as_str().unwrap().to_owned();
     let token = token_of(&out.effects, &run);
     (format!("/instance-ai/threads/bench/runs/{run}/events"), format!("Bearer {token}"))
@@ -66,7 +44,7 @@ fn publish_all<S: Store>(mut t: Thread<S, Discard>, settings: &Settings, bodies:
     for (i, body) in bodies.iter().enumerate() {
         let mut req = Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
         req.body = body.clone();
-        let out = serve_on(&mut t, settings, &req, 2 + i as i64);
+        let out = serve(&mut t, settings, req, 2 + i as i64);
         assert_eq!(support::status(&out), 200, "{:?}", support::json(&out));
     }
     (BATCHES * BATCH) as f64 / t0.elapsed().as_secs_f64()
@@ -97,9 +75,9 @@ fn statements_of_one_publish(settings: &Settings) -> Vec<String> {
     if !req.body.ends_with(']') {
         req.body.push(']');
     }
-    serve_on(&mut t, settings, &req, 2);
+    serve(&mut t, settings, req.clone(), 2);
     t.journal().store().db().1.borrow_mut().clear();
-    serve_on(&mut t, settings, &req, 3);
+    serve(&mut t, settings, req, 3);
     let ran = t.journal().store().db().1.borrow().clone();
     ran
 }

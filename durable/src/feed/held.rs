@@ -282,6 +282,13 @@ pub(crate) mod tests {
         }
     }
 
+    /// A clock the test sets.
+    fn clock() -> (Rc<Cell<i64>>, Clock) {
+        let now = Rc::new(Cell::new(0));
+        let read = now.clone();
+        (now, Rc::new(move || read.get()))
+    }
+
     fn held(clock: Clock, frames: Rc<RefCell<Frames>>) -> (Held<Kept>, Kept) {
         let kept = Kept::default();
         (Held::new(Box::new(Relay::new(Counted::default())), kept.clone(), 100, 7, frames, clock), kept)
@@ -295,11 +302,7 @@ pub(crate) mod tests {
 
     #[test]
     fn replays_asks_for_pages_goes_live_and_hands_over_its_state() {
-        let now = Rc::new(Cell::new(0));
-        let clock: Clock = {
-            let now = now.clone();
-            Rc::new(move || now.get())
-        };
+        let (now, clock) = clock();
         let (mut h, kept) = held(clock.clone(), Rc::default());
         // The hello's page reaches 1 of (0, 2]: the feed asks for the rest.
         assert!(h.take(&message(|m| {
@@ -356,11 +359,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_client_that_stops_reading_ends_its_stream() {
-        let now = Rc::new(Cell::new(0));
-        let clock: Clock = {
-            let now = now.clone();
-            Rc::new(move || now.get())
-        };
+        let (now, clock) = clock();
         let (mut h, kept) = held(clock, Rc::default());
         h.take(&message(|m| socket::hello(0, 1, 0, m)));
         kept.pending.set(3);

@@ -451,11 +451,10 @@ pub fn handle<S: Store, K: Sink>(
     })
     .or_else(|e| route.refused(e, t))
     .unwrap_or_else(|e| Answer::Reply(Reply::error(&e)));
-    // A stream opened during a run is held by the object, framed by the
-    // same feed the Worker's relay would have run (the route's plan, from
-    // the same request).
-    // A stream that cannot move (a long-poll, a protocol whose feed does
-    // not carry its state over) stays on its socket.
+    // A stream opened while a run keeps the object awake is held by it,
+    // framed by the feed the Worker's relay would have run (the route's
+    // plan, from the same request); one that cannot move (a long-poll, a
+    // protocol whose feed does not carry its state over) stays a socket.
     let answer = match answer {
         Answer::Follow { mut follow, after } => {
             let last_event_id = (call.header)("last-event-id");

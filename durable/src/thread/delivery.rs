@@ -51,6 +51,12 @@ pub struct Moving {
     since: i64,
 }
 
+impl Moving {
+    fn new(ticket: String, state: Option<String>, now: i64) -> Moving {
+        Moving { ticket, state, kept: Vec::new(), size: 0, since: now }
+    }
+}
+
 /// A claimed stream: where it goes next, and what it is sent first, in
 /// order.
 #[derive(Debug)]
@@ -117,8 +123,7 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
             match held.release() {
                 Some(state) => {
                     moved += 1;
-                    let ticket = std::mem::take(ticket);
-                    *d = Delivery::Moving(Moving { ticket, state: Some(state), kept: Vec::new(), size: 0, since: now });
+                    *d = Delivery::Moving(Moving::new(std::mem::take(ticket), Some(state), now));
                     true
                 }
                 None => false,
@@ -143,7 +148,7 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
                 return false;
             }
             moved += 1;
-            *d = Delivery::Moving(Moving { ticket, state: None, kept: Vec::new(), size: 0, since: now });
+            *d = Delivery::Moving(Moving::new(ticket, None, now));
             true
         });
         moved
@@ -174,7 +179,7 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
     /// socket's stream goes to the object when `hold` (a run keeps it
     /// awake) and its relay gave its feed's state; else to a socket again.
     fn claim(&mut self, ticket: &str, relay_state: Option<&str>, hold: bool, now: i64) -> Option<Claimed> {
-        self.retain_mut(|_, _, d| !matches!(d, Delivery::Moving(m) if now - m.since > MOVING_MAX_MS));
+        self.expire_moves(now);
         let (id, follow) = self
             .iter()
             .find(|(_, _, d)| matches!(d, Delivery::Moving(m) if m.ticket == ticket))
@@ -192,6 +197,12 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
         Some(Claimed { id, follow, to })
     }
 
+    /// Moves unclaimed for [`MOVING_MAX_MS`] leave: their Worker went, or
+    /// its claim came too late.
+    fn expire_moves(&mut self, now: i64) {
+        self.retain_mut(|_, _, d| !matches!(d, Delivery::Moving(m) if now - m.since > MOVING_MAX_MS));
+    }
+
     /// Keep-alives for the held streams that have been quiet; the ended
     /// ones leave. Whether any is still held.
     pub fn tick_held(&mut self) -> bool {
@@ -206,14 +217,13 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
     /// high)`.
     pub fn wanted_pages(&mut self) -> Vec<(u64, Follow, u64, u64)> {
         let mut wanted = Vec::new();
-        self.retain_mut(|id, follow, d| {
+        for (id, follow, d) in self.iter_mut() {
             if let Delivery::Held(h, _) = d {
                 if let Some((after, high)) = h.wanted_page() {
                     wanted.push((id, follow.clone(), after, high));
                 }
             }
-            true
-        });
+        }
         wanted
     }
 
@@ -249,8 +259,7 @@ impl<S: Store, D: Sink, W: Writer> Thread<S, Delivery<D, W>> {
     /// request, and the streams would move back after [`QUIET_MS`].
     pub fn settle(&mut self, now: i64) -> usize {
         let subscribers = self.journal.subscribers();
-        // A move unclaimed for too long will not be (its Worker went).
-        subscribers.retain_mut(|_, _, d| !matches!(d, Delivery::Moving(m) if now - m.since > MOVING_MAX_MS));
+        subscribers.expire_moves(now);
         if self.runs.keeps_awake(now, QUIET_MS) {
             if !self.runs.busy(now, QUIET_MS) || !subscribers.has_sockets() {
                 return 0;

@@ -60,6 +60,11 @@ impl<K: Sink> Subscribers<K> {
         self.list.iter().map(|s| (s.id, &s.follow, &s.sink))
     }
 
+    /// Each subscriber, to change what reaches it.
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = (u64, &Follow, &mut K)> {
+        self.list.iter_mut().map(|s| (s.id, &s.follow, &mut s.sink))
+    }
+
     /// Keeps the subscribers `keep` says to, in order.
     pub(super) fn retain_mut(&mut self, mut keep: impl FnMut(u64, &Follow, &mut K) -> bool) {
         self.list.retain_mut(|s| keep(s.id, &s.follow, &mut s.sink));

@@ -13,7 +13,7 @@ use threadline_durable::thread::{Answer, Call, Consulted, Outcome};
 use threadline_durable::wire::forward;
 use threadline_durable::Caller;
 use threadline_durable::Event;
-use threadline_durable::{MemoryStore, Settings, Sink, Thread};
+use threadline_durable::{MemoryStore, Settings, Sink, Store, Thread};
 
 /// A subscriber whose live bytes the test can read; `closed` simulates a
 /// client that went away.
@@ -97,7 +97,7 @@ impl<'a> Req<'a> {
 /// Serves `req` on `t` (the path's query string included), as the Worker
 /// and the object would: the route found, a body-addressed route addressed
 /// from its body, then served on the thread.
-pub fn serve(t: &mut T, settings: &Settings, req: Req, now: i64) -> Outcome {
+pub fn serve<S: Store, K: Sink>(t: &mut Thread<S, K>, settings: &Settings, req: Req, now: i64) -> Outcome {
     let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
     let mut route = protocols::parse(req.method, path).0.expect("a valid route");
     if route.target() == Target::Body {
