@@ -9,12 +9,10 @@
 // replay of the thread.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun, streamsSettled } from "./support/harness.mjs";
 
 let worker, hook, api;
 
-/** Every stream the object held has moved to a socket, and was claimed. */
-const settled = (stats) => stats.held === 0 && stats.moving === 0;
 
 before(async () => {
   hook = await startWebhook();
@@ -79,7 +77,7 @@ test("20 subscribers across run/idle cycles: held, handed over, held again; ever
     last = (await api.stats(thread)).json.lastEventId;
     // Idle: every stream has moved to a socket, or the agent's quiet
     // period passes and they move.
-    await until(async () => settled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "every stream handed over" });
+    await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "every stream handed over" });
     await Promise.all(subs.map((s) => until(() => stored(s.raw).some((f) => idOf(f) === last), { timeoutMs: 10_000, what: `seq ${last}` })));
   }
   // A fresh replay of the whole thread, as a new client reads it.
@@ -123,7 +121,7 @@ async function idleThreadSleeps(api, hook) {
   const held = (await api.stats(thread)).json;
   assert.equal(held.held, 10, "connected during the run: held by the object");
   // The agent goes quiet: the streams move, and the object is evicted.
-  await until(async () => settled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
+  await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
   const moved = (await api.stats(thread)).json;
   assert.equal(moved.subscribers, 10, "each is a socket now");
   await sleep(12_000);

@@ -10,12 +10,10 @@
 // whose only connections are hibernatable sockets after 10 s without events.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun, streamsSettled } from "./support/harness.mjs";
 
 let worker, hook, api;
 
-/** Every stream the object held has moved to a socket, and was claimed. */
-const settled = (stats) => stats.held === 0 && stats.moving === 0;
 
 before(async () => {
   hook = await startWebhook();
@@ -58,7 +56,7 @@ test("100 idle subscribers: the object holds no request, is evicted, and each ge
   await Promise.all(subs.map((s) => s.waitFor((e) => e.id === first, 10_000)));
   // Connected while the run was publishing, the streams were held by the
   // object; once its agent is quiet they move to sockets (docs/performance.md).
-  await until(async () => settled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
+  await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
 
   const idle = (await api.stats(thread)).json;
   assert.equal(idle.subscribers, 100);

@@ -14,6 +14,10 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** A thread's debug stats say every stream its object held has moved to a
+ * socket, and was claimed (docs/architecture.md, held streams). */
+export const streamsSettled = (stats) => stats.held === 0 && stats.moving === 0;
+
 export function tempDir(prefix = "threadline-") {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
