@@ -6,6 +6,8 @@
 #     tools installed from the registries this machine reaches instead of the
 #     binaries it would download (see local/setup.sh). Skipped when build/ is
 #     newer than every Rust source, so `wrangler dev` starts at once.
+#     KEEP_NAMES=1 builds it anyway and leaves a copy whose wasm keeps its
+#     function names in target/named/ (for local/profile.mjs).
 set -eu
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -23,7 +25,7 @@ mkdir -p web/dist/examples/ai-sdk-chat
 $bin/esbuild examples/ai-sdk-chat/app.jsx --bundle --format=esm --target=es2020 --minify --jsx=automatic --define:process.env.NODE_ENV=\"production\" --log-level=warning --outfile=web/dist/examples/ai-sdk-chat/app.js
 cp examples/ai-sdk-chat/index.html examples/ai-sdk-chat/style.css web/dist/examples/ai-sdk-chat/
 
-if [ -f build/index.js ] && [ -z "$(find src durable/src Cargo.toml Cargo.lock durable/Cargo.toml wrangler.toml -newer build/index.js -print -quit)" ]; then
+if [ -z "${KEEP_NAMES:-}" ] && [ -f build/index.js ] && [ -z "$(find src durable/src Cargo.toml Cargo.lock durable/Cargo.toml wrangler.toml -newer build/index.js -print -quit)" ]; then
   echo "build/: up to date"
   exit 0
 fi
@@ -31,6 +33,9 @@ export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
 export ESBUILD_BIN="${ESBUILD_BIN:-$PWD/$bin/esbuild}"
 export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/$bin/wasm-opt}"
 worker-build --release
+if [ -n "${KEEP_NAMES:-}" ]; then
+  rm -rf target/named && cp -r build target/named
+fi
 # The name section (function names, 0.56 MB) is only for reading stack
 # traces by hand: strip it from what is uploaded (about 0.3 MB before gzip).
 "$WASM_OPT_BIN" build/index_bg.wasm --strip-debug --strip-producers -o build/index_bg.wasm \

@@ -50,24 +50,10 @@ fn publish_all<S: Store>(mut t: Thread<S, Discard>, settings: &Settings, bodies:
     (BATCHES * BATCH) as f64 / t0.elapsed().as_secs_f64()
 }
 
-/// SQLite that counts and keeps the statements it runs.
-struct Counted(support::Lite, std::cell::RefCell<Vec<String>>);
-
-impl Db for Counted {
-    fn run(
-        &self,
-        sql: &str,
-        args: &[threadline_durable::Value],
-    ) -> threadline_durable::storage::store::StoreResult<threadline_durable::Rows> {
-        self.1.borrow_mut().push(sql.split_whitespace().take(6).collect::<Vec<_>>().join(" "));
-        self.0.run(sql, args)
-    }
-}
-
 /// The statements one publish of one event runs, once the run is going.
 fn statements_of_one_publish(settings: &Settings) -> Vec<String> {
-    let db = Counted(support::lite(), Default::default());
-    let mut t: Thread<SqlStore<Counted>, Discard> =
+    let db = support::Counted::new();
+    let mut t: Thread<SqlStore<support::Counted>, Discard> =
         Thread::load(SqlStore::open(db).unwrap(), settings.thread.clone(), 0).unwrap();
     let (path, bearer) = start_run(&mut t, settings);
     let mut req = Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
@@ -76,10 +62,9 @@ fn statements_of_one_publish(settings: &Settings) -> Vec<String> {
         req.body.push(']');
     }
     serve(&mut t, settings, req.clone(), 2);
-    t.journal().store().db().1.borrow_mut().clear();
+    t.journal().store().db().take();
     serve(&mut t, settings, req, 3);
-    let ran = t.journal().store().db().1.borrow().clone();
-    ran
+    t.journal().store().db().take()
 }
 
 fn main() {

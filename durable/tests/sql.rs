@@ -7,10 +7,14 @@ mod support;
 
 use serde_json::json;
 use support::lite;
+use threadline_durable::files::FileRef;
 use threadline_durable::protocols::durable_streams::server::log::{Message, SqlLog, StreamLog};
-use threadline_durable::storage::store::{ConfirmState, Confirmation, Driver, SqlStore};
+use threadline_durable::storage::store::{ConfirmState, Confirmation, Driver, FileRow, FileState, SqlStore};
 use threadline_durable::streams::offset::Offset;
-use threadline_durable::{Directory, DirectoryOp, Kind, MemoryStore, Record, RunRecord, RunState, Store};
+use threadline_durable::thread::Discard;
+use threadline_durable::{
+    Caller, Directory, DirectoryOp, Kind, MemoryStore, Record, RunRecord, RunState, Settings, Store, Thread,
+};
 
 fn run(id: &str, state: RunState) -> RunRecord {
     RunRecord {
@@ -404,4 +408,89 @@ fn records_are_stored_byte_for_byte_across_statements() {
     store.commit(&records, &[]).unwrap();
     assert_eq!(store.read_range(0, 12, 100).unwrap(), records);
     assert_eq!(store.last_seq().unwrap(), 12);
+}
+
+fn file(id: &str, state: FileState, reserved_at: i64) -> FileRow {
+    let file = FileRef {
+        file_id: id.into(),
+        media_type: "text/plain".into(),
+        size: 3,
+        name: None,
+        sha256: format!("{id}-hash"),
+    };
+    FileRow { file, state, reserved_at }
+}
+
+/// What the alarm asks on every request is remembered, and forgotten by
+/// every write to its table: after each write, the SQL store answers as
+/// the memory store does, and asking again runs no statement.
+#[test]
+fn remembered_answers_follow_every_write() {
+    let mut sql = SqlStore::open(support::Counted::new()).unwrap();
+    let mut mem = MemoryStore::default();
+    let check = |sql: &SqlStore<support::Counted>, mem: &MemoryStore, step: &str| {
+        assert_eq!(sql.pending_confirmations().unwrap(), mem.pending_confirmations().unwrap(), "{step}");
+        for state in [FileState::Reserved, FileState::Attached, FileState::Deleting] {
+            assert_eq!(sql.oldest_file(state).unwrap(), mem.oldest_file(state).unwrap(), "{step}: {state:?}");
+        }
+        sql.db().take();
+        sql.pending_confirmations().unwrap();
+        sql.oldest_file(FileState::Reserved).unwrap();
+        sql.oldest_file(FileState::Deleting).unwrap();
+        assert_eq!(sql.db().take(), Vec::<String>::new(), "{step}: asked again, nothing is read");
+    };
+    check(&sql, &mem, "empty");
+    let mut decided = confirmation("r1", "t.a", "c1");
+    type Write = Box<dyn Fn(&mut dyn Store)>;
+    let steps: Vec<(&str, Write)> = vec![
+        ("a confirmation asked", Box::new(|s| s.put_confirmation(&confirmation("r1", "t.a", "c1")).unwrap())),
+        ("another asked", Box::new(|s| s.put_confirmation(&confirmation("r2", "t.a", "c2")).unwrap())),
+        ("the first decided", {
+            decided.state = ConfirmState::Approved;
+            let decided = decided.clone();
+            Box::new(move |s| s.put_confirmation(&decided).unwrap())
+        }),
+        ("a file reserved", Box::new(|s| s.put_file(&file("f1", FileState::Reserved, 50)).unwrap())),
+        ("an older one reserved", Box::new(|s| s.put_file(&file("f2", FileState::Reserved, 40)).unwrap())),
+        ("the older one being removed", Box::new(|s| s.put_file(&file("f2", FileState::Deleting, 40)).unwrap())),
+        ("the first attached", Box::new(|s| s.put_file(&file("f1", FileState::Attached, 50)).unwrap())),
+        ("the older one removed", Box::new(|s| s.delete_file("f2").unwrap())),
+    ];
+    for (step, write) in &steps {
+        write(&mut sql);
+        write(&mut mem);
+        check(&sql, &mem, step);
+    }
+}
+
+/// A publish into a going run, and the alarm's next deadline asked after
+/// it as the object asks on every request, run one statement: the insert.
+#[test]
+fn a_publish_and_its_alarm_deadline_run_one_statement() {
+    let settings = Settings::from_pairs(&[("AGENT_WEBHOOK_URL", "http://hook"), ("AUTH_MODE", "dev")]);
+    let mut t: Thread<SqlStore<support::Counted>, Discard> =
+        Thread::load(SqlStore::open(support::Counted::new()).unwrap(), settings.thread.clone(), 0).unwrap();
+    let chat =
+        support::Req::new("POST", "/instance-ai/chat/t1", support::actor("ann", &[])).body(&json!({"message": "go"}));
+    let out = support::serve(&mut t, &settings, chat, 1);
+    let run = support::json(&out)["runId"].as_str().unwrap().to_owned();
+    let bearer = format!("Bearer {}", support::token_of(&out.effects, &run));
+    let path = format!("/instance-ai/threads/t1/runs/{run}/events");
+    let publish = |t: &mut Thread<SqlStore<support::Counted>, Discard>, i: u32, now: i64| {
+        let mut req = support::Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
+        req.body = json!([{"type": "tool-call", "agentId": "orchestrator",
+                           "payload": {"toolCallId": format!("m{i}"), "toolName": "x", "args": {}}}])
+        .to_string();
+        assert_eq!(support::status(&support::serve(t, &settings, req, now)), 200);
+        t.clock().next_alarm(now, &settings)
+    };
+    let first = publish(&mut t, 0, 2);
+    assert!(first.is_some(), "a going run has a deadline");
+    t.journal().store().db().take();
+    for i in 1..4 {
+        publish(&mut t, i, 2 + i64::from(i));
+        let ran = t.journal().store().db().take();
+        assert_eq!(ran.len(), 1, "{ran:?}");
+        assert!(ran[0].starts_with("INSERT INTO events"), "{ran:?}");
+    }
 }

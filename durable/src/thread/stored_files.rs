@@ -131,7 +131,7 @@ impl<'t, S: Store, St: Deref<Target = S>> Files<'t, St> {
 
     /// When the next file is due for removal.
     pub fn next_sweep(&self, grace_ms: i64) -> Option<i64> {
-        let oldest = |state| self.store.files_in(state, None, 1).ok()?.into_iter().next();
+        let oldest = |state| self.store.oldest_file(state).ok().flatten();
         let reserved = oldest(FileState::Reserved).map(|r| r.reserved_at + grace_ms);
         let deleting = oldest(FileState::Deleting).map(|r| r.reserved_at + RETRY_REMOVAL_MS);
         reserved.into_iter().chain(deleting).min()

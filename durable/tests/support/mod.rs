@@ -285,3 +285,28 @@ impl threadline_durable::Db for Lite {
         Ok(Rows { rows: out, written: self.0.total_changes() - before })
     }
 }
+
+/// SQLite that keeps the statements it runs (their first words).
+pub struct Counted(pub Lite, RefCell<Vec<String>>);
+
+impl Counted {
+    pub fn new() -> Counted {
+        Counted(lite(), RefCell::default())
+    }
+
+    /// The statements run since the last take.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.1.borrow_mut())
+    }
+}
+
+impl threadline_durable::Db for Counted {
+    fn run(
+        &self,
+        sql: &str,
+        args: &[threadline_durable::Value],
+    ) -> threadline_durable::storage::store::StoreResult<threadline_durable::Rows> {
+        self.1.borrow_mut().push(sql.split_whitespace().take(6).collect::<Vec<_>>().join(" "));
+        threadline_durable::Db::run(&self.0, sql, args)
+    }
+}

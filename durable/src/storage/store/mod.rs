@@ -257,6 +257,12 @@ pub trait Store {
     /// first, at most `limit`.
     fn files_in(&self, state: FileState, before: Option<i64>, limit: usize) -> StoreResult<Vec<FileRow>>;
 
+    /// The file in `state` reserved first (the alarm asks on every request
+    /// when the next removal is due).
+    fn oldest_file(&self, state: FileState) -> StoreResult<Option<FileRow>> {
+        Ok(self.files_in(state, None, 1)?.into_iter().next())
+    }
+
     fn delete_file(&mut self, file_id: &str) -> StoreResult<()>;
 
     /// How many files the thread holds.

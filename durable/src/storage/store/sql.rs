@@ -11,7 +11,7 @@ use crate::log::event::Kind;
 use crate::storage::db::{Db, Value};
 use crate::storage::migrations::{self, OpenError};
 use crate::storage::store::{Confirmation, FileRow, FileState};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 /// Most event data bound to one insert (SQLite strings and blobs stop at
 /// 2 MB).
@@ -23,6 +23,24 @@ const RUN_COLUMNS: &str =
 pub struct SqlStore<D: Db> {
     db: D,
     rows_written: Cell<u64>,
+    remembered: RefCell<Remembered>,
+}
+
+/// What the thread asks on every request, for its alarm's next deadline
+/// (the pending confirmations, the oldest file in a state), remembered
+/// from one read to the next: a statement is the largest part of a small
+/// request's time on the platform.
+///
+/// Invariant: an answer is forgotten before any write to its table is
+/// made (whether or not the write then succeeds), and the store is its
+/// tables' only writer while it is open (a wipe drops the thread, and its
+/// store with it, first), so a remembered answer is what a read would
+/// return.
+#[derive(Default)]
+struct Remembered {
+    pending: Option<Vec<Confirmation>>,
+    /// `(state, its oldest file)`, for the states asked about.
+    oldest: Vec<(FileState, Option<FileRow>)>,
 }
 
 /// Reads a row's columns in order.
@@ -94,7 +112,7 @@ impl<D: Db> SqlStore<D> {
     /// Opens the store, bringing storage to the current layout first.
     pub fn open(db: D) -> Result<SqlStore<D>, OpenError> {
         migrations::migrate(&db, &migrations::THREAD)?;
-        Ok(SqlStore { db, rows_written: Cell::new(0) })
+        Ok(SqlStore { db, rows_written: Cell::new(0), remembered: RefCell::default() })
     }
 
     /// The database under the store (benchmarks count its statements).
@@ -305,6 +323,7 @@ impl<D: Db> Store for SqlStore<D> {
     }
 
     fn put_confirmation(&mut self, c: &Confirmation) -> StoreResult<()> {
+        self.remembered.get_mut().pending = None;
         let data = serde_json::to_string(c).expect("confirmations serialise");
         self.write(
             "INSERT INTO confirmations (request_id, run_id, state, data) VALUES (?, ?, ?, ?)
@@ -327,7 +346,13 @@ impl<D: Db> Store for SqlStore<D> {
     }
 
     fn pending_confirmations(&self) -> StoreResult<Vec<Confirmation>> {
-        self.confirmations("SELECT data FROM confirmations WHERE state = 'pending' ORDER BY rowid", &[])
+        if let Some(pending) = &self.remembered.borrow().pending {
+            return Ok(pending.clone());
+        }
+        let pending =
+            self.confirmations("SELECT data FROM confirmations WHERE state = 'pending' ORDER BY rowid", &[])?;
+        self.remembered.borrow_mut().pending = Some(pending.clone());
+        Ok(pending)
     }
 
     fn meta(&self, key: &str) -> StoreResult<Option<String>> {
@@ -350,6 +375,7 @@ impl<D: Db> Store for SqlStore<D> {
     }
 
     fn put_file(&mut self, row: &FileRow) -> StoreResult<()> {
+        self.remembered.get_mut().oldest.clear();
         let f = &row.file;
         self.write(
             &format!(
@@ -386,7 +412,17 @@ impl<D: Db> Store for SqlStore<D> {
         Ok(rows.rows.into_iter().map(file_of).collect())
     }
 
+    fn oldest_file(&self, state: FileState) -> StoreResult<Option<FileRow>> {
+        if let Some((_, row)) = self.remembered.borrow().oldest.iter().find(|(s, _)| *s == state) {
+            return Ok(row.clone());
+        }
+        let row = self.files_in(state, None, 1)?.into_iter().next();
+        self.remembered.borrow_mut().oldest.push((state, row.clone()));
+        Ok(row)
+    }
+
     fn delete_file(&mut self, file_id: &str) -> StoreResult<()> {
+        self.remembered.get_mut().oldest.clear();
         self.write("DELETE FROM files WHERE file_id = ?", &[file_id.into()])
     }
 

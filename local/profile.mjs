@@ -1,0 +1,171 @@
+// Where a publish's CPU goes on workerd: V8's sampling profiler over the
+// bench's latency workload (one thread, an open run, `--subscribers` SSE
+// readers of Instance AI's events route, `--publishes` one-event publishes).
+//
+//   KEEP_NAMES=1 sh local/build.sh   # a build whose wasm keeps its names: target/named/
+//   node local/profile.mjs [--script target/named] [--subscribers 1] [--publishes 2000] [--out FILE]
+//
+// Prints workerd's CPU per publish measured without the profiler, then the
+// functions with the most self time and with the most time under them;
+// writes the whole profile to FILE (default test-artifacts/publish.cpuprofile,
+// which Chrome's DevTools opens). With the inspector attached, every
+// console line also goes to it: the request log's share is far larger in
+// the profile than when unprofiled (about 5 µs a line).
+import http from "node:http";
+import fs from "node:fs";
+import path from "node:path";
+import { parseArgs } from "node:util";
+import { execFileSync } from "node:child_process";
+import { startWorker, startWebhook, client, newThread, sleep } from "../tests/support/harness.mjs";
+import { freePort } from "../tests/support/wrangler.mjs";
+
+const { values } = parseArgs({
+  options: {
+    script: { type: "string", default: "target/named" },
+    subscribers: { type: "string", default: "1" },
+    publishes: { type: "string", default: "2000" },
+    out: { type: "string", default: "test-artifacts/publish.cpuprofile" },
+    top: { type: "string", default: "40" },
+  },
+});
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+
+function post(base, pathname, body, token) {
+  return new Promise((resolve, reject) => {
+    const data = JSON.stringify(body);
+    const headers = { "content-type": "application/json", authorization: `Bearer ${token}`, "content-length": Buffer.byteLength(data) };
+    const req = http.request(`${base}${pathname}`, { method: "POST", agent, headers }, (res) => {
+      let out = "";
+      res.on("data", (d) => (out += d));
+      res.on("end", () => (res.statusCode === 200 ? resolve(out) : reject(new Error(`${res.statusCode} ${out}`))));
+    });
+    req.on("error", reject);
+    req.end(data);
+  });
+}
+
+/** An SSE reader that counts the events it is sent. */
+function reader(base, thread) {
+  let seen = 0;
+  return new Promise((resolve, reject) => {
+    const req = http.get(`${base}/instance-ai/events/${thread}`, { agent }, (res) => {
+      if (res.statusCode !== 200) return reject(new Error(`SSE ${res.statusCode}`));
+      res.setEncoding("utf8");
+      res.on("data", (chunk) => (seen += chunk.split("\n\n").length - 1));
+      resolve({ seen: () => seen, close: () => req.destroy() });
+    });
+    req.on("error", () => {});
+  });
+}
+
+/** One DevTools-protocol session on the isolate's inspector target. */
+async function inspect(port) {
+  const targets = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
+  const target = targets.find((t) => t.id?.includes("core:user")) ?? targets[0];
+  const ws = new WebSocket(target.webSocketDebuggerUrl ?? `ws://127.0.0.1:${port}/${target.id}`);
+  await new Promise((r, j) => (ws.addEventListener("open", r, { once: true }), ws.addEventListener("error", j, { once: true })));
+  let id = 0;
+  const pending = new Map();
+  ws.addEventListener("message", (e) => {
+    const msg = JSON.parse(e.data);
+    if (msg.id && pending.has(msg.id)) pending.get(msg.id)(msg), pending.delete(msg.id);
+  });
+  const send = (method, params = {}) =>
+    new Promise((resolve) => {
+      pending.set(++id, resolve);
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+  return { send, close: () => ws.close() };
+}
+
+/** Self time per function, and the time under each function (inclusive,
+ * counted once per sample however deep it recurs), in ms. */
+function summarize(profile) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const name = (n) => `${n.callFrame.functionName || "(anonymous)"}${n.callFrame.url ? ` ${path.basename(n.callFrame.url)}` : ""}`;
+  const dt = profile.timeDeltas;
+  const self = new Map();
+  const total = new Map();
+  let all = 0;
+  profile.samples.forEach((sid, i) => {
+    const ms = (dt[i + 1] ?? dt[i] ?? 0) / 1000;
+    all += ms;
+    const n = byId.get(sid);
+    self.set(name(n), (self.get(name(n)) ?? 0) + ms);
+    const seen = new Set();
+    for (let id = sid; id !== undefined; id = parent.get(id)) {
+      const k = name(byId.get(id));
+      if (!seen.has(k)) seen.add(k), total.set(k, (total.get(k) ?? 0) + ms);
+    }
+  });
+  return { self, total, all };
+}
+
+const CLOCK_TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+/** CPU time (ms) the workerd under serving process `pid` has used. */
+function workerdCpuMs(pid) {
+  let ms = 0;
+  for (const d of fs.readdirSync("/proc").filter((x) => /^\d+$/.test(x))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(f[1]) === pid && stat.includes("(workerd)")) ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
+    } catch {}
+  }
+  return ms;
+}
+
+const hook = await startWebhook();
+const port = await freePort();
+process.env.MINIFLARE_INSPECT = String(port);
+const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url }, script: path.resolve(values.script) });
+try {
+  const api = client(worker.url);
+  const thread = newThread("prof");
+  const r = await api.chat(thread, "profile");
+  const sig = await hook.next((m) => m.type === "run" && m.runId === r.json.runId);
+  const publish = (i) =>
+    post(worker.url, `/instance-ai/threads/${thread}/runs/${r.json.runId}/events`, [
+      { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: `m${i}`, toolName: "bench", args: {} } },
+    ], sig.publishToken);
+  const readers = [];
+  for (let s = 0; s < Number(values.subscribers); s++) readers.push(await reader(worker.url, thread));
+  for (let i = 0; i < 50; i++) await publish(-1 - i); // warm-up
+  // workerd's CPU per publish, unprofiled (the profiler's own cost and the
+  // console's trip to the inspector are left out): user + system from /proc.
+  const n = Number(values.publishes);
+  const cpu0 = workerdCpuMs(worker.pid);
+  for (let i = 0; i < n; i++) await publish(1e6 + i);
+  await sleep(20);
+  const cpuPerPublish = (workerdCpuMs(worker.pid) - cpu0) / n;
+  const inspector = await inspect(port);
+  await inspector.send("Profiler.enable");
+  await inspector.send("Profiler.setSamplingInterval", { interval: 50 });
+  await inspector.send("Profiler.start");
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) await publish(i);
+  const wall = performance.now() - t0;
+  await sleep(50);
+  const { result } = await inspector.send("Profiler.stop");
+  inspector.close();
+  readers.forEach((x) => x.close());
+  fs.mkdirSync(path.dirname(values.out), { recursive: true });
+  fs.writeFileSync(values.out, JSON.stringify(result.profile));
+  const { self, total, all } = summarize(result.profile);
+  const idle = (self.get("(idle)") ?? 0) + (self.get("(program)") ?? 0);
+  const busy = all - idle;
+  const per = (ms) => `${((ms / n) * 1000).toFixed(1).padStart(7)} µs/publish ${((100 * ms) / busy).toFixed(1).padStart(5)}%`;
+  console.log(`workerd CPU, unprofiled: ${cpuPerPublish.toFixed(3)} ms/publish`);
+  console.log(`${n} publishes in ${wall.toFixed(0)} ms; isolate busy ${(busy / n).toFixed(3)} ms/publish (idle and (program) left out)\n`);
+  console.log("self time:");
+  const top = Number(values.top);
+  for (const [k, ms] of [...self].filter(([k]) => k !== "(idle)" && k !== "(program)").sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${per(ms)}  ${k}`);
+  console.log("\ntotal time (inclusive):");
+  for (const [k, ms] of [...total].filter(([k]) => k !== "(root)" && k !== "(idle)" && k !== "(program)").sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${per(ms)}  ${k}`);
+  console.log(`\nprofile: ${values.out}`);
+} finally {
+  await worker.stop();
+  await hook.close();
+}
