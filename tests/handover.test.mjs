@@ -9,7 +9,7 @@
 // replay of the thread.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun, streamsSettled } from "./support/harness.mjs";
+import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun, streamsSettled, openSse } from "./support/harness.mjs";
 
 let worker, hook, api;
 
@@ -137,3 +137,48 @@ async function idleThreadSleeps(api, hook) {
     s.close();
   }
 }
+
+test("Durable Streams readers (live=sse) are held during a run and handed over at idle: every event once, in order, as a fresh read has them", async () => {
+  const thread = newThread("handover-ds");
+  const readers = [];
+  /** The events of a reader's `data` frames, in the order they came. */
+  const eventsOf = (r) => r.frames().filter((f) => f.event === "data").flatMap((f) => JSON.parse(f.data));
+  let heldSeen = 0;
+  for (let c = 0; c < 4; c++) {
+    const { runId, token } = await startExternalRun(api, hook, thread, `cycle ${c}`);
+    // Two readers join each run: one from the start, one from where the
+    // thread stands now (the offset a catch-up read gives).
+    const now = await api.call("GET", `/v1/threads/${thread}?offset=-1`);
+    assert.equal(now.status, 200, now.text);
+    for (const [offset, had] of [["-1", 0], [now.headers.get("stream-next-offset"), now.json.length]]) {
+      const r = openSse(`${worker.url}/v1/threads/${thread}?offset=${offset}&live=sse`);
+      await r.ready;
+      assert.equal(r.status, 200, r.raw);
+      r.had = had;
+      readers.push(r);
+    }
+    for (let i = 0; i < 4; i++) {
+      assert.equal((await api.publish(thread, runId, token, [tool(`ds${c}-${i}`), title(`ds${c}-${i}`)])).status, 200);
+    }
+    heldSeen = Math.max(heldSeen, (await api.stats(thread)).json.held);
+    assert.equal((await api.publish(thread, runId, token, [finish])).status, 200);
+    await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "every reader handed over" });
+    // Idle, on sockets now: another run's first events reach them.
+    if (c === 3) {
+      const { runId: next, token: t } = await startExternalRun(api, hook, thread, "after");
+      assert.equal((await api.publish(thread, next, t, [title("after"), finish])).status, 200);
+    }
+  }
+  assert.ok(heldSeen >= 2, `the readers were held by the object during a run (at most ${heldSeen} at once)`);
+  const all = await api.call("GET", `/v1/threads/${thread}?offset=-1`);
+  assert.equal(all.status, 200, all.text);
+  const want = all.json;
+  await Promise.all(readers.map((r) => until(() => eventsOf(r).length >= want.length - r.had, { timeoutMs: 10_000, what: "every event" })));
+  for (const [i, r] of readers.entries()) {
+    assert.ok(!r.closed, `reader ${i}'s stream never ended`);
+    assert.deepEqual(eventsOf(r), want.slice(r.had), `reader ${i} (had ${r.had}): no gap, no duplicate, in order`);
+    const controls = r.frames().filter((f) => f.event === "control").map((f) => JSON.parse(f.data).streamNextOffset);
+    assert.deepEqual(controls, [...controls].sort(), `reader ${i}: its offsets only move forward`);
+    r.close();
+  }
+});

@@ -8,7 +8,7 @@ use super::views::{self as view, Position};
 use crate::streams::wire;
 use crate::feed::Framer;
 use crate::wire::reply::Reply;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The fields of a stored event a view needs (a record of another log, an
 /// inbox change, has neither: it is read whole).
@@ -123,6 +123,14 @@ impl Cursor {
 /// What differs between a view's live modes: how it answers. What it
 /// follows and where it stands is its [`Cursor`]'s, the same for both.
 trait Answers {
+    /// Whether a view answering this way can move mid-stream
+    /// ([`Framer::MOVES`]): its state and its cursor's, saved between
+    /// messages, go on exactly where they were.
+    const MOVES: bool = false;
+    fn save(&self) -> Option<SavedAnswers> {
+        None
+    }
+    fn restore(&mut self, _saved: SavedAnswers) {}
     /// A message's records are all in.
     fn end_of_message(&mut self, cursor: &mut Cursor, now: i64, random: u64, out: &mut Vec<u8>);
     fn keepalive(&mut self, _cursor: &mut Cursor, _now: i64, _random: u64, _out: &mut Vec<u8>) {}
@@ -135,6 +143,39 @@ trait Answers {
     fn timeout(&self, _cursor: &Cursor, _now: i64, _random: u64) -> Option<Reply> {
         None
     }
+}
+
+/// A moving view's state between two messages ([`Framer::save`]): where
+/// its cursor stands and what its mode last said. Its batch is empty
+/// there (a message's records are answered at its end).
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    /// Tells a view's state from another protocol's.
+    view: SavedView,
+    run: Option<String>,
+    pos: Position,
+    high: u64,
+    live: bool,
+    ended: bool,
+    client_cursor: Option<String>,
+    version: Option<u32>,
+    text: Option<Vec<(String, String, String, usize)>>,
+    skip_to: Option<u64>,
+    answers: SavedAnswers,
+}
+
+#[derive(Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case")]
+enum SavedView {
+    DurableStreams,
+}
+
+/// What a moving mode says between messages ([`Sse`]'s).
+#[derive(Serialize, Deserialize)]
+struct SavedAnswers {
+    opened: i64,
+    reported: Option<Position>,
+    controlled: i64,
 }
 
 /// A live view: the cursor, and how its mode answers.
@@ -162,6 +203,8 @@ impl<A> View<A> {
 }
 
 impl<A: Answers> Framer for View<A> {
+    const MOVES: bool = A::MOVES;
+
     fn begin(&mut self, gen: u64, after: u64, high: u64, _out: &mut Vec<u8>) {
         self.cursor.begin(gen, after, high);
     }
@@ -202,6 +245,49 @@ impl<A: Answers> Framer for View<A> {
     fn timeout(&self, now: i64, random: u64) -> Option<Reply> {
         self.answers.timeout(&self.cursor, now, random)
     }
+
+    fn save(&self) -> Option<String> {
+        let c = &self.cursor;
+        let saved = Saved {
+            view: SavedView::DurableStreams,
+            run: c.run.clone(),
+            pos: c.pos,
+            high: c.high,
+            live: c.live,
+            ended: c.ended,
+            client_cursor: c.client_cursor.clone(),
+            version: c.version,
+            text: c.text.as_ref().map(view::RunText::said),
+            skip_to: c.skip_to,
+            answers: self.answers.save()?,
+        };
+        Some(serde_json::to_string(&saved).expect("a view's state serialises"))
+    }
+
+    /// Takes over a state of the same view: what it follows must be what
+    /// this view was opened on (the same route, the same run), else
+    /// nothing changes.
+    fn restore(&mut self, state: &str) -> bool {
+        let Ok(s) = serde_json::from_str::<Saved>(state) else { return false };
+        let c = &mut self.cursor;
+        if !A::MOVES || s.view != SavedView::DurableStreams || s.run != c.run || s.version != c.version {
+            return false;
+        }
+        *c = Cursor {
+            run: s.run,
+            pos: s.pos,
+            high: s.high,
+            live: s.live,
+            ended: s.ended,
+            client_cursor: s.client_cursor,
+            batch: Vec::new(),
+            version: s.version,
+            text: s.text.map(view::RunText::from_said),
+            skip_to: s.skip_to,
+        };
+        self.answers.restore(s.answers);
+        true
+    }
 }
 
 /// `live=sse`: a `data` event per batch with its `control` event; a control
@@ -232,6 +318,16 @@ impl SseView {
 }
 
 impl Answers for Sse {
+    const MOVES: bool = true;
+
+    fn save(&self) -> Option<SavedAnswers> {
+        Some(SavedAnswers { opened: self.opened, reported: self.reported, controlled: self.controlled })
+    }
+
+    fn restore(&mut self, saved: SavedAnswers) {
+        (self.opened, self.reported, self.controlled) = (saved.opened, saved.reported, saved.controlled);
+    }
+
     /// A batch when there is one, or the position moved (a run's view
     /// moves with the thread's log); nothing for a publish that stored
     /// nothing (deltas).
@@ -341,6 +437,65 @@ mod tests {
             assert_eq!(text(&before) + &text(&later), text(&whole), "cut at {cut}");
             assert!(later.iter().all(|e| e["ts"].as_u64().unwrap() > cut), "nothing up to the offset");
         }
+    }
+
+    /// A live SSE view moved after each record (saved, and taken over by a
+    /// view opened as the route opens one) writes what it would have
+    /// written unmoved, byte for byte: a thread read, a run read, and a
+    /// Flue run read (its text said once across the move).
+    #[test]
+    fn a_moved_sse_view_goes_on_as_if_it_had_not_moved() {
+        let records = vec![
+            ev(1, "run-start", ""),
+            ev(2, "text-block", "Hel"),
+            ev(3, "text-block", "Hello wor"),
+            ev(4, "tool-call", ""),
+            ev(5, "text-block", "Hello world"),
+            ev(6, "run-finish", ""),
+        ];
+        let opens: [fn() -> SseView; 3] = [
+            || SseView::new(None, Some("c1".into()), 0),
+            || SseView::new(Some("t.r".into()), None, 0),
+            || SseView::new(Some("t.r".into()), None, 0).versioned(2).flue_text(None),
+        ];
+        for open in opens {
+            let feed = |v: &mut SseView, (seq, data): &(u64, String), out: &mut Vec<u8>| {
+                v.durable(*seq, data, out);
+                v.end_of_message(10 * *seq as i64, *seq, out);
+            };
+            let mut whole = Vec::new();
+            let mut unmoved = open();
+            unmoved.begin(1, 0, 0, &mut whole);
+            unmoved.caught_up(&mut whole);
+            for r in &records {
+                feed(&mut unmoved, r, &mut whole);
+            }
+            for cut in 0..records.len() {
+                let mut out = Vec::new();
+                let mut before = open();
+                before.begin(1, 0, 0, &mut out);
+                before.caught_up(&mut out);
+                for r in &records[..cut] {
+                    feed(&mut before, r, &mut out);
+                }
+                let state = before.save().expect("an SSE view moves");
+                let mut after = open();
+                assert!(after.restore(&state), "cut at {cut}");
+                for r in &records[cut..] {
+                    feed(&mut after, r, &mut out);
+                }
+                assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(whole.clone()).unwrap(), "cut at {cut}");
+                assert_eq!(after.done(60), unmoved.done(60));
+            }
+        }
+        // Another run's, another version's or another protocol's state is
+        // refused, and the view is as it was.
+        let state = SseView::new(Some("t.r".into()), None, 0).save().unwrap();
+        assert!(!SseView::new(Some("t.other".into()), None, 0).restore(&state));
+        assert!(!SseView::new(Some("t.r".into()), None, 0).versioned(2).restore(&state));
+        assert!(!SseView::new(None, None, 0).restore(""), "Instance AI's state");
+        assert!(!SseView::new(None, None, 0).restore("{\"view\":\"other\"}"));
+        assert!(LongPoll::new(None, None).save().is_none(), "a long-poll answers once, it does not move");
     }
 
     #[test]

@@ -88,6 +88,16 @@ struct Head<'a> {
 }
 
 impl RunText {
+    /// What it has said, for a stream that moves (`SseView`'s save).
+    pub fn said(&self) -> Vec<(String, String, String, usize)> {
+        self.said.iter().map(|((a, r, k), n)| (a.clone(), r.clone(), k.clone(), *n)).collect()
+    }
+
+    /// Takes over what [`RunText::said`] gave.
+    pub fn from_said(said: Vec<(String, String, String, usize)>) -> RunText {
+        RunText { said: said.into_iter().map(|(a, r, k, n)| ((a, r, k), n)).collect() }
+    }
+
     /// The Flue event a stored record adds, unstamped, if any.
     pub fn delta(&mut self, data: &str) -> Option<String> {
         let head: Head = serde_json::from_str(data).ok()?;
@@ -147,7 +157,7 @@ pub fn json_body(records: &[Record]) -> Vec<u8> {
 }
 
 /// The stream position a batch leaves a reader at.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Position {
     pub gen: u64,
     /// The seq of the last record delivered (or the starting point).
