@@ -182,3 +182,49 @@ test("Durable Streams readers (live=sse) are held during a run and handed over a
     r.close();
   }
 });
+
+test("an AI SDK stream (useChat's answer to POST /api/chat) moves when its agent goes quiet mid-run and back when it is busy: every chunk once, as the run's replay has them", async () => {
+  const thread = newThread("handover-ui");
+  const body = { id: thread, messages: [{ id: "u1", role: "user", parts: [{ type: "text", text: "hi" }] }], trigger: "submit-message" };
+  const resp = await fetch(`${worker.url}/api/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  assert.equal(resp.status, 200);
+  const live = { raw: "", ended: false };
+  (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of resp.body) live.raw += dec.decode(chunk, { stream: true });
+    live.ended = true;
+  })();
+  const sig = await hook.next((m) => m.type === "run" && m.threadId === thread);
+  const publish = async (events) => assert.equal((await api.publish(thread, sig.runId, sig.publishToken, events)).status, 200);
+  const delta = (text, rid) => ({ type: "text-delta", agentId: "orchestrator", responseId: rid, payload: { text } });
+  const heldNow = async () => (await api.stats(thread)).json.held;
+  // Busy: the object holds the stream.
+  for (const t of ["He", "llo", " the"]) await publish([delta(t, "a")]);
+  await until(async () => (await heldNow()) === 1, { timeoutMs: 5000, what: "the stream held" });
+  // The agent goes quiet: the stream moves to a socket, mid-answer.
+  await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
+  await publish([delta("re", "a")]);
+  // Busy again: it moves back to the object.
+  await publish([delta(" world", "a"), tool("u1")]);
+  await publish([{ type: "tool-result", agentId: "orchestrator", payload: { toolCallId: "u1", result: { ok: true } } }]);
+  await until(async () => (await heldNow()) === 1, { timeoutMs: 5000, what: "the stream held again" });
+  await publish([delta("Done", "b"), finish]);
+  await until(() => live.ended, { timeoutMs: 10_000, what: "the stream's end" });
+  const replay = await (await fetch(`${worker.url}/api/chat/${thread}/runs/${sig.runId}/stream`)).text();
+  /** A UI message stream's chunks: the text of each text part, and the
+   * rest in order (text deltas are cut where the log's blocks are). */
+  const read = (raw) => {
+    const lines = raw.split("\n\n").filter((f) => f.startsWith("data: ")).map((f) => f.slice(6));
+    assert.equal(lines.filter((l) => l === "[DONE]").length, 1, "one end");
+    assert.equal(lines.at(-1), "[DONE]");
+    const chunks = lines.slice(0, -1).map((l) => JSON.parse(l));
+    const text = {};
+    for (const c of chunks.filter((c) => c.type === "text-delta")) text[c.id] = (text[c.id] ?? "") + c.delta;
+    return { text, rest: chunks.filter((c) => c.type !== "text-delta") };
+  };
+  const got = read(live.raw);
+  const want = read(replay);
+  assert.deepEqual(got.text, { ...want.text }, "each text part's text once, in order");
+  assert.deepEqual(Object.values(got.text).join("|"), "Hello there world|Done");
+  assert.deepEqual(got.rest, want.rest, "every other chunk once, in order");
+});

@@ -38,7 +38,7 @@ impl<'a> Piece<'a> {
 }
 
 /// What was sent of an open segment.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SentText {
     pub reasoning: bool,
     pub response_id: Option<String>,

@@ -7,7 +7,7 @@
 //! (tests/golden/ai-sdk.txt).
 
 use crate::log::event::payload::ConfirmationRequest;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -202,7 +202,7 @@ pub enum FinishReason {
 
 /// What a sub-agent's part holds: who it is, how it is doing, and how it
 /// ended.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentData {
     pub agent_id: String,
@@ -218,11 +218,17 @@ pub struct AgentData {
     pub kind: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", default, deserialize_with = "present")]
     pub result: Option<Value>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// A field that is there is `Some`, `null` too (a moved stream's state
+/// gives back what it was).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AgentStatus {
     Running,

@@ -42,7 +42,7 @@ use super::chunks::{
 use crate::log::event::payload::ConfirmationRequest;
 use crate::log::event::{Event, FinishStatus, Payload};
 use crate::log::segment::{Piece, SentText};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{HashMap, HashSet};
 
@@ -74,7 +74,7 @@ fn finish(reason: FinishReason) -> Chunk {
 }
 
 /// The text or reasoning part open on the stream.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Open {
     /// The chunk id the part was started with.
     id: String,
@@ -82,12 +82,14 @@ struct Open {
 }
 
 /// Maps a run's events to UI message chunks; the same events always give
-/// the same chunks.
-#[derive(Debug, Clone)]
+/// the same chunks. Its state serialises whole, so a stream that moves
+/// between the object and a relay goes on exactly where it was.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UiMapper {
     root: String,
     open: Option<Open>,
     /// Segments started per (kind, response id): part ids are unique.
+    #[serde(with = "pairs")]
     segments: HashMap<(bool, String), usize>,
     /// Tool calls the client holds a part for.
     calls: HashSet<String>,
@@ -106,6 +108,26 @@ pub struct UiMapper {
     /// its, so an outcome needs no part first.
     continuing: bool,
     finished: bool,
+}
+
+/// A map whose keys are not strings, as a JSON array of `[key, value]`.
+mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::HashMap;
+    use std::hash::Hash;
+
+    pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(map: &HashMap<K, V>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, K, V, D>(d: D) -> Result<HashMap<K, V>, D::Error>
+    where
+        K: Deserialize<'de> + Eq + Hash,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
 }
 
 impl UiMapper {

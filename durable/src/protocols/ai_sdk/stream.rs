@@ -7,7 +7,9 @@ use super::mapping::{self as uistream, UiMapper};
 use crate::log::event::Event;
 use crate::feed::Framer;
 use crate::wire::ids::ROOT_AGENT;
+use serde::{Deserialize, Serialize};
 
+#[derive(Serialize, Deserialize)]
 pub struct UiFrames {
     /// The run followed; `None` until the first event names it (the
     /// reconnect route asks the thread for its active run).
@@ -69,7 +71,20 @@ impl UiFrames {
     }
 }
 
+/// A UI message stream's state between two messages ([`Framer::save`]).
+#[derive(Serialize)]
+struct Saving<'a> {
+    ui: &'a UiFrames,
+}
+
+#[derive(Deserialize)]
+struct Saved {
+    ui: UiFrames,
+}
+
 impl Framer for UiFrames {
+    const MOVES: bool = true;
+
     fn begin(&mut self, _gen: u64, _after: u64, _high: u64, out: &mut Vec<u8>) {
         self.start(out);
     }
@@ -95,5 +110,119 @@ impl Framer for UiFrames {
 
     fn done(&self, _now: i64) -> bool {
         self.done
+    }
+
+    fn save(&self) -> Option<String> {
+        Some(serde_json::to_string(&Saving { ui: self }).expect("a UI stream's state serialises"))
+    }
+
+    /// Takes over a state of a stream of the same run (or, for the
+    /// reconnect route, which learns its run from the first event, of any
+    /// run of the thread), else nothing changes.
+    fn restore(&mut self, state: &str) -> bool {
+        let Ok(Saved { ui }) = serde_json::from_str::<Saved>(state) else { return false };
+        if self.run.is_some() && ui.run.is_some() && self.run != ui.run {
+            return false;
+        }
+        *self = ui;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::event::Kind;
+    use serde_json::json;
+
+    fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: serde_json::Value) -> String {
+        let mut e = Event::from_json(kind, "t.r", agent, 0, payload).unwrap();
+        e.response_id = rid.map(str::to_owned);
+        serde_json::to_string(&e).unwrap()
+    }
+
+    /// A run's stream moved after any message (saved, and taken over by a
+    /// stream opened as the route opens one) writes what it would have
+    /// written unmoved, byte for byte: open text, tool calls, a sub-agent
+    /// whose result is `null`, a pause for a person.
+    #[test]
+    fn a_moved_ui_stream_goes_on_as_if_it_had_not_moved() {
+        let messages: Vec<(bool, String)> = vec![
+            (true, ev(Kind::RunStart, ROOT_AGENT, None, json!({"messageId": "m", "messageGroupId": "g"}))),
+            (true, ev(Kind::StepStart, ROOT_AGENT, None, json!({}))),
+            (false, ev(Kind::TextDelta, ROOT_AGENT, Some("s"), json!({"text": "He"}))),
+            (false, ev(Kind::TextDelta, ROOT_AGENT, Some("s"), json!({"text": "llo"}))),
+            (true, ev(Kind::TextBlock, ROOT_AGENT, Some("s"), json!({"text": "Hello", "parts": [2, 3]}))),
+            (true, ev(Kind::AgentSpawned, "sub", None, json!({"parentId": ROOT_AGENT, "role": "helper"}))),
+            (true, ev(Kind::AgentCompleted, "sub", None, json!({"role": "helper", "result": null}))),
+            (true, ev(Kind::ToolCall, ROOT_AGENT, None, json!({"toolCallId": "t1", "toolName": "n", "args": {"a": 1}}))),
+            (true, ev(Kind::ToolResult, ROOT_AGENT, None, json!({"toolCallId": "t1", "result": {"ok": true}}))),
+            (false, ev(Kind::TextDelta, ROOT_AGENT, Some("u"), json!({"text": "Now"}))),
+            (true, ev(Kind::StepFinish, ROOT_AGENT, None, json!({}))),
+            (true, ev(Kind::RunFinish, ROOT_AGENT, None, json!({"status": "completed"}))),
+        ];
+        let feed = |f: &mut UiFrames, (durable, data): &(bool, String), seq: u64, out: &mut Vec<u8>| {
+            if *durable {
+                f.durable(seq, data, out)
+            } else {
+                f.live(data, out)
+            }
+        };
+        let opens: [fn() -> UiFrames; 2] = [|| UiFrames::new(Some("t.r"), false), || UiFrames::new(None, false)];
+        for open in opens {
+            let mut whole = Vec::new();
+            let mut unmoved = open();
+            unmoved.begin(1, 0, 0, &mut whole);
+            unmoved.caught_up(&mut whole);
+            for (i, m) in messages.iter().enumerate() {
+                feed(&mut unmoved, m, i as u64 + 1, &mut whole);
+            }
+            assert!(unmoved.done(0) && whole.ends_with(uistream::DONE));
+            for cut in 0..messages.len() {
+                let mut out = Vec::new();
+                let mut before = open();
+                before.begin(1, 0, 0, &mut out);
+                before.caught_up(&mut out);
+                for (i, m) in messages[..cut].iter().enumerate() {
+                    feed(&mut before, m, i as u64 + 1, &mut out);
+                }
+                let mut after = open();
+                assert!(after.restore(&before.save().unwrap()), "cut at {cut}");
+                for (i, m) in messages.iter().enumerate().skip(cut) {
+                    feed(&mut after, m, i as u64 + 1, &mut out);
+                }
+                assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(whole.clone()).unwrap(), "cut at {cut}");
+            }
+        }
+        // Another run's state, or another protocol's, is refused.
+        let state = UiFrames::new(Some("t.r"), false).save().unwrap();
+        assert!(!UiFrames::new(Some("t.other"), false).restore(&state));
+        assert!(!UiFrames::new(Some("t.r"), false).restore(""), "Instance AI's state");
+        assert!(!UiFrames::new(Some("t.r"), false).restore(r#"{"view":"durable_streams"}"#));
+    }
+
+    /// A stream that pauses for a person moves with what it waits on: the
+    /// moved stream pauses where the unmoved one does.
+    #[test]
+    fn a_moved_ui_stream_pauses_where_it_would_have() {
+        let ask = ev(Kind::ConfirmationRequest, ROOT_AGENT, None, json!({"requestId": "q", "toolCallId": "t1", "toolName": "n", "args": {}, "severity": "warning", "message": "ok?"}));
+        let call = ev(Kind::ToolCall, ROOT_AGENT, None, json!({"toolCallId": "t1", "toolName": "n", "args": {}}));
+        let finish = ev(Kind::StepFinish, ROOT_AGENT, None, json!({}));
+        let mut whole = Vec::new();
+        let mut unmoved = UiFrames::new(Some("t.r"), false);
+        unmoved.caught_up(&mut whole);
+        let mut moved = UiFrames::new(Some("t.r"), false);
+        let mut out = Vec::new();
+        moved.caught_up(&mut out);
+        for (seq, data) in [(1, &call), (2, &ask)] {
+            unmoved.durable(seq, data, &mut whole);
+            moved.durable(seq, data, &mut out);
+        }
+        let mut after = UiFrames::new(Some("t.r"), false);
+        assert!(after.restore(&moved.save().unwrap()));
+        unmoved.durable(3, &finish, &mut whole);
+        after.durable(3, &finish, &mut out);
+        assert_eq!(out, whole);
+        assert!(unmoved.done(0) && after.done(0), "both paused: {}", String::from_utf8_lossy(&whole));
     }
 }
