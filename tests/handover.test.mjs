@@ -228,3 +228,34 @@ test("an AI SDK stream (useChat's answer to POST /api/chat) moves when its agent
   assert.deepEqual(Object.values(got.text).join("|"), "Hello there world|Done");
   assert.deepEqual(got.rest, want.rest, "every other chunk once, in order");
 });
+
+test("an AG-UI run stream (POST /ag-ui's answer) moves when its agent goes quiet mid-run and back when it is busy: its numbered events byte for byte as the run's re-attach replays them", async () => {
+  const thread = newThread("handover-agui");
+  const input = { threadId: thread, runId: "client-run", messages: [{ id: "u1", role: "user", content: "hi" }], tools: [], context: [], state: {}, forwardedProps: {} };
+  const resp = await fetch(`${worker.url}/ag-ui`, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, body: JSON.stringify(input) });
+  if (resp.status !== 200) assert.fail(`POST /ag-ui answered ${resp.status}: ${await resp.text()}`);
+  const live = { raw: "", ended: false };
+  (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of resp.body) live.raw += dec.decode(chunk, { stream: true });
+    live.ended = true;
+  })();
+  const sig = await hook.next((m) => m.type === "run" && m.threadId === thread);
+  const publish = async (events) => assert.equal((await api.publish(thread, sig.runId, sig.publishToken, events)).status, 200);
+  const delta = (text, rid) => ({ type: "text-delta", agentId: "orchestrator", responseId: rid, payload: { text } });
+  const heldNow = async () => (await api.stats(thread)).json.held;
+  for (const t of ["He", "llo", " the"]) await publish([delta(t, "a")]);
+  await until(async () => (await heldNow()) === 1, { timeoutMs: 5000, what: "the stream held" });
+  await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
+  await publish([delta("re", "a")]);
+  await publish([delta(" world", "a"), tool("g1")]);
+  await publish([{ type: "tool-result", agentId: "orchestrator", payload: { toolCallId: "g1", result: { ok: true } } }]);
+  await until(async () => (await heldNow()) === 1, { timeoutMs: 5000, what: "the stream held again" });
+  await publish([delta("Done", "b"), finish]);
+  await until(() => live.ended, { timeoutMs: 10_000, what: "the stream's end" });
+  const replay = await (await fetch(`${worker.url}/ag-ui/threads/${thread}/runs/${sig.runId}`)).text();
+  const numbered = (raw) => raw.split("\n\n").filter((f) => /^id: \d+/m.test(f));
+  const got = numbered(live.raw);
+  assert.ok(got.some((f) => f.includes("TEXT_MESSAGE_CONTENT")) && got.some((f) => f.includes("RUN_FINISHED")), live.raw);
+  assert.deepEqual(got, numbered(replay), "every numbered event once, in order, the same bytes");
+});

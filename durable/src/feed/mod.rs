@@ -21,6 +21,28 @@ pub mod backlog;
 pub mod held;
 pub mod socket;
 
+/// A map whose keys are not strings as a JSON array of `[key, value]`
+/// (`#[serde(with = "crate::feed::pairs")]`): for the states a moving
+/// feed saves ([`Framer::save`]).
+pub mod pairs {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::HashMap;
+    use std::hash::Hash;
+
+    pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(map: &HashMap<K, V>, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(map.iter())
+    }
+
+    pub fn deserialize<'de, K, V, D>(d: D) -> Result<HashMap<K, V>, D::Error>
+    where
+        K: Deserialize<'de> + Eq + Hash,
+        V: Deserialize<'de>,
+        D: Deserializer<'de>,
+    {
+        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
 use crate::wire::error::ApiError;
 use crate::wire::reply::Reply;
 use socket::Line;

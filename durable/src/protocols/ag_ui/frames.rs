@@ -4,7 +4,7 @@
 //! before they were typed, so the stream is byte for byte what clients
 //! already read (tests/golden/ag-ui.txt).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One AG-UI event, and the sub-agent whose work it is: a sub-agent's
@@ -181,7 +181,7 @@ pub enum RunOutcome {
 
 /// A request waiting for a person, as `RUN_FINISHED`'s interrupt outcome
 /// lists it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Interrupt {
     pub id: String,
@@ -193,14 +193,14 @@ pub struct Interrupt {
     pub tool_call_id: Option<String>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InterruptReason {
     ToolApproval,
     InputRequired,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct InterruptMeta {
     pub input_type: String,

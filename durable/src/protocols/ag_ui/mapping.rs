@@ -50,14 +50,14 @@ pub const HEADERS: &[(&str, &str)] =
 pub const PING: &[u8] = b": ping\n\n";
 
 /// A text or reasoning message open for one agent.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Open {
     id: String,
     sent: SentText,
 }
 
 /// What is open for one agent (the orchestrator, or a sub-agent).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 struct Lane {
     open: Option<Open>,
     step: Option<String>,
@@ -68,13 +68,16 @@ struct Lane {
     parent: Option<String>,
 }
 
-/// Maps a run's events to numbered AG-UI events.
-#[derive(Debug, Clone)]
+/// Maps a run's events to numbered AG-UI events. Its state serialises
+/// whole, so a stream that moves between the object and a relay goes on
+/// exactly where it was.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct AguiMapper {
     thread_id: String,
     run_id: String,
     root: String,
     lanes: BTreeMap<String, Lane>,
+    #[serde(with = "crate::feed::pairs")]
     segments: HashMap<(String, bool, String), usize>,
     /// Every call ever started (a result needs no start of its own).
     started: HashSet<String>,

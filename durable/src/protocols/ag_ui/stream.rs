@@ -8,8 +8,10 @@ use super::mapping::{self as agui, AguiMapper};
 use crate::log::event::{Event, Payload};
 use crate::feed::Framer;
 use crate::wire::ids::ROOT_AGENT;
+use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 
+#[derive(Serialize, Deserialize)]
 pub struct AguiFrames {
     run: String,
     /// Events numbered at or below this were seen (`Last-Event-ID`).
@@ -73,7 +75,20 @@ impl AguiFrames {
     }
 }
 
+/// An AG-UI stream's state between two messages ([`Framer::save`]).
+#[derive(Serialize)]
+struct Saving<'a> {
+    agui: &'a AguiFrames,
+}
+
+#[derive(Deserialize)]
+struct Saved {
+    agui: AguiFrames,
+}
+
 impl Framer for AguiFrames {
+    const MOVES: bool = true;
+
     fn begin(&mut self, _gen: u64, _after: u64, _high: u64, out: &mut Vec<u8>) {
         if self.resumed {
             self.mapper.run_started().encode(None, out);
@@ -101,5 +116,101 @@ impl Framer for AguiFrames {
 
     fn done(&self, _now: i64) -> bool {
         self.done
+    }
+
+    fn save(&self) -> Option<String> {
+        Some(serde_json::to_string(&Saving { agui: self }).expect("an AG-UI stream's state serialises"))
+    }
+
+    /// Takes over a state of a stream of the same run, else nothing
+    /// changes.
+    fn restore(&mut self, state: &str) -> bool {
+        let Ok(Saved { agui }) = serde_json::from_str::<Saved>(state) else { return false };
+        if agui.run != self.run {
+            return false;
+        }
+        *self = agui;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::event::Kind;
+    use serde_json::json;
+
+    fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: serde_json::Value) -> String {
+        let mut e = Event::from_json(kind, "t.r", agent, 0, payload).unwrap();
+        e.response_id = rid.map(str::to_owned);
+        serde_json::to_string(&e).unwrap()
+    }
+
+    /// A run's AG-UI stream moved after any message (saved, and taken over
+    /// by a stream opened as the route opens one) writes what it would have
+    /// written unmoved, byte for byte: text, a sub-agent, tool calls, and
+    /// the interrupt it pauses on; from the start, and from a cursor.
+    #[test]
+    fn a_moved_agui_stream_goes_on_as_if_it_had_not_moved() {
+        let root = ROOT_AGENT;
+        let messages: Vec<(bool, String)> = vec![
+            (true, ev(Kind::RunStart, root, None, json!({"messageId": "m1"}))),
+            (true, ev(Kind::StepStart, root, None, json!({}))),
+            (false, ev(Kind::TextDelta, root, Some("s"), json!({"text": "He"}))),
+            (false, ev(Kind::TextDelta, root, Some("s"), json!({"text": "llo"}))),
+            (true, ev(Kind::TextBlock, root, Some("s"), json!({"text": "Hello", "parts": [2, 3]}))),
+            (true, ev(Kind::AgentSpawned, "sub", None, json!({"parentId": root, "role": "helper"}))),
+            (false, ev(Kind::TextDelta, "sub", Some("x"), json!({"text": "sub text"}))),
+            (true, ev(Kind::AgentCompleted, "sub", None, json!({"role": "helper", "result": "ok"}))),
+            (true, ev(Kind::ToolInputStart, root, None, json!({"toolCallId": "a", "toolName": "del"}))),
+            (true, ev(Kind::StepFinish, root, None, json!({}))),
+            (true, ev(Kind::ToolCall, root, None, json!({"toolCallId": "a", "toolName": "del", "args": {}}))),
+            (
+                true,
+                ev(
+                    Kind::ConfirmationRequest,
+                    root,
+                    None,
+                    json!({"requestId": "q", "toolCallId": "a", "toolName": "del", "severity": "warning", "inputType": "approval", "message": "ok?"}),
+                ),
+            ),
+        ];
+        let feed = |f: &mut AguiFrames, (durable, data): &(bool, String), seq: u64, out: &mut Vec<u8>| {
+            if *durable {
+                f.durable(seq, data, out)
+            } else {
+                f.live(data, out)
+            }
+        };
+        for after in [0, 4] {
+            let open = || AguiFrames::new("t", "t.r", after, &[]);
+            let mut whole = Vec::new();
+            let mut unmoved = open();
+            unmoved.begin(1, 0, 0, &mut whole);
+            unmoved.caught_up(&mut whole);
+            for (i, m) in messages.iter().enumerate() {
+                feed(&mut unmoved, m, i as u64 + 1, &mut whole);
+            }
+            let text = String::from_utf8(whole.clone()).unwrap();
+            assert!(unmoved.done(0) && text.contains("RUN_FINISHED") && text.contains("sub text"), "{text}");
+            for cut in 0..messages.len() {
+                let mut out = Vec::new();
+                let mut before = open();
+                before.begin(1, 0, 0, &mut out);
+                before.caught_up(&mut out);
+                for (i, m) in messages[..cut].iter().enumerate() {
+                    feed(&mut before, m, i as u64 + 1, &mut out);
+                }
+                let mut after = open();
+                assert!(after.restore(&before.save().unwrap()), "cut at {cut}");
+                for (i, m) in messages.iter().enumerate().skip(cut) {
+                    feed(&mut after, m, i as u64 + 1, &mut out);
+                }
+                assert_eq!(String::from_utf8(out).unwrap(), text, "after {after:?}, cut at {cut}", after = after.after);
+            }
+        }
+        let state = AguiFrames::new("t", "t.r", 0, &[]).save().unwrap();
+        assert!(!AguiFrames::new("t", "t.other", 0, &[]).restore(&state), "another run's");
+        assert!(!AguiFrames::new("t", "t.r", 0, &[]).restore(r#"{"ui":{}}"#), "another protocol's");
     }
 }

@@ -89,7 +89,7 @@ pub struct UiMapper {
     root: String,
     open: Option<Open>,
     /// Segments started per (kind, response id): part ids are unique.
-    #[serde(with = "pairs")]
+    #[serde(with = "crate::feed::pairs")]
     segments: HashMap<(bool, String), usize>,
     /// Tool calls the client holds a part for.
     calls: HashSet<String>,
@@ -108,26 +108,6 @@ pub struct UiMapper {
     /// its, so an outcome needs no part first.
     continuing: bool,
     finished: bool,
-}
-
-/// A map whose keys are not strings, as a JSON array of `[key, value]`.
-mod pairs {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-    use std::collections::HashMap;
-    use std::hash::Hash;
-
-    pub fn serialize<K: Serialize, V: Serialize, S: Serializer>(map: &HashMap<K, V>, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(map.iter())
-    }
-
-    pub fn deserialize<'de, K, V, D>(d: D) -> Result<HashMap<K, V>, D::Error>
-    where
-        K: Deserialize<'de> + Eq + Hash,
-        V: Deserialize<'de>,
-        D: Deserializer<'de>,
-    {
-        Ok(Vec::<(K, V)>::deserialize(d)?.into_iter().collect())
-    }
 }
 
 impl UiMapper {
