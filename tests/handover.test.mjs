@@ -183,11 +183,16 @@ test("Durable Streams readers (live=sse) are held during a run and handed over a
   }
 });
 
-test("an AI SDK stream (useChat's answer to POST /api/chat) moves when its agent goes quiet mid-run and back when it is busy: every chunk once, as the run's replay has them", async () => {
-  const thread = newThread("handover-ui");
-  const body = { id: thread, messages: [{ id: "u1", role: "user", parts: [{ type: "text", text: "hi" }] }], trigger: "submit-message" };
-  const resp = await fetch(`${worker.url}/api/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  assert.equal(resp.status, 200);
+/**
+ * A run's stream, opened by `open()` (a send's answer), read to its end
+ * while the run's agent publishes a short answer across two moves: busy
+ * (held by the object), quiet mid-answer (handed over to a socket), busy
+ * again (held again), then the run's end. Returns the stream's raw text and
+ * the run.
+ */
+async function acrossMoves(thread, open) {
+  const resp = await open();
+  if (resp.status !== 200) assert.fail(`the send answered ${resp.status}: ${await resp.text()}`);
   const live = { raw: "", ended: false };
   (async () => {
     const dec = new TextDecoder();
@@ -205,12 +210,22 @@ test("an AI SDK stream (useChat's answer to POST /api/chat) moves when its agent
   await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
   await publish([delta("re", "a")]);
   // Busy again: it moves back to the object.
-  await publish([delta(" world", "a"), tool("u1")]);
-  await publish([{ type: "tool-result", agentId: "orchestrator", payload: { toolCallId: "u1", result: { ok: true } } }]);
+  await publish([delta(" world", "a"), tool("x1")]);
+  await publish([{ type: "tool-result", agentId: "orchestrator", payload: { toolCallId: "x1", result: { ok: true } } }]);
   await until(async () => (await heldNow()) === 1, { timeoutMs: 5000, what: "the stream held again" });
   await publish([delta("Done", "b"), finish]);
   await until(() => live.ended, { timeoutMs: 10_000, what: "the stream's end" });
-  const replay = await (await fetch(`${worker.url}/api/chat/${thread}/runs/${sig.runId}/stream`)).text();
+  return { raw: live.raw, runId: sig.runId };
+}
+
+const post = (path, body, headers = {}) =>
+  fetch(`${worker.url}${path}`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) });
+
+test("an AI SDK stream (useChat's answer to POST /api/chat) moves when its agent goes quiet mid-run and back when it is busy: every chunk once, as the run's replay has them", async () => {
+  const thread = newThread("handover-ui");
+  const body = { id: thread, messages: [{ id: "u1", role: "user", parts: [{ type: "text", text: "hi" }] }], trigger: "submit-message" };
+  const { raw, runId } = await acrossMoves(thread, () => post("/api/chat", body));
+  const replay = await (await fetch(`${worker.url}/api/chat/${thread}/runs/${runId}/stream`)).text();
   /** A UI message stream's chunks: the text of each text part, and the
    * rest in order (text deltas are cut where the log's blocks are). */
   const read = (raw) => {
@@ -222,7 +237,7 @@ test("an AI SDK stream (useChat's answer to POST /api/chat) moves when its agent
     for (const c of chunks.filter((c) => c.type === "text-delta")) text[c.id] = (text[c.id] ?? "") + c.delta;
     return { text, rest: chunks.filter((c) => c.type !== "text-delta") };
   };
-  const got = read(live.raw);
+  const got = read(raw);
   const want = read(replay);
   assert.deepEqual(got.text, { ...want.text }, "each text part's text once, in order");
   assert.deepEqual(Object.values(got.text).join("|"), "Hello there world|Done");
@@ -232,30 +247,10 @@ test("an AI SDK stream (useChat's answer to POST /api/chat) moves when its agent
 test("an AG-UI run stream (POST /ag-ui's answer) moves when its agent goes quiet mid-run and back when it is busy: its numbered events byte for byte as the run's re-attach replays them", async () => {
   const thread = newThread("handover-agui");
   const input = { threadId: thread, runId: "client-run", messages: [{ id: "u1", role: "user", content: "hi" }], tools: [], context: [], state: {}, forwardedProps: {} };
-  const resp = await fetch(`${worker.url}/ag-ui`, { method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" }, body: JSON.stringify(input) });
-  if (resp.status !== 200) assert.fail(`POST /ag-ui answered ${resp.status}: ${await resp.text()}`);
-  const live = { raw: "", ended: false };
-  (async () => {
-    const dec = new TextDecoder();
-    for await (const chunk of resp.body) live.raw += dec.decode(chunk, { stream: true });
-    live.ended = true;
-  })();
-  const sig = await hook.next((m) => m.type === "run" && m.threadId === thread);
-  const publish = async (events) => assert.equal((await api.publish(thread, sig.runId, sig.publishToken, events)).status, 200);
-  const delta = (text, rid) => ({ type: "text-delta", agentId: "orchestrator", responseId: rid, payload: { text } });
-  const heldNow = async () => (await api.stats(thread)).json.held;
-  for (const t of ["He", "llo", " the"]) await publish([delta(t, "a")]);
-  await until(async () => (await heldNow()) === 1, { timeoutMs: 5000, what: "the stream held" });
-  await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "the hand-over" });
-  await publish([delta("re", "a")]);
-  await publish([delta(" world", "a"), tool("g1")]);
-  await publish([{ type: "tool-result", agentId: "orchestrator", payload: { toolCallId: "g1", result: { ok: true } } }]);
-  await until(async () => (await heldNow()) === 1, { timeoutMs: 5000, what: "the stream held again" });
-  await publish([delta("Done", "b"), finish]);
-  await until(() => live.ended, { timeoutMs: 10_000, what: "the stream's end" });
-  const replay = await (await fetch(`${worker.url}/ag-ui/threads/${thread}/runs/${sig.runId}`)).text();
+  const { raw, runId } = await acrossMoves(thread, () => post("/ag-ui", input, { accept: "text/event-stream" }));
+  const replay = await (await fetch(`${worker.url}/ag-ui/threads/${thread}/runs/${runId}`)).text();
   const numbered = (raw) => raw.split("\n\n").filter((f) => /^id: \d+/m.test(f));
-  const got = numbered(live.raw);
-  assert.ok(got.some((f) => f.includes("TEXT_MESSAGE_CONTENT")) && got.some((f) => f.includes("RUN_FINISHED")), live.raw);
+  const got = numbered(raw);
+  assert.ok(got.some((f) => f.includes("TEXT_MESSAGE_CONTENT")) && got.some((f) => f.includes("RUN_FINISHED")), raw);
   assert.deepEqual(got, numbered(replay), "every numbered event once, in order, the same bytes");
 });

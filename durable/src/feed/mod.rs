@@ -397,6 +397,46 @@ fn is_page(text: &str) -> bool {
     text.starts_with("P ") || text.contains("\nP ")
 }
 
+/// A moving feed's proof, for its protocol's tests: the feed opened by
+/// `open`, moved after each of `messages` in turn (saved, and restored into
+/// a fresh one), writes what the unmoved feed writes, byte for byte, and
+/// is done when it is. `feed` hands one message over (its seq given).
+/// Returns what the unmoved feed wrote.
+#[cfg(test)]
+pub(crate) fn assert_moves_unchanged<F: Framer, M>(
+    open: impl Fn() -> F,
+    messages: &[M],
+    feed: impl Fn(&mut F, &M, u64, &mut Vec<u8>),
+) -> String {
+    let start = |f: &mut F, out: &mut Vec<u8>| {
+        f.begin(1, 0, 0, out);
+        f.caught_up(out);
+    };
+    let mut whole = Vec::new();
+    let mut unmoved = open();
+    start(&mut unmoved, &mut whole);
+    for (i, m) in messages.iter().enumerate() {
+        feed(&mut unmoved, m, i as u64 + 1, &mut whole);
+    }
+    let whole = String::from_utf8(whole).expect("frames are text");
+    for cut in 0..messages.len() {
+        let mut out = Vec::new();
+        let mut before = open();
+        start(&mut before, &mut out);
+        for (i, m) in messages[..cut].iter().enumerate() {
+            feed(&mut before, m, i as u64 + 1, &mut out);
+        }
+        let mut after = open();
+        assert!(after.restore(&before.save().expect("a moving feed saves its state")), "cut at {cut}");
+        for (i, m) in messages.iter().enumerate().skip(cut) {
+            feed(&mut after, m, i as u64 + 1, &mut out);
+        }
+        assert_eq!(String::from_utf8(out).expect("frames are text"), whole, "cut at {cut}");
+        assert_eq!(after.done(0), unmoved.done(0), "cut at {cut}");
+    }
+    whole
+}
+
 #[cfg(test)]
 mod tests {
     use super::same_bytes;

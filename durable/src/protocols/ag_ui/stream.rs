@@ -137,6 +137,7 @@ impl Framer for AguiFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::feed::assert_moves_unchanged;
     use crate::log::event::Kind;
     use serde_json::json;
 
@@ -183,31 +184,8 @@ mod tests {
             }
         };
         for after in [0, 4] {
-            let open = || AguiFrames::new("t", "t.r", after, &[]);
-            let mut whole = Vec::new();
-            let mut unmoved = open();
-            unmoved.begin(1, 0, 0, &mut whole);
-            unmoved.caught_up(&mut whole);
-            for (i, m) in messages.iter().enumerate() {
-                feed(&mut unmoved, m, i as u64 + 1, &mut whole);
-            }
-            let text = String::from_utf8(whole.clone()).unwrap();
-            assert!(unmoved.done(0) && text.contains("RUN_FINISHED") && text.contains("sub text"), "{text}");
-            for cut in 0..messages.len() {
-                let mut out = Vec::new();
-                let mut before = open();
-                before.begin(1, 0, 0, &mut out);
-                before.caught_up(&mut out);
-                for (i, m) in messages[..cut].iter().enumerate() {
-                    feed(&mut before, m, i as u64 + 1, &mut out);
-                }
-                let mut after = open();
-                assert!(after.restore(&before.save().unwrap()), "cut at {cut}");
-                for (i, m) in messages.iter().enumerate().skip(cut) {
-                    feed(&mut after, m, i as u64 + 1, &mut out);
-                }
-                assert_eq!(String::from_utf8(out).unwrap(), text, "after {after:?}, cut at {cut}", after = after.after);
-            }
+            let whole = assert_moves_unchanged(|| AguiFrames::new("t", "t.r", after, &[]), &messages, feed);
+            assert!(whole.contains("RUN_FINISHED") && whole.contains("sub text"), "{whole}");
         }
         let state = AguiFrames::new("t", "t.r", 0, &[]).save().unwrap();
         assert!(!AguiFrames::new("t", "t.other", 0, &[]).restore(&state), "another run's");

@@ -132,6 +132,7 @@ impl Framer for UiFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::feed::assert_moves_unchanged;
     use crate::log::event::Kind;
     use serde_json::json;
 
@@ -170,29 +171,8 @@ mod tests {
         };
         let opens: [fn() -> UiFrames; 2] = [|| UiFrames::new(Some("t.r"), false), || UiFrames::new(None, false)];
         for open in opens {
-            let mut whole = Vec::new();
-            let mut unmoved = open();
-            unmoved.begin(1, 0, 0, &mut whole);
-            unmoved.caught_up(&mut whole);
-            for (i, m) in messages.iter().enumerate() {
-                feed(&mut unmoved, m, i as u64 + 1, &mut whole);
-            }
-            assert!(unmoved.done(0) && whole.ends_with(uistream::DONE));
-            for cut in 0..messages.len() {
-                let mut out = Vec::new();
-                let mut before = open();
-                before.begin(1, 0, 0, &mut out);
-                before.caught_up(&mut out);
-                for (i, m) in messages[..cut].iter().enumerate() {
-                    feed(&mut before, m, i as u64 + 1, &mut out);
-                }
-                let mut after = open();
-                assert!(after.restore(&before.save().unwrap()), "cut at {cut}");
-                for (i, m) in messages.iter().enumerate().skip(cut) {
-                    feed(&mut after, m, i as u64 + 1, &mut out);
-                }
-                assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(whole.clone()).unwrap(), "cut at {cut}");
-            }
+            let whole = assert_moves_unchanged(open, &messages, feed);
+            assert!(whole.ends_with(std::str::from_utf8(uistream::DONE).unwrap()), "{whole}");
         }
         // Another run's state, or another protocol's, is refused.
         let state = UiFrames::new(Some("t.r"), false).save().unwrap();

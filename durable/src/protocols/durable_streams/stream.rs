@@ -394,10 +394,24 @@ impl Answers for Poll {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::feed::assert_moves_unchanged;
 
     fn ev(seq: u64, kind: &str, text: &str) -> (u64, String) {
         let e = serde_json::json!({ "type": kind, "runId": "t.r", "agentId": "a", "responseId": "x", "ts": seq, "payload": { "text": text } });
         (seq, e.to_string())
+    }
+
+    /// A run whose text grows over three blocks, a tool call ending its
+    /// first segment.
+    fn run_records() -> Vec<(u64, String)> {
+        vec![
+            ev(1, "run-start", ""),
+            ev(2, "text-block", "Hel"),
+            ev(3, "text-block", "Hello wor"),
+            ev(4, "tool-call", ""),
+            ev(5, "text-block", "Hello world"),
+            ev(6, "run-finish", ""),
+        ]
     }
 
     /// What a long-poll of a Flue run read answers from `skip`.
@@ -417,14 +431,7 @@ mod tests {
 
     #[test]
     fn a_flue_run_read_says_each_character_of_its_text_once_from_any_offset() {
-        let records = vec![
-            ev(1, "run-start", ""),
-            ev(2, "text-block", "Hel"),
-            ev(3, "text-block", "Hello wor"),
-            ev(4, "tool-call", ""),
-            ev(5, "text-block", "Hello world"),
-            ev(6, "run-finish", ""),
-        ];
+        let records = run_records();
         let text = |events: &[serde_json::Value]| -> String {
             events.iter().filter(|e| e["type"] == "text_delta").map(|e| e["text"].as_str().unwrap().to_owned()).collect()
         };
@@ -445,48 +452,19 @@ mod tests {
     /// Flue run read (its text said once across the move).
     #[test]
     fn a_moved_sse_view_goes_on_as_if_it_had_not_moved() {
-        let records = vec![
-            ev(1, "run-start", ""),
-            ev(2, "text-block", "Hel"),
-            ev(3, "text-block", "Hello wor"),
-            ev(4, "tool-call", ""),
-            ev(5, "text-block", "Hello world"),
-            ev(6, "run-finish", ""),
-        ];
+        let records = run_records();
         let opens: [fn() -> SseView; 3] = [
             || SseView::new(None, Some("c1".into()), 0),
             || SseView::new(Some("t.r".into()), None, 0),
             || SseView::new(Some("t.r".into()), None, 0).versioned(2).flue_text(None),
         ];
+        let feed = |v: &mut SseView, (seq, data): &(u64, String), _: u64, out: &mut Vec<u8>| {
+            v.durable(*seq, data, out);
+            v.end_of_message(10 * *seq as i64, *seq, out);
+        };
         for open in opens {
-            let feed = |v: &mut SseView, (seq, data): &(u64, String), out: &mut Vec<u8>| {
-                v.durable(*seq, data, out);
-                v.end_of_message(10 * *seq as i64, *seq, out);
-            };
-            let mut whole = Vec::new();
-            let mut unmoved = open();
-            unmoved.begin(1, 0, 0, &mut whole);
-            unmoved.caught_up(&mut whole);
-            for r in &records {
-                feed(&mut unmoved, r, &mut whole);
-            }
-            for cut in 0..records.len() {
-                let mut out = Vec::new();
-                let mut before = open();
-                before.begin(1, 0, 0, &mut out);
-                before.caught_up(&mut out);
-                for r in &records[..cut] {
-                    feed(&mut before, r, &mut out);
-                }
-                let state = before.save().expect("an SSE view moves");
-                let mut after = open();
-                assert!(after.restore(&state), "cut at {cut}");
-                for r in &records[cut..] {
-                    feed(&mut after, r, &mut out);
-                }
-                assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(whole.clone()).unwrap(), "cut at {cut}");
-                assert_eq!(after.done(60), unmoved.done(60));
-            }
+            let whole = assert_moves_unchanged(open, &records, feed);
+            assert!(whole.contains("event: data"), "{whole}");
         }
         // Another run's, another version's or another protocol's state is
         // refused, and the view is as it was.
