@@ -41,7 +41,7 @@ use crate::log::event::payload::RunFinish;
 use crate::log::event::{Event, FinishStatus, Kind, Payload};
 use crate::log::queued::QueueStart;
 use crate::wire::sse::Frame;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashSet;
 
@@ -49,7 +49,7 @@ use std::collections::HashSet;
 /// `kind` first, then its fields in the order agora's client reads them.
 /// Serialised in one place ([`encode`]); every frame the mapping makes is
 /// one of these.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum AgoraFrame {
     Text {
@@ -134,14 +134,14 @@ pub enum AgoraFrame {
 }
 
 /// A step's token counts, as the provider reported them.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct StepUsage {
     pub input_tokens: Value,
     pub output_tokens: Value,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 struct Tail {
     reasoning: bool,
     response_id: Option<String>,
@@ -151,10 +151,8 @@ struct Tail {
 }
 
 /// Maps a run's events to numbered frames; the same events always give the
-/// same frames with the same numbers. Its state serialises whole, so a
-/// stream that moves between the object and a relay goes on exactly where
-/// it was.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// same frames with the same numbers.
+#[derive(Debug, Clone)]
 pub struct FrameMapper {
     root: String,
     tail: Option<Tail>,

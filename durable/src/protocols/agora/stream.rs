@@ -9,7 +9,6 @@ use crate::log::event::{Event, Payload};
 use crate::feed::Framer;
 use crate::wire::ids::ROOT_AGENT;
 use crate::wire::sse::PING;
-use serde::{Deserialize, Serialize};
 
 /// A run stream's response headers (the SSE set, agora's cache rule and ids).
 pub fn headers(thread_id: &str, run_id: &str) -> Vec<(&'static str, String)> {
@@ -25,7 +24,6 @@ pub fn headers(thread_id: &str, run_id: &str) -> Vec<(&'static str, String)> {
     headers
 }
 
-#[derive(Serialize, Deserialize)]
 pub struct RunFrames {
     run_id: String,
     thread_id: String,
@@ -64,20 +62,7 @@ impl RunFrames {
     }
 }
 
-/// An agora run stream's state between two messages ([`Framer::save`]).
-#[derive(Serialize)]
-struct Saving<'a> {
-    agora: &'a RunFrames,
-}
-
-#[derive(Deserialize)]
-struct Saved {
-    agora: RunFrames,
-}
-
 impl Framer for RunFrames {
-    const MOVES: bool = true;
-
     fn begin(&mut self, _gen: u64, _after: u64, _high: u64, out: &mut Vec<u8>) {
         runstream::meta(&self.run_id, &self.thread_id, out);
     }
@@ -96,78 +81,5 @@ impl Framer for RunFrames {
 
     fn done(&self, _now: i64) -> bool {
         self.finished
-    }
-
-    fn save(&self) -> Option<String> {
-        Some(serde_json::to_string(&Saving { agora: self }).expect("an agora stream's state serialises"))
-    }
-
-    /// Takes over a state of a stream of the same run, else nothing
-    /// changes.
-    fn restore(&mut self, state: &str) -> bool {
-        let Ok(Saved { agora }) = serde_json::from_str::<Saved>(state) else { return false };
-        if agora.run_id != self.run_id || agora.thread_id != self.thread_id {
-            return false;
-        }
-        *self = agora;
-        true
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::feed::assert_moves_unchanged;
-    use crate::log::event::Kind;
-    use serde_json::json;
-
-    fn ev(kind: Kind, rid: Option<&str>, payload: serde_json::Value) -> String {
-        let mut e = Event::from_json(kind, "t.r", ROOT_AGENT, 0, payload).unwrap();
-        e.response_id = rid.map(str::to_owned);
-        serde_json::to_string(&e).unwrap()
-    }
-
-    /// A run's agora stream moved after any message (saved, and taken over
-    /// by a stream opened as the route opens one) writes what it would have
-    /// written unmoved, byte for byte: its numbered frames, a step's finish
-    /// and a title held until the step's tools ran, an approval and the
-    /// run's end; from the start, and from a cursor.
-    #[test]
-    fn a_moved_agora_stream_goes_on_as_if_it_had_not_moved() {
-        let messages: Vec<(bool, String)> = vec![
-            (true, ev(Kind::RunStart, None, json!({"messageId": "m1"}))),
-            (true, ev(Kind::StepStart, None, json!({}))),
-            (false, ev(Kind::TextDelta, Some("s"), json!({"text": "He"}))),
-            (false, ev(Kind::TextDelta, Some("s"), json!({"text": "llo"}))),
-            (true, ev(Kind::TextBlock, Some("s"), json!({"text": "Hello", "parts": [2, 3]}))),
-            (true, ev(Kind::ToolCall, None, json!({"toolCallId": "a", "toolName": "pay", "args": {"n": 1}}))),
-            (true, ev(Kind::StepFinish, None, json!({"usage": {"promptTokens": 3, "completionTokens": 4}}))),
-            (true, ev(Kind::ThreadTitleUpdated, None, json!({"title": "Paying"}))),
-            (
-                true,
-                ev(
-                    Kind::ConfirmationRequest,
-                    None,
-                    json!({"requestId": "q", "toolCallId": "a", "toolName": "pay", "severity": "warning", "inputType": "approval", "message": "ok?"}),
-                ),
-            ),
-            (true, ev(Kind::ToolResult, None, json!({"toolCallId": "a", "result": {"ok": true}}))),
-            (false, ev(Kind::TextDelta, Some("u"), json!({"text": "Paid"}))),
-            (true, ev(Kind::RunFinish, None, json!({"status": "completed"}))),
-        ];
-        let feed = |f: &mut RunFrames, (durable, data): &(bool, String), seq: u64, out: &mut Vec<u8>| {
-            if *durable {
-                f.durable(seq, data, out)
-            } else {
-                f.live(data, out)
-            }
-        };
-        for after in [0, 3] {
-            let whole = assert_moves_unchanged(|| RunFrames::new("t", "t.r", after), &messages, feed);
-            assert!(whole.contains("Paying") && whole.contains("Paid"), "{whole}");
-        }
-        let state = RunFrames::new("t", "t.r", 0).save().unwrap();
-        assert!(!RunFrames::new("t", "t.other", 0).restore(&state), "another run's");
-        assert!(!RunFrames::new("t", "t.r", 0).restore(r#"{"agui":{}}"#), "another protocol's");
     }
 }
