@@ -28,8 +28,8 @@ pub struct SqlStore<D: Db> {
 
 /// What the thread asks on every request, for its alarm's next deadline
 /// (the pending confirmations, the oldest file in a state), remembered
-/// from one read to the next: a statement is the largest part of a small
-/// request's time on the platform.
+/// from one read to the next, so a publish runs one statement, not four
+/// (each a crossing to the runtime and a query).
 ///
 /// Invariant: an answer is forgotten before any write to its table is
 /// made (whether or not the write then succeeds), and the store is its
