@@ -21,6 +21,20 @@ pub mod backlog;
 pub mod held;
 pub mod socket;
 
+/// A moving feed's state as it travels ([`Framer::save`]): `{"<protocol>":
+/// <state>}`, so that one protocol's state is never taken for another's.
+pub(crate) fn save_tagged<T: serde::Serialize>(protocol: &str, state: &T) -> String {
+    let state = serde_json::to_string(state).expect("a feed's state serialises");
+    format!("{{\"{protocol}\":{state}}}")
+}
+
+/// The state [`save_tagged`] gave for `protocol` (`None`: another
+/// protocol's, or not one at all).
+pub(crate) fn restore_tagged<T: serde::de::DeserializeOwned>(protocol: &str, state: &str) -> Option<T> {
+    let inner = state.strip_prefix("{\"")?.strip_prefix(protocol)?.strip_prefix("\":")?.strip_suffix('}')?;
+    serde_json::from_str(inner).ok()
+}
+
 /// A map whose keys are not strings as a JSON array of `[key, value]`
 /// (`#[serde(with = "crate::feed::pairs")]`): for the states a moving
 /// feed saves ([`Framer::save`]).
@@ -395,6 +409,31 @@ pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// Whether a message holds a page's end (the hello holds the first).
 fn is_page(text: &str) -> bool {
     text.starts_with("P ") || text.contains("\nP ")
+}
+
+/// A stored event of run `t.r` as the log holds it, for the protocols'
+/// tests.
+#[cfg(test)]
+pub(crate) fn event_json(
+    kind: crate::log::event::Kind,
+    agent: &str,
+    response: Option<&str>,
+    payload: serde_json::Value,
+) -> String {
+    let mut e = crate::log::event::Event::from_json(kind, "t.r", agent, 0, payload).expect("a valid event");
+    e.response_id = response.map(str::to_owned);
+    serde_json::to_string(&e).expect("an event serialises")
+}
+
+/// Hands a test message to a feed: a stored record (`true`) or a live
+/// event.
+#[cfg(test)]
+pub(crate) fn feed_message<F: Framer>(f: &mut F, (durable, data): &(bool, String), seq: u64, out: &mut Vec<u8>) {
+    if *durable {
+        f.durable(seq, data, out)
+    } else {
+        f.live(data, out)
+    }
 }
 
 /// A moving feed's proof, for its protocol's tests: the feed opened by

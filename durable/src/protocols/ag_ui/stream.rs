@@ -75,17 +75,6 @@ impl AguiFrames {
     }
 }
 
-/// An AG-UI stream's state between two messages ([`Framer::save`]).
-#[derive(Serialize)]
-struct Saving<'a> {
-    agui: &'a AguiFrames,
-}
-
-#[derive(Deserialize)]
-struct Saved {
-    agui: AguiFrames,
-}
-
 impl Framer for AguiFrames {
     const MOVES: bool = true;
 
@@ -119,13 +108,13 @@ impl Framer for AguiFrames {
     }
 
     fn save(&self) -> Option<String> {
-        Some(serde_json::to_string(&Saving { agui: self }).expect("an AG-UI stream's state serialises"))
+        Some(crate::feed::save_tagged("agui", self))
     }
 
     /// Takes over a state of a stream of the same run, else nothing
     /// changes.
     fn restore(&mut self, state: &str) -> bool {
-        let Ok(Saved { agui }) = serde_json::from_str::<Saved>(state) else { return false };
+        let Some(agui) = crate::feed::restore_tagged::<AguiFrames>("agui", state) else { return false };
         if agui.run != self.run {
             return false;
         }
@@ -137,15 +126,9 @@ impl Framer for AguiFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::assert_moves_unchanged;
+    use crate::feed::{assert_moves_unchanged, event_json as ev, feed_message as feed};
     use crate::log::event::Kind;
     use serde_json::json;
-
-    fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: serde_json::Value) -> String {
-        let mut e = Event::from_json(kind, "t.r", agent, 0, payload).unwrap();
-        e.response_id = rid.map(str::to_owned);
-        serde_json::to_string(&e).unwrap()
-    }
 
     /// A run's AG-UI stream moved after any message (saved, and taken over
     /// by a stream opened as the route opens one) writes what it would have
@@ -176,13 +159,6 @@ mod tests {
                 ),
             ),
         ];
-        let feed = |f: &mut AguiFrames, (durable, data): &(bool, String), seq: u64, out: &mut Vec<u8>| {
-            if *durable {
-                f.durable(seq, data, out)
-            } else {
-                f.live(data, out)
-            }
-        };
         for after in [0, 4] {
             let whole = assert_moves_unchanged(|| AguiFrames::new("t", "t.r", after, &[]), &messages, feed);
             assert!(whole.contains("RUN_FINISHED") && whole.contains("sub text"), "{whole}");

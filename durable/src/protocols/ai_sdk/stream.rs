@@ -71,17 +71,6 @@ impl UiFrames {
     }
 }
 
-/// A UI message stream's state between two messages ([`Framer::save`]).
-#[derive(Serialize)]
-struct Saving<'a> {
-    ui: &'a UiFrames,
-}
-
-#[derive(Deserialize)]
-struct Saved {
-    ui: UiFrames,
-}
-
 impl Framer for UiFrames {
     const MOVES: bool = true;
 
@@ -113,14 +102,14 @@ impl Framer for UiFrames {
     }
 
     fn save(&self) -> Option<String> {
-        Some(serde_json::to_string(&Saving { ui: self }).expect("a UI stream's state serialises"))
+        Some(crate::feed::save_tagged("ui", self))
     }
 
     /// Takes over a state of a stream of the same run (or, for the
     /// reconnect route, which learns its run from the first event, of any
     /// run of the thread), else nothing changes.
     fn restore(&mut self, state: &str) -> bool {
-        let Ok(Saved { ui }) = serde_json::from_str::<Saved>(state) else { return false };
+        let Some(ui) = crate::feed::restore_tagged::<UiFrames>("ui", state) else { return false };
         if self.run.is_some() && ui.run.is_some() && self.run != ui.run {
             return false;
         }
@@ -132,15 +121,9 @@ impl Framer for UiFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::feed::assert_moves_unchanged;
+    use crate::feed::{assert_moves_unchanged, event_json as ev, feed_message as feed};
     use crate::log::event::Kind;
     use serde_json::json;
-
-    fn ev(kind: Kind, agent: &str, rid: Option<&str>, payload: serde_json::Value) -> String {
-        let mut e = Event::from_json(kind, "t.r", agent, 0, payload).unwrap();
-        e.response_id = rid.map(str::to_owned);
-        serde_json::to_string(&e).unwrap()
-    }
 
     /// A run's stream moved after any message (saved, and taken over by a
     /// stream opened as the route opens one) writes what it would have
@@ -162,13 +145,6 @@ mod tests {
             (true, ev(Kind::StepFinish, ROOT_AGENT, None, json!({}))),
             (true, ev(Kind::RunFinish, ROOT_AGENT, None, json!({"status": "completed"}))),
         ];
-        let feed = |f: &mut UiFrames, (durable, data): &(bool, String), seq: u64, out: &mut Vec<u8>| {
-            if *durable {
-                f.durable(seq, data, out)
-            } else {
-                f.live(data, out)
-            }
-        };
         let opens: [fn() -> UiFrames; 2] = [|| UiFrames::new(Some("t.r"), false), || UiFrames::new(None, false)];
         for open in opens {
             let whole = assert_moves_unchanged(open, &messages, feed);

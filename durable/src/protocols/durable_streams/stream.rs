@@ -20,7 +20,10 @@ struct Head<'a> {
     run_id: &'a str,
 }
 
-/// What a view follows and where it stands.
+/// What a view follows and where it stands; a moving view's state with its
+/// mode's ([`Framer::save`]), taken between two messages, where its batch
+/// is empty (a message's records are answered at its end).
+#[derive(Serialize, Deserialize)]
 struct Cursor {
     /// `Some(run)`: one run's events (closed by its `run-finish`).
     run: Option<String>,
@@ -31,6 +34,7 @@ struct Cursor {
     ended: bool,
     client_cursor: Option<String>,
     /// Records of the current message, in scope.
+    #[serde(skip)]
     batch: Vec<String>,
     /// Each event is stamped with this `v` (Flue's run reads).
     version: Option<u32>,
@@ -127,10 +131,10 @@ trait Answers {
     /// ([`Framer::MOVES`]): its state and its cursor's, saved between
     /// messages, go on exactly where they were.
     const MOVES: bool = false;
-    fn save(&self) -> Option<SavedAnswers> {
-        None
-    }
-    fn restore(&mut self, _saved: SavedAnswers) {}
+    /// What a moving mode carries over.
+    type Saved: Serialize + serde::de::DeserializeOwned;
+    fn saved(&self) -> Option<Self::Saved>;
+    fn take_over(&mut self, saved: Self::Saved);
     /// A message's records are all in.
     fn end_of_message(&mut self, cursor: &mut Cursor, now: i64, random: u64, out: &mut Vec<u8>);
     fn keepalive(&mut self, _cursor: &mut Cursor, _now: i64, _random: u64, _out: &mut Vec<u8>) {}
@@ -143,39 +147,6 @@ trait Answers {
     fn timeout(&self, _cursor: &Cursor, _now: i64, _random: u64) -> Option<Reply> {
         None
     }
-}
-
-/// A moving view's state between two messages ([`Framer::save`]): where
-/// its cursor stands and what its mode last said. Its batch is empty
-/// there (a message's records are answered at its end).
-#[derive(Serialize, Deserialize)]
-struct Saved {
-    /// Tells a view's state from another protocol's.
-    view: SavedView,
-    run: Option<String>,
-    pos: Position,
-    high: u64,
-    live: bool,
-    ended: bool,
-    client_cursor: Option<String>,
-    version: Option<u32>,
-    text: Option<Vec<(String, String, String, usize)>>,
-    skip_to: Option<u64>,
-    answers: SavedAnswers,
-}
-
-#[derive(Serialize, Deserialize, PartialEq)]
-#[serde(rename_all = "snake_case")]
-enum SavedView {
-    DurableStreams,
-}
-
-/// What a moving mode says between messages ([`Sse`]'s).
-#[derive(Serialize, Deserialize)]
-struct SavedAnswers {
-    opened: i64,
-    reported: Option<Position>,
-    controlled: i64,
 }
 
 /// A live view: the cursor, and how its mode answers.
@@ -247,45 +218,22 @@ impl<A: Answers> Framer for View<A> {
     }
 
     fn save(&self) -> Option<String> {
-        let c = &self.cursor;
-        let saved = Saved {
-            view: SavedView::DurableStreams,
-            run: c.run.clone(),
-            pos: c.pos,
-            high: c.high,
-            live: c.live,
-            ended: c.ended,
-            client_cursor: c.client_cursor.clone(),
-            version: c.version,
-            text: c.text.as_ref().map(view::RunText::said),
-            skip_to: c.skip_to,
-            answers: self.answers.save()?,
-        };
-        Some(serde_json::to_string(&saved).expect("a view's state serialises"))
+        Some(crate::feed::save_tagged("durable_streams", &(&self.cursor, self.answers.saved()?)))
     }
 
     /// Takes over a state of the same view: what it follows must be what
     /// this view was opened on (the same route, the same run), else
     /// nothing changes.
     fn restore(&mut self, state: &str) -> bool {
-        let Ok(s) = serde_json::from_str::<Saved>(state) else { return false };
-        let c = &mut self.cursor;
-        if !A::MOVES || s.view != SavedView::DurableStreams || s.run != c.run || s.version != c.version {
+        let Some((cursor, answers)) = crate::feed::restore_tagged::<(Cursor, A::Saved)>("durable_streams", state)
+        else {
+            return false;
+        };
+        if !A::MOVES || cursor.run != self.cursor.run || cursor.version != self.cursor.version {
             return false;
         }
-        *c = Cursor {
-            run: s.run,
-            pos: s.pos,
-            high: s.high,
-            live: s.live,
-            ended: s.ended,
-            client_cursor: s.client_cursor,
-            batch: Vec::new(),
-            version: s.version,
-            text: s.text.map(view::RunText::from_said),
-            skip_to: s.skip_to,
-        };
-        self.answers.restore(s.answers);
+        self.cursor = cursor;
+        self.answers.take_over(answers);
         true
     }
 }
@@ -295,6 +243,7 @@ impl<A: Answers> Framer for View<A> {
 /// or after [`wire::SSE_RECYCLE_MS`] (clients resume from their offset).
 pub type SseView = View<Sse>;
 
+#[derive(Clone, Serialize, Deserialize)]
 pub struct Sse {
     opened: i64,
     /// The position last reported (`None` before the first batch, which is
@@ -320,12 +269,14 @@ impl SseView {
 impl Answers for Sse {
     const MOVES: bool = true;
 
-    fn save(&self) -> Option<SavedAnswers> {
-        Some(SavedAnswers { opened: self.opened, reported: self.reported, controlled: self.controlled })
+    type Saved = Sse;
+
+    fn saved(&self) -> Option<Sse> {
+        Some(self.clone())
     }
 
-    fn restore(&mut self, saved: SavedAnswers) {
-        (self.opened, self.reported, self.controlled) = (saved.opened, saved.reported, saved.controlled);
+    fn take_over(&mut self, saved: Sse) {
+        *self = saved;
     }
 
     /// A batch when there is one, or the position moved (a run's view
@@ -374,6 +325,15 @@ impl LongPoll {
 }
 
 impl Answers for Poll {
+    /// A long-poll answers once: it never moves.
+    type Saved = ();
+
+    fn saved(&self) -> Option<()> {
+        None
+    }
+
+    fn take_over(&mut self, _: ()) {}
+
     fn end_of_message(&mut self, cursor: &mut Cursor, now: i64, random: u64, _out: &mut Vec<u8>) {
         let pos = cursor.pos;
         if self.reply.is_none() && (!cursor.batch.is_empty() || pos.closed || (!pos.up_to_date && !cursor.priming())) {

@@ -71,9 +71,10 @@ pub fn stamp(data: &str, version: u32) -> String {
 /// run's records up to the reader's offset, catch-up and live alike, so a
 /// page, a reconnect or a resumed read never sends text the reader had, nor
 /// skips any.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct RunText {
     /// Characters already said per open segment: (agent, response, kind).
+    #[serde(with = "crate::feed::pairs")]
     said: std::collections::HashMap<(String, String, String), usize>,
 }
 
@@ -88,16 +89,6 @@ struct Head<'a> {
 }
 
 impl RunText {
-    /// What it has said, for a stream that moves (`SseView`'s save).
-    pub fn said(&self) -> Vec<(String, String, String, usize)> {
-        self.said.iter().map(|((a, r, k), n)| (a.clone(), r.clone(), k.clone(), *n)).collect()
-    }
-
-    /// Takes over what [`RunText::said`] gave.
-    pub fn from_said(said: Vec<(String, String, String, usize)>) -> RunText {
-        RunText { said: said.into_iter().map(|(a, r, k, n)| ((a, r, k), n)).collect() }
-    }
-
     /// The Flue event a stored record adds, unstamped, if any.
     pub fn delta(&mut self, data: &str) -> Option<String> {
         let head: Head = serde_json::from_str(data).ok()?;
