@@ -254,3 +254,13 @@ test("an AG-UI run stream (POST /ag-ui's answer) moves when its agent goes quiet
   assert.ok(got.some((f) => f.includes("TEXT_MESSAGE_CONTENT")) && got.some((f) => f.includes("RUN_FINISHED")), raw);
   assert.deepEqual(got, numbered(replay), "every numbered event once, in order, the same bytes");
 });
+
+test("an agora run stream (POST /agent/chat's answer) moves when its agent goes quiet mid-run and back when it is busy: its numbered frames byte for byte as the run's re-attach replays them", async () => {
+  const thread = newThread("handover-agora");
+  const { raw, runId } = await acrossMoves(thread, () => post("/agent/chat", { threadId: thread, message: "hi" }));
+  const replay = await (await fetch(`${worker.url}/agent/chat/${encodeURIComponent(runId)}/stream`)).text();
+  const numbered = (raw) => raw.split("\n\n").filter((f) => /^id: \d+/m.test(f));
+  const got = numbered(raw);
+  assert.ok(got.length > 5 && raw.includes("event: done"), raw);
+  assert.deepEqual(got, numbered(replay), "every numbered frame once, in order, the same bytes");
+});

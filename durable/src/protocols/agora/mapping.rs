@@ -150,8 +150,36 @@ struct Tail {
     parts: usize,
 }
 
+/// A step's `step-finish`, held until its tools ran: what its frame says.
+#[derive(Debug, Clone, PartialEq)]
+struct HeldStep {
+    usage: Option<StepUsage>,
+    /// The cost's bits: a float read back from its shortest decimal text
+    /// is not always the same float, and the frame must say it the same.
+    cost_bits: Option<u64>,
+}
+
+/// A [`FrameMapper`]'s state as it travels: its fields in order (root,
+/// open text as reasoning/response/text/parts, calls, denied calls, a
+/// held step's usage and cost bits, held titles, frame count), a JSON array
+/// with typed members. Tuples, not derived structs: the structs' derived
+/// deserializers took the Worker's bundle 7 KiB gzip up, past its budget.
+pub type Saved = (
+    String,
+    Option<(bool, Option<String>, String, usize)>,
+    Vec<String>,
+    Vec<String>,
+    Option<(Option<(Value, Value)>, Option<u64>)>,
+    Vec<String>,
+    u64,
+);
+
 /// Maps a run's events to numbered frames; the same events always give the
 /// same frames with the same numbers.
+///
+/// Its whole state travels ([`Saved`]), so a stream that moves between the
+/// object and a relay goes on exactly where it was. What it holds back is
+/// kept as the data of its frames, not as [`AgoraFrame`]s.
 #[derive(Debug, Clone)]
 pub struct FrameMapper {
     root: String,
@@ -161,9 +189,9 @@ pub struct FrameMapper {
     /// `tool-output-denied` already sent.
     denied: HashSet<String>,
     /// The last step's `step-finish`, held until its tools ran.
-    step_finish: Option<AgoraFrame>,
-    /// `title` frames, held until the last step finished.
-    titles: Vec<AgoraFrame>,
+    step_finish: Option<HeldStep>,
+    /// `title` frames' titles, held until the last step finished.
+    titles: Vec<String>,
     /// Frames produced so far (the last frame's id).
     pub count: u64,
 }
@@ -179,6 +207,24 @@ impl FrameMapper {
             titles: Vec::new(),
             count: 0,
         }
+    }
+
+    /// The mapper's state as it travels ([`Saved`]).
+    pub fn saved(&self) -> Saved {
+        let tail = self.tail.as_ref().map(|t| (t.reasoning, t.response_id.clone(), t.text.clone(), t.parts));
+        let usage = |u: &StepUsage| (u.input_tokens.clone(), u.output_tokens.clone());
+        let step = self.step_finish.as_ref().map(|h| (h.usage.as_ref().map(usage), h.cost_bits));
+        let (calls, denied) = (self.calls.iter().cloned().collect(), self.denied.iter().cloned().collect());
+        (self.root.clone(), tail, calls, denied, step, self.titles.clone(), self.count)
+    }
+
+    /// A mapper that goes on from a state [`FrameMapper::saved`] gave.
+    pub fn from_saved((root, tail, calls, denied, step, titles, count): Saved) -> FrameMapper {
+        let tail = tail.map(|(reasoning, response_id, text, parts)| Tail { reasoning, response_id, text, parts });
+        let usage = |(input_tokens, output_tokens)| StepUsage { input_tokens, output_tokens };
+        let step_finish = step.map(|(u, cost_bits)| HeldStep { usage: u.map(usage), cost_bits });
+        let (calls, denied) = (calls.into_iter().collect(), denied.into_iter().collect());
+        FrameMapper { root, tail, calls, denied, step_finish, titles, count }
     }
 
     /// The frames of one event, numbered.
@@ -209,9 +255,11 @@ impl FrameMapper {
 
     /// The held `step-finish`, and at the run's end the held `title`s.
     fn release(&mut self, end: bool) -> Vec<AgoraFrame> {
-        let mut frames: Vec<AgoraFrame> = self.step_finish.take().into_iter().collect();
+        let step = self.step_finish.take();
+        let mut frames: Vec<AgoraFrame> =
+            step.map(|h| AgoraFrame::StepFinish { usage: h.usage, cost_usd: h.cost_bits.map(f64::from_bits) }).into_iter().collect();
         if end {
-            frames.append(&mut self.titles);
+            frames.extend(self.titles.drain(..).map(|title| AgoraFrame::Title { title }));
         }
         frames
     }
@@ -350,12 +398,12 @@ impl FrameMapper {
                     .token_counts()
                     .map(|(input_tokens, output_tokens)| StepUsage { input_tokens, output_tokens });
                 let frames = self.release(false);
-                self.step_finish = Some(AgoraFrame::StepFinish { usage, cost_usd: step.cost_usd });
+                self.step_finish = Some(HeldStep { usage, cost_bits: step.cost_usd.map(f64::to_bits) });
                 frames
             }
             Payload::TasksUpdate(tasks) => vec![AgoraFrame::Tasks { tasks: tasks.list_json() }],
             Payload::ThreadTitleUpdated(title) => {
-                self.titles.push(AgoraFrame::Title { title: title.title.clone() });
+                self.titles.push(title.title.clone());
                 Vec::new()
             }
             Payload::QueueUpdated(update) => {
