@@ -4,8 +4,10 @@
 //
 //   KEEP_NAMES=1 sh local/build.sh   # a build whose wasm keeps its names: target/named/
 //   node local/profile.mjs [--script target/named] [--subscribers 1] [--publishes 2000] [--out FILE]
+//                          [--profile publish|preflight]
 //
-// Prints workerd's CPU per publish measured without the profiler, then the
+// Prints workerd's CPU per publish measured without the profiler (and per
+// answer the Worker gives without an object, for the front's share), then the
 // functions with the most self time and with the most time under them;
 // writes the whole profile to FILE (default test-artifacts/publish.cpuprofile,
 // which Chrome's DevTools opens). With the inspector attached, every
@@ -26,6 +28,8 @@ const { values } = parseArgs({
     publishes: { type: "string", default: "2000" },
     out: { type: "string", default: "test-artifacts/publish.cpuprofile" },
     top: { type: "string", default: "40" },
+    // What the profiler samples: publishes, or the Worker's answers alone.
+    profile: { type: "string", default: "publish" },
   },
 });
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
@@ -140,12 +144,32 @@ try {
   for (let i = 0; i < n; i++) await publish(1e6 + i);
   await sleep(20);
   const cpuPerPublish = (workerdCpuMs(worker.pid) - cpu0) / n;
+  // The same for an answer the Worker gives alone (a CORS preflight of the
+  // publish route: no object, no body): the part of a publish's CPU that
+  // is the front (Miniflare's entry worker, the Worker's entry, its log
+  // line and headers), whatever the route does.
+  const preflight = () =>
+    new Promise((resolve, reject) => {
+      const headers = { origin: "http://127.0.0.1", "access-control-request-method": "POST" };
+      const req = http.request(`${worker.url}/instance-ai/threads/${thread}/runs/${r.json.runId}/events`, { method: "OPTIONS", agent, headers }, (res) => {
+        res.resume();
+        res.on("end", resolve);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+  for (let i = 0; i < 50; i++) await preflight();
+  const cpu1 = workerdCpuMs(worker.pid);
+  for (let i = 0; i < n; i++) await preflight();
+  await sleep(20);
+  const cpuPerPreflight = (workerdCpuMs(worker.pid) - cpu1) / n;
   const inspector = await inspect(port);
   await inspector.send("Profiler.enable");
   await inspector.send("Profiler.setSamplingInterval", { interval: 50 });
   await inspector.send("Profiler.start");
   const t0 = performance.now();
-  for (let i = 0; i < n; i++) await publish(i);
+  const work = values.profile === "preflight" ? preflight : publish;
+  for (let i = 0; i < n; i++) await work(i);
   const wall = performance.now() - t0;
   await sleep(50);
   const { result } = await inspector.send("Profiler.stop");
@@ -157,7 +181,7 @@ try {
   const idle = (self.get("(idle)") ?? 0) + (self.get("(program)") ?? 0);
   const busy = all - idle;
   const per = (ms) => `${((ms / n) * 1000).toFixed(1).padStart(7)} µs/publish ${((100 * ms) / busy).toFixed(1).padStart(5)}%`;
-  console.log(`workerd CPU, unprofiled: ${cpuPerPublish.toFixed(3)} ms/publish`);
+  console.log(`workerd CPU, unprofiled: ${cpuPerPublish.toFixed(3)} ms/publish; ${cpuPerPreflight.toFixed(3)} ms per answer the Worker gives alone (a preflight)`);
   console.log(`${n} publishes in ${wall.toFixed(0)} ms; isolate busy ${(busy / n).toFixed(3)} ms/publish (idle and (program) left out)\n`);
   console.log("self time:");
   const top = Number(values.top);

@@ -128,14 +128,9 @@ async fn main(req: Request, env: Env, ctx: Context) -> Result<Response> {
     let (resp, route) = answer(req, &env, &settings, (path, query), &traced.traceparent()).await;
     let status = resp.as_ref().map_or(500, Response::status_code);
     let span = traced.finish(method.as_ref(), path, route, status, now_ms());
-    let fields = serde_json::json!({
-        "method": method.as_ref(),
-        "path": path,
-        "route": route,
-        "status": status,
-        "durationMs": span.end_ms - span.start_ms,
-    });
-    telemetry::log(&trace::log_line("request", Some(&span.trace_id()), fields));
+    let fields =
+        trace::RequestLog { method: method.as_ref(), path, route, status, duration_ms: span.end_ms - span.start_ms };
+    telemetry::log(&trace::log_line("request", Some(&span.trace_id()), &fields));
     if let Some(otlp) = &settings.otlp {
         ctx.wait_until(telemetry::export(otlp.clone(), vec![span]));
     }

@@ -33,7 +33,7 @@ pub(super) fn run_ended(thread_id: &str, tracing: bool, run: &RunRecord) -> Effe
         fields["inputTokens"] = u.input.into();
         fields["outputTokens"] = u.output.into();
     }
-    let log = crate::trace::log_line("run", Some(&hex::encode(trace.trace)), fields);
+    let log = crate::trace::log_line("run", Some(&hex::encode(trace.trace)), &fields);
     let mut spans = Vec::new();
     if tracing {
         let mut span = trace
