@@ -399,9 +399,43 @@ pub struct Projector {
     pending: Option<usize>,
 }
 
+/// A [`Projector`]'s state as it travels (a moving stream's, between two
+/// messages): each running run as (run id, root agent, answer, the text of
+/// its ended segments, its open segment as (reasoning, response, text,
+/// characters the reader has)), and the characters a resuming reader holds.
+/// Typed tuples, not derived structs: derived deserializers weigh several
+/// KiB in the Worker's bundle, near its budget.
+pub type Saved = (Vec<(String, String, String, String, Option<(bool, Option<String>, String, usize)>)>, Option<usize>);
+
 impl Projector {
     pub fn new() -> Projector {
         Projector::default()
+    }
+
+    /// Its state as it travels ([`Saved`]).
+    pub fn saved(&self) -> Saved {
+        let segment = |s: &Segment| (s.kind == TextKind::Reasoning, s.response.clone(), s.text.clone(), s.chars);
+        let runs = self
+            .runs
+            .iter()
+            .map(|(id, r)| (id.clone(), r.root.clone(), r.answer.clone(), r.text.clone(), r.segment.as_ref().map(segment)))
+            .collect();
+        (runs, self.pending)
+    }
+
+    /// A projector that goes on from a state [`Projector::saved`] gave.
+    pub fn from_saved((runs, pending): Saved) -> Projector {
+        let segment = |(reasoning, response, text, chars)| Segment {
+            kind: if reasoning { TextKind::Reasoning } else { TextKind::Text },
+            response,
+            text,
+            chars,
+        };
+        let runs = runs
+            .into_iter()
+            .map(|(id, root, answer, text, open)| (id, Run { root, answer, text, segment: open.map(segment) }))
+            .collect();
+        Projector { runs, pending }
     }
 
     /// A reader resumes with `chars` characters of the root segment open at

@@ -51,7 +51,26 @@ enum Mode {
     },
 }
 
-/// A live `view=updates` reader.
+/// A live SSE reader's state as it travels (between two messages): the
+/// conversation, the projector's ([`projection::Saved`]), the reader's
+/// resume point (seq, characters), armed, generation, seq, high, live, the
+/// client's cursor, and the SSE mode's opened, last reported offset and
+/// last control. Typed tuples, as the projector's.
+type Saved = (
+    String,
+    projection::Saved,
+    (u64, usize),
+    bool,
+    u64,
+    u64,
+    u64,
+    bool,
+    Option<String>,
+    (i64, Option<String>, i64),
+);
+
+/// A live `view=updates` reader. Read live over SSE it moves between the
+/// object and a relay ([`Framer::save`]); a long-poll answers once.
 pub struct Updates {
     conversation: String,
     projector: Projector,
@@ -130,6 +149,8 @@ impl Updates {
 }
 
 impl Framer for Updates {
+    const MOVES: bool = true;
+
     fn begin(&mut self, gen: u64, _after: u64, high: u64, _out: &mut Vec<u8>) {
         self.gen = gen;
         self.high = high;
@@ -230,6 +251,53 @@ impl Framer for Updates {
                 .header(wire::CURSOR, self.cursor(now, random)),
         )
     }
+
+    /// An SSE reader's whole state, between two messages (nothing gathered
+    /// and not yet sent); a long-poll does not move.
+    fn save(&self) -> Option<String> {
+        let Mode::Sse { opened, reported, controlled } = &self.mode else { return None };
+        if !self.chunks.is_empty() {
+            return None;
+        }
+        let saved: Saved = (
+            self.conversation.clone(),
+            self.projector.saved(),
+            (self.resume.seq, self.resume.chars),
+            self.armed,
+            self.gen,
+            self.seq,
+            self.high,
+            self.live,
+            self.client_cursor.clone(),
+            (*opened, reported.clone(), *controlled),
+        );
+        Some(crate::feed::save_tagged("flue-updates", &saved))
+    }
+
+    /// Takes over a state of an SSE reader of the same conversation, else
+    /// nothing changes.
+    fn restore(&mut self, state: &str) -> bool {
+        let Some(saved) = crate::feed::restore_tagged::<Saved>("flue-updates", state) else { return false };
+        let (conversation, projector, (seq, chars), armed, gen, at, high, live, client_cursor, sse) = saved;
+        if conversation != self.conversation || !matches!(self.mode, Mode::Sse { .. }) {
+            return false;
+        }
+        let (opened, reported, controlled) = sse;
+        *self = Updates {
+            conversation,
+            projector: Projector::from_saved(projector),
+            resume: Resume { seq, chars },
+            armed,
+            gen,
+            seq: at,
+            high,
+            live,
+            client_cursor,
+            chunks: Vec::new(),
+            mode: Mode::Sse { opened, reported, controlled },
+        };
+        true
+    }
 }
 
 /// A JSON batch of chunks: catch-up reads and long-polls.
@@ -322,5 +390,72 @@ mod tests {
         assert_eq!(body[0]["delta"], " world");
         assert_eq!(body[0]["position"], json!({ "batch": 3, "index": 0 }));
         assert_eq!(reply.get("stream-next-offset"), Some(offset(7, 3).as_str()));
+    }
+
+    /// A live SSE reader moved after any message (saved, and taken over by
+    /// a reader opened as the route opens one) writes what it would have
+    /// written unmoved, byte for byte: live text and the block that flushes
+    /// it, a tool call ending a segment, reasoning, a run's end and the next
+    /// run; from the start, and resuming inside a segment. A long-poll does
+    /// not move; another conversation's or protocol's state is refused.
+    #[test]
+    fn a_moved_updates_reader_goes_on_as_if_it_had_not_moved() {
+        let e = |run: &str, kind: &str, rid: &str, payload: Value| {
+            json!({ "type": kind, "runId": run, "agentId": "root", "responseId": rid, "ts": 0, "payload": payload })
+                .to_string()
+        };
+        let messages: Vec<(bool, String)> = vec![
+            (true, e("t.run_1", "run-start", "r1", json!({ "messageId": "m1", "message": "hi" }))),
+            // Nothing to project: only a control, when the position moved.
+            (true, e("t.run_1", "tool-input-start", "r1", json!({ "toolCallId": "a", "toolName": "look" }))),
+            (false, e("t.run_1", "status", "r1", json!({ "message": "thinking" }))),
+            (false, e("t.run_1", "text-delta", "r1", json!({ "text": "Hel" }))),
+            (false, e("t.run_1", "text-delta", "r1", json!({ "text": "lo" }))),
+            (true, e("t.run_1", "text-block", "r1", json!({ "text": "Hello" }))),
+            (false, e("t.run_1", "text-delta", "r1", json!({ "text": " you" }))),
+            (true, e("t.run_1", "tool-call", "r1", json!({ "toolCallId": "a", "toolName": "look", "args": {} }))),
+            (false, e("t.run_1", "reasoning-delta", "r2", json!({ "text": "hmm" }))),
+            (true, e("t.run_1", "reasoning-block", "r2", json!({ "text": "hmm" }))),
+            (false, e("t.run_1", "text-delta", "r3", json!({ "text": "Wor" }))),
+            (true, e("t.run_1", "text-block", "r3", json!({ "text": "World" }))),
+            (true, e("t.run_1", "run-finish", "r3", json!({ "status": "completed" }))),
+            (true, e("t.run_2", "run-start", "s1", json!({ "messageId": "m2", "message": "again" }))),
+            (false, e("t.run_2", "text-delta", "s1", json!({ "text": "ok" }))),
+            (true, e("t.run_2", "run-finish", "s1", json!({ "status": "completed" }))),
+        ];
+        let feed = |f: &mut Updates, m: &(bool, String), seq: u64, out: &mut Vec<u8>| {
+            crate::feed::feed_message(f, m, seq, out);
+            f.end_of_message(10 * seq as i64, seq, out);
+        };
+        let opens: [Box<dyn Fn() -> Updates>; 2] = [
+            Box::new(|| Updates::sse("t".into(), Resume::default(), None, 0)),
+            // Resuming four characters into the first answer, with a cursor
+            // ahead of the clock.
+            Box::new(|| Updates::sse("t".into(), Resume { seq: 1, chars: 4 }, Some("99999999999".into()), 0)),
+        ];
+        for open in opens {
+            let whole = crate::feed::assert_moves_unchanged(open, &messages, feed);
+            assert!(whole.contains("World") && whole.contains("hmm") && whole.contains("\"ok\""), "{whole}");
+            assert!(whole.contains("event: control"), "{whole}");
+        }
+        // Its clocks move with it: the next control 30 s after the last
+        // one, and its recycling counted from when the client opened it.
+        let mut a = Updates::sse("t".into(), Resume::default(), None, 0);
+        let mut out = Vec::new();
+        a.begin(1, 0, 0, &mut out);
+        a.caught_up(&mut out);
+        a.keepalive(30_000, 1, &mut out);
+        assert!(String::from_utf8_lossy(&out).contains("event: control"));
+        let mut b = Updates::sse("t".into(), Resume::default(), None, 40_000);
+        assert!(b.restore(&a.save().unwrap()));
+        let mut out = Vec::new();
+        b.keepalive(45_000, 1, &mut out);
+        assert_eq!(out, HEARTBEAT, "no control 15 s after the last one");
+        assert!(b.done(wire::SSE_RECYCLE_MS + 1), "recycled as if it had not moved");
+        let state = Updates::sse("t".into(), Resume::default(), None, 0).save().unwrap();
+        assert!(!Updates::sse("other".into(), Resume::default(), None, 0).restore(&state), "another conversation's");
+        assert!(!Updates::long_poll("t".into(), Resume::default(), None).restore(&state), "a long-poll");
+        assert!(Updates::long_poll("t".into(), Resume::default(), None).save().is_none(), "a long-poll answers once");
+        assert!(!Updates::sse("t".into(), Resume::default(), None, 0).restore(r#"{"agora":[]}"#), "another protocol's");
     }
 }
