@@ -138,62 +138,22 @@ async function idleThreadSleeps(api, hook) {
   }
 }
 
-test("Durable Streams readers (live=sse) are held during a run and handed over at idle: every event once, in order, as a fresh read has them", async () => {
-  const thread = newThread("handover-ds");
+/**
+ * Readers of a view (`view(query)`: its path with `query` added) across
+ * four runs and their idle spells: two join each run, one from the start
+ * and one from where the thread stands (the offset a catch-up read gives);
+ * each run publishes while they are held, then ends, and they are handed
+ * over; a last run reaches them on their sockets. Every reader has, from
+ * its `data` frames, what a catch-up read has after its offset: each item
+ * once, in order, its stream never broken, its offsets only moving forward.
+ */
+async function readersAcrossRuns(thread, view) {
   const readers = [];
-  /** The events of a reader's `data` frames, in the order they came. */
-  const eventsOf = (r) => r.frames().filter((f) => f.event === "data").flatMap((f) => JSON.parse(f.data));
+  /** The items of a reader's `data` frames, in the order they came. */
+  const itemsOf = (r) => r.frames().filter((f) => f.event === "data").flatMap((f) => JSON.parse(f.data));
   let heldSeen = 0;
   for (let c = 0; c < 4; c++) {
     const { runId, token } = await startExternalRun(api, hook, thread, `cycle ${c}`);
-    // Two readers join each run: one from the start, one from where the
-    // thread stands now (the offset a catch-up read gives).
-    const now = await api.call("GET", `/v1/threads/${thread}?offset=-1`);
-    assert.equal(now.status, 200, now.text);
-    for (const [offset, had] of [["-1", 0], [now.headers.get("stream-next-offset"), now.json.length]]) {
-      const r = openSse(`${worker.url}/v1/threads/${thread}?offset=${offset}&live=sse`);
-      await r.ready;
-      assert.equal(r.status, 200, r.raw);
-      r.had = had;
-      readers.push(r);
-    }
-    for (let i = 0; i < 4; i++) {
-      assert.equal((await api.publish(thread, runId, token, [tool(`ds${c}-${i}`), title(`ds${c}-${i}`)])).status, 200);
-    }
-    heldSeen = Math.max(heldSeen, (await api.stats(thread)).json.held);
-    assert.equal((await api.publish(thread, runId, token, [finish])).status, 200);
-    await until(async () => streamsSettled((await api.stats(thread)).json), { timeoutMs: 10_000, what: "every reader handed over" });
-    // Idle, on sockets now: another run's first events reach them.
-    if (c === 3) {
-      const { runId: next, token: t } = await startExternalRun(api, hook, thread, "after");
-      assert.equal((await api.publish(thread, next, t, [title("after"), finish])).status, 200);
-    }
-  }
-  assert.ok(heldSeen >= 2, `the readers were held by the object during a run (at most ${heldSeen} at once)`);
-  const all = await api.call("GET", `/v1/threads/${thread}?offset=-1`);
-  assert.equal(all.status, 200, all.text);
-  const want = all.json;
-  await Promise.all(readers.map((r) => until(() => eventsOf(r).length >= want.length - r.had, { timeoutMs: 10_000, what: "every event" })));
-  for (const [i, r] of readers.entries()) {
-    assert.ok(!r.closed, `reader ${i}'s stream never ended`);
-    assert.deepEqual(eventsOf(r), want.slice(r.had), `reader ${i} (had ${r.had}): no gap, no duplicate, in order`);
-    const controls = r.frames().filter((f) => f.event === "control").map((f) => JSON.parse(f.data).streamNextOffset);
-    assert.deepEqual(controls, [...controls].sort(), `reader ${i}: its offsets only move forward`);
-    r.close();
-  }
-});
-
-test("Flue's updates view (view=updates, live=sse) is held during a run and handed over at idle: every chunk once, in order, as a fresh read has them", async () => {
-  const thread = newThread("handover-flue");
-  const view = (query) => `/agents/default/${thread}?view=updates&${query}`;
-  const readers = [];
-  /** The chunks of a reader's `data` frames, in the order they came. */
-  const chunksOf = (r) => r.frames().filter((f) => f.event === "data").flatMap((f) => JSON.parse(f.data));
-  let heldSeen = 0;
-  for (let c = 0; c < 4; c++) {
-    const { runId, token } = await startExternalRun(api, hook, thread, `cycle ${c}`);
-    // Two readers join each run: one from the start, one from where the
-    // conversation stands now (the offset a catch-up read gives).
     const now = await api.call("GET", view("offset=-1"));
     assert.equal(now.status, 200, now.text);
     for (const [offset, had] of [["-1", 0], [now.headers.get("stream-next-offset"), now.json.length]]) {
@@ -204,7 +164,7 @@ test("Flue's updates view (view=updates, live=sse) is held during a run and hand
       readers.push(r);
     }
     for (let i = 0; i < 4; i++) {
-      assert.equal((await api.publish(thread, runId, token, [tool(`fl${c}-${i}`), title(`fl${c}-${i}`)])).status, 200);
+      assert.equal((await api.publish(thread, runId, token, [tool(`c${c}-${i}`), title(`c${c}-${i}`)])).status, 200);
     }
     heldSeen = Math.max(heldSeen, (await api.stats(thread)).json.held);
     assert.equal((await api.publish(thread, runId, token, [finish])).status, 200);
@@ -212,20 +172,30 @@ test("Flue's updates view (view=updates, live=sse) is held during a run and hand
   }
   // Idle, on sockets now: another run reaches them.
   const { runId: next, token } = await startExternalRun(api, hook, thread, "after");
-  assert.equal((await api.publish(thread, next, token, [tool("after"), finish])).status, 200);
+  assert.equal((await api.publish(thread, next, token, [tool("after"), title("after"), finish])).status, 200);
   assert.ok(heldSeen >= 2, `the readers were held by the object during a run (at most ${heldSeen} at once)`);
   const all = await api.call("GET", view("offset=-1"));
   assert.equal(all.status, 200, all.text);
   const want = all.json;
-  assert.ok(want.some((c) => JSON.stringify(c).includes("fl3-3")) && want.some((c) => JSON.stringify(c).includes("after")), all.text);
-  await Promise.all(readers.map((r) => until(() => chunksOf(r).length >= want.length - r.had, { timeoutMs: 10_000, what: "every chunk" })));
+  assert.ok(["c3-3", "after"].every((id) => JSON.stringify(want).includes(id)), all.text);
+  await Promise.all(readers.map((r) => until(() => itemsOf(r).length >= want.length - r.had, { timeoutMs: 10_000, what: "every item" })));
   for (const [i, r] of readers.entries()) {
     assert.ok(!r.closed, `reader ${i}'s stream never ended`);
-    assert.deepEqual(chunksOf(r), want.slice(r.had), `reader ${i} (had ${r.had}): no gap, no duplicate, in order`);
+    assert.deepEqual(itemsOf(r), want.slice(r.had), `reader ${i} (had ${r.had}): no gap, no duplicate, in order`);
     const controls = r.frames().filter((f) => f.event === "control").map((f) => JSON.parse(f.data).streamNextOffset);
     assert.deepEqual(controls, [...controls].sort(), `reader ${i}: its offsets only move forward`);
     r.close();
   }
+}
+
+test("Durable Streams readers (live=sse) are held during a run and handed over at idle: every event once, in order, as a fresh read has them", async () => {
+  const thread = newThread("handover-ds");
+  await readersAcrossRuns(thread, (query) => `/v1/threads/${thread}?${query}`);
+});
+
+test("Flue's updates view (view=updates, live=sse) is held during a run and handed over at idle: every chunk once, in order, as a fresh read has them", async () => {
+  const thread = newThread("handover-flue");
+  await readersAcrossRuns(thread, (query) => `/agents/default/${thread}?view=updates&${query}`);
 });
 
 /**
