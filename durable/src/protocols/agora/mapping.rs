@@ -154,15 +154,15 @@ struct Tail {
 #[derive(Debug, Clone, PartialEq)]
 struct HeldStep {
     usage: Option<StepUsage>,
-    /// The cost's bits: a float read back from its shortest decimal text
-    /// is not always the same float, and the frame must say it the same.
-    cost_bits: Option<u64>,
+    cost_usd: Option<f64>,
 }
 
 /// A [`FrameMapper`]'s state as it travels: its fields in order (root,
 /// open text as reasoning/response/text/parts, calls, denied calls, a
-/// held step's usage and cost bits, held titles, frame count), a JSON array
-/// with typed members. Tuples, not derived structs: the structs' derived
+/// held step's usage and cost, held titles, frame count), a JSON array
+/// with typed members. The cost travels as its bits: a float read back from
+/// its shortest decimal text is not always the same float, and the frame
+/// must say it the same. Tuples, not derived structs: the structs' derived
 /// deserializers took the Worker's bundle 7 KiB gzip up, past its budget.
 pub type Saved = (
     String,
@@ -213,7 +213,7 @@ impl FrameMapper {
     pub fn saved(&self) -> Saved {
         let tail = self.tail.as_ref().map(|t| (t.reasoning, t.response_id.clone(), t.text.clone(), t.parts));
         let usage = |u: &StepUsage| (u.input_tokens.clone(), u.output_tokens.clone());
-        let step = self.step_finish.as_ref().map(|h| (h.usage.as_ref().map(usage), h.cost_bits));
+        let step = self.step_finish.as_ref().map(|h| (h.usage.as_ref().map(usage), h.cost_usd.map(f64::to_bits)));
         let (calls, denied) = (self.calls.iter().cloned().collect(), self.denied.iter().cloned().collect());
         (self.root.clone(), tail, calls, denied, step, self.titles.clone(), self.count)
     }
@@ -222,7 +222,7 @@ impl FrameMapper {
     pub fn from_saved((root, tail, calls, denied, step, titles, count): Saved) -> FrameMapper {
         let tail = tail.map(|(reasoning, response_id, text, parts)| Tail { reasoning, response_id, text, parts });
         let usage = |(input_tokens, output_tokens)| StepUsage { input_tokens, output_tokens };
-        let step_finish = step.map(|(u, cost_bits)| HeldStep { usage: u.map(usage), cost_bits });
+        let step_finish = step.map(|(u, bits)| HeldStep { usage: u.map(usage), cost_usd: bits.map(f64::from_bits) });
         let (calls, denied) = (calls.into_iter().collect(), denied.into_iter().collect());
         FrameMapper { root, tail, calls, denied, step_finish, titles, count }
     }
@@ -255,9 +255,8 @@ impl FrameMapper {
 
     /// The held `step-finish`, and at the run's end the held `title`s.
     fn release(&mut self, end: bool) -> Vec<AgoraFrame> {
-        let step = self.step_finish.take();
-        let mut frames: Vec<AgoraFrame> =
-            step.map(|h| AgoraFrame::StepFinish { usage: h.usage, cost_usd: h.cost_bits.map(f64::from_bits) }).into_iter().collect();
+        let step = self.step_finish.take().map(|HeldStep { usage, cost_usd }| AgoraFrame::StepFinish { usage, cost_usd });
+        let mut frames: Vec<AgoraFrame> = step.into_iter().collect();
         if end {
             frames.extend(self.titles.drain(..).map(|title| AgoraFrame::Title { title }));
         }
@@ -398,7 +397,7 @@ impl FrameMapper {
                     .token_counts()
                     .map(|(input_tokens, output_tokens)| StepUsage { input_tokens, output_tokens });
                 let frames = self.release(false);
-                self.step_finish = Some(HeldStep { usage, cost_bits: step.cost_usd.map(f64::to_bits) });
+                self.step_finish = Some(HeldStep { usage, cost_usd: step.cost_usd });
                 frames
             }
             Payload::TasksUpdate(tasks) => vec![AgoraFrame::Tasks { tasks: tasks.list_json() }],

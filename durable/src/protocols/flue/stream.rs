@@ -53,9 +53,10 @@ enum Mode {
 
 /// A live SSE reader's state as it travels (between two messages): the
 /// conversation, the projector's ([`projection::Saved`]), the reader's
-/// resume point (seq, characters), armed, generation, seq, high, live, the
-/// client's cursor, and the SSE mode's opened, last reported offset and
-/// last control. Typed tuples, as the projector's.
+/// resume point (seq, characters), armed, generation, seq, high (read only
+/// before the reader caught up, so never after a move; kept so the state is
+/// whole), live, the client's cursor, and the SSE mode's opened, last
+/// reported offset and last control. Typed tuples, as the projector's.
 type Saved = (
     String,
     projection::Saved,
@@ -278,7 +279,8 @@ impl Framer for Updates {
     /// nothing changes.
     fn restore(&mut self, state: &str) -> bool {
         let Some(saved) = crate::feed::restore_tagged::<Saved>("flue-updates", state) else { return false };
-        let (conversation, projector, (seq, chars), armed, gen, at, high, live, client_cursor, sse) = saved;
+        let (conversation, projector, (resume_seq, resume_chars), armed, gen, seq, high, live, client_cursor, sse) =
+            saved;
         if conversation != self.conversation || !matches!(self.mode, Mode::Sse { .. }) {
             return false;
         }
@@ -286,10 +288,10 @@ impl Framer for Updates {
         *self = Updates {
             conversation,
             projector: Projector::from_saved(projector),
-            resume: Resume { seq, chars },
+            resume: Resume { seq: resume_seq, chars: resume_chars },
             armed,
             gen,
-            seq: at,
+            seq,
             high,
             live,
             client_cursor,
