@@ -13,13 +13,12 @@
 // which Chrome's DevTools opens). With the inspector attached, every
 // console line also goes to it: the request log's share is far larger in
 // the profile than when unprofiled (about 5 µs a line).
-import http from "node:http";
 import fs from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
-import { execFileSync } from "node:child_process";
-import { startWorker, startWebhook, client, newThread, sleep } from "../tests/support/harness.mjs";
+import { startWebhook, sleep } from "../tests/support/harness.mjs";
 import { freePort } from "../tests/support/wrangler.mjs";
+import { workload } from "./workload.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -32,36 +31,6 @@ const { values } = parseArgs({
     profile: { type: "string", default: "publish" },
   },
 });
-const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-
-function post(base, pathname, body, token) {
-  return new Promise((resolve, reject) => {
-    const data = JSON.stringify(body);
-    const headers = { "content-type": "application/json", authorization: `Bearer ${token}`, "content-length": Buffer.byteLength(data) };
-    const req = http.request(`${base}${pathname}`, { method: "POST", agent, headers }, (res) => {
-      let out = "";
-      res.on("data", (d) => (out += d));
-      res.on("end", () => (res.statusCode === 200 ? resolve(out) : reject(new Error(`${res.statusCode} ${out}`))));
-    });
-    req.on("error", reject);
-    req.end(data);
-  });
-}
-
-/** An SSE reader that counts the events it is sent. */
-function reader(base, thread) {
-  let seen = 0;
-  return new Promise((resolve, reject) => {
-    const req = http.get(`${base}/instance-ai/events/${thread}`, { agent }, (res) => {
-      if (res.statusCode !== 200) return reject(new Error(`SSE ${res.statusCode}`));
-      res.setEncoding("utf8");
-      res.on("data", (chunk) => (seen += chunk.split("\n\n").length - 1));
-      resolve({ seen: () => seen, close: () => req.destroy() });
-    });
-    req.on("error", () => {});
-  });
-}
-
 /** One DevTools-protocol session on the isolate's inspector target. */
 async function inspect(port) {
   const targets = await (await fetch(`http://127.0.0.1:${port}/json`)).json();
@@ -107,62 +76,26 @@ function summarize(profile) {
   return { self, total, all };
 }
 
-const CLOCK_TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-/** CPU time (ms) the workerd under serving process `pid` has used. */
-function workerdCpuMs(pid) {
-  let ms = 0;
-  for (const d of fs.readdirSync("/proc").filter((x) => /^\d+$/.test(x))) {
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, "utf8");
-      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(f[1]) === pid && stat.includes("(workerd)")) ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
-    } catch {}
-  }
-  return ms;
-}
-
 const hook = await startWebhook();
 const port = await freePort();
 process.env.MINIFLARE_INSPECT = String(port);
-const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url }, script: path.resolve(values.script) });
+const w = await workload({ script: values.script, hook, subscribers: Number(values.subscribers) });
 try {
-  const api = client(worker.url);
-  const thread = newThread("prof");
-  const r = await api.chat(thread, "profile");
-  const sig = await hook.next((m) => m.type === "run" && m.runId === r.json.runId);
-  const publish = (i) =>
-    post(worker.url, `/instance-ai/threads/${thread}/runs/${r.json.runId}/events`, [
-      { type: "tool-call", agentId: "orchestrator", payload: { toolCallId: `m${i}`, toolName: "bench", args: {} } },
-    ], sig.publishToken);
-  const readers = [];
-  for (let s = 0; s < Number(values.subscribers); s++) readers.push(await reader(worker.url, thread));
-  for (let i = 0; i < 50; i++) await publish(-1 - i); // warm-up
   // workerd's CPU per publish, unprofiled (the profiler's own cost and the
   // console's trip to the inspector are left out): user + system from /proc.
   const n = Number(values.publishes);
-  const cpu0 = workerdCpuMs(worker.pid);
+  const { publish, preflight } = w;
+  const cpu0 = w.cpuMs();
   for (let i = 0; i < n; i++) await publish(1e6 + i);
   await sleep(20);
-  const cpuPerPublish = (workerdCpuMs(worker.pid) - cpu0) / n;
-  // The same for an answer the Worker gives alone (a CORS preflight of the
-  // publish route: no object, no body): the part of a publish's CPU that
-  // is the front (Miniflare's entry worker, the Worker's entry, its log
-  // line and headers), whatever the route does.
-  const preflight = () =>
-    new Promise((resolve, reject) => {
-      const headers = { origin: "http://127.0.0.1", "access-control-request-method": "POST" };
-      const req = http.request(`${worker.url}/instance-ai/threads/${thread}/runs/${r.json.runId}/events`, { method: "OPTIONS", agent, headers }, (res) => {
-        res.resume();
-        res.on("end", resolve);
-      });
-      req.on("error", reject);
-      req.end();
-    });
-  for (let i = 0; i < 50; i++) await preflight();
-  const cpu1 = workerdCpuMs(worker.pid);
+  const cpuPerPublish = (w.cpuMs() - cpu0) / n;
+  // The same for an answer the Worker gives alone (no object, no body): the
+  // part of a publish's CPU that is the front (Miniflare's entry worker, the
+  // Worker's entry, its log line and headers), whatever the route does.
+  const cpu1 = w.cpuMs();
   for (let i = 0; i < n; i++) await preflight();
   await sleep(20);
-  const cpuPerPreflight = (workerdCpuMs(worker.pid) - cpu1) / n;
+  const cpuPerPreflight = (w.cpuMs() - cpu1) / n;
   const inspector = await inspect(port);
   await inspector.send("Profiler.enable");
   await inspector.send("Profiler.setSamplingInterval", { interval: 50 });
@@ -174,7 +107,6 @@ try {
   await sleep(50);
   const { result } = await inspector.send("Profiler.stop");
   inspector.close();
-  readers.forEach((x) => x.close());
   fs.mkdirSync(path.dirname(values.out), { recursive: true });
   fs.writeFileSync(values.out, JSON.stringify(result.profile));
   const { self, total, all } = summarize(result.profile);
@@ -190,6 +122,6 @@ try {
   for (const [k, ms] of [...total].filter(([k]) => k !== "(root)" && k !== "(idle)" && k !== "(program)").sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${per(ms)}  ${k}`);
   console.log(`\nprofile: ${values.out}`);
 } finally {
-  await worker.stop();
+  await w.stop();
   await hook.close();
 }
