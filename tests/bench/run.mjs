@@ -10,7 +10,9 @@
 //      object-held stream costs, the object writing to every subscriber's
 //      open response) and agents (tests/bench/agents-peer/: the path on
 //      Cloudflare's Agents SDK as its docs write it, bundled with esbuild
-//      here; its subscribers are the SDK's WebSockets)
+//      here; its subscribers are the SDK's WebSockets). All five are
+//      sampled in turns, a block of publishes each, so load on this shared
+//      machine falls on every one alike
 //   2. durable appends per second on one thread, with 0 and 10 subscribers,
 //      beside the same two peers
 //   3. SQLite rows written per 1,000 text-deltas
@@ -163,10 +165,11 @@ async function openRun(b, thread) {
   return { publish: (events) => post(b.api.base, `/instance-ai/threads/${thread}/runs/${b.name}/events`, events, b.name) };
 }
 
-/** Publish→delivery with `subscribers` on one thread: threadline's publish
- * route into an open run, or a peer's (the minimal JavaScript Workers, the
- * Agents SDK's; `b.subscribe` when its subscribers are not SSE). */
-async function latency(b, subscribers, samples = 1000) {
+/** Publish→delivery with `subscribers` on one thread of `b`: threadline's
+ * publish route into an open run, or a peer's (the minimal JavaScript
+ * Workers, the Agents SDK's; `b.subscribe` when its subscribers are not
+ * SSE). Opened, then sampled a block at a time (`sample(n)`), then read. */
+async function openLatency(b, subscribers) {
   const thread = newThread("lat");
   const run = await openRun(b, thread);
   const api = b.api;
@@ -175,29 +178,65 @@ async function latency(b, subscribers, samples = 1000) {
   const lat = [];
   const acks = [];
   const subs = [];
+  let cpuMs = 0;
+  let next = 0;
+  let unmarked = 0;
   for (let s = 0; s < subscribers; s++) {
     subs.push(await sub(api.base, thread, { onMark: (i, t) => sent.has(i) && lat.push(t - sent.get(i)) }));
   }
   await sleep(300);
-  for (let i = 0; i < 20; i++) await run.publish([toolCall(-1 - i)]); // warm-up (not marked)
-  const cpu0 = workerdCpuMs(b.worker);
-  for (let i = 0; i < samples; i++) {
-    const t0 = performance.now();
-    sent.set(i, t0);
-    await run.publish([toolCall(i)]);
-    acks.push(performance.now() - t0);
-    await sleep(2);
+  return {
+    /** `n` publishes, 2 ms apart; `warm`: not marked, nor counted. */
+    async sample(n, warm = false) {
+      if (warm) {
+        for (let k = 0; k < n; k++) await run.publish([toolCall(-1 - unmarked++)]), await sleep(2);
+        return;
+      }
+      const cpu0 = workerdCpuMs(b.worker);
+      for (let k = 0; k < n; k++, next++) {
+        const t0 = performance.now();
+        sent.set(next, t0);
+        await run.publish([toolCall(next)]);
+        acks.push(performance.now() - t0);
+        await sleep(2);
+      }
+      // Everything workerd did for the samples (the publishes, the
+      // deliveries and the Miniflare entry worker in front).
+      await sleep(20);
+      cpuMs += workerdCpuMs(b.worker) - cpu0;
+    },
+    async read() {
+      await sleep(480);
+      subs.forEach((s) => s.close());
+      lat.sort((x, y) => x - y);
+      acks.sort((x, y) => x - y);
+      return { subscribers, deliveries: lat.length, expected: next * subscribers, p50: pct(lat, 50), p99: pct(lat, 99), ackP50: pct(acks, 50), ackP99: pct(acks, 99), cpuPerPublishMs: cpuMs / next };
+    },
+  };
+}
+
+/** {@link openLatency} on every server in `servers` at once, `samples` each,
+ * taken in turns of a block per server (the order rotating each turn), so a
+ * burst of load on this shared machine falls on every server alike rather
+ * than on whichever was being measured. A block is short enough that no
+ * threadline run goes quiet (2 s) while the others take theirs, and the
+ * first turns are warm-up: the figures are of a run in progress, its
+ * streams held. */
+async function latencies(servers, subscribers, samples = 1000) {
+  // A turn takes about a second at 100 subscribers with blocks of 10.
+  const block = subscribers >= 100 ? 10 : 25;
+  const open = [];
+  for (const b of servers) open.push(await openLatency(b, subscribers));
+  // Warm-up turns, not marked: every run busy again, and a stream that moved
+  // to a socket while the others were being opened moved back (locally
+  // one object's claims go 20 ms apart: 2 s for 100 streams).
+  for (let k = 0; k < 4; k++) for (const o of open) await o.sample(block, true);
+  for (let k = 0; k * block < samples; k++) {
+    for (let j = 0; j < open.length; j++) await open[(j + k) % open.length].sample(Math.min(block, samples - k * block));
   }
-  // Everything workerd did for the samples (the publishes, the deliveries
-  // and the Miniflare entry worker in front), per publish; read before the
-  // idle wait, in which workerd's own housekeeping would count.
-  await sleep(20);
-  const cpuPerPublishMs = (workerdCpuMs(b.worker) - cpu0) / samples;
-  await sleep(480);
-  subs.forEach((s) => s.close());
-  lat.sort((a, b) => a - b);
-  acks.sort((a, b) => a - b);
-  return { subscribers, deliveries: lat.length, expected: samples * subscribers, p50: pct(lat, 50), p99: pct(lat, 99), ackP50: pct(acks, 50), ackP99: pct(acks, 99), cpuPerPublishMs };
+  const out = {};
+  for (let j = 0; j < servers.length; j++) out[servers[j].name] = await open[j].read();
+  return out;
 }
 
 /** Durable appends per second into one thread of `b` (a build or a peer,
@@ -1008,8 +1047,7 @@ try {
     try {
       peers = await startPeers();
       for (const n of [1, 10, 100]) {
-        const r = {};
-        for (const b of [...builds, floor, ...peers]) r[b.name] = await latency(b, n);
+        const r = await latencies([...builds, floor, ...peers], n);
         results.latency.push({ subscribers: n, ...r });
         const line = (x) =>
           `p50 ${ms(x.p50)} p99 ${ms(x.p99)} (${x.deliveries}/${x.expected}; publish answered p50 ${ms(x.ackP50)}; workerd CPU ${ms(x.cpuPerPublishMs)}/publish)`;
