@@ -1,13 +1,16 @@
-// Two builds' workerd CPU per publish, side by side: both serve the bench's
-// latency workload (local/workload.mjs) at once and take turns, a block of
-// publishes (then of Worker-only answers) each, so the machine's drift falls
-// on both alike; each pair of neighbouring blocks gives one ratio.
+// Two builds side by side on workerd: both serve the bench's latency
+// workload (local/workload.mjs) at once and take turns, a block of requests
+// each, so the machine's drift falls on both alike; each pair of
+// neighbouring blocks gives one ratio.
 //
 //   node local/cpu-ab.mjs --a target/ab-base --b build [--blocks 16] [--per-block 200] [--subscribers 1]
 //
-// Prints, for publishes and for answers the Worker gives alone (a CORS
-// preflight: no object), each build's median CPU per request and the median
-// and spread of B's over A's across the pairs.
+// Prints, in this order: each build's median workerd CPU per publish and the
+// median and quartiles of B's over A's across the pairs; publish→delivery to
+// a reader (p50, p99) beside publish→answer; the same CPU figures for an
+// answer the Worker gives alone (a CORS preflight: no object), last, as each
+// run goes quiet meanwhile and its streams move to sockets. CPU is each
+// workerd thread's run time from the scheduler, in nanoseconds.
 import { parseArgs } from "node:util";
 import { startWebhook, sleep } from "../tests/support/harness.mjs";
 import { workload } from "./workload.mjs";
