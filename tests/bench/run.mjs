@@ -54,6 +54,9 @@ import path from "node:path";
 import { execFileSync } from "node:child_process";
 import { builtinModules } from "node:module";
 import { startWorker, startWebhook, client, newThread, sleep, tempDir } from "../support/harness.mjs";
+// workerd's CPU from the scheduler's nanosecond run times: a turn's block
+// is tens of milliseconds of CPU, finer than /proc/…/stat's 10 ms ticks.
+import { workerdCpuMs } from "../../local/workload.mjs";
 
 // No socket cap: the cost figure holds 1,000 streams open at once.
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
@@ -140,23 +143,6 @@ async function newRun(api, hook, thread) {
   return { runId: r.json.runId, publish };
 }
 
-/** CPU time (ms) a build's workerd has used so far: user + system, read
- * from /proc (workerd is the serving process's child). */
-function workerdCpuMs(worker) {
-  let ms = 0;
-  for (const pid of fs.readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
-    let stat;
-    try {
-      stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-    } catch {
-      continue;
-    }
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    if (Number(f[1]) === worker.pid && stat.includes("(workerd)")) ms += ((Number(f[11]) + Number(f[12])) * 1000) / CLOCK_TICKS;
-  }
-  return ms;
-}
-const CLOCK_TICKS = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 
 /** Where `b` publishes on `thread`: threadline's route into an open run,
  * or a peer's (the floors, the agents peer: no runs, no auth) directly. */
@@ -192,7 +178,7 @@ async function openLatency(b, subscribers) {
         for (let k = 0; k < n; k++) await run.publish([toolCall(-1 - unmarked++)]), await sleep(2);
         return;
       }
-      const cpu0 = workerdCpuMs(b.worker);
+      const cpu0 = workerdCpuMs(b.worker.pid);
       for (let k = 0; k < n; k++, next++) {
         const t0 = performance.now();
         sent.set(next, t0);
@@ -203,7 +189,7 @@ async function openLatency(b, subscribers) {
       // Everything workerd did for the samples (the publishes, the
       // deliveries and the Miniflare entry worker in front).
       await sleep(20);
-      cpuMs += workerdCpuMs(b.worker) - cpu0;
+      cpuMs += workerdCpuMs(b.worker.pid) - cpu0;
     },
     async read() {
       await sleep(480);
