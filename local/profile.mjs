@@ -4,7 +4,7 @@
 //
 //   KEEP_NAMES=1 sh local/build.sh   # a build whose wasm keeps its names: target/named/
 //   node local/profile.mjs [--script target/named] [--subscribers 1] [--publishes 2000] [--out FILE]
-//                          [--profile publish|preflight]
+//                          [--profile publish|preflight|heap|crossings]
 //
 // Prints workerd's CPU per publish measured without the profiler (and per
 // answer the Worker gives without an object, for the front's share), then the
@@ -13,6 +13,14 @@
 // which Chrome's DevTools opens). With the inspector attached, every
 // console line also goes to it: the request log's share is far larger in
 // the profile than when unprofiled (about 5 µs a line).
+//
+// Two more views of a publish (any build, names kept or not):
+//   --profile heap       the JavaScript heap it allocates (V8's sampling heap
+//                        profiler, objects a collection freed included), per
+//                        allocating function: what the young generation's
+//                        collections are paid for;
+//   --profile crossings  its calls from wasm into JavaScript, per import (a
+//                        copy of the build whose imports count their calls).
 import fs from "node:fs";
 import path from "node:path";
 import { parseArgs } from "node:util";
@@ -76,11 +84,98 @@ function summarize(profile) {
   return { self, total, all };
 }
 
+/** A copy of the build in `script` whose wasm imports count their calls;
+ * the counts are printed (to stderr, as `CROSSINGS {...}`) and reset by
+ * the request log line of any request whose path has `MARK` in it. */
+const MARK = "__crossings";
+function countingCopy(script) {
+  // Beside the build: workerd serves modules from under the working directory.
+  const dir = fs.mkdtempSync(path.resolve("target", "crossings-"));
+  fs.cpSync(script, dir, { recursive: true });
+  const file = path.join(dir, "index.js");
+  let js = fs.readFileSync(file, "utf8");
+  const count = `globalThis.__crossings = new Map();
+globalThis.__counting = (imports) => {
+  for (const module of Object.values(imports)) for (const [name, f] of Object.entries(module)) {
+    if (typeof f !== "function") continue;
+    const log = name.startsWith("__wbg_log_");
+    module[name] = function (...args) {
+      __crossings.set(name, (__crossings.get(name) ?? 0) + 1);
+      if (log && String(args[0]).includes(${JSON.stringify(MARK)})) console.error("CROSSINGS " + JSON.stringify([...__crossings])), __crossings.clear();
+      return f.apply(this, args);
+    };
+  }
+  return imports;
+};\n`;
+  const instance = /new WebAssembly\.Instance\(([^,()]+),([^()]+)\(\)\)/g;
+  if (!instance.test(js)) throw new Error(`${file}: no wasm instantiation found to count`);
+  js = js.replace(instance, "new WebAssembly.Instance($1,__counting($2()))");
+  fs.writeFileSync(file, js.replace(/^(import[^;]*;)?/, (m) => m + count));
+  return dir;
+}
+
 const hook = await startWebhook();
 const port = await freePort();
 process.env.MINIFLARE_INSPECT = String(port);
-const w = await workload({ script: values.script, hook, subscribers: Number(values.subscribers) });
+const script = values.profile === "crossings" ? countingCopy(values.script) : values.script;
+const w = await workload({ script, hook, subscribers: Number(values.subscribers) });
 try {
+  if (values.profile === "crossings") await crossings(w, Number(values.publishes), Number(values.top));
+  else if (values.profile === "heap") await heap(w, Number(values.publishes), Number(values.top));
+  else await cpu(w);
+} finally {
+  await w.stop();
+  await hook.close();
+  if (script !== values.script) fs.rmSync(script, { recursive: true, force: true });
+}
+
+/** Each import's calls per publish: the counts between two marks, less a
+ * window that holds only a mark (a Worker-only 404). */
+async function crossings(w, n, top) {
+  const mark = () => fetch(`${w.worker.url}/${MARK}`).then((r) => r.arrayBuffer());
+  const windows = () => (w.worker.stderr + w.worker.stdout).split("\n").filter((l) => l.includes("CROSSINGS ")).map((l) => new Map(JSON.parse(l.slice(l.indexOf("CROSSINGS ") + 10))));
+  await mark();
+  await mark();
+  for (let i = 0; i < n; i++) await w.publish(1e6 + i);
+  await mark();
+  await sleep(50);
+  const [alone, published] = windows().slice(-2);
+  const per = [...published].map(([k, v]) => [k, (v - (alone.get(k) ?? 0)) / n]).filter(([, v]) => v > 0.01);
+  const total = per.reduce((a, [, v]) => a + v, 0);
+  console.log(`${total.toFixed(1)} calls from wasm into JavaScript per publish (${n} publishes, Worker and object):`);
+  for (const [k, v] of per.sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${v.toFixed(2).padStart(8)}  ${k}`);
+}
+
+/** The JavaScript heap a publish allocates, per allocating function. */
+async function heap(w, n, top) {
+  const inspector = await inspect(port);
+  // The isolate answers the inspector between its requests: each command
+  // is sent, then a publish gives it a turn.
+  let nudges = 0;
+  const command = async (method, params) => {
+    const answer = inspector.send(method, params);
+    await w.publish(-1000 - nudges++);
+    return answer;
+  };
+  await command("HeapProfiler.enable");
+  await command("HeapProfiler.startSampling", { samplingInterval: 512, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  for (let i = 0; i < n; i++) await w.publish(1e6 + i);
+  const { result } = await command("HeapProfiler.stopSampling");
+  inspector.close();
+  const bytes = new Map();
+  const walk = (node) => {
+    const k = `${node.callFrame.functionName || "(anonymous)"}${node.callFrame.url ? ` ${path.basename(node.callFrame.url)}` : ""}`;
+    bytes.set(k, (bytes.get(k) ?? 0) + node.selfSize);
+    (node.children ?? []).forEach(walk);
+  };
+  walk(result.profile.head);
+  const total = [...bytes.values()].reduce((a, b) => a + b, 0);
+  console.log(`${(total / n / 1024).toFixed(2)} KiB of JavaScript heap allocated per publish (sampled, ${n} publishes):`);
+  for (const [k, b] of [...bytes].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${(b / n).toFixed(0).padStart(8)} B  ${k}`);
+}
+
+/** Where a publish's (or a preflight's) CPU goes. */
+async function cpu(w) {
   // workerd's CPU per publish, unprofiled (the profiler's own cost and the
   // console's trip to the inspector are left out): user + system from /proc.
   const n = Number(values.publishes);
@@ -121,7 +216,4 @@ try {
   console.log("\ntotal time (inclusive):");
   for (const [k, ms] of [...total].filter(([k]) => k !== "(root)" && k !== "(idle)" && k !== "(program)").sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${per(ms)}  ${k}`);
   console.log(`\nprofile: ${values.out}`);
-} finally {
-  await w.stop();
-  await hook.close();
 }
