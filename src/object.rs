@@ -192,6 +192,7 @@ impl Inner {
             return resp;
         }
         let random = ids::random_u64();
+        let logged = self.with_core(|c| c.journal().last_seq())?;
         let upgrade = http::header(&req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
         // The core may ask another object first (a fork's source); the
         // request is then served again with that answer, once.
@@ -220,6 +221,13 @@ impl Inner {
                 _ => break outcome,
             }
         };
+        // What this request appended is written to its subscribers by now,
+        // but workerd sends it only once this turn ends and its SQL commits
+        // (persist, then fan out): the answer and the effects wait for the
+        // next turn, so the delivery does not wait for them.
+        if matches!(outcome.answer, Answer::Reply(_)) && self.with_core(|c| c.journal().last_seq())? > logged {
+            Delay::from(std::time::Duration::ZERO).await;
+        }
         // A subscriber is registered (and sent its hello) in the same
         // synchronous block as its answer was decided; effects come after.
         let resp = match outcome.answer {
