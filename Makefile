@@ -31,6 +31,7 @@ lint: setup
 	cargo fmt --check
 	cargo clippy -p threadline-durable --all-targets --quiet -- -D warnings
 	cargo clippy -p threadline --target wasm32-unknown-unknown --quiet -- -D warnings
+	cargo clippy -p floor-held-rs --target wasm32-unknown-unknown --quiet -- -D warnings
 	node_modules/.bin/tsc -p client --noEmit
 
 # The pure core, natively.
@@ -64,4 +65,4 @@ deploy: setup
 	@bash local/deploy.sh
 
 clean:
-	rm -rf build target .dev-state build.log web/dist client/dist test-artifacts
+	rm -rf build target .dev-state build.log web/dist client/dist test-artifacts tests/bench/floor-held-rs/build tests/bench/agents-peer/dist

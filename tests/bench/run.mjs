@@ -6,15 +6,17 @@
 //      and workerd's CPU time per publish; beside the two builds, the
 //      runtime's floor (tests/bench/floor/: the same path in a minimal
 //      JavaScript Worker, no checks), so the figures say how much is ours;
-//      and two peers: floor-held (tests/bench/floor-held/: the least an
+//      and three peers: floor-held (tests/bench/floor-held/: the least an
 //      object-held stream costs, the object writing to every subscriber's
-//      open response) and agents (tests/bench/agents-peer/: the path on
+//      open response), floor-held-rs (tests/bench/floor-held-rs/: the same
+//      in Rust on the worker crate, built here with worker-build: what the
+//      toolchain adds) and agents (tests/bench/agents-peer/: the path on
 //      Cloudflare's Agents SDK as its docs write it, bundled with esbuild
-//      here; its subscribers are the SDK's WebSockets). All five are
+//      here; its subscribers are the SDK's WebSockets). All six are
 //      sampled in turns, a block of publishes each, so load on this shared
 //      machine falls on every one alike
 //   2. durable appends per second on one thread, with 0 and 10 subscribers,
-//      beside the same two peers
+//      beside the same three peers
 //   3. SQLite rows written per 1,000 text-deltas
 //   4. reconnect after 100 missed events on a 1k and a 100k-event thread:
 //      time to the first replayed event and to the 100th
@@ -51,7 +53,8 @@ import http from "node:http";
 import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
+import os from "node:os";
 import { builtinModules } from "node:module";
 import { startWorker, startWebhook, client, newThread, sleep, tempDir } from "../support/harness.mjs";
 // workerd's CPU from the scheduler's nanosecond run times: a turn's block
@@ -997,22 +1000,44 @@ async function buildAgentsPeer() {
   return (agentsPeerDir = dir);
 }
 
-/** The two peers of the latency and appends figures, each a worker of its
- * own: floor-held (an object-held stream's floor) and agents (the Agents
- * SDK's, which needs nodejs_compat; its subscribers are WebSockets). Both
- * started, or neither. */
+/** The Rust floor (tests/bench/floor-held-rs/, a member of the workspace)
+ * built with worker-build into its build/, as local/build.sh builds the
+ * Worker (its dependencies are the Worker's, compiled already: seconds);
+ * skipped when build/ is newer than its sources. */
+function buildRustFloor() {
+  const dir = path.resolve("tests/bench/floor-held-rs");
+  const out = path.join(dir, "build/index.js");
+  const sources = ["src/lib.rs", "Cargo.toml", "../../../Cargo.lock"].map((f) => fs.statSync(path.join(dir, f)).mtimeMs);
+  if (fs.existsSync(out) && fs.statSync(out).mtimeMs > Math.max(...sources)) return path.dirname(out);
+  const bin = path.resolve("node_modules/.bin");
+  const which = spawnSync("sh", ["-c", "command -v wasm-bindgen"], { encoding: "utf8" }).stdout.trim();
+  const env = { ...process.env, WASM_BINDGEN_BIN: process.env.WASM_BINDGEN_BIN ?? which, ESBUILD_BIN: path.join(bin, "esbuild"), WASM_OPT_BIN: path.join(bin, "wasm-opt") };
+  env.PATH = `${os.homedir()}/.cargo/bin:${env.PATH}`;
+  const built = spawnSync("worker-build", ["--release"], { cwd: dir, env, encoding: "utf8" });
+  if (built.status !== 0) throw new Error(`tests/bench/floor-held-rs: worker-build failed\n${built.stdout}${built.stderr}`);
+  return path.dirname(out);
+}
+
+/** The peers of the latency and appends figures, each a worker of its own:
+ * floor-held (an object-held stream's floor), floor-held-rs (the same in
+ * Rust on the worker crate: what the toolchain adds) and agents (the Agents
+ * SDK's, which needs nodejs_compat; its subscribers are WebSockets). All
+ * started, or none. */
 async function startPeers() {
   const agentsScript = await buildAgentsPeer();
-  const held = { name: "floor-held", peer: true, worker: await startWorker({ vars, script: path.resolve("tests/bench/floor-held") }) };
-  const agents = { name: "agents", peer: true, subscribe: subscribeAgent };
+  const rustScript = buildRustFloor();
+  const peers = [];
   try {
-    agents.worker = await startWorker({ vars, script: agentsScript, compatibilityFlags: ["nodejs_compat"] });
+    peers.push({ name: "floor-held", peer: true, worker: await startWorker({ vars, script: path.resolve("tests/bench/floor-held") }) });
+    peers.push({ name: "floor-held-rs", peer: true, worker: await startWorker({ vars, script: rustScript }) });
+    const worker = await startWorker({ vars, script: agentsScript, compatibilityFlags: ["nodejs_compat"] });
+    peers.push({ name: "agents", peer: true, subscribe: subscribeAgent, worker });
   } catch (e) {
-    await held.worker.stop();
+    for (const p of peers) await p.worker.stop();
     throw e;
   }
-  for (const p of [held, agents]) p.api = { base: p.worker.url };
-  return [held, agents];
+  for (const p of peers) p.api = { base: p.worker.url };
+  return peers;
 }
 
 async function both(fn) {
@@ -1041,7 +1066,7 @@ try {
           `publish→delivery, ${String(n).padStart(3)} subscribers: release ${line(r.release)} | current ${line(r.current)} | p99 ${ratio(r.current.p99, r.release.p99)}, CPU ${ratio(r.current.cpuPerPublishMs, r.release.cpuPerPublishMs)} | floor ${line(r.floor)}`,
         );
         console.log(
-          `  peers: floor-held ${line(r["floor-held"])} | agents ${line(r.agents)} | p99 current / agents ${ratio(r.current.p99, r.agents.p99)}, current / floor-held ${ratio(r.current.p99, r["floor-held"].p99)}`,
+          `  peers: floor-held ${line(r["floor-held"])} | floor-held-rs ${line(r["floor-held-rs"])} | agents ${line(r.agents)} | p99 current / agents ${ratio(r.current.p99, r.agents.p99)}, current / floor-held ${ratio(r.current.p99, r["floor-held"].p99)}, current / floor-held-rs ${ratio(r.current.p99, r["floor-held-rs"].p99)}`,
         );
       }
     } finally {
@@ -1066,8 +1091,8 @@ try {
         );
         const peer = (x) => rate(x) + (n ? ` (${all(x)})` : "");
         console.log(
-          `  peers: floor-held ${peer(r["floor-held"])} | agents ${peer(r.agents)} | current / agents ${ratio(r.current.perSecond, r.agents.perSecond)}, current / floor-held ${ratio(r.current.perSecond, r["floor-held"].perSecond)}` +
-            (n ? ` (every reader had all: ${ratio(r.current.allDeliveredPerSecond, r.agents.allDeliveredPerSecond)}, ${ratio(r.current.allDeliveredPerSecond, r["floor-held"].allDeliveredPerSecond)})` : ""),
+          `  peers: floor-held ${peer(r["floor-held"])} | floor-held-rs ${peer(r["floor-held-rs"])} | agents ${peer(r.agents)} | current / agents ${ratio(r.current.perSecond, r.agents.perSecond)}, current / floor-held ${ratio(r.current.perSecond, r["floor-held"].perSecond)}, current / floor-held-rs ${ratio(r.current.perSecond, r["floor-held-rs"].perSecond)}` +
+            (n ? ` (every reader had all: ${ratio(r.current.allDeliveredPerSecond, r.agents.allDeliveredPerSecond)}, ${ratio(r.current.allDeliveredPerSecond, r["floor-held"].allDeliveredPerSecond)}, ${ratio(r.current.allDeliveredPerSecond, r["floor-held-rs"].allDeliveredPerSecond)})` : ""),
         );
       }
     } finally {
