@@ -176,11 +176,16 @@ impl StreamWriter {
 
     /// Queues `bytes`; false once the stream was closed.
     pub(crate) fn write(&mut self, bytes: &[u8]) -> bool {
+        !self.closed && self.write_chunk(&js_sys::Uint8Array::from(bytes))
+    }
+
+    /// Queues `chunk`, which workerd reads without taking it (it may be
+    /// written to other streams too); false once the stream was closed.
+    pub(crate) fn write_chunk(&mut self, chunk: &js_sys::Uint8Array) -> bool {
         if self.closed {
             return false;
         }
-        let chunk = js_sys::Uint8Array::from(bytes);
-        let _ = self.writer.write_with_chunk(&chunk).then2(&self.settled, &self.settled);
+        let _ = self.writer.write_with_chunk(chunk).then2(&self.settled, &self.settled);
         self.pending.set(self.pending.get() + 1);
         true
     }

@@ -32,6 +32,15 @@ use std::rc::Rc;
 pub trait Writer {
     /// Queues `bytes` for the client; `false` once its stream is gone.
     fn write(&mut self, bytes: &[u8]) -> bool;
+    /// Queues a message's frames that every held stream of a pure protocol
+    /// is written ([`Frames`]): the same allocation for each, so a writer
+    /// may write them to all its streams as one chunk of its own (holding
+    /// `frames` while it keeps that chunk, so that the address, which says
+    /// it is the same message, is not reused). `false` once the stream is
+    /// gone.
+    fn write_shared(&mut self, frames: &Rc<[u8]>) -> bool {
+        self.write(frames)
+    }
     /// Writes the client's connection has not taken yet.
     fn pending(&self) -> usize;
     /// Ends the stream, after what was written.
@@ -125,14 +134,24 @@ impl<W: Writer> Held<W> {
     }
 
     fn write(&mut self, bytes: &[u8], now: i64) {
-        if bytes.is_empty() || self.ended {
+        self.put(bytes.is_empty(), now, |w| w.write(bytes));
+    }
+
+    fn write_shared(&mut self, frames: &Rc<[u8]>, now: i64) {
+        self.put(frames.is_empty(), now, |w| w.write_shared(frames));
+    }
+
+    /// Writes with `write` unless there is nothing to write, the stream has
+    /// ended, or its client stopped reading (which ends it).
+    fn put(&mut self, empty: bool, now: i64, write: impl FnOnce(&mut W) -> bool) {
+        if empty || self.ended {
             return;
         }
         match self.backlog.observe(self.writer.pending(), now) {
             ClientVerdict::Reading => {}
             ClientVerdict::Stalled | ClientVerdict::TooFar => return self.end(),
         }
-        if self.writer.write(bytes) {
+        if write(&mut self.writer) {
             self.backlog.wrote();
             self.wrote_at = now;
         } else {
@@ -161,7 +180,7 @@ impl<W: Writer> Held<W> {
         if let Some(protocol) = protocol {
             let shared = self.frames.borrow().get(protocol, message);
             if let Some(frames) = shared {
-                self.write(&frames, now);
+                self.write_shared(&frames, now);
                 return !self.ended;
             }
         }
@@ -174,7 +193,7 @@ impl<W: Writer> Held<W> {
         match protocol {
             Some(protocol) if step.page.is_none() && !step.done => {
                 let frames: Rc<[u8]> = Rc::from(step.out);
-                self.write(&frames, now);
+                self.write_shared(&frames, now);
                 self.frames.borrow_mut().last = Some((protocol, message.clone(), frames));
             }
             _ => self.step(step, now),
@@ -240,12 +259,18 @@ pub(crate) mod tests {
         pub out: Rc<RefCell<Vec<u8>>>,
         pub closed: Rc<Cell<bool>>,
         pub pending: Rc<Cell<usize>>,
+        /// The shared frames it was written, as they came.
+        pub shared: Rc<RefCell<Vec<Rc<[u8]>>>>,
     }
 
     impl Writer for Kept {
         fn write(&mut self, bytes: &[u8]) -> bool {
             self.out.borrow_mut().extend_from_slice(bytes);
             !self.closed.get()
+        }
+        fn write_shared(&mut self, frames: &Rc<[u8]>) -> bool {
+            self.shared.borrow_mut().push(frames.clone());
+            self.write(frames)
         }
         fn pending(&self) -> usize {
             self.pending.get()
@@ -408,6 +433,14 @@ pub(crate) mod tests {
         assert!(frames.borrow().get(std::any::type_name::<Pure>(), &same_bytes).is_none());
         for (_, kept) in &streams {
             assert_eq!(kept.out.borrow().as_slice(), b"x");
+        }
+        // Every stream was handed the one allocation, so a writer can share
+        // what it makes of it.
+        let first = streams[0].1.shared.borrow()[0].clone();
+        for (_, kept) in &streams {
+            let shared = kept.shared.borrow();
+            assert_eq!(shared.len(), 1);
+            assert!(Rc::ptr_eq(&shared[0], &first));
         }
     }
 }
