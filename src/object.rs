@@ -225,7 +225,8 @@ impl Inner {
         // but workerd sends it only once this turn ends and its SQL commits
         // (persist, then fan out): the answer and the effects wait for the
         // next turn, so the delivery does not wait for them.
-        if matches!(outcome.answer, Answer::Reply(_)) && self.with_core(|c| c.journal().last_seq())? > logged {
+        let appended = self.with_core(|c| c.journal().last_seq()).is_ok_and(|seq| seq > logged);
+        if appended && matches!(outcome.answer, Answer::Reply(_)) {
             Delay::from(std::time::Duration::ZERO).await;
         }
         // A subscriber is registered (and sent its hello) in the same

@@ -97,28 +97,22 @@ impl DurableObject for ThreadObject {
 }
 
 /// The other classes wrangler.toml binds, unused here.
-#[durable_object]
-pub struct Directory {}
+macro_rules! unused_object {
+    ($name:ident) => {
+        #[durable_object]
+        pub struct $name {}
 
-impl DurableObject for Directory {
-    fn new(_state: State, _env: Env) -> Self {
-        Directory {}
-    }
+        impl DurableObject for $name {
+            fn new(_state: State, _env: Env) -> Self {
+                $name {}
+            }
 
-    async fn fetch(&self, _req: Request) -> Result<Response> {
-        Response::error("not found", 404)
-    }
+            async fn fetch(&self, _req: Request) -> Result<Response> {
+                Response::error("not found", 404)
+            }
+        }
+    };
 }
 
-#[durable_object]
-pub struct StreamObject {}
-
-impl DurableObject for StreamObject {
-    fn new(_state: State, _env: Env) -> Self {
-        StreamObject {}
-    }
-
-    async fn fetch(&self, _req: Request) -> Result<Response> {
-        Response::error("not found", 404)
-    }
-}
+unused_object!(Directory);
+unused_object!(StreamObject);
