@@ -40,17 +40,12 @@ test("100 idle subscribers: the object holds no request, is evicted, and each ge
   // tests/handover.test.mjs).
   await sleep(QUIET_MS + 500);
 
-  // 100 clients, each on its own HTTP connection to the Worker, connecting
-  // one after another: the workerd of miniflare 4.20260730 never hibernates
-  // an object whose hibernatable sockets were accepted at the same moment
-  // (cloudflare/workerd#6862, reported fixed upstream; with miniflare
-  // 4.20260426 the same test passed with all 100 connecting at once), and a
-  // held stream's move racing a tab's connection is such a moment.
-  const subs = [];
-  for (let i = 0; i < 100; i++) {
-    subs.push(api.events(thread));
-    await subs.at(-1).ready;
-  }
+  // 100 clients, each on its own HTTP connection to the Worker, all
+  // connecting at once: sockets accepted at the same moment must not keep
+  // the object awake (a workerd before 1.20260805 never let such an object
+  // hibernate: cloudflare/workerd#6862).
+  const subs = Array.from({ length: 100 }, () => api.events(thread));
+  await Promise.all(subs.map((s) => s.ready));
   assert.ok(subs.every((s) => s.status === 200));
   const first = (await api.stats(thread)).json.lastEventId;
   await Promise.all(subs.map((s) => s.waitFor((e) => e.id === first, 10_000)));
