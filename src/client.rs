@@ -23,73 +23,19 @@
 use crate::relay::{self, IdentityStream};
 use crate::{http, now_ms};
 use futures_util::future::{select, Either};
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::feed::Plan;
 use threadline_durable::ApiError;
 use worker::{Delay, Response, ResponseBody, WebSocket};
 
-/// What claiming a moving stream takes: its ticket and the relay's feed
-/// state; the object's answer.
-pub type ClaimCall = Rc<
+/// Claims a moving stream of the client's object: its ticket and the
+/// relay's feed state; the object's answer. The streams of one run claim
+/// at once when it goes quiet; what is published meanwhile waits in the
+/// object and is delivered in order.
+pub type Claim = Rc<
     dyn Fn(String, Option<String>) -> std::pin::Pin<Box<dyn std::future::Future<Output = worker::Result<Response>>>>,
 >;
-
-/// Claims moving streams of the object named `object`.
-pub struct Claim {
-    pub object: String,
-    pub call: ClaimCall,
-}
-
-/// How long a claimed socket is given to be set up before the next claim
-/// of its object.
-const SOCKET_SETUP_MS: u64 = 20;
-
-/// Most a claim waits for the one before it.
-const CLAIM_TURN_MS: u64 = 250;
-
-thread_local! {
-    /// The last claim this isolate made of each object, settled when it
-    /// was answered.
-    static CLAIMING: RefCell<std::collections::HashMap<String, js_sys::Promise>> = RefCell::default();
-}
-
-impl Claim {
-    /// Makes a claim once this isolate's previous claim of the same object
-    /// was answered: the streams of one run move together, and workerd
-    /// 1.20260730 (the local runtime) never lets an object hibernate whose
-    /// socket upgrades raced one another (cloudflare/workerd#6862, fixed
-    /// on Cloudflare's network). One round trip each, and a few
-    /// milliseconds after a socket; what is published meanwhile waits in
-    /// the object.
-    async fn make(&self, ticket: String, state: Option<String>) -> worker::Result<Response> {
-        let mut done = None;
-        let mine = js_sys::Promise::new(&mut |resolve, _| done = Some(resolve));
-        let before = CLAIMING.with(|c| c.borrow_mut().insert(self.object.clone(), mine.clone()));
-        if let Some(before) = before {
-            // A claim whose request ended midway (its client left) never
-            // settles its turn: wait for it a little, not for ever.
-            let waited = wasm_bindgen_futures::JsFuture::from(before);
-            let _ = select(waited, Delay::from(Duration::from_millis(CLAIM_TURN_MS))).await;
-        }
-        let answer = (self.call)(ticket, state).await;
-        if answer.as_ref().is_ok_and(|a| a.status_code() == 101) {
-            // Its socket set up before the next one's upgrade.
-            Delay::from(Duration::from_millis(SOCKET_SETUP_MS)).await;
-        }
-        if let Some(done) = done {
-            let _ = done.call0(&wasm_bindgen::JsValue::UNDEFINED);
-        }
-        CLAIMING.with(|c| {
-            let mut c = c.borrow_mut();
-            if c.get(&self.object).is_some_and(|p| js_sys::Object::is(p, &mine)) {
-                c.remove(&self.object);
-            }
-        });
-        answer
-    }
-}
 
 /// Where the stream is served now.
 enum Leg {
@@ -175,7 +121,7 @@ async fn drive(
                 if !pipe(&body, &writable, &signal, plan.until).await {
                     break;
                 }
-                claim.make(ticket, None).await
+                claim(ticket, None).await
             }
             Leg::Relayed(ws) => {
                 let Ok(writer) = writable.get_writer() else { return };
@@ -183,7 +129,7 @@ async fn drive(
                 plan = back;
                 // Without a move the relay closed the client's stream.
                 let Some(ticket) = moved else { return };
-                claim.make(ticket, plan.feed.save()).await
+                claim(ticket, plan.feed.save()).await
             }
         };
         match answer.ok().and_then(Leg::of) {

@@ -195,8 +195,7 @@ async fn exchange(
                 let signal = raw.signal();
                 let claim = {
                     let (env, raw, c) = (env.clone(), Clone::clone(&raw), Rc::new(c));
-                    let object = format!("{:?}", c.object);
-                    let call: client::ClaimCall = Rc::new(move |ticket: String, state: Option<String>| {
+                    let claim: client::Claim = Rc::new(move |ticket: String, state: Option<String>| {
                         let (env, raw, c) = (env.clone(), Clone::clone(&raw), c.clone());
                         Box::pin(async move {
                             let Some(call) = threadline_durable::protocols::claim_call(&c, &ticket, state) else {
@@ -205,7 +204,7 @@ async fn exchange(
                             call_traced(&env, Some(&raw), &call, None).await
                         })
                     });
-                    client::Claim { object, call }
+                    claim
                 };
                 let relayed =
                     client::serve(socket, plan, &signal, settings.ping_ms, settings.streams_long_poll_ms, claim);
