@@ -31,7 +31,8 @@ const TICK_MS: u64 = 1_000;
 /// The client's stream as the object writes it: a native pass-through
 /// stream (what is written goes to the Worker's response as it is), and
 /// whether its reader went away (the Worker's client left: the writer's
-/// `closed` settled).
+/// `closed` rejected, as it does when the reader cancels, even after the
+/// object ended the stream; a stream read to its end resolves it).
 pub struct HeldWriter {
     stream: StreamWriter,
     gone: Rc<Cell<bool>>,
@@ -130,8 +131,9 @@ fn open(
         let gone = gone.clone();
         let closed = writer.closed();
         wasm_bindgen_futures::spawn_local(async move {
-            let _ = wasm_bindgen_futures::JsFuture::from(closed).await;
-            gone.set(true);
+            if wasm_bindgen_futures::JsFuture::from(closed).await.is_err() {
+                gone.set(true);
+            }
         });
     }
     let writer = HeldWriter { stream: StreamWriter::new(writer), gone };

@@ -150,6 +150,38 @@ async function idleThreadSleeps(api, hook) {
   }
 }
 
+test("clients that leave while their streams move free their places at once, not when the moves expire", async () => {
+  // A client that went away is noticed at the next write (a keep-alive
+  // every 200 ms here). Each client leaves a few milliseconds after the
+  // last: before the run ends, while its held stream ends for the move,
+  // and while its socket is claimed. A move nobody claims waits 30 s; one
+  // whose client left must not hold its place (and what is kept for it)
+  // that long.
+  const hook = await startWebhook();
+  const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url, SSE_PING_MS: "200" } });
+  const api = client(worker.url);
+  try {
+    for (let round = 0; round < 3; round++) {
+      const thread = newThread("handleave");
+      const { runId, token } = await startExternalRun(api, hook, thread);
+      const subs = [];
+      for (let i = 0; i < 24; i++) {
+        subs.push(api.events(thread));
+        await subs.at(-1).ready;
+      }
+      assert.equal((await api.publish(thread, runId, token, [title("one")])).status, 200);
+      assert.equal((await api.stats(thread)).json.held, 24);
+      const ended = api.publish(thread, runId, token, [finish]);
+      await Promise.all(subs.map(async (s, i) => (await sleep(2 * i), s.close())));
+      assert.equal((await ended).status, 200);
+      await until(async () => (await api.stats(thread)).json.subscribers === 0, { timeoutMs: 5_000, what: "every place free" });
+    }
+  } finally {
+    await worker.stop();
+    await hook.close();
+  }
+});
+
 /**
  * Readers of a view (`view(query)`: its path with `query` added) across
  * four runs and their idle spells: two join each run, one from the start

@@ -45,7 +45,9 @@ pub trait Writer {
     fn pending(&self) -> usize;
     /// Ends the stream, after what was written.
     fn close(&mut self);
-    /// Whether the client's side went away (its stream was cancelled).
+    /// Whether the client's side went away: its reader cancelled the
+    /// stream, before or after the object ended it (a stream read to its
+    /// end is not gone).
     fn is_gone(&self) -> bool {
         false
     }
@@ -124,6 +126,12 @@ impl<W: Writer> Held<W> {
     /// or its feed is done).
     pub fn is_ended(&self) -> bool {
         self.ended || self.writer.is_gone()
+    }
+
+    /// Whether the client's side cancelled the stream, even after it ended
+    /// (a hand-over's stream whose client left before reading the end).
+    pub fn reader_left(&self) -> bool {
+        self.writer.is_gone()
     }
 
     fn end(&mut self) {
@@ -226,10 +234,11 @@ impl<W: Writer> Held<W> {
     }
 
     /// The hand-over: the feed's state at this frame boundary (`None` for a
-    /// feed still replaying, or whose protocol does not move), and the
-    /// stream ends after what was written.
+    /// feed still replaying, whose protocol does not move, or whose client
+    /// already left), and the stream ends after what was written.
     pub fn release(&mut self) -> Option<String> {
-        let state = if self.ended || self.wants.is_some() { None } else { self.feed.save() };
+        let moves = !self.ended && self.wants.is_none() && !self.writer.is_gone();
+        let state = if moves { self.feed.save() } else { None };
         self.end();
         state
     }
@@ -258,6 +267,8 @@ pub(crate) mod tests {
     pub struct Kept {
         pub out: Rc<RefCell<Vec<u8>>>,
         pub closed: Rc<Cell<bool>>,
+        /// Its reader cancelled it.
+        pub gone: Rc<Cell<bool>>,
         pub pending: Rc<Cell<usize>>,
         /// The shared frames it was written, as they came.
         pub shared: Rc<RefCell<Vec<Rc<[u8]>>>>,
@@ -277,6 +288,9 @@ pub(crate) mod tests {
         }
         fn close(&mut self) {
             self.closed.set(true);
+        }
+        fn is_gone(&self) -> bool {
+            self.gone.get()
         }
     }
 

@@ -36,8 +36,11 @@ pub enum Delivery<S, W: Writer> {
     /// with when the run ends.
     Held(Held<W>, String),
     /// Handed over, not yet claimed: the feed's state, and the messages
-    /// since.
-    Moving(Moving),
+    /// since; and the held stream it was, ended, while its client's side
+    /// may still cancel it (the client left before reading the end: no
+    /// claim will come, and it leaves at once rather than after
+    /// [`MOVING_MAX_MS`]).
+    Moving(Moving, Option<Held<W>>),
 }
 
 /// A stream between two ways of reaching its subscriber.
@@ -82,7 +85,7 @@ impl<S: Sink, W: Writer> Sink for Delivery<S, W> {
         match self {
             Delivery::Socket(s) => s.send(message),
             Delivery::Held(h, _) => h.take(&message),
-            Delivery::Moving(m) => {
+            Delivery::Moving(m, _) => {
                 m.size += message.len();
                 m.kept.push(message);
                 m.size <= MOVING_MAX_BYTES
@@ -94,7 +97,7 @@ impl<S: Sink, W: Writer> Sink for Delivery<S, W> {
         match self {
             Delivery::Socket(s) => s.is_closed(),
             Delivery::Held(h, _) => h.is_ended(),
-            Delivery::Moving(_) => false,
+            Delivery::Moving(_, held) => held.as_ref().is_some_and(Held::reader_left),
         }
     }
 
@@ -103,7 +106,7 @@ impl<S: Sink, W: Writer> Sink for Delivery<S, W> {
     }
 
     fn is_moving(&self) -> bool {
-        matches!(self, Delivery::Moving(_))
+        matches!(self, Delivery::Moving(..))
     }
 }
 
@@ -114,20 +117,23 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
     }
 
     /// The hand-over: every held stream's feed state is taken and its stream
-    /// ends; each becomes [`Delivery::Moving`] under its ticket, or leaves
-    /// when its protocol does not move. Returns how many moved.
+    /// ends; each becomes [`Delivery::Moving`] under its ticket (keeping the
+    /// ended stream, to learn if its client leaves before claiming), or
+    /// leaves when its protocol does not move or its client already left.
+    /// Returns how many moved.
     pub fn hand_over(&mut self, now: i64) -> usize {
         let mut moved = 0;
         self.retain_mut(|_, _, d| {
             let Delivery::Held(held, ticket) = d else { return true };
-            match held.release() {
-                Some(state) => {
-                    moved += 1;
-                    *d = Delivery::Moving(Moving::new(std::mem::take(ticket), Some(state), now));
-                    true
+            let Some(state) = held.release() else { return false };
+            moved += 1;
+            let moving = Moving::new(std::mem::take(ticket), Some(state), now);
+            if let Delivery::Held(ended, _) = std::mem::replace(d, Delivery::Moving(moving, None)) {
+                if let Delivery::Moving(_, left) = d {
+                    *left = Some(ended);
                 }
-                None => false,
             }
+            true
         });
         moved
     }
@@ -148,7 +154,7 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
                 return false;
             }
             moved += 1;
-            *d = Delivery::Moving(Moving::new(ticket, None, now));
+            *d = Delivery::Moving(Moving::new(ticket, None, now), None);
             true
         });
         moved
@@ -168,7 +174,7 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
             i != id
                 || match d {
                     Delivery::Socket(_) => false,
-                    Delivery::Moving(m) => moved || m.state.is_some(),
+                    Delivery::Moving(m, _) => moved || m.state.is_some(),
                     Delivery::Held(..) => true,
                 }
         });
@@ -182,9 +188,9 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
         self.expire_moves(now);
         let (id, follow) = self
             .iter()
-            .find(|(_, _, d)| matches!(d, Delivery::Moving(m) if m.ticket == ticket))
+            .find(|(_, _, d)| matches!(d, Delivery::Moving(m, _) if m.ticket == ticket))
             .map(|(id, follow, _)| (id, follow.clone()))?;
-        let Delivery::Moving(m) = self.take(id)? else { return None };
+        let Delivery::Moving(m, _) = self.take(id)? else { return None };
         let to = match (m.state, relay_state) {
             (Some(state), _) => {
                 let mut first = Vec::new();
@@ -200,7 +206,7 @@ impl<S: Sink, W: Writer> Subscribers<Delivery<S, W>> {
     /// Moves unclaimed for [`MOVING_MAX_MS`] leave: their Worker went, or
     /// its claim came too late.
     fn expire_moves(&mut self, now: i64) {
-        self.retain_mut(|_, _, d| !matches!(d, Delivery::Moving(m) if now - m.since > MOVING_MAX_MS));
+        self.retain_mut(|_, _, d| !matches!(d, Delivery::Moving(m, _) if now - m.since > MOVING_MAX_MS));
     }
 
     /// Keep-alives for the held streams that have been quiet; the ended
@@ -439,6 +445,33 @@ mod tests {
         subs.promote(|| "m2".into(), 0);
         subs.socket_closed(2, false);
         assert!(subs.is_empty());
+    }
+
+    #[test]
+    fn a_held_stream_whose_client_leaves_around_its_hand_over_frees_its_place_at_once() {
+        // Left before the hand-over: nothing to move.
+        let kept = Kept::default();
+        let mut subs = Subscribers::<D>::default();
+        subs.add(1, Follow::log(), Delivery::Held(held(&kept), "t1".into()));
+        subs.send_to(1, hello());
+        kept.gone.set(true);
+        assert_eq!(subs.hand_over(0), 0);
+        assert!(subs.is_empty());
+        // Left after it, before reading the end: no claim will come.
+        let (read, left) = (Kept::default(), Kept::default());
+        subs.add(2, Follow::log(), Delivery::Held(held(&read), "t2".into()));
+        subs.add(3, Follow::log(), Delivery::Held(held(&left), "t3".into()));
+        subs.send_to(2, hello());
+        subs.send_to(3, hello());
+        assert_eq!(subs.hand_over(0), 2);
+        assert!(read.closed.get() && left.closed.get());
+        subs.make_room(3).unwrap();
+        assert_eq!((subs.len(), subs.moving()), (2, 2), "both wait for their claims");
+        left.gone.set(true);
+        subs.make_room(3).unwrap();
+        assert_eq!(subs.len(), 1, "its place is free");
+        assert!(subs.claim("t3", None, false, 1).is_none());
+        assert!(subs.claim("t2", None, false, 1).is_some(), "a stream read to its end is claimed");
     }
 
     #[test]
