@@ -39,10 +39,7 @@ else
   git archive "$full" | tar -x -C "$src"
 fi
 export CARGO_TARGET_DIR="$root/target/baseline/cargo"
-export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
-export ESBUILD_BIN="${ESBUILD_BIN:-$root/node_modules/.bin/esbuild}"
-export WASM_OPT_BIN="${WASM_OPT_BIN:-$root/node_modules/.bin/wasm-opt}"
-(cd "$src" && worker-build --release) >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; }
+sh "$root/local/worker-build.sh" "$src" >"$out/build.log" 2>&1 || { cat "$out/build.log" >&2; exit 1; }
 rm -rf "$out/build"
 mv "$src/build" "$out/build"
 echo "$out/build"

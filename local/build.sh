@@ -2,7 +2,7 @@
 # Builds what the Worker serves:
 #  1. the page (web/ → web/dist/, wrangler's [assets]) and the TypeScript
 #     client (client/ → client/dist/), type-checked first: seconds;
-#  2. the Worker (build/index.js + wasm) with worker-build, pointing it at
+#  2. the Worker (build/index.js + wasm) with worker-build (local/worker-build.sh), pointing it at
 #     tools installed from the registries this machine reaches instead of the
 #     binaries it would download (see local/setup.sh). Skipped when build/ is
 #     newer than every Rust source, so `wrangler dev` starts at once.
@@ -29,10 +29,7 @@ if [ -z "${KEEP_NAMES:-}" ] && [ -f build/index.js ] && [ -z "$(find src durable
   echo "build/: up to date"
   exit 0
 fi
-export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$(command -v wasm-bindgen)}"
-export ESBUILD_BIN="${ESBUILD_BIN:-$PWD/$bin/esbuild}"
-export WASM_OPT_BIN="${WASM_OPT_BIN:-$PWD/$bin/wasm-opt}"
-worker-build --release
+sh local/worker-build.sh .
 if [ -n "${KEEP_NAMES:-}" ]; then
   rm -rf target/named && cp -r build target/named
 fi
@@ -42,6 +39,6 @@ fi
 # 8 KB less gzip, with workerd's CPU per publish and per Worker-only answer
 # within the noise of alternated runs (local/profile.mjs), and about 50 s
 # more build time.
-"$WASM_OPT_BIN" build/index_bg.wasm -Oz --strip-debug --strip-producers -o build/index_bg.wasm \
+"${WASM_OPT_BIN:-$bin/wasm-opt}" build/index_bg.wasm -Oz --strip-debug --strip-producers -o build/index_bg.wasm \
   --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals
 touch build/index.js

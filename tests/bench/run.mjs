@@ -54,7 +54,6 @@ import crypto from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { execFileSync, spawnSync } from "node:child_process";
-import os from "node:os";
 import { builtinModules } from "node:module";
 import { startWorker, startWebhook, client, newThread, sleep, tempDir } from "../support/harness.mjs";
 // workerd's CPU from the scheduler's nanosecond run times: a turn's block
@@ -1001,19 +1000,16 @@ async function buildAgentsPeer() {
 }
 
 /** The Rust floor (tests/bench/floor-held-rs/, a member of the workspace)
- * built with worker-build into its build/, as local/build.sh builds the
- * Worker (its dependencies are the Worker's, compiled already: seconds);
+ * built with worker-build into its build/ as the Worker is
+ * (local/worker-build.sh; its dependencies are the Worker's, compiled
+ * already: seconds);
  * skipped when build/ is newer than its sources. */
 function buildRustFloor() {
   const dir = path.resolve("tests/bench/floor-held-rs");
   const out = path.join(dir, "build/index.js");
   const sources = ["src/lib.rs", "Cargo.toml", "../../../Cargo.lock"].map((f) => fs.statSync(path.join(dir, f)).mtimeMs);
   if (fs.existsSync(out) && fs.statSync(out).mtimeMs > Math.max(...sources)) return path.dirname(out);
-  const bin = path.resolve("node_modules/.bin");
-  const which = spawnSync("sh", ["-c", "command -v wasm-bindgen"], { encoding: "utf8" }).stdout.trim();
-  const env = { ...process.env, WASM_BINDGEN_BIN: process.env.WASM_BINDGEN_BIN ?? which, ESBUILD_BIN: path.join(bin, "esbuild"), WASM_OPT_BIN: path.join(bin, "wasm-opt") };
-  env.PATH = `${os.homedir()}/.cargo/bin:${env.PATH}`;
-  const built = spawnSync("worker-build", ["--release"], { cwd: dir, env, encoding: "utf8" });
+  const built = spawnSync("sh", ["local/worker-build.sh", dir], { encoding: "utf8" });
   if (built.status !== 0) throw new Error(`tests/bench/floor-held-rs: worker-build failed\n${built.stdout}${built.stderr}`);
   return path.dirname(out);
 }
