@@ -193,9 +193,9 @@ async fn exchange(
             Step::Relay(c, plan) => {
                 let socket = call_traced(env, Some(&raw), &c, Some(traceparent)).await?;
                 let signal = raw.signal();
-                let claim = {
+                let claim: client::Claim = {
                     let (env, raw, c) = (env.clone(), Clone::clone(&raw), Rc::new(c));
-                    let claim: client::Claim = Rc::new(move |ticket: String, state: Option<String>| {
+                    Rc::new(move |ticket: String, state: Option<String>| {
                         let (env, raw, c) = (env.clone(), Clone::clone(&raw), c.clone());
                         Box::pin(async move {
                             let Some(call) = threadline_durable::protocols::claim_call(&c, &ticket, state) else {
@@ -203,8 +203,7 @@ async fn exchange(
                             };
                             call_traced(&env, Some(&raw), &call, None).await
                         })
-                    });
-                    claim
+                    })
                 };
                 let relayed =
                     client::serve(socket, plan, &signal, settings.ping_ms, settings.streams_long_poll_ms, claim);

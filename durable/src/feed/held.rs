@@ -237,8 +237,7 @@ impl<W: Writer> Held<W> {
     /// feed still replaying, whose protocol does not move, or whose client
     /// already left), and the stream ends after what was written.
     pub fn release(&mut self) -> Option<String> {
-        let moves = !self.ended && self.wants.is_none() && !self.writer.is_gone();
-        let state = if moves { self.feed.save() } else { None };
+        let state = if self.is_ended() || self.wants.is_some() { None } else { self.feed.save() };
         self.end();
         state
     }
