@@ -136,7 +136,8 @@ fn open(
             }
         });
     }
-    let writer = HeldWriter { stream: StreamWriter::new(writer), gone };
+    let stream = StreamWriter::new(writer).map_err(|e| ApiError::unavailable(format!("{e:?}")))?;
+    let writer = HeldWriter { stream, gone };
     let clock: Clock = Rc::new(now_ms);
     let tick_ms = plan.tick_ms.unwrap_or(ping_ms);
     let held = Held::new(plan.feed, writer, tick_ms, ids::random_u64(), FRAMES.with(Rc::clone), clock);

@@ -15,7 +15,7 @@
 use crate::{http, ids, now_ms};
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 use threadline_durable::feed::backlog::{Backlog, ClientVerdict};
@@ -154,24 +154,33 @@ extern "C" {
     pub(crate) fn writable(this: &IdentityStream) -> web_sys::WritableStream;
 }
 
+#[wasm_bindgen::prelude::wasm_bindgen(module = "/src/stream_writer.js")]
+extern "C" {
+    /// A stream's writer with its count of writes not yet taken, kept in
+    /// JavaScript (src/stream_writer.js): one call per write.
+    type Out;
+    #[wasm_bindgen(constructor, catch)]
+    fn new(writer: &web_sys::WritableStreamDefaultWriter) -> Result<Out, wasm_bindgen::JsValue>;
+    #[wasm_bindgen(method, catch)]
+    fn write(this: &Out, chunk: &js_sys::Uint8Array) -> Result<(), wasm_bindgen::JsValue>;
+    #[wasm_bindgen(method, getter)]
+    fn pending(this: &Out) -> u32;
+    #[wasm_bindgen(method, catch)]
+    fn close(this: &Out) -> Result<(), wasm_bindgen::JsValue>;
+}
+
 /// A client's stream as this isolate writes it (a relay's, or a held
 /// stream's in the object): each write queued on the stream's writer, and
 /// counted until the connection took it, so the writer knows its backlog.
 pub(crate) struct StreamWriter {
     writer: web_sys::WritableStreamDefaultWriter,
-    pending: Rc<Cell<usize>>,
-    /// Settles each write's promise: one fewer pending (a failed write
-    /// settles the writer's `closed` too).
-    settled: Closure<dyn FnMut(wasm_bindgen::JsValue)>,
+    out: Out,
     closed: bool,
 }
 
 impl StreamWriter {
-    pub(crate) fn new(writer: web_sys::WritableStreamDefaultWriter) -> StreamWriter {
-        let pending = Rc::new(Cell::new(0usize));
-        let left = pending.clone();
-        let settled = Closure::new(move |_| left.set(left.get().saturating_sub(1)));
-        StreamWriter { writer, pending, settled, closed: false }
+    pub(crate) fn new(writer: web_sys::WritableStreamDefaultWriter) -> Result<StreamWriter, wasm_bindgen::JsValue> {
+        Ok(StreamWriter { out: Out::new(&writer)?, writer, closed: false })
     }
 
     /// Queues `bytes`; false once the stream was closed.
@@ -182,24 +191,19 @@ impl StreamWriter {
     /// Queues `chunk`, which workerd reads without taking it (it may be
     /// written to other streams too); false once the stream was closed.
     pub(crate) fn write_chunk(&mut self, chunk: &js_sys::Uint8Array) -> bool {
-        if self.closed {
-            return false;
-        }
-        let _ = self.writer.write_with_chunk(chunk).then2(&self.settled, &self.settled);
-        self.pending.set(self.pending.get() + 1);
-        true
+        !self.closed && self.out.write(chunk).is_ok()
     }
 
     /// Writes the connection has not taken yet.
     pub(crate) fn pending(&self) -> usize {
-        self.pending.get()
+        self.out.pending() as usize
     }
 
     /// Ends the stream after what was written.
     pub(crate) fn close(&mut self) {
         if !self.closed {
             self.closed = true;
-            let _ = self.writer.close().then2(&self.settled, &self.settled);
+            let _ = self.out.close();
         }
     }
 
@@ -345,15 +349,23 @@ pub(crate) async fn relay(
     ping_ms: u64,
     writer: web_sys::WritableStreamDefaultWriter,
 ) -> (Option<String>, Plan) {
+    let closed = writer.closed();
+    let writer = match StreamWriter::new(writer.clone()) {
+        Ok(w) => w,
+        Err(_) => {
+            let _ = writer.close();
+            let _ = ws.close(Some(1011), Some("the stream could not be written"));
+            return (None, plan);
+        }
+    };
     let client = gone(&signal);
     let until = plan.until;
     let mut finish = None;
     let finished = js_sys::Promise::new(&mut |resolve, _| finish = Some(resolve));
-    let closed = writer.closed();
     let relay = Rc::new(RefCell::new(Relay {
         plan,
         ws: ws.clone(),
-        writer: StreamWriter::new(writer),
+        writer,
         ended: false,
         backlog: Backlog::new(now_ms(), ping_ms),
         pong_at: now_ms(),

@@ -9,6 +9,7 @@
 // replay of the thread.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
+import net from "node:net";
 import { startWorker, startWebhook, client, newThread, sleep, until, startExternalRun, streamsSettled, openSse } from "./support/harness.mjs";
 
 let worker, hook, api;
@@ -176,6 +177,67 @@ test("clients that leave while their streams move free their places at once, not
       assert.equal((await ended).status, 200);
       await until(async () => (await api.stats(thread)).json.subscribers === 0, { timeoutMs: 5_000, what: "every place free" });
     }
+  } finally {
+    await worker.stop();
+    await hook.close();
+  }
+});
+
+test("a held stream whose client stops reading ends, alone: its place is freed, its bytes end at a frame it can resume after, the others read everything", async () => {
+  // A client that keeps its connection but reads nothing (a raw socket,
+  // paused once the answer's head came): once the connection's buffers are
+  // full, the object's writes to it stay unread; past twice the keep-alive
+  // interval and a second (200 ms here) with none taken, or past 1,024
+  // unread writes, its stream ends, so it pins no memory and no place. The
+  // buffers are the machine's: Linux lets a loopback connection's receive
+  // side grow to tcp_rmem's most (32 MB on the machine this was written on).
+  const hook = await startWebhook();
+  const worker = await startWorker({ vars: { AGENT_WEBHOOK_URL: hook.url, SSE_PING_MS: "200" } });
+  const api = client(worker.url);
+  try {
+    const thread = newThread("handstall");
+    const { runId, token } = await startExternalRun(api, hook, thread);
+    const reader = api.events(thread);
+    await reader.ready;
+    const { port } = new URL(worker.url);
+    const stalled = net.connect(Number(port), "127.0.0.1");
+    const got = [];
+    stalled.on("data", (b) => got.push(b));
+    stalled.write(`GET /instance-ai/events/${thread} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+    await until(() => Buffer.concat(got).includes("\r\n\r\n"), { what: "the stalled client's answer head" });
+    stalled.pause();
+    await until(async () => (await api.stats(thread)).json.held === 2, { what: "both held" });
+    const big = "x".repeat(16_000);
+    let sent = 0;
+    while ((await api.stats(thread)).json.held === 2) {
+      assert.ok(sent < 5_000, `the stalled stream ended (${sent} events of 16 kB published)`);
+      const batch = Array.from({ length: 20 }, (_, i) => title(`${sent + i} ${big}`));
+      assert.equal((await api.publish(thread, runId, token, batch)).status, 200);
+      sent += batch.length;
+    }
+    const last = (await api.stats(thread)).json.lastEventId;
+    // (Its bytes are searched, not parsed, until the last: tens of MB.)
+    await until(() => reader.raw.includes(`id: ${last}\n`), { timeoutMs: 20_000, what: "the reading client's last event" });
+    const ids = reader.durable().map((e) => e.id);
+    assert.deepEqual(ids, Array.from({ length: last }, (_, i) => i + 1), "the reading client had every event once, in order");
+    assert.ok(!reader.closed, "the reading client's stream goes on");
+    // The stalled client reads what was written to it before its end: the
+    // answer ends after a whole frame, and its ids are in order without a
+    // gap, so it resumes from the last one as after any drop. (Connection:
+    // close: the socket ends with the answer, not at the server's idle
+    // timeout.)
+    const ended = new Promise((resolve) => stalled.on("end", resolve));
+    stalled.resume();
+    await ended;
+    const text = Buffer.concat(got).toString("utf8");
+    const body = text.slice(text.indexOf("\r\n\r\n") + 4);
+    assert.match(body, /\r\n0\r\n\r\n$/, "a chunked answer ended cleanly");
+    const theirs = [...body.matchAll(/^id: (\d+)$/gm)].map((m) => Number(m[1]));
+    assert.ok(theirs.length > 0 && theirs.length < last, `some, not all (${theirs.length} of ${last})`);
+    assert.deepEqual(theirs, Array.from({ length: theirs.length }, (_, i) => i + 1), "in order, without a gap");
+    assert.equal((await api.stats(thread)).json.subscribers, 1, "only the reading client holds a place");
+    reader.close();
+    stalled.destroy();
   } finally {
     await worker.stop();
     await hook.close();
