@@ -97,14 +97,13 @@ pub async fn delete_prefix(env: &Env, prefix: &str) -> std::result::Result<(), S
 
 /// A request's body as the core's file reader takes it.
 pub fn body_stream(
-    req: &mut Request,
-) -> Result<impl futures_util::Stream<Item = std::result::Result<Vec<u8>, String>> + Unpin> {
-    let stream = match req.stream() {
-        Ok(s) => s.map(|c| c.map_err(|e| e.to_string())).left_stream(),
+    req: &crate::http::Incoming,
+) -> impl futures_util::Stream<Item = std::result::Result<Vec<u8>, String>> + Unpin {
+    match req.byte_stream() {
+        Some(s) => s.map(|c| c.map_err(|e| e.to_string())).left_stream(),
         // No body at all: an empty stream.
-        Err(_) => futures_util::stream::empty().right_stream(),
-    };
-    Ok(stream)
+        None => futures_util::stream::empty().right_stream(),
+    }
 }
 
 /// Reads what is left of a body, dropping it.

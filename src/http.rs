@@ -3,7 +3,7 @@
 
 use futures_util::StreamExt;
 use threadline_durable::{ApiError, Reply};
-use worker::{Headers, Request, Response, Result};
+use worker::{Headers, Response, Result};
 
 /// A decided answer as a response.
 pub fn reply(r: Reply) -> Result<Response> {
@@ -88,9 +88,51 @@ pub fn socket_request(raw: &web_sys::Request, url: &str) -> Result<web_sys::Requ
     Ok(req)
 }
 
-/// A request header by name.
-pub fn header(req: &Request, name: &str) -> Option<String> {
-    req.headers().get(name).ok().flatten()
+/// A request as the Worker and the objects read it: the runtime's own,
+/// with its method and headers fetched once (each is a call into
+/// JavaScript). Never a `worker::Request` in the Worker: making one reads
+/// the request's `cf`, which workerd builds into an object on first read,
+/// for a value nothing here uses.
+pub struct Incoming {
+    pub raw: web_sys::Request,
+    /// In capitals, as the router matches it (fetch leaves `patch` as the
+    /// client wrote it).
+    pub method: String,
+    headers: web_sys::Headers,
+}
+
+impl Incoming {
+    pub fn new(raw: web_sys::Request) -> Incoming {
+        let (method, headers) = (raw.method().to_ascii_uppercase(), raw.headers());
+        Incoming { raw, method, headers }
+    }
+
+    /// An object's request as the worker crate hands it over (its method and
+    /// headers already read; the method is the one the Worker chose, never a
+    /// client's).
+    pub fn of(req: &worker::Request) -> Incoming {
+        let raw = Clone::clone(req.inner());
+        Incoming { raw, method: req.method().to_string(), headers: Clone::clone(&req.headers().0) }
+    }
+
+    /// A header by name.
+    pub fn header(&self, name: &str) -> Option<String> {
+        self.headers.get(name).ok().flatten()
+    }
+
+    /// The declared `Content-Length`.
+    pub fn declared_length(&self) -> Option<u64> {
+        self.header("content-length").and_then(|v| v.trim().parse::<u64>().ok())
+    }
+
+    /// The body as a stream of chunks; `None` without a body, or once it
+    /// was read.
+    pub fn byte_stream(&self) -> Option<worker::ByteStream> {
+        if self.raw.body_used() {
+            return None;
+        }
+        self.raw.body().map(worker::ByteStream::from)
+    }
 }
 
 /// A response header by name.
@@ -114,31 +156,27 @@ impl BodyError {
     }
 }
 
-/// A request's declared `Content-Length`.
-pub fn declared_length(req: &Request) -> Option<u64> {
-    header(req, "content-length").and_then(|v| v.trim().parse::<u64>().ok())
-}
-
 /// A request's body, never holding more than `limit` bytes: a declared
 /// `Content-Length` over it is refused before anything is read, and a
 /// chunked body is read with a running count and dropped at the limit.
 /// Methods without a body read nothing.
-pub async fn body(req: &mut Request, limit: usize) -> std::result::Result<Vec<u8>, BodyError> {
-    use worker::Method::{Delete, Get, Head, Options};
-    if matches!(req.method(), Get | Head | Delete | Options) {
+pub async fn body(req: &Incoming, limit: usize) -> std::result::Result<Vec<u8>, BodyError> {
+    if matches!(req.method.as_str(), "GET" | "HEAD" | "DELETE" | "OPTIONS") {
         return Ok(Vec::new());
     }
-    let declared = declared_length(req);
+    let declared = req.declared_length();
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(BodyError::TooLarge);
     }
+    let unreadable = |e: wasm_bindgen::JsValue| BodyError::Unreadable(worker::Error::from(e).to_string());
     if declared.is_some() {
         // A declared length within the cap: one read (the runtime holds the
         // body to the length it declared).
-        return req.bytes().await.map_err(|e| BodyError::Unreadable(e.to_string()));
+        let buffer = wasm_bindgen_futures::JsFuture::from(req.raw.array_buffer().map_err(unreadable)?).await;
+        return Ok(js_sys::Uint8Array::new(&buffer.map_err(unreadable)?).to_vec());
     }
-    let Ok(mut stream) = req.stream() else { return Ok(Vec::new()) };
-    let mut out = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    let Some(mut stream) = req.byte_stream() else { return Ok(Vec::new()) };
+    let mut out = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|e| BodyError::Unreadable(e.to_string()))?;
         if out.len() + chunk.len() > limit {
@@ -159,16 +197,11 @@ const DISCARD_MAX: u64 = 4 * 1024 * 1024;
 /// under it, and one that reuses the connection sees its next request
 /// reset. A larger or undeclared body is left unread (the refusal is sent
 /// at once, and the runtime closes the connection, as HTTP allows).
-pub async fn discard_body(raw: web_sys::Request) {
-    if raw.body_used() || raw.body().is_none() {
+pub async fn discard_body(req: &Incoming) {
+    if req.declared_length().is_none_or(|n| n > DISCARD_MAX) {
         return;
     }
-    let declared = raw.headers().get("content-length").ok().flatten().and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_none_or(|n| n > DISCARD_MAX) {
-        return;
-    }
-    let mut req = Request::from(raw);
-    let Ok(mut stream) = req.stream() else { return };
+    let Some(mut stream) = req.byte_stream() else { return };
     while let Some(Ok(_)) = stream.next().await {}
 }
 

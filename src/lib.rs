@@ -123,17 +123,19 @@ fn var(env: &Env, name: &str) -> Option<ConfigVar> {
 
 /// Answers a request, then writes its log line and, with traces on, hands
 /// its span to the collector under `waitUntil` (after the answer).
+/// The request is read as the runtime hands it over ([`http::Incoming`]).
 #[event(fetch)]
-async fn main(req: Request, env: Env, ctx: Context) -> Result<Response> {
+async fn main(req: web_sys::Request, env: Env, ctx: Context) -> Result<Response> {
     let settings = settings(&env);
-    let traced = trace::RequestSpan::start(http::header(&req, "traceparent").as_deref(), ids::trace_bytes(), now_ms());
-    let (method, url) = (req.method(), req.inner().url());
+    let req = http::Incoming::new(req);
+    let traced = trace::RequestSpan::start(req.header("traceparent").as_deref(), ids::trace_bytes(), now_ms());
+    let url = req.raw.url();
     let (_, path, query) = http::url_parts(&url);
-    let (resp, route) = answer(req, &env, &settings, (path, query), &traced.traceparent()).await;
+    let (resp, route) = answer(&req, &env, &settings, (path, query), &traced.traceparent()).await;
     let status = resp.as_ref().map_or(500, Response::status_code);
-    let span = traced.finish(method.as_ref(), path, route, status, now_ms());
-    let fields =
-        trace::RequestLog { method: method.as_ref(), path, route, status, duration_ms: span.end_ms - span.start_ms };
+    let method = req.method.as_str();
+    let span = traced.finish(method, path, route, status, now_ms());
+    let fields = trace::RequestLog { method, path, route, status, duration_ms: span.end_ms - span.start_ms };
     telemetry::log(&trace::log_line("request", Some(&span.trace_id()), &fields));
     if let Some(otlp) = &settings.otlp {
         ctx.wait_until(telemetry::export(otlp.clone(), vec![span]));
@@ -144,15 +146,14 @@ async fn main(req: Request, env: Env, ctx: Context) -> Result<Response> {
 /// The request's answer: the steps of the core's exchange, carried out;
 /// with it, the pattern of the route its path matched.
 async fn answer(
-    req: Request,
+    req: &http::Incoming,
     env: &Env,
     settings: &Settings,
     (path, query): (&str, &str),
     traceparent: &str,
 ) -> (Result<Response>, Option<&'static str>) {
-    let method = req.method();
-    let header = |name: &str| http::header(&req, name);
-    let head = Head { method: method.as_ref(), path, query, header: &header };
+    let header = |name: &str| req.header(name);
+    let head = Head { method: &req.method, path, query, header: &header };
     let (x, step) = Exchange::start(&head, settings, now_ms());
     let route = x.finish().route;
     (exchange(req, env, settings, x, step, traceparent).await, route)
@@ -160,25 +161,25 @@ async fn answer(
 
 /// Carries out the exchange's steps, from `step`, to the answer.
 async fn exchange(
-    mut req: Request,
+    req: &http::Incoming,
     env: &Env,
     settings: &Settings,
     mut x: Exchange<'_>,
     mut step: Step,
     traceparent: &str,
 ) -> Result<Response> {
-    let raw = Clone::clone(req.inner());
+    let raw = &req.raw;
     // The last call's answer, for a step that passes it on as it is.
     let mut last: Option<(u16, Headers, Vec<u8>)> = None;
     let resp = loop {
         step = match step {
             Step::Reply(r) => break http::reply(r)?,
             Step::ReadBody { limit } => {
-                let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit));
+                let body = http::body(req, limit).await.map_err(|e| e.api(limit));
                 x.body(body, &ids::new_id)
             }
             Step::Call(c) => {
-                let mut resp = call_traced(env, Some(&raw), &c, Some(traceparent)).await?;
+                let mut resp = call_traced(env, Some(raw), &c, Some(traceparent)).await?;
                 let (status, body) = (resp.status_code(), resp.bytes().await?);
                 last = Some((status, resp.headers().clone(), body.clone()));
                 x.answer(status, body)
@@ -189,12 +190,12 @@ async fn exchange(
                 }
                 None => break http::reply(Reply::new(502))?,
             },
-            Step::Pass(c) => break call_traced(env, Some(&raw), &c, Some(traceparent)).await?,
+            Step::Pass(c) => break call_traced(env, Some(raw), &c, Some(traceparent)).await?,
             Step::Relay(c, plan) => {
-                let socket = call_traced(env, Some(&raw), &c, Some(traceparent)).await?;
+                let socket = call_traced(env, Some(raw), &c, Some(traceparent)).await?;
                 let signal = raw.signal();
                 let claim: client::Claim = {
-                    let (env, raw, c) = (env.clone(), Clone::clone(&raw), Rc::new(c));
+                    let (env, raw, c) = (env.clone(), Clone::clone(raw), Rc::new(c));
                     Rc::new(move |ticket: String, state: Option<String>| {
                         let (env, raw, c) = (env.clone(), Clone::clone(&raw), c.clone());
                         Box::pin(async move {
@@ -210,7 +211,7 @@ async fn exchange(
                 break relayed.await.or_else(|e| http::error(&e))?;
             }
             Step::ReadFiles(form) => {
-                let mut body = bucket::body_stream(&mut req)?;
+                let mut body = bucket::body_stream(req);
                 let read = threadline_durable::files::read::read(&mut body, form, &settings.files).await;
                 if read.is_err() {
                     // Refused midway: the rest is read and dropped, so the
@@ -227,7 +228,7 @@ async fn exchange(
             Step::File(plan) => break bucket::serve(env, plan, x.finish().head_only).await?,
         };
     };
-    http::discard_body(raw).await;
+    http::discard_body(req).await;
     http::finish(resp, x.finish())
 }
 

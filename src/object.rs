@@ -162,15 +162,16 @@ impl Inner {
         Ok(effects)
     }
 
-    async fn handle(self: &Rc<Self>, mut req: Request) -> std::result::Result<Response, ApiError> {
-        let context = forward::decode::<Context>(http::header(&req, forward::HEADER).as_deref())
+    async fn handle(self: &Rc<Self>, req: Request) -> std::result::Result<Response, ApiError> {
+        let req = http::Incoming::of(&req);
+        let context = forward::decode::<Context>(req.header(forward::HEADER).as_deref())
             .ok_or_else(|| ApiError::not_found_route("no route"))?;
         let limit = context.route.body().limit(&self.settings.limits);
-        let body = http::body(&mut req, limit).await.map_err(|e| e.api(limit))?;
-        let url = req.inner().url();
+        let body = http::body(&req, limit).await.map_err(|e| e.api(limit))?;
+        let url = req.raw.url();
         let (origin, _, query) = http::url_parts(&url);
         let query = query_pairs(query);
-        let header = |name: &str| http::header(&req, name);
+        let header = |name: &str| req.header(name);
         let tasks = u32::from(self.flush_timer.get().is_some()) + self.agents.borrow().len() as u32;
         let instance = match context.route.reads_instance() {
             true => self.counts.facts(&self.storage, self.settings.debug_wakes, tasks).await,
@@ -193,7 +194,7 @@ impl Inner {
         }
         let random = ids::random_u64();
         let logged = self.with_core(|c| c.journal().last_seq())?;
-        let upgrade = http::header(&req, "upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
+        let upgrade = req.header("upgrade").is_some_and(|u| u.eq_ignore_ascii_case("websocket"));
         // The core may ask another object first (a fork's source); the
         // request is then served again with that answer, once.
         let mut consulted: Option<(u16, Vec<u8>)> = None;

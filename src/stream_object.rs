@@ -45,22 +45,22 @@ impl DurableObject for StreamObject {
         StreamObject { env, state, core: RefCell::default() }
     }
 
-    async fn fetch(&self, mut req: Request) -> Result<Response> {
-        let url = req.inner().url();
+    async fn fetch(&self, req: Request) -> Result<Response> {
+        let req = crate::http::Incoming::of(&req);
+        let url = req.raw.url();
         let (origin, path, query) = crate::http::url_parts(&url);
-        let Some(op) = StreamOp::of(crate::http::header(&req, forward::HEADER).as_deref(), path) else {
+        let Some(op) = StreamOp::of(req.header(forward::HEADER).as_deref(), path) else {
             return crate::http::error(&ApiError::not_found_route("no such stream operation"));
         };
-        let body = crate::http::body(&mut req, MAX_BODY).await.map_err(|e| match e {
+        let body = crate::http::body(&req, MAX_BODY).await.map_err(|e| match e {
             crate::http::BodyError::TooLarge => StreamBodyError::TooLarge,
             crate::http::BodyError::Unreadable(e) => StreamBodyError::Unreadable(e),
         });
         let query = query_pairs(query);
-        let method = req.method();
-        let header = |name: &str| crate::http::header(&req, name);
+        let header = |name: &str| req.header(name);
         let incoming = StreamRequest {
             op,
-            method: method.as_ref(),
+            method: &req.method,
             origin: &origin,
             query: &query,
             header: &header,

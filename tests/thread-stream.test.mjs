@@ -92,7 +92,13 @@ describe("chat and the run lock", () => {
     const r400 = await api.call("POST", "/instance-ai/chat/bad.id", { message: "x" });
     assert.equal(r400.status, 400);
     assert.equal(r400.json.error.code, "invalid_id");
-    for (const r of [r404, r405, r400]) assert.equal(r.headers.get("x-content-type-options"), "nosniff");
+    // A method the server does not answer is refused, never read as
+    // another (WebDAV's PROPFIND on a GET route: a stream, were it read
+    // as GET, hence the bound on the wait).
+    const odd = await fetch(`${worker.url}/instance-ai/events/t1`, { method: "PROPFIND", signal: AbortSignal.timeout(10_000) });
+    assert.equal(odd.status, 405);
+    assert.equal((await odd.json()).error.code, "method_not_allowed");
+    for (const r of [r404, r405, r400, odd]) assert.equal(r.headers.get("x-content-type-options"), "nosniff");
   });
 });
 
