@@ -122,8 +122,8 @@ fn var(env: &Env, name: &str) -> Option<ConfigVar> {
 }
 
 /// Answers a request, then writes its log line and, with traces on, hands
-/// its span to the collector under `waitUntil` (after the answer).
-/// The request is read as the runtime hands it over ([`http::Incoming`]).
+/// its span to the collector under `waitUntil` (after the answer). The
+/// request is read as the runtime hands it over ([`http::Incoming`]).
 #[event(fetch)]
 async fn main(req: web_sys::Request, env: Env, ctx: Context) -> Result<Response> {
     let settings = settings(&env);
