@@ -2,7 +2,8 @@
 //! -p threadline-durable --bench appends`): 60 batches of 1,000 tool calls
 //! published into one run, as the object's shell hands them over, on
 //! SQLite (the engine Durable Objects run, in memory) and on the memory
-//! store, and the steps of one publish timed apart. Prints figures; decides
+//! store, the steps of one publish timed apart, and publishes of one event
+//! (what a publish costs beside its events). Prints figures; decides
 //! nothing (the Worker's own figures are `make bench`'s).
 
 #[path = "../tests/support/mod.rs"]
@@ -67,6 +68,29 @@ fn statements_of_one_publish(settings: &Settings) -> Vec<String> {
     t.journal().store().db().take()
 }
 
+/// µs per publish of one event through the route, on SQLite: a publish's
+/// own cost in the core, beside what its events cost.
+fn one_event_publishes(settings: &Settings, n: usize) -> f64 {
+    let mut t: Thread<SqlStore<_>, Discard> =
+        Thread::load(SqlStore::open(support::lite()).unwrap(), settings.thread.clone(), 0).unwrap();
+    let (path, bearer) = start_run(&mut t, settings);
+    let bodies: Vec<String> = (0..n)
+        .map(|i| {
+            json!([{"type": "tool-call", "agentId": "orchestrator",
+                    "payload": {"toolCallId": format!("one{i}"), "toolName": "bench", "args": {}}}])
+            .to_string()
+        })
+        .collect();
+    let t0 = Instant::now();
+    for (i, body) in bodies.into_iter().enumerate() {
+        let mut req = Req::new("POST", &path, Caller::Nobody).header("authorization", &bearer);
+        req.body = body;
+        let out = serve(&mut t, settings, req, 2 + i as i64);
+        assert_eq!(support::status(&out), 200, "{:?}", support::json(&out));
+    }
+    t0.elapsed().as_secs_f64() / n as f64 * 1e6
+}
+
 fn main() {
     let settings = Settings::from_pairs(&[
         ("AGENT_WEBHOOK_URL", "http://hook"),
@@ -82,6 +106,10 @@ fn main() {
         println!("  {sql}");
     }
     for round in 0..3 {
+        println!(
+            "round {round}: one publish of one event, through the route on SQLite: {:.1} µs",
+            one_event_publishes(&settings, 20_000)
+        );
         let sql = Thread::load(SqlStore::open(support::lite()).unwrap(), settings.thread.clone(), 0).unwrap();
         let sqlite = publish_all(sql, &settings, &bodies);
         let mem = Thread::load(MemoryStore::default(), settings.thread.clone(), 0).unwrap();
