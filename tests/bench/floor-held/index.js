@@ -7,16 +7,25 @@
 // a writer per subscriber, stores each published event in SQLite and
 // writes it to every writer as an SSE frame. No auth, no validation, no
 // replay, no keep-alives. Served by tests/support/serve.mjs (`--script`),
-// so it exports the class names wrangler.toml binds.
+// so it exports the class names wrangler.toml binds. A subscribe with
+// `?pipe` is piped into a stream of the Worker's own instead, with the
+// options threadline's Worker pipes a held stream with (src/client.rs), for
+// local/pipe-cost.mjs: what that hop costs, apart from everything else.
 import { DurableObject } from "cloudflare:workers";
 
 const enc = new TextEncoder();
 
 export default {
-  async fetch(req, env) {
-    const parts = new URL(req.url).pathname.split("/");
+  async fetch(req, env, ctx) {
+    const url = new URL(req.url);
+    const parts = url.pathname.split("/");
     if (req.method === "GET" && parts[2] === "events") {
-      return env.THREAD.getByName(parts[3]).fetch("https://thread/subscribe");
+      const resp = await env.THREAD.getByName(parts[3]).fetch("https://thread/subscribe");
+      if (!url.searchParams.has("pipe")) return resp;
+      const { readable, writable } = new IdentityTransformStream();
+      const options = { preventClose: true, signal: new AbortController().signal };
+      ctx.waitUntil(resp.body.pipeTo(writable, options).catch(() => {}));
+      return new Response(readable, { headers: resp.headers });
     }
     if (req.method === "POST" && parts[4] === "runs") {
       return env.THREAD.getByName(parts[3]).fetch("https://thread/publish", { method: "POST", body: req.body });
