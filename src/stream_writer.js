@@ -6,8 +6,8 @@
 // call from wasm per write, where handing each write's promise to Rust
 // (`then`) and calling back into wasm when it settled cost more crossings
 // and a derived promise each (CPU per publish 0.96x at 100 subscribers
-// without them: docs/performance.md). Nothing here reads a caller's input: the chunks are frames
-// the core made.
+// without them: docs/performance.md). Nothing here reads a caller's
+// input: the chunks are frames the core made.
 export class Out {
   constructor(writer) {
     this.writer = writer;
