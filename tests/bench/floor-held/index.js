@@ -10,7 +10,12 @@
 // so it exports the class names wrangler.toml binds. A subscribe with
 // `?pipe` is piped into a stream of the Worker's own instead, with the
 // options threadline's Worker pipes a held stream with (src/client.rs), for
-// local/pipe-cost.mjs: what that hop costs, apart from everything else.
+// local/fanout-cost.mjs: what that hop costs, apart from everything else. A
+// subscribe with `?tee` is served from one native tee per generation of
+// readers instead of a writer each (one write per publish, workerd copies
+// it to every branch): the object answers with the reader's own first part
+// (here a comment) and parks a branch, which the Worker claims and pipes
+// after it, as threadline's Worker takes a stream's legs one after another.
 import { DurableObject } from "cloudflare:workers";
 
 const enc = new TextEncoder();
@@ -20,7 +25,19 @@ export default {
     const url = new URL(req.url);
     const parts = url.pathname.split("/");
     if (req.method === "GET" && parts[2] === "events") {
-      const resp = await env.THREAD.getByName(parts[3]).fetch("https://thread/subscribe");
+      const thread = env.THREAD.getByName(parts[3]);
+      if (url.searchParams.has("tee")) {
+        const first = await thread.fetch("https://thread/subscribe?tee");
+        const { readable, writable } = new IdentityTransformStream();
+        const legs = async () => {
+          await first.body.pipeTo(writable, { preventClose: true });
+          const live = await thread.fetch(`https://thread/claim?ticket=${first.headers.get("x-ticket")}`);
+          await live.body.pipeTo(writable);
+        };
+        ctx.waitUntil(legs().catch(() => {}));
+        return new Response(readable, { headers: { "content-type": "text/event-stream" } });
+      }
+      const resp = await thread.fetch("https://thread/subscribe");
       if (!url.searchParams.has("pipe")) return resp;
       const { readable, writable } = new IdentityTransformStream();
       const options = { preventClose: true, signal: new AbortController().signal };
@@ -41,9 +58,33 @@ export class ThreadObject extends DurableObject {
     this.seq = ctx.storage.sql.exec("SELECT COALESCE(MAX(seq), 0) AS s FROM events").one().s;
     // One writer per open subscriber response.
     this.writers = new Set();
+    // `?tee`: a generation's writer and, until its first write, the unread
+    // branch new readers are teed from (a branch nobody reads would keep
+    // every write); the branches readers have yet to claim.
+    this.generation = null;
+    this.parked = new Map();
+    this.tickets = 0;
   }
   async fetch(req) {
-    if (new URL(req.url).pathname === "/subscribe") {
+    const url = new URL(req.url);
+    if (url.pathname === "/subscribe" && url.searchParams.has("tee")) {
+      if (!this.generation?.keep) {
+        const { readable, writable } = new IdentityTransformStream();
+        this.generation = { keep: readable };
+        this.writers.add(writable.getWriter());
+      }
+      const [keep, branch] = this.generation.keep.tee();
+      this.generation.keep = keep;
+      const ticket = String(++this.tickets);
+      this.parked.set(ticket, branch);
+      return new Response(": joined\n\n", { headers: { "content-type": "text/event-stream", "x-ticket": ticket } });
+    }
+    if (url.pathname === "/claim") {
+      const branch = this.parked.get(url.searchParams.get("ticket"));
+      this.parked.delete(url.searchParams.get("ticket"));
+      return new Response(branch);
+    }
+    if (url.pathname === "/subscribe") {
       const { readable, writable } = new IdentityTransformStream();
       this.writers.add(writable.getWriter());
       return new Response(readable, { headers: { "content-type": "text/event-stream" } });
@@ -56,6 +97,8 @@ export class ThreadObject extends DurableObject {
       this.ctx.storage.sql.exec("INSERT INTO events (seq, data) VALUES (?, ?)", seq, data);
       chunks.push(enc.encode(`data: ${data}\n\n`));
     }
+    // A generation that was written to takes no more readers.
+    if (this.generation?.keep) this.generation.keep.cancel().catch(() => {}), (this.generation.keep = null);
     // Not awaited: a write settles when its reader takes it. A writer whose
     // client went away fails, and is dropped.
     for (const w of this.writers) for (const c of chunks) w.write(c).catch(() => this.writers.delete(w));
