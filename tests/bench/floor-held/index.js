@@ -58,23 +58,23 @@ export class ThreadObject extends DurableObject {
     this.seq = ctx.storage.sql.exec("SELECT COALESCE(MAX(seq), 0) AS s FROM events").one().s;
     // One writer per open subscriber response.
     this.writers = new Set();
-    // `?tee`: a generation's writer and, until its first write, the unread
-    // branch new readers are teed from (a branch nobody reads would keep
+    // `?tee`: the unread branch new readers are teed from, until the first
+    // write to its generation's writer (a branch nobody reads would keep
     // every write); the branches readers have yet to claim.
-    this.generation = null;
+    this.keep = null;
     this.parked = new Map();
     this.tickets = 0;
   }
   async fetch(req) {
     const url = new URL(req.url);
     if (url.pathname === "/subscribe" && url.searchParams.has("tee")) {
-      if (!this.generation?.keep) {
+      if (!this.keep) {
         const { readable, writable } = new IdentityTransformStream();
-        this.generation = { keep: readable };
+        this.keep = readable;
         this.writers.add(writable.getWriter());
       }
-      const [keep, branch] = this.generation.keep.tee();
-      this.generation.keep = keep;
+      const [keep, branch] = this.keep.tee();
+      this.keep = keep;
       const ticket = String(++this.tickets);
       this.parked.set(ticket, branch);
       return new Response(": joined\n\n", { headers: { "content-type": "text/event-stream", "x-ticket": ticket } });
@@ -98,7 +98,10 @@ export class ThreadObject extends DurableObject {
       chunks.push(enc.encode(`data: ${data}\n\n`));
     }
     // A generation that was written to takes no more readers.
-    if (this.generation?.keep) this.generation.keep.cancel().catch(() => {}), (this.generation.keep = null);
+    if (this.keep) {
+      this.keep.cancel().catch(() => {});
+      this.keep = null;
+    }
     // Not awaited: a write settles when its reader takes it. A writer whose
     // client went away fails, and is dropped.
     for (const w of this.writers) for (const c of chunks) w.write(c).catch(() => this.writers.delete(w));
