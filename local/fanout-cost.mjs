@@ -8,12 +8,15 @@
 //           can move to a socket (`?pipe`): that hop's cost;
 //   tee     the object writes each publish once, to a native tee whose
 //           branches are the readers' streams (`?tee`), each piped by the
-//           Worker after the reader's own first part.
+//           Worker after the reader's own first part;
+//   rpc     the Worker hands the object its own stream's writable end over
+//           RPC (`?rpc`), which the object writes: no pipe in the Worker,
+//           but that stream can never be the Worker's to write again.
 // One workerd serves them all, each mode on its own thread with its own
 // readers; readers are opened and blocks taken in turns.
 //
-//   node local/fanout-cost.mjs [--readers 100] [--blocks 12] [--per-block 50] [--modes direct,pipe,tee]
-//   node local/fanout-cost.mjs --stall [--modes direct,pipe,tee]
+//   node local/fanout-cost.mjs [--readers 100] [--blocks 12] [--per-block 50] [--modes direct,pipe,tee,rpc]
+//   node local/fanout-cost.mjs --stall [--modes direct,pipe,tee,rpc]
 //
 // Prints, per mode, workerd's CPU per publish (the median over the blocks)
 // and publish→delivery p50 and p99 over every reader's every delivery.
@@ -31,7 +34,7 @@ const { values } = parseArgs({
     readers: { type: "string", default: "100" },
     blocks: { type: "string", default: "12" },
     "per-block": { type: "string", default: "50" },
-    modes: { type: "string", default: "direct,pipe,tee" },
+    modes: { type: "string", default: "direct,pipe,tee,rpc" },
     stall: { type: "boolean", default: false },
   },
 });

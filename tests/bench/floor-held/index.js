@@ -16,6 +16,9 @@
 // it to every branch): the object answers with the reader's own first part
 // (here a comment) and parks a branch, which the Worker claims and pipes
 // after it, as threadline's Worker takes a stream's legs one after another.
+// A subscribe with `?rpc` hands the object the writable end of the Worker's
+// own stream over RPC instead, which the object writes as it writes its
+// own (no pipe in the Worker; the Worker can never write to it again).
 import { DurableObject } from "cloudflare:workers";
 
 const enc = new TextEncoder();
@@ -35,6 +38,11 @@ export default {
           await live.body.pipeTo(writable);
         };
         ctx.waitUntil(legs().catch(() => {}));
+        return new Response(readable, { headers: { "content-type": "text/event-stream" } });
+      }
+      if (url.searchParams.has("rpc")) {
+        const { readable, writable } = new IdentityTransformStream();
+        ctx.waitUntil(thread.hold(writable).catch(() => {}));
         return new Response(readable, { headers: { "content-type": "text/event-stream" } });
       }
       const resp = await thread.fetch("https://thread/subscribe");
@@ -64,6 +72,10 @@ export class ThreadObject extends DurableObject {
     this.keep = null;
     this.parked = new Map();
     this.tickets = 0;
+  }
+  /** `?rpc`: a subscriber's stream, as the Worker passed it over RPC. */
+  hold(writable) {
+    this.writers.add(writable.getWriter());
   }
   async fetch(req) {
     const url = new URL(req.url);
