@@ -225,9 +225,10 @@ impl Inner {
         // What this request appended is written to its subscribers by now,
         // but workerd sends it only once this turn ends and its SQL commits
         // (persist, then fan out): the answer and the effects wait for the
-        // next turn, so the delivery does not wait for them.
-        let appended = self.with_core(|c| c.journal().last_seq()).is_ok_and(|seq| seq > logged);
-        if appended && matches!(outcome.answer, Answer::Reply(_)) {
+        // next turn, so the delivery does not wait for them (with no
+        // subscriber, there is no delivery to wait for).
+        let delivered = self.with_core(|c| c.journal().delivered_after(logged)).unwrap_or(false);
+        if delivered && matches!(outcome.answer, Answer::Reply(_)) {
             Delay::from(std::time::Duration::ZERO).await;
         }
         // A subscriber is registered (and sent its hello) in the same

@@ -251,6 +251,29 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
     assert_eq!(ids, [Some(1), Some(2)]);
 }
 
+/// A request that appended waits a turn before answering only when the
+/// append went to a subscriber (the yield keeps its answer off the
+/// delivery's path; with nobody subscribed it is CPU for nothing).
+#[test]
+fn an_append_is_delivered_after_only_with_a_subscriber() {
+    let mut t = thread();
+    start(&mut t, "r1", 0);
+    let call = |i: u32| {
+        vec![
+            json!({"type":"tool-call","agentId":"a","payload":{"toolCallId":format!("t{i}"),"toolName":"n","args":{}}}),
+        ]
+    };
+    let before = t.journal().last_seq();
+    t.publish("r1", call(1), 1).unwrap();
+    assert!(!t.journal().delivered_after(before), "no subscriber: nothing was delivered");
+    let mut c = Conn::open(&mut t, 0);
+    let before = t.journal().last_seq();
+    assert!(!t.journal().delivered_after(before), "nothing appended yet");
+    t.publish("r1", call(2), 2).unwrap();
+    assert!(t.journal().delivered_after(before), "appended, and sent to the subscriber");
+    assert_eq!(c.received().last().map(|(id, _)| *id), Some(Some(before + 1)));
+}
+
 #[test]
 fn closed_subscribers_are_dropped_on_the_next_send() {
     let mut t = thread();

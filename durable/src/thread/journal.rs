@@ -135,6 +135,18 @@ impl<S: Store, K: Sink> Journal<S, K> {
         self.last_seq
     }
 
+    /// Whether the log grew past `seq` with a subscriber there to be sent
+    /// it: what the answer to the request that appended waits a turn for.
+    /// The runtime sends what an object wrote to its streams and sockets
+    /// only once the turn that wrote it ends, so what the object does after
+    /// in that turn (its answer, its effects) delays every delivery; a yield
+    /// to the next turn takes them off the delivery's path, for about a
+    /// tenth of a one-event publish's CPU, which with no subscriber buys
+    /// nothing (`docs/performance.md`).
+    pub fn delivered_after(&self, seq: u64) -> bool {
+        self.last_seq > seq && !self.subscribers.is_empty()
+    }
+
     /// When the log last grew (ms).
     pub fn last_write_at(&self) -> i64 {
         self.last_write_at
