@@ -135,8 +135,10 @@ impl<S: Store, K: Sink> Journal<S, K> {
         self.last_seq
     }
 
-    /// Whether the log grew past `seq` with a subscriber there to be sent
-    /// it: what the answer to the request that appended waits a turn for.
+    /// Whether the log grew past `seq` while the thread has subscribers
+    /// (any of them may have been sent it; one following another branch
+    /// was not, and is counted all the same): what the answer to the
+    /// request that appended waits a turn for.
     /// The runtime sends what an object wrote to its streams and sockets
     /// only once the turn that wrote it ends, so what the object does after
     /// in that turn (its answer, its effects) delays every delivery; a yield
