@@ -1,6 +1,6 @@
 // What an object-held stream's fan-out costs at many readers, apart from
 // everything else threadline does, on the bench's JavaScript object-held
-// floor (tests/bench/floor-held/), served three ways:
+// floor (tests/bench/floor-held/), served four ways:
 //   direct  the Worker answers a subscribe with the object's response as it
 //           is, and the object writes each publish to every reader's stream;
 //   pipe    the same, the Worker piping the object's stream into a stream of

@@ -252,8 +252,9 @@ fn storage_fault_sends_nothing_and_keeps_seqs_contiguous() {
 }
 
 /// A request that appended waits a turn before answering only when the
-/// append went to a subscriber (the yield keeps its answer off the
-/// delivery's path; with nobody subscribed it is CPU for nothing).
+/// thread has a subscriber the append may have gone to (the yield keeps
+/// its answer off the delivery's path; with nobody subscribed it is CPU
+/// for nothing).
 #[test]
 fn an_append_is_delivered_after_only_with_a_subscriber() {
     let mut t = thread();

@@ -139,6 +139,7 @@ impl<S: Store, K: Sink> Journal<S, K> {
     /// (any of them may have been sent it; one following another branch
     /// was not, and is counted all the same): what the answer to the
     /// request that appended waits a turn for.
+    ///
     /// The runtime sends what an object wrote to its streams and sockets
     /// only once the turn that wrote it ends, so what the object does after
     /// in that turn (its answer, its effects) delays every delivery; a yield
